@@ -1,0 +1,1 @@
+"""One module per ``vfm`` subcommand; each defines ``register(app)``. Keep imports light here."""

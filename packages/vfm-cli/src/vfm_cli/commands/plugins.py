@@ -1,0 +1,52 @@
+"""``vfm plugins``: every registered kind, name, provider and version, and plugins that failed."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+
+def plugins(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON rows instead of a table."),
+    kind: str = typer.Option(None, "--kind", help="Only this kind (e.g. families, samplers)."),
+) -> None:
+    """List every plugin-provided name: kind, name, provider, version and status."""
+    import warnings
+
+    from vfm_cli.hosts import all_hosts, plugin_errors
+
+    rows = []
+    with warnings.catch_warnings():
+        # Failed plugins are shown as rows with status "failed"; no need to print the warning too.
+        warnings.simplefilter("ignore")
+        for host in all_hosts():
+            try:
+                rows += host.describe()
+            except plugin_errors() as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(1) from exc
+    if kind is not None:
+        kinds = sorted({r["kind"] for r in rows if r["kind"] != "-"})
+        if kind not in kinds:
+            raise typer.BadParameter(f"unknown kind {kind!r}; kinds: {', '.join(kinds)}", param_hint="--kind")
+        rows = [r for r in rows if r["kind"] in (kind, "-")]
+    if as_json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="vfm plugins")
+    for column in ("host", "kind", "name", "provider", "version", "status", "description"):
+        table.add_column(column)
+    for r in rows:
+        style = "red" if r["status"] == "failed" else None
+        table.add_row(*(r[c] for c in ("host", "kind", "name", "provider", "version", "status", "description")), style=style)
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plugins")(plugins)

@@ -1,0 +1,55 @@
+"""Entry point of ``vfm``: a Typer app whose subcommands are discovered from ``vfm_cli.commands``.
+
+A command module adds itself by defining ``register(app: typer.Typer) -> None``. Command modules
+import only typer at module level (heavy imports such as torch or ray go inside the command), so
+``vfm --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import typer
+
+from vfm_cli import __version__, commands
+
+app = typer.Typer(
+    name="vfm",
+    help="vfm: curate raw video, shard it, train video diffusion transformers with 4D parallelism, generate videos.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vfm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """vfm: the toolkit for video foundation models."""
+
+
+def _discover_commands() -> None:
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(app)
+
+
+_discover_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+../../../vfm-models/src/vfm_models/_plugin_host.py

@@ -1,0 +1,21 @@
+"""The vfm_curator plugin host: the hook marker, the manager and the look-ups by name."""
+
+from __future__ import annotations
+
+import pluggy
+
+from vfm_curator import hookspecs
+from vfm_curator._plugin_host import PluginHost
+
+hookimpl = pluggy.HookimplMarker("vfm_curator")
+
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_curator``.
+host = PluginHost(
+    project="vfm_curator",
+    distribution="vfm-curator",
+    hookspecs=hookspecs,
+    builtins=("vfm_curator.builtin",),
+    kinds={
+        "stages": "vfm_curator_register_stages",
+    },
+)

@@ -1,0 +1,21 @@
+"""The vfm_data plugin host: the hook marker, the manager and the look-ups by name."""
+
+from __future__ import annotations
+
+import pluggy
+
+from vfm_data import hookspecs
+from vfm_data._plugin_host import PluginHost
+
+hookimpl = pluggy.HookimplMarker("vfm_data")
+
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_data``.
+host = PluginHost(
+    project="vfm_data",
+    distribution="vfm-data",
+    hookspecs=hookspecs,
+    builtins=("vfm_data.builtin",),
+    kinds={
+        "blenders": "vfm_data_register_blenders",
+    },
+)

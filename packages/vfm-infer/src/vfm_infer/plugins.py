@@ -1,0 +1,21 @@
+"""The vfm_infer plugin host: the hook marker, the manager and the look-ups by name."""
+
+from __future__ import annotations
+
+import pluggy
+
+from vfm_infer import hookspecs
+from vfm_infer._plugin_host import PluginHost
+
+hookimpl = pluggy.HookimplMarker("vfm_infer")
+
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_infer``.
+host = PluginHost(
+    project="vfm_infer",
+    distribution="vfm-infer",
+    hookspecs=hookspecs,
+    builtins=("vfm_infer.builtin",),
+    kinds={
+        "samplers": "vfm_infer_register_samplers",
+    },
+)

@@ -1,0 +1,43 @@
+"""How a model family *describes* its parallelization, so that vfm-parallel can *apply* it.
+
+vfm-models never imports vfm-parallel (nor the reverse). A model's ``parallel_plan()`` returns this
+plain description; vfm-parallel reads its fields by name. Module paths are dotted attribute paths;
+paths inside ``tp`` and ``attention`` are relative to one transformer block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+TP_STYLES = ("colwise", "rowwise")
+ATTENTION_KINDS = ("full", "spatial", "temporal", "cross")
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    #: Dotted path of the ``nn.ModuleList`` of transformer blocks: FSDP and activation-checkpointing
+    #: units, and the places where a pipeline may cut (between blocks).
+    blocks: str
+    #: Linear layers inside a block -> "colwise" | "rowwise" (Megatron-style TP pairs).
+    tp: Mapping[str, str] = field(default_factory=dict)
+    #: Attention-core modules inside a block -> "full" | "spatial" | "temporal" | "cross". Each core
+    #: has the call signature of ``vfm_models.blocks.attention.AttentionCore``; CP strategies swap it.
+    attention: Mapping[str, str] = field(default_factory=dict)
+    #: Top-level modules that turn conditioning (timestep, class, text) into embeddings. Under PP they
+    #: live on every stage, are initialised identically and have their gradients all-reduced.
+    conditioning: tuple[str, ...] = ()
+    #: Top-level modules run before the first block (patch embedding) and after the last (final layer).
+    pre_blocks: tuple[str, ...] = ()
+    post_blocks: tuple[str, ...] = ()
+    num_heads: int = 1
+    num_kv_heads: int = 1
+    num_layers: int = 1
+
+    def __post_init__(self) -> None:
+        bad_tp = {k: v for k, v in self.tp.items() if v not in TP_STYLES}
+        if bad_tp:
+            raise ValueError(f"tp styles must be one of {TP_STYLES}; got {bad_tp}")
+        bad_attn = {k: v for k, v in self.attention.items() if v not in ATTENTION_KINDS}
+        if bad_attn:
+            raise ValueError(f"attention kinds must be one of {ATTENTION_KINDS}; got {bad_attn}")

@@ -1,0 +1,52 @@
+"""The identity/patch tokenizer: exact, weightless, for tiny CPU runs and exactness tests."""
+
+from __future__ import annotations
+
+import torch
+
+
+class PixelTokenizer:
+    """Folds ``patch`` x ``patch`` pixel squares into channels (space-to-depth); decode is exact.
+
+    ``patch=1`` is the identity. Frames are not compressed, so every frame count is accepted.
+    """
+
+    temporal_compression = 1
+
+    def __init__(self, patch: int = 1, channels: int = 3) -> None:
+        if patch < 1:
+            raise ValueError(f"patch must be >= 1, got {patch}")
+        self.patch = patch
+        self.channels = channels
+        self.spatial_compression = patch
+        self.latent_channels = channels * patch * patch
+
+    def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Latent (C', T, H/p, W/p) for a pixel shape (C, T, H, W); a leading batch dim is kept."""
+        *batch, c, t, h, w = shape
+        self._check(c, h, w)
+        p = self.patch
+        return (*batch, c * p * p, t, h // p, w // p)
+
+    def _check(self, c: int, h: int, w: int) -> None:
+        if c != self.channels:
+            raise ValueError(f"pixel tokenizer expects {self.channels} channels, got {c}")
+        if h % self.patch or w % self.patch:
+            raise ValueError(
+                f"pixel tokenizer with patch {self.patch} accepts heights and widths divisible by "
+                f"{self.patch}; got {h}x{w}"
+            )
+
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        b, c, t, h, w = video.shape
+        self._check(c, h, w)
+        p = self.patch
+        x = video.reshape(b, c, t, h // p, p, w // p, p)
+        return x.permute(0, 1, 4, 6, 2, 3, 5).reshape(b, c * p * p, t, h // p, w // p)
+
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        b, cpp, t, hp, wp = latent.shape
+        p = self.patch
+        c = cpp // (p * p)
+        x = latent.reshape(b, c, p, p, t, hp, wp)
+        return x.permute(0, 1, 4, 5, 2, 6, 3).reshape(b, c, t, hp * p, wp * p)
