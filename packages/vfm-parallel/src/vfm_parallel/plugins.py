@@ -14,7 +14,7 @@ host = PluginHost(
     project="vfm_parallel",
     distribution="vfm-parallel",
     hookspecs=hookspecs,
-    builtins=("vfm_parallel.builtin",),
+    builtins=("vfm_parallel.builtin", "vfm_parallel.cp.plugin"),
     kinds={
         "strategies": "vfm_parallel_register_strategies",
     },
