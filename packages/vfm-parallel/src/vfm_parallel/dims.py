@@ -1,0 +1,88 @@
+"""Parallel sizes, their validation against the world and the model, and the device mesh.
+
+Mesh dimensions, outermost first: ``pp, dp_replicate, dp_shard, cp, tp`` (TP innermost, so a TP
+group is made of neighbouring ranks: on GPUs, the same node's NVLink).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+MESH_DIMS: tuple[str, ...] = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+
+
+class LayoutError(ValueError):
+    """A parallel layout that cannot work: raised before any collective is issued."""
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    """Sizes of the five mesh dimensions; their product is the world size."""
+
+    pp: int = 1
+    dp_replicate: int = 1
+    dp_shard: int = 1
+    cp: int = 1
+    tp: int = 1
+
+    def __post_init__(self) -> None:
+        bad = {f.name: getattr(self, f.name) for f in fields(self) if not (isinstance(getattr(self, f.name), int) and getattr(self, f.name) >= 1)}
+        if bad:
+            raise LayoutError(f"every parallel size must be an integer >= 1; got {bad}")
+
+    @property
+    def world_size(self) -> int:
+        return self.pp * self.dp_replicate * self.dp_shard * self.cp * self.tp
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree: ranks that see different samples."""
+        return self.dp_replicate * self.dp_shard
+
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in MESH_DIMS)
+
+    def __str__(self) -> str:
+        return "x".join(f"{name}{getattr(self, name)}" for name in MESH_DIMS if getattr(self, name) > 1) or "single"
+
+    def validate(self, world_size: int, plan: Any = None, tokens: int | None = None) -> None:
+        """Raise :class:`LayoutError` naming the numbers that disagree.
+
+        ``plan`` (a family's ``ParallelPlan``) adds the model checks: heads % tp, kv-heads % tp,
+        layers % pp (and layers >= pp); ``tokens`` (sequence length) adds tokens % cp.
+        """
+        problems: list[str] = []
+        if self.world_size != world_size:
+            problems.append(
+                f"pp*dp_replicate*dp_shard*cp*tp = {self.pp}*{self.dp_replicate}*{self.dp_shard}*{self.cp}*{self.tp}"
+                f" = {self.world_size} but the world size is {world_size}"
+            )
+        if plan is not None:
+            heads, kv_heads, layers = plan.num_heads, plan.num_kv_heads, plan.num_layers
+            if heads % self.tp:
+                problems.append(f"num_heads {heads} is not divisible by tp {self.tp}")
+            if kv_heads % self.tp:
+                problems.append(f"num_kv_heads {kv_heads} is not divisible by tp {self.tp}")
+            if layers % self.pp:
+                problems.append(f"num_layers {layers} is not divisible by pp {self.pp}")
+        if tokens is not None and tokens % self.cp:
+            problems.append(f"sequence length {tokens} tokens is not divisible by cp {self.cp}")
+        if problems:
+            raise LayoutError(f"parallel layout {self} does not fit: " + "; ".join(problems))
+
+    def build_mesh(self, device_type: str = "cpu"):
+        """The :class:`DeviceMesh` over all five dimensions (size-1 ones included, so every
+        strategy can ask for ``mesh[name]``), plus the flattened ``"dp"`` (replicate x shard)
+        and ``"dp_cp"`` (the ranks over which FSDP shards and gradients are averaged)."""
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        if not dist.is_initialized():
+            raise LayoutError("torch.distributed is not initialised: call init_process_group first")
+        self.validate(dist.get_world_size())
+        mesh = init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
+        mesh["dp_replicate", "dp_shard"]._flatten("dp")
+        mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
+        mesh["dp_replicate", "dp_shard", "cp"]._flatten("dp_cp")
+        return mesh

@@ -1,0 +1,64 @@
+"""The strategy interface: what every parallel strategy (built-in or plugin) is, and the order
+:func:`vfm_parallel.parallelize` applies them in.
+
+A strategy is any object with
+
+- ``name``: the registry name (``"tp"``, ``"fsdp"``, ``"cp-ring"``, ...),
+- ``phase``: one of :data:`PHASES`; it fixes *when* the strategy is applied,
+- ``mesh_dims``: the mesh dimension names it uses (``("tp",)``, ``("dp_replicate", "dp_shard")``),
+- ``apply(model, mesh, plan, **options) -> model``: applies itself in place (or wraps) and returns
+  the model. ``mesh`` is the full :class:`~torch.distributed.device_mesh.DeviceMesh` with the
+  dimension names of :data:`vfm_parallel.dims.MESH_DIMS`; take sub-meshes with ``mesh["tp"]``.
+  ``plan`` is the family's ``parallel_plan()`` (read by attribute name, never imported).
+
+It is registered by name through the ``vfm_parallel_register_strategies`` hook, e.g.
+``register("cp-ring", "vfm_parallel.cp.ring:RingStrategy")``; the target is the strategy object
+itself or a class/factory called with no arguments that returns one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+#: The fixed order of application, outermost decision first: the pipeline split decides which
+#: blocks live on this rank; TP/SP shard the linears of those blocks; CP swaps attention cores;
+#: activation checkpointing and compile wrap each block; data parallelism (DDP/FSDP/HSDP) wraps
+#: last so that it sees the final parameters (DTensors from TP included).
+PHASES: tuple[str, ...] = ("pp", "tp", "cp", "checkpoint", "compile", "dp")
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """A named, composable way of parallelizing (or wrapping) a model."""
+
+    name: str
+    phase: str
+    mesh_dims: tuple[str, ...]
+
+    def apply(self, model: Any, mesh: Any, plan: Any, **options: Any) -> Any: ...
+
+
+def get_strategy(name: str) -> Strategy:
+    """The strategy registered as ``name``; an unknown name lists the available ones."""
+    from vfm_parallel.plugins import host
+
+    target = host.get("strategies", name)
+    strategy = target() if isinstance(target, type) or (callable(target) and not hasattr(target, "apply")) else target
+    missing = [attr for attr in ("name", "phase", "mesh_dims", "apply") if not hasattr(strategy, attr)]
+    if missing:
+        raise TypeError(f"strategy {name!r} lacks {', '.join(missing)}; a strategy has name, phase, mesh_dims, apply")
+    if strategy.phase not in PHASES:
+        raise ValueError(f"strategy {name!r} has phase {strategy.phase!r}; phases: {', '.join(PHASES)}")
+    return strategy
+
+
+def order_strategies(strategies: list[Strategy]) -> list[Strategy]:
+    """``strategies`` sorted by :data:`PHASES` (stable within a phase); one per phase except none."""
+    by_phase: dict[str, str] = {}
+    for s in strategies:
+        if s.phase in by_phase:
+            raise ValueError(
+                f"strategies {by_phase[s.phase]!r} and {s.name!r} both act in phase {s.phase!r}; pick one"
+            )
+        by_phase[s.phase] = s.name
+    return sorted(strategies, key=lambda s: PHASES.index(s.phase))
