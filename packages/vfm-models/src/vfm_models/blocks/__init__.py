@@ -1,0 +1,1 @@
+"""Shared transformer blocks: patch embedding, positions, conditioning embedders, AdaLN, attention, MLPs."""
