@@ -1,4 +1,7 @@
-"""The built-in vfm-infer plugin: registers through the same hooks as any third-party plugin."""
+"""The built-in vfm-infer plugin: registers through the same hooks as any third-party plugin.
+
+Targets are lazy ``"module:attr"`` strings so that listing plugins never imports torch.
+"""
 
 from __future__ import annotations
 
@@ -9,3 +12,8 @@ from vfm_infer.plugins import hookimpl
 @hookimpl
 def vfm_infer_register_samplers(register: Register) -> None:
     """Built-in samplers."""
+    register("edm-heun", "vfm_infer.samplers.edm:EDMHeun", description="EDM Heun (2nd order, 2N-1 evaluations, optional churn)")
+    register("edm-euler", "vfm_infer.samplers.edm:EDMEuler", description="EDM Euler (1st order, optional churn)")
+    register("dpm-solver++", "vfm_infer.samplers.dpm_solver:DPMSolverPP2M", description="DPM-Solver++(2M) on the EDM schedule")
+    register("flow-euler", "vfm_infer.samplers.flow:FlowEuler", description="rectified-flow Euler with timestep shift")
+    register("flow-heun", "vfm_infer.samplers.flow:FlowHeun", description="rectified-flow Heun with timestep shift")

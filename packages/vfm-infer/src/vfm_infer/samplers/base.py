@@ -1,0 +1,84 @@
+"""The one small interface every sampler implements, so one shared test can run them all."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, ClassVar, Protocol
+
+import torch
+
+#: What each formulation's denoiser callable returns.
+FORMULATIONS = {
+    "edm": "the denoised estimate D(x; sigma) (x = x0 + sigma * n)",
+    "rectified-flow": "the velocity v(x, s) = E[eps - x0 | x_s] (x_s = (1 - s) x0 + s eps)",
+}
+
+
+class Denoiser(Protocol):
+    """``denoiser(x, level) -> prediction``; ``x`` (B, ...) and ``level`` (B,), the noise level
+    (sigma for EDM, s in [0, 1] for rectified flow) in ``x``'s dtype and device."""
+
+    def __call__(self, x: torch.Tensor, level: torch.Tensor) -> torch.Tensor: ...
+
+
+#: ``callback(step, steps)`` after each sampler step (step counts from 1), e.g. for a progress bar.
+StepCallback = Callable[[int, int], None]
+
+
+class Sampler(ABC):
+    """Integrates from pure noise (the first noise level) to data (level 0) in ``steps`` steps.
+
+    Subclasses set ``formulation`` (a key of :data:`FORMULATIONS`) and ``order`` (of the ODE
+    solver's global error in 1/steps), and implement :meth:`levels` and :meth:`_run`.
+    """
+
+    formulation: ClassVar[str]
+    order: ClassVar[int]
+
+    def __init__(self, steps: int = 32) -> None:
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ValueError(f"{type(self).__name__}: steps must be an integer >= 1, got {steps!r}")
+        self.steps = steps
+
+    @abstractmethod
+    def levels(self) -> torch.Tensor:
+        """The noise levels visited, (steps + 1,) float64, decreasing, ending at 0."""
+
+    @abstractmethod
+    def num_evaluations(self) -> int:
+        """How many times :meth:`sample` calls the denoiser."""
+
+    def initial(self, noise: torch.Tensor) -> torch.Tensor:
+        """x at the first noise level from standard Gaussian ``noise``."""
+        return noise * float(self.levels()[0])
+
+    def sample(
+        self,
+        denoiser: Denoiser,
+        noise: torch.Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        callback: StepCallback | None = None,
+    ) -> torch.Tensor:
+        """Data sample(s) from standard Gaussian ``noise`` (B, ...); ``generator`` feeds any
+        stochastic part (EDM churn)."""
+        levels = self.levels().tolist()
+
+        def evaluate(x: torch.Tensor, level: float) -> torch.Tensor:
+            return denoiser(x, torch.full((x.shape[0],), level, dtype=x.dtype, device=x.device))
+
+        return self._run(evaluate, self.initial(noise), levels, generator, callback or (lambda i, n: None))
+
+    @abstractmethod
+    def _run(
+        self,
+        evaluate: Callable[[torch.Tensor, float], torch.Tensor],
+        x: torch.Tensor,
+        levels: list[float],
+        generator: torch.Generator | None,
+        callback: StepCallback,
+    ) -> torch.Tensor:
+        """The solver loop over ``levels`` (python floats, so the schedule stays exact)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(steps={self.steps})"

@@ -1,0 +1,111 @@
+"""The shared test every sampler runs (diffusers-style): subclass it and set ``sampler_name``."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import vfm_infer
+from vfm_infer.samplers.base import FORMULATIONS, Sampler
+from tests.infer.analytic import GaussianMixture, ode_endpoint
+
+ORDER_STEPS = (8, 16, 32, 64)
+
+
+def fitted_order(steps: tuple[int, ...], errors: list[float]) -> float:
+    """Minus the least-squares slope of log(error) against log(N)."""
+    x = torch.tensor(steps, dtype=torch.float64).log()
+    y = torch.tensor(errors, dtype=torch.float64).log()
+    return -float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+
+
+def mixture() -> GaussianMixture:
+    return GaussianMixture(
+        torch.tensor([[-2.0, 0.0], [1.5, 1.0], [0.5, -2.0]], dtype=torch.float64),
+        torch.tensor([0.3, 0.5, 0.4], dtype=torch.float64),
+        torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
+    )
+
+
+class SamplerTestMixin:
+    sampler_name: str
+    options: dict = {}
+    #: Enough steps that the discretisation error is below the sampling error of 10k samples.
+    mixture_steps: int = 32
+
+    def make(self, steps: int, **extra) -> Sampler:
+        return vfm_infer.host.get("samplers", self.sampler_name)(steps, **{**self.options, **extra})
+
+    def test_is_registered_and_declares_a_known_formulation(self):
+        cls = vfm_infer.host.get("samplers", self.sampler_name)
+        assert issubclass(cls, Sampler)
+        assert cls.formulation in FORMULATIONS
+
+    def test_levels_decrease_from_the_noise_level_to_zero(self):
+        levels = self.make(10).levels()
+        assert levels.shape == (11,)
+        assert levels[-1] == 0 and bool((levels[1:] < levels[:-1]).all())
+
+    def test_calls_the_denoiser_as_often_as_it_declares(self):
+        sampler = self.make(6)
+        calls = []
+        gm = GaussianMixture.single(torch.zeros(3, dtype=torch.float64), 0.5)
+        oracle = gm.denoiser(sampler.formulation)
+
+        def counting(x, level):
+            assert level.shape == (x.shape[0],) and level.dtype == x.dtype
+            calls.append(float(level[0]))
+            return oracle(x, level)
+
+        steps = []
+        sampler.sample(counting, torch.randn(2, 3, dtype=torch.float64), callback=lambda i, n: steps.append((i, n)))
+        assert len(calls) == sampler.num_evaluations()
+        assert steps == [(i, 6) for i in range(1, 7)]
+
+    def test_same_noise_gives_the_same_sample(self):
+        sampler = self.make(5)
+        gm = mixture()
+        noise = torch.randn(16, 2, dtype=torch.float64)
+        a = sampler.sample(gm.denoiser(sampler.formulation), noise, generator=torch.Generator().manual_seed(1))
+        b = sampler.sample(gm.denoiser(sampler.formulation), noise, generator=torch.Generator().manual_seed(1))
+        assert torch.equal(a, b)
+
+    def test_rejects_a_non_positive_step_count(self):
+        with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+            self.make(0)
+
+    def test_mixture_samples_have_the_data_mean_and_covariance(self):
+        sampler = self.make(self.mixture_steps)
+        gm = mixture()
+        g = torch.Generator().manual_seed(0)
+        noise = torch.randn(10_000, 2, generator=g, dtype=torch.float64)
+        out = sampler.sample(gm.denoiser(sampler.formulation), noise, generator=g)
+        # Standard errors at 10k samples: ~0.017 for the mean, ~0.04 for the (co)variances (~2-3).
+        assert (out.mean(0) - gm.mean()).abs().max() < 0.06
+        assert (out.T.cov() - gm.covariance()).abs().max() < 0.12
+        # A multi-modal check: the share of samples nearest each component matches its weight.
+        nearest = torch.cdist(out, gm.means).argmin(1)
+        shares = torch.bincount(nearest, minlength=3).double() / len(out)
+        assert (shares - gm.weights).abs().max() < 0.03
+
+
+class ODESamplerTestMixin(SamplerTestMixin):
+    """For deterministic samplers: the endpoint error against the closed form falls at ``order``."""
+
+    def test_ode_endpoint_error_falls_at_the_declared_order(self):
+        mean = torch.tensor([0.3, -0.5, 1.0, 0.0], dtype=torch.float64)
+        std = 0.5
+        gm = GaussianMixture.single(mean, std)
+        noise = torch.randn(64, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        errors = []
+        for n in ORDER_STEPS:
+            sampler = self.make(n)
+            out = sampler.sample(gm.denoiser(sampler.formulation), noise)
+            errors.append(float((out - ode_endpoint(sampler.formulation, mean, std, noise)).abs().max()))
+        assert all(math.isfinite(e) and e > 0 for e in errors)
+        assert errors == sorted(errors, reverse=True), errors
+        order = fitted_order(ORDER_STEPS, errors)
+        # Pre-asymptotic convergence can look faster than the order (shifted schedules), never slower.
+        assert sampler.order - 0.4 < order < sampler.order + 0.6, f"fitted order {order:.2f}, declared {sampler.order}; errors {errors}"
