@@ -1,0 +1,132 @@
+"""EDM (Karras et al. 2022, "Elucidating the Design Space of Diffusion-Based Generative Models").
+
+Written as the paper (Table 1) and NVlabs/edm write it: x = y + n with n ~ N(0, sigma^2 I), and the
+denoiser D(x; sigma) = c_skip(sigma) x + c_out(sigma) F(c_in(sigma) x; c_noise(sigma)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vfm_models.formulations._reduce import masked_sample_mean, per_sample, reduce
+
+
+class EDM:
+    """EDM preconditioning, log-normal training noise levels and the loss weight lambda(sigma).
+
+    The network ``model(x, t, cond)`` receives ``t = c_noise(sigma) = ln(sigma) / 4``.
+    """
+
+    name = "edm"
+
+    def __init__(
+        self,
+        sigma_data: float = 0.5,
+        P_mean: float = -1.2,
+        P_std: float = 1.2,
+        sigma_min: float = 0.002,
+        sigma_max: float = 80.0,
+        rho: float = 7.0,
+    ) -> None:
+        if sigma_data <= 0 or P_std <= 0 or not 0 < sigma_min < sigma_max or rho <= 0:
+            raise ValueError(
+                "EDM needs sigma_data > 0, P_std > 0, 0 < sigma_min < sigma_max and rho > 0; got "
+                f"sigma_data={sigma_data}, P_std={P_std}, sigma_min={sigma_min}, sigma_max={sigma_max}, rho={rho}"
+            )
+        self.sigma_data = sigma_data
+        self.P_mean = P_mean
+        self.P_std = P_std
+        self.sigma_min = sigma_min
+        self.sigma_max = sigma_max
+        self.rho = rho
+
+    def options(self) -> dict[str, Any]:
+        """The constructor arguments (stored as ``formulation_options`` in an inference export)."""
+        return {k: getattr(self, k) for k in ("sigma_data", "P_mean", "P_std", "sigma_min", "sigma_max", "rho")}
+
+    # --- preconditioning (Table 1, "Ours") ------------------------------------------------------
+
+    def c_skip(self, sigma: torch.Tensor) -> torch.Tensor:
+        return self.sigma_data**2 / (sigma**2 + self.sigma_data**2)
+
+    def c_out(self, sigma: torch.Tensor) -> torch.Tensor:
+        return sigma * self.sigma_data / (sigma**2 + self.sigma_data**2).sqrt()
+
+    def c_in(self, sigma: torch.Tensor) -> torch.Tensor:
+        return 1 / (self.sigma_data**2 + sigma**2).sqrt()
+
+    def c_noise(self, sigma: torch.Tensor) -> torch.Tensor:
+        return sigma.log() / 4
+
+    def network_time(self, sigma: torch.Tensor) -> torch.Tensor:
+        """The ``t`` the network sees for noise level ``sigma``: c_noise(sigma)."""
+        return self.c_noise(torch.as_tensor(sigma, dtype=torch.float32))
+
+    def loss_weight(self, sigma: torch.Tensor) -> torch.Tensor:
+        """lambda(sigma) = (sigma^2 + sigma_data^2) / (sigma * sigma_data)^2."""
+        return (sigma**2 + self.sigma_data**2) / (sigma * self.sigma_data) ** 2
+
+    def denoise(self, model, x: torch.Tensor, sigma, cond: dict) -> torch.Tensor:
+        """D(x; sigma) = c_skip x + c_out F(c_in x; c_noise): the denoised estimate of x0.
+
+        x: (B, C, T, H, W); sigma: scalar or (B,). Preconditioning is computed in float32.
+        """
+        sigma = per_sample(sigma, x)  # (B, 1, 1, 1, 1)
+        x32 = x.to(torch.float32)
+        F_x = model((self.c_in(sigma) * x32).to(x.dtype), self.c_noise(sigma).flatten(), cond)
+        return self.c_skip(sigma) * x32 + self.c_out(sigma) * F_x.to(torch.float32)
+
+    # --- training -------------------------------------------------------------------------------
+
+    def sample_sigma(self, batch: int, generator: torch.Generator | None, device=None) -> torch.Tensor:
+        """ln(sigma) ~ N(P_mean, P_std^2) -> (B,) float32."""
+        rnd_normal = torch.randn(batch, generator=generator, device=device)
+        return (rnd_normal * self.P_std + self.P_mean).exp()
+
+    def loss(
+        self,
+        model,
+        x0: torch.Tensor,
+        cond: dict,
+        generator: torch.Generator | None = None,
+        noise_generator: torch.Generator | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        reduction: str = "mean",
+    ) -> torch.Tensor:
+        """E[lambda(sigma) ||D(y + n; sigma) - y||^2], averaged over elements (and ``mask``).
+
+        ``generator`` draws sigma, ``noise_generator`` (default: ``generator``) draws n.
+        x0: (B, C, T, H, W) clean latents. ``mask`` broadcastable to x0 keeps only real elements.
+        """
+        noise_generator = generator if noise_generator is None else noise_generator
+        sigma = self.sample_sigma(x0.shape[0], generator, x0.device)
+        n = torch.randn(x0.shape, generator=noise_generator, device=x0.device, dtype=torch.float32)
+        y = x0.to(torch.float32)
+        D_yn = self.denoise(model, (y + per_sample(sigma, y) * n).to(x0.dtype), sigma, cond)
+        weight = self.loss_weight(per_sample(sigma, y))
+        return reduce(masked_sample_mean(weight * (D_yn - y) ** 2, mask), reduction)
+
+    # --- sampling helpers -----------------------------------------------------------------------
+
+    def sigmas(self, num_steps: int, device=None) -> torch.Tensor:
+        """Karras et al. eq. 5: sigma_i = (smax^(1/rho) + i/(N-1) (smin^(1/rho) - smax^(1/rho)))^rho, then 0.
+
+        Returns (N + 1,) float64, decreasing from sigma_max to sigma_min, with a trailing 0.
+        """
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+        step = torch.arange(num_steps, dtype=torch.float64, device=device)
+        denom = max(num_steps - 1, 1)
+        smax, smin, rho = self.sigma_max ** (1 / self.rho), self.sigma_min ** (1 / self.rho), self.rho
+        t = (smax + step / denom * (smin - smax)) ** rho
+        return torch.cat([t, t.new_zeros(1)])
+
+    def prior(self, shape, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+        """x_T ~ N(0, sigma_max^2 I), the start of sampling."""
+        return torch.randn(shape, generator=generator, device=device) * self.sigma_max
+
+    def __repr__(self) -> str:
+        return f"EDM({', '.join(f'{k}={v}' for k, v in self.options().items())})"

@@ -1,0 +1,113 @@
+"""Rectified flow (Liu et al. 2022; Esser et al. 2024, "Scaling Rectified Flow Transformers", SD3).
+
+x_s = (1 - s) x0 + s eps, s in [0, 1] (s = 1 is pure noise); the network predicts the velocity
+v = dx_s/ds = eps - x0. Training s is logit-normal, optionally shifted towards noise (SD3 eq. 23).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vfm_models.formulations._reduce import masked_sample_mean, per_sample, reduce
+
+
+class RectifiedFlow:
+    """Velocity prediction on the straight path between data and noise.
+
+    The network ``model(x, t, cond)`` receives ``t = s`` itself.
+    """
+
+    name = "rectified-flow"
+
+    def __init__(self, logit_mean: float = 0.0, logit_std: float = 1.0, shift: float = 1.0) -> None:
+        if logit_std <= 0 or shift <= 0:
+            raise ValueError(f"rectified flow needs logit_std > 0 and shift > 0; got {logit_std} and {shift}")
+        self.logit_mean = logit_mean
+        self.logit_std = logit_std
+        self.shift = shift
+
+    def options(self) -> dict[str, Any]:
+        """The constructor arguments (stored as ``formulation_options`` in an inference export)."""
+        return {"logit_mean": self.logit_mean, "logit_std": self.logit_std, "shift": self.shift}
+
+    # --- the path -------------------------------------------------------------------------------
+
+    @staticmethod
+    def interpolate(x0: torch.Tensor, eps: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """x_s = (1 - s) x0 + s eps; ``s`` broadcasts to x0."""
+        return (1 - s) * x0 + s * eps
+
+    @staticmethod
+    def velocity_target(x0: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        """v = eps - x0."""
+        return eps - x0
+
+    @staticmethod
+    def x0_from_velocity(x: torch.Tensor, s, v: torch.Tensor) -> torch.Tensor:
+        """x0 = x_s - s v (exact on the straight path)."""
+        return x - per_sample(s, x) * v
+
+    @staticmethod
+    def eps_from_velocity(x: torch.Tensor, s, v: torch.Tensor) -> torch.Tensor:
+        """eps = x_s + (1 - s) v."""
+        return x + (1 - per_sample(s, x)) * v
+
+    def shift_time(self, s: torch.Tensor) -> torch.Tensor:
+        """SD3 time shift: s' = shift s / (1 + (shift - 1) s); shift > 1 moves s towards noise."""
+        return self.shift * s / (1 + (self.shift - 1) * s)
+
+    def network_time(self, s: torch.Tensor) -> torch.Tensor:
+        """The ``t`` the network sees for path position ``s``: s itself."""
+        return torch.as_tensor(s, dtype=torch.float32)
+
+    def denoise(self, model, x: torch.Tensor, s, cond: dict) -> torch.Tensor:
+        """The predicted velocity v(x_s, s) (B, C, T, H, W); s: scalar or (B,)."""
+        s = per_sample(s, x)
+        return model(x, s.flatten(), cond).to(torch.float32)
+
+    # --- training -------------------------------------------------------------------------------
+
+    def sample_s(self, batch: int, generator: torch.Generator | None, device=None) -> torch.Tensor:
+        """s = shift_time(sigmoid(u)), u ~ N(logit_mean, logit_std^2) -> (B,) float32."""
+        u = torch.randn(batch, generator=generator, device=device) * self.logit_std + self.logit_mean
+        return self.shift_time(torch.sigmoid(u))
+
+    def loss(
+        self,
+        model,
+        x0: torch.Tensor,
+        cond: dict,
+        generator: torch.Generator | None = None,
+        noise_generator: torch.Generator | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        reduction: str = "mean",
+    ) -> torch.Tensor:
+        """E ||v_theta(x_s, s) - (eps - x0)||^2, averaged over elements (and ``mask``).
+
+        ``generator`` draws s, ``noise_generator`` (default: ``generator``) draws eps.
+        """
+        noise_generator = generator if noise_generator is None else noise_generator
+        s = self.sample_s(x0.shape[0], generator, x0.device)
+        eps = torch.randn(x0.shape, generator=noise_generator, device=x0.device, dtype=torch.float32)
+        y = x0.to(torch.float32)
+        x_s = self.interpolate(y, eps, per_sample(s, y))
+        v_hat = self.denoise(model, x_s.to(x0.dtype), s, cond)
+        return reduce(masked_sample_mean((v_hat - self.velocity_target(y, eps)) ** 2, mask), reduction)
+
+    # --- sampling helpers -----------------------------------------------------------------------
+
+    def times(self, num_steps: int, device=None) -> torch.Tensor:
+        """(N + 1,) float64 path positions from 1 (noise) to 0 (data): uniform, then shifted."""
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+        return self.shift_time(torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64, device=device))
+
+    def prior(self, shape, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+        """x_1 = eps ~ N(0, I), the start of sampling."""
+        return torch.randn(shape, generator=generator, device=device)
+
+    def __repr__(self) -> str:
+        return f"RectifiedFlow({', '.join(f'{k}={v}' for k, v in self.options().items())})"
