@@ -1,0 +1,60 @@
+"""MP4 (H264) and PNG contact-sheet output, read back with PyAV."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vfm_infer.video.contact_sheet import contact_sheet, read_png, write_png
+from vfm_infer.video.frames import to_uint8_frames
+from vfm_infer.video.mp4 import read_mp4, write_mp4
+
+
+def moving_square(t: int = 9, h: int = 32, w: int = 48) -> np.ndarray:
+    frames = np.zeros((t, h, w, 3), dtype=np.uint8)
+    for i in range(t):
+        frames[i, 8:20, 2 + 4 * i : 14 + 4 * i] = (230, 40, 90)
+    return frames
+
+
+def test_to_uint8_frames_maps_minus_one_to_zero_and_one_to_255():
+    video = torch.stack([torch.full((2, 2, 2), v) for v in (-1.0, 0.0, 1.0)])  # (C=3, T, H, W)
+    frames = to_uint8_frames(video)
+    assert frames.shape == (2, 2, 2, 3) and frames.dtype == np.uint8
+    assert frames[0, 0, 0].tolist() == [0, 128, 255]
+
+
+def test_to_uint8_frames_rejects_other_channel_counts():
+    with pytest.raises(ValueError, match="1- or 3-channel"):
+        to_uint8_frames(torch.zeros(4, 1, 2, 2))
+
+
+def test_mp4_reads_back_with_the_frame_count_size_and_content(tmp_path):
+    frames = moving_square()
+    path = write_mp4(tmp_path / "a.mp4", frames, fps=12)
+    back = read_mp4(path)
+    assert back.shape == frames.shape
+    # Lossy H264 at crf 18: close to the input, not equal.
+    assert np.abs(back.astype(int) - frames.astype(int)).mean() < 6
+    import av
+
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].codec_context.name == "h264"
+        assert c.streams.video[0].average_rate == 12
+
+
+def test_mp4_rejects_odd_sizes_before_writing(tmp_path):
+    with pytest.raises(ValueError, match="even height and width; got 31x48"):
+        write_mp4(tmp_path / "odd.mp4", moving_square(h=31))
+    assert not (tmp_path / "odd.mp4").exists()
+
+
+def test_contact_sheet_png_round_trips_exactly_and_holds_the_chosen_frames(tmp_path):
+    frames = moving_square(t=9)
+    sheet = contact_sheet(frames, max_frames=4, columns=2, gap=2)
+    assert sheet.shape == (2 * 32 + 2, 2 * 48 + 2, 3)
+    # Frames 0, 3, 5, 8 of 9 (evenly spaced), row-major.
+    assert np.array_equal(sheet[:32, :48], frames[0]) and np.array_equal(sheet[34:, 50:], frames[8])
+    back = read_png(write_png(tmp_path / "sheet.png", sheet))
+    assert np.array_equal(back, sheet)
