@@ -8,4 +8,10 @@ from vfm_data.plugins import hookimpl
 
 @hookimpl
 def vfm_data_register_blenders(register: Register) -> None:
-    """Built-in blenders."""
+    """Built-in blenders: weighted (energon's metadataset blend), scheduled, bucketed."""
+    register("weighted", "vfm_data.blenders.weighted:WeightedBlender",
+             description="energon metadataset blend with fixed weights")
+    register("scheduled", "vfm_data.blenders.scheduled:ScheduledBlender",
+             description="weights that change over training (milestones in samples)")
+    register("bucketed", "vfm_data.blenders.bucketed:BucketedBlender",
+             description="batches of one resolution/duration bucket")

@@ -1,0 +1,35 @@
+"""Blenders: what mix of datasets the loader draws from, per step. Registered as plugins.
+
+A blender is built from its options by the factory registered under its name
+(``vfm_data.host.get("blenders", name)(**options)``) and gives the task encoder two things:
+
+- ``blend(dataset_weights, worker_config=..., progress_scale=...)``: one energon dataset drawing from
+  the (already repeating) inner datasets with their metadataset weights.
+- ``bucket(sample)``: ``None``, or the ``(bucket key, batch size)`` of a sample, so that every batch
+  holds one bucket (energon's ``batch_group_criterion``); may crop the sample to its bucket.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Protocol, Sequence
+
+from megatron.energon import SavableDataset, WorkerConfig
+
+
+class Blender(Protocol):
+    def blend(
+        self,
+        dataset_weights: Sequence[tuple[SavableDataset, float]],
+        *,
+        worker_config: WorkerConfig,
+        progress_scale: int,
+    ) -> SavableDataset: ...
+
+    def bucket(self, sample: Any) -> tuple[Hashable, int] | None: ...
+
+
+def get_blender(name: str, **options: Any) -> Blender:
+    """Build the blender registered as ``name``; unknown names list the available ones."""
+    from vfm_data.plugins import host
+
+    return host.get("blenders", name)(**options)

@@ -1,0 +1,109 @@
+"""A step-scheduled blend: dataset weights that change over training.
+
+The schedule is a list of ``(samples, weights)`` milestones over the number of samples drawn by the
+whole job; weights are interpolated linearly between milestones and held after the last one
+(repeat a milestone's weights to get steps instead of ramps). Each stream counts what it drew and
+multiplies by ``progress_scale`` (the number of streams in the job) to estimate the job's progress.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Dict, Iterator, List, Sequence
+
+import torch
+from megatron.energon import SavableDataset, WorkerConfig
+from megatron.energon.flavors.base_dataset import add_sample_restore_key
+from megatron.energon.rng import WorkerRng
+from megatron.energon.wrappers.base import BaseWrapperDataset
+
+
+def _validate(schedule: Sequence[tuple[int, Sequence[float]]], n: int | None = None) -> list[tuple[int, list[float]]]:
+    if not schedule:
+        raise ValueError("a scheduled blend needs at least one (samples, weights) milestone")
+    out = [(int(at), [float(w) for w in weights]) for at, weights in schedule]
+    steps = [at for at, _ in out]
+    if steps != sorted(steps) or steps[0] < 0:
+        raise ValueError(f"milestones must be non-negative and increasing, got {steps}")
+    for at, weights in out:
+        if n is not None and len(weights) != n:
+            raise ValueError(f"milestone at {at} has {len(weights)} weights for {n} datasets")
+        if min(weights) < 0 or sum(weights) <= 0:
+            raise ValueError(f"milestone at {at}: weights must be >= 0 with a positive sum, got {weights}")
+    return out
+
+
+def weights_at(schedule: Sequence[tuple[int, Sequence[float]]], progress: float) -> list[float]:
+    """The (unnormalised) weights at ``progress`` samples: linear between milestones, clamped outside."""
+    steps = [at for at, _ in schedule]
+    i = bisect.bisect_right(steps, progress)
+    if i == 0:
+        return list(schedule[0][1])
+    if i == len(schedule):
+        return list(schedule[-1][1])
+    (a, wa), (b, wb) = schedule[i - 1], schedule[i]
+    f = (progress - a) / (b - a)
+    return [x + f * (y - x) for x, y in zip(wa, wb)]
+
+
+class ScheduledBlendDataset(BaseWrapperDataset):
+    """Like energon's ``BlendDataset``, but the weights follow a schedule over samples drawn."""
+
+    _savable_fields = ("_worker_rng", "_drawn")
+
+    def __init__(
+        self,
+        datasets: Sequence[SavableDataset],
+        schedule: Sequence[tuple[int, Sequence[float]]],
+        *,
+        progress_scale: int,
+        worker_config: WorkerConfig,
+    ) -> None:
+        self.datasets = list(datasets)
+        super().__init__(self.datasets, worker_config=worker_config)
+        self.schedule = _validate(schedule, len(self.datasets))
+        self.progress_scale = progress_scale
+        self.reset_state_own()
+
+    def reset_state_own(self) -> None:
+        self._worker_rng = WorkerRng(self.worker_config)
+        self._drawn = 0
+
+    def len_worker(self, worker_idx: int | None = None) -> int:
+        return sum(d.len_worker(worker_idx) for d in self.datasets)
+
+    def __iter__(self) -> Iterator:
+        iters = [iter(d) for d in self.datasets]  # inner datasets repeat: never exhausted
+        while True:
+            weights = torch.tensor(weights_at(self.schedule, self._drawn * self.progress_scale))
+            idx = self._worker_rng.choice_idx(probs=weights / weights.sum())
+            sample = next(iters[idx])
+            self._drawn += 1
+            yield add_sample_restore_key(sample, idx, src=self)
+
+    def config(self) -> Dict[str, Any]:
+        return {
+            "type": type(self).__qualname__,
+            "datasets": [d.config() for d in self.datasets],
+            "schedule": self.schedule,
+            "progress_scale": self.progress_scale,
+            "worker_config": self.worker_config.config(),
+        }
+
+    def __str__(self) -> str:
+        return f"ScheduledBlendDataset(schedule={self.schedule}, datasets={self.datasets})"
+
+
+class ScheduledBlender:
+    """``schedule``: ``[(samples, [w_dataset0, w_dataset1, ...]), ...]`` in metadataset order."""
+
+    def __init__(self, schedule: List[tuple[int, Sequence[float]]]) -> None:
+        self.schedule = _validate(schedule)
+
+    def blend(self, dataset_weights, *, worker_config: WorkerConfig, progress_scale: int = 1) -> SavableDataset:
+        return ScheduledBlendDataset(
+            [d for d, _ in dataset_weights], self.schedule, progress_scale=progress_scale, worker_config=worker_config
+        )
+
+    def bucket(self, sample: Any) -> None:
+        return None

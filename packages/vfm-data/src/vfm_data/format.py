@@ -1,0 +1,90 @@
+"""The shard format: which tar members make up a sample and what its JSON metadata holds.
+
+A sample ``<key>`` in a shard (DESIGN.md section 5):
+
+- ``<key>.latent.npy`` or ``<key>.latent.pth``: the video latent, (C, T, H, W); images have T = 1.
+- ``<key>.text.npy`` or ``<key>.text.pth``: text-encoder embeddings, (L, D); only the first
+  ``meta["text_length"]`` rows are real tokens, the rest is padding.
+- ``<key>.json``: :class:`SampleMeta` as a JSON object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+#: The tar member suffixes (energon "parts") of one sample.
+LATENT_PARTS = ("latent.npy", "latent.pth")
+TEXT_PARTS = ("text.npy", "text.pth")
+META_PART = "json"
+#: Floating dtypes accepted for latents and text embeddings.
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+MODALITIES = ("image", "video")
+
+
+@dataclass
+class SampleMeta:
+    """The JSON metadata of one sample (``<key>.json``)."""
+
+    source: str  # path or URL of the source video / image
+    span: tuple[float, float]  # (start, end) seconds in the source; (0, 0) for images
+    fps: float
+    size: tuple[int, int]  # (height, width) in pixels of the clip before tokenizing
+    caption: str
+    modality: str  # "image" | "video"
+    tokenizer: str  # id of the video tokenizer that made the latent
+    text_encoder: str  # id of the text encoder that made the text embedding
+    text_length: int = 0  # real tokens in the text embedding; set by the writer when 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.modality not in MODALITIES:
+            raise ValueError(f"modality must be one of {MODALITIES}, got {self.modality!r}")
+        self.span = tuple(float(s) for s in self.span)  # type: ignore[assignment]
+        self.size = tuple(int(s) for s in self.size)  # type: ignore[assignment]
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["span"], out["size"] = list(self.span), list(self.size)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SampleMeta":
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in data and f.name not in ("text_length", "extra")]
+        if missing:
+            raise KeyError(f"metadata lacks {', '.join(missing)}; required: {', '.join(sorted(names - {'extra'}))}")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def encode_array(value: torch.Tensor | np.ndarray, fmt: str) -> bytes:
+    """Serialize a tensor as ``npy`` (numpy, no pickle) or ``pth`` (torch.save of a plain tensor)."""
+    tensor = torch.as_tensor(value)
+    if fmt == "npy":
+        if tensor.dtype == torch.bfloat16:
+            raise ValueError("npy cannot hold bfloat16; write with fmt='pth' or cast to float16/float32")
+        buf = io.BytesIO()
+        np.save(buf, tensor.detach().cpu().numpy(), allow_pickle=False)
+        return buf.getvalue()
+    if fmt == "pth":
+        buf = io.BytesIO()
+        torch.save(tensor.detach().cpu().contiguous().clone(), buf)
+        return buf.getvalue()
+    raise ValueError(f"array format must be 'npy' or 'pth', got {fmt!r}")
+
+
+def decode_array(data: bytes, fmt: str) -> torch.Tensor:
+    """Inverse of :func:`encode_array`; never unpickles (``allow_pickle=False`` / ``weights_only``)."""
+    if fmt == "npy":
+        return torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False))
+    if fmt == "pth":
+        value = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"expected a tensor, found {type(value).__name__}")
+        return value
+    raise ValueError(f"array format must be 'npy' or 'pth', got {fmt!r}")

@@ -1,0 +1,206 @@
+"""The resumable loader the trainer iterates: logical streams, worker processes, exact resume,
+and model-parallel subset loading.
+
+Step ``b`` of a rank in a subset group of ``n`` ranks (a TP/CP group; ``n = 1`` without one) is made
+of the chunks ``c = b*n + j`` for ``j < n``; chunk ``c`` is the ``c // streams``-th batch of stream
+``c % streams``. Rank ``j`` reads only its chunk (its streams are those with ``s % n == j``) and an
+all-gather assembles the step on every rank, so each rank reads 1/n of the bytes.
+
+The state is the next step plus, per stream, energon's state after the last batch consumed from
+it: restoring rebuilds the streams from those states, in any number of worker processes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as queue_mod
+from collections import Counter
+from typing import Any, Iterator
+
+import torch
+
+from vfm_data.stream import LoaderSpec, Stream
+from vfm_data.subset import gather_batches
+
+STATE_VERSION = 1
+DEFAULT_STREAMS = 4
+
+
+def _worker_main(spec: LoaderSpec, streams: list[int], states: dict, first_chunk: int, stride: int,
+                 out: "multiprocessing.Queue") -> None:
+    """Produce this worker's chunks in increasing chunk order: (chunk, batch, state, counts)."""
+    torch.set_num_threads(1)
+    try:
+        built = {s: Stream(spec, s, states.get(s)) for s in streams}
+        c = first_chunk
+        while True:
+            s = c % spec.streams
+            if s in built:
+                out.put((c, *built[s].next()))
+            c += stride
+    except BaseException as exc:  # hand the error to the main process instead of dying silently
+        out.put((-1, f"{type(exc).__name__}: {exc}", None, None))
+        raise
+
+
+class ResumableLoader:
+    """Iterate batches; ``state_dict()`` / ``load_state_dict()`` go into training checkpoints."""
+
+    def __init__(self, spec: LoaderSpec, *, num_workers: int = 0, group: Any = None, prefetch: int = 2,
+                 mp_context: str = "fork") -> None:
+        self.spec = spec
+        self.group = group
+        self.group_size = 1 if group is None else torch.distributed.get_world_size(group)
+        self.group_rank = 0 if group is None else torch.distributed.get_rank(group)
+        if spec.streams % self.group_size:
+            raise ValueError(f"streams ({spec.streams}) must be a multiple of the subset group size ({self.group_size})")
+        self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
+        self.step = 0
+        self.states: dict[int, Any] = {}  # stream -> JSON state after its last consumed batch
+        self.counts: Counter[str] = Counter()  # bad data skipped, overlong dropped / cropped
+        self.bytes_read = 0  # bytes this rank read from shards
+        self._streams: dict[int, Stream] | None = None
+        self._workers: list[Any] = []
+        self._queues: list[Any] = []
+
+    # --- iteration -----------------------------------------------------------------------------
+
+    @property
+    def local_streams(self) -> list[int]:
+        return [s for s in range(self.spec.streams) if s % self.group_size == self.group_rank]
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        chunk = self.step * self.group_size + self.group_rank
+        batch, state, counts = self._fetch(chunk)
+        self.states[chunk % self.spec.streams] = state
+        self.counts.update(counts)
+        self.bytes_read += batch.nbytes
+        if self.group is not None:
+            batch = gather_batches(batch, self.group)
+        self.step += 1
+        return batch
+
+    def _fetch(self, chunk: int) -> tuple[Any, Any, dict]:
+        stream = chunk % self.spec.streams
+        if self.num_workers == 0:
+            if self._streams is None:
+                self._streams = {s: Stream(self.spec, s, self.states.get(s)) for s in self.local_streams}
+            return self._streams[stream].next()
+        if not self._workers:
+            self._start_workers(chunk)
+        q = self._queues[self.local_streams.index(stream) % len(self._queues)]
+        while True:
+            try:
+                c, batch, state, counts = q.get(timeout=5)
+                break
+            except queue_mod.Empty:
+                dead = [w for w in self._workers if not w.is_alive()]
+                if dead:
+                    raise RuntimeError(f"data worker {dead[0].name} exited with code {dead[0].exitcode}")
+        if c < 0:
+            raise RuntimeError(f"data worker failed: {batch}")
+        assert c == chunk, f"data worker returned chunk {c}, expected {chunk}"
+        return batch, state, counts
+
+    def _start_workers(self, first_chunk: int) -> None:
+        local = self.local_streams
+        n = min(self.num_workers, len(local))
+        ctx = multiprocessing.get_context(self.mp_context)
+        for p in range(n):
+            mine = local[p::n]
+            q = ctx.Queue(maxsize=self.prefetch * len(mine))
+            w = ctx.Process(
+                target=_worker_main,
+                args=(self.spec, mine, {s: self.states.get(s) for s in mine}, first_chunk, self.group_size, q),
+                name=f"vfm-data-worker-{p}",
+                daemon=True,
+            )
+            w.start()
+            self._workers.append(w)
+            self._queues.append(q)
+
+    def close(self) -> None:
+        """Stop worker processes (also done at exit: they are daemons)."""
+        for w in self._workers:
+            w.terminate()
+            w.join(timeout=5)
+        self._workers, self._queues, self._streams = [], [], None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-ready state (no tensors, no pickle). Collective over the subset group: every rank
+        returns the states of all streams."""
+        states = dict(self.states)
+        counts = dict(self.counts)
+        if self.group is not None:
+            gathered: list[Any] = [None] * self.group_size
+            torch.distributed.all_gather_object(gathered, (states, counts), group=self.group)
+            states, counts = {}, Counter()
+            for s, c in gathered:
+                states.update(s)
+                counts.update(c)
+            counts = dict(counts)
+        return {
+            "version": STATE_VERSION,
+            "step": self.step,
+            "streams": self.spec.streams,
+            "dp_rank": self.spec.dp_rank,
+            "dp_world": self.spec.dp_world,
+            "group_size": self.group_size,
+            "stream_states": {str(s): v for s, v in sorted(states.items())},
+            "counts": counts,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly after the step the state was taken at (any number of workers)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"loader state version {state.get('version')!r}, expected {STATE_VERSION}")
+        for name, mine in (("streams", self.spec.streams), ("dp_world", self.spec.dp_world),
+                           ("dp_rank", self.spec.dp_rank), ("group_size", self.group_size)):
+            if state[name] != mine:
+                raise ValueError(f"loader state was saved with {name}={state[name]}, this loader has {name}={mine}")
+        self.close()
+        self.step = int(state["step"])
+        self.states = {int(s): v for s, v in state["stream_states"].items()}
+        self.counts = Counter(state.get("counts", {}))
+
+
+def make_loader(
+    path: Any,
+    *,
+    patch_size: int,
+    batch_size: int,
+    num_workers: int = 0,
+    group: Any = None,
+    streams: int | None = None,
+    **options: Any,
+) -> ResumableLoader:
+    """Build the training loader.
+
+    ``path``: a prepared dataset folder, an energon metadataset YAML (a blend), or a metadataset dict.
+    ``batch_size``: per step (packs when packing, samples otherwise); with a subset ``group`` of n
+    ranks each rank reads ``batch_size // n`` of it. ``streams`` fixes the sample order (default 4;
+    at most ``streams`` worker processes are used); keep it when resuming with another ``num_workers``.
+    Other options are :class:`vfm_data.stream.LoaderSpec` fields (``max_seq_len``,
+    ``packing_buffer``, ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
+    """
+    n = 1 if group is None else torch.distributed.get_world_size(group)
+    if batch_size % n:
+        raise ValueError(f"batch_size ({batch_size}) must be divisible by the subset group size ({n})")
+    if options.get("max_seq_len") is not None and options.get("packing_buffer") is None:
+        options["packing_buffer"] = max(64, 8 * batch_size)
+    streams = streams if streams is not None else max(DEFAULT_STREAMS, n)
+    spec = LoaderSpec(path=str(path) if not isinstance(path, dict) else path, patch_size=patch_size,
+                      batch_size=batch_size // n, streams=streams, **options)
+    return ResumableLoader(spec, num_workers=num_workers, group=group)
+

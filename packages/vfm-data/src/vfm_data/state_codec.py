@@ -1,0 +1,71 @@
+"""Energon loader states as JSON-ready values, so checkpoints hold them without pickle.
+
+Energon states are nested dicts (``FlexState``), lists, bytes (RNG states) and small dataclasses
+from ``megatron.energon``. Dataclasses are tagged with their import path and rebuilt only from
+``megatron.energon`` modules; nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+from typing import Any
+
+from megatron.energon.state import FlexState
+
+_ALLOWED_PREFIX = "megatron.energon."
+
+
+def encode_state(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return {"__bytes__": base64.b64encode(value).decode()}
+    if isinstance(value, FlexState):
+        return {"__flex__": {k: encode_state(v) for k, v in value.items()}}
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError(f"state dict keys must be strings, got {list(value)[:5]}")
+        return {"__dict__": {k: encode_state(v) for k, v in value.items()}}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode_state(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_state(v) for v in value]
+    if dataclasses.is_dataclass(value):
+        cls = type(value)
+        return {
+            "__dataclass__": f"{cls.__module__}:{cls.__qualname__}",
+            "fields": {f.name: encode_state(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
+    raise TypeError(f"cannot encode loader state value of type {type(value).__name__}")
+
+
+def decode_state(value: Any) -> Any:
+    if isinstance(value, list):
+        return [decode_state(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__bytes__" in value:
+        return base64.b64decode(value["__bytes__"])
+    if "__flex__" in value:
+        return FlexState({k: decode_state(v) for k, v in value["__flex__"].items()})
+    if "__dict__" in value:
+        return {k: decode_state(v) for k, v in value["__dict__"].items()}
+    if "__tuple__" in value:
+        return tuple(decode_state(v) for v in value["__tuple__"])
+    if "__dataclass__" in value:
+        module, _, qualname = value["__dataclass__"].partition(":")
+        if not module.startswith(_ALLOWED_PREFIX):
+            raise ValueError(f"loader state names class {value['__dataclass__']!r}; only {_ALLOWED_PREFIX}* classes are accepted")
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        fields = {k: decode_state(v) for k, v in value["fields"].items()}
+        init = {f.name for f in dataclasses.fields(cls) if f.init}
+        obj = cls(**{k: v for k, v in fields.items() if k in init})
+        for k, v in fields.items():
+            if k not in init:
+                object.__setattr__(obj, k, v)
+        return obj
+    raise ValueError(f"unknown loader state entry with keys {sorted(value)}")

@@ -1,0 +1,90 @@
+"""One logical data stream: a complete energon pipeline with its own savable state.
+
+The loader's sample order is defined by a fixed number of logical streams, not by how many worker
+processes run them, which is what lets a job resume with a different number of data workers. Each
+stream is energon's ``get_train_dataset`` + ``get_savable_loader`` for the energon "rank"
+``dp_rank * streams + index`` of ``dp_world * streams``, run in-process (energon ``num_workers=0``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
+
+from vfm_data.blenders import get_blender
+from vfm_data.state_codec import decode_state, encode_state
+from vfm_data.task_encoder import VideoTaskEncoder
+
+
+@dataclass
+class LoaderSpec:
+    """Everything that defines the sample sequence (picklable, so worker processes rebuild streams)."""
+
+    path: Any  # dataset folder, energon metadataset YAML, or a metadataset dict
+    patch_size: int
+    batch_size: int  # per chunk: packs when packing, else samples
+    temporal_patch: int = 1
+    latent_channels: int | None = None
+    max_seq_len: int | None = None
+    packing_buffer: int | None = None
+    overlong: str = "drop"
+    shuffle_buffer: int | None = 100
+    max_samples_per_sequence: int | None = 100
+    split_part: str = "train"
+    blender: str = "weighted"
+    blender_options: dict = field(default_factory=dict)
+    seed: int = 0
+    streams: int = 2
+    dp_rank: int = 0
+    dp_world: int = 1
+
+
+class Stream:
+    """Yields ``(batch, state, counts)``: the next batch, the JSON state *after* it, and the bad-data
+    counts it added."""
+
+    def __init__(self, spec: LoaderSpec, index: int, state: Any = None) -> None:
+        self.index = index
+        self.encoder = VideoTaskEncoder(
+            patch_size=spec.patch_size,
+            temporal_patch=spec.temporal_patch,
+            latent_channels=spec.latent_channels,
+            max_seq_len=spec.max_seq_len,
+            overlong=spec.overlong,
+            blender=get_blender(spec.blender, **spec.blender_options),
+        )
+        self.encoder.progress_scale = spec.streams * spec.dp_world
+        worker_config = WorkerConfig(
+            rank=spec.dp_rank * spec.streams + index,
+            world_size=spec.dp_world * spec.streams,
+            num_workers=0,
+            seed_offset=spec.seed,
+        )
+        bucketed = hasattr(self.encoder.blender, "frames_bucket")
+        dataset = get_train_dataset(
+            spec.path,
+            split_part=spec.split_part,
+            worker_config=worker_config,
+            batch_size=None if bucketed else spec.batch_size,  # buckets set their own batch size
+            packing_buffer_size=spec.packing_buffer,
+            shuffle_buffer_size=spec.shuffle_buffer,
+            max_samples_per_sequence=spec.max_samples_per_sequence,
+            task_encoder=self.encoder,
+        )
+        self.loader = get_savable_loader(dataset, watchdog_timeout_seconds=None)
+        if state is not None:
+            self.loader.restore_state_rank(decode_state(state))
+        self._iter = None
+        self._reported: Counter[str] = Counter()
+
+    def next(self) -> tuple[Any, Any, dict[str, int]]:
+        if self._iter is None:
+            self._iter = iter(self.loader)
+        batch = next(self._iter)
+        state = encode_state(self.loader.save_state_rank())
+        delta = self.encoder.counts - self._reported
+        self._reported = Counter(self.encoder.counts)
+        return batch, state, dict(delta)

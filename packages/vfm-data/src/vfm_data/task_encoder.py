@@ -1,0 +1,181 @@
+"""The energon task encoder: raw shard entries -> typed samples -> packed or stacked model inputs.
+
+Everything runs through energon's own hooks: a cooker for the crude webdataset, ``encode_sample``,
+the packing hooks ``select_samples_to_pack`` / ``pack_selected_samples``, ``batch``, and
+``batch_group_criterion`` for bucketed blends.
+"""
+
+from __future__ import annotations
+
+import types
+import warnings
+from collections import Counter
+from typing import Any, Sequence
+
+import torch
+from megatron.energon import Cooker, DefaultTaskEncoder, SkipSample, stateless
+from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
+
+from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
+from vfm_data.blenders import Blender
+from vfm_data.blenders.weighted import WeightedBlender
+from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
+from vfm_data.sample import SampleDecoder, VideoSample
+
+OVERLONG_POLICIES = ("drop", "crop")
+
+
+class VideoTaskEncoder(DefaultTaskEncoder):
+    """Turns vfm shards into model inputs.
+
+    Args:
+        patch_size: the model's spatial patch size (an integer; vfm-data does not import models).
+        temporal_patch: the model's temporal patch size.
+        latent_channels: if given, a latent with another channel count is an error naming both.
+        max_seq_len: tokens per pack; required when packing.
+        overlong: what to do with a sample of more than ``max_seq_len`` tokens: ``"drop"`` (skip
+            it, counted and warned) or ``"crop"`` (fewer frames, then fewer rows; counted).
+        blender: how datasets are mixed (see :mod:`vfm_data.blenders`); default weighted.
+    """
+
+    decoder = None  # vfm decodes its own members (no pickle, bad data counted)
+
+    def __init__(
+        self,
+        *,
+        patch_size: int,
+        temporal_patch: int = 1,
+        latent_channels: int | None = None,
+        max_seq_len: int | None = None,
+        overlong: str = "drop",
+        blender: Blender | None = None,
+    ) -> None:
+        super().__init__()
+        if overlong not in OVERLONG_POLICIES:
+            raise ValueError(f"overlong must be one of {OVERLONG_POLICIES}, got {overlong!r}")
+        if patch_size < 1 or temporal_patch < 1:
+            raise ValueError(f"patch sizes must be >= 1, got patch_size={patch_size}, temporal_patch={temporal_patch}")
+        self.patch_size, self.temporal_patch = int(patch_size), int(temporal_patch)
+        self.max_seq_len, self.overlong = max_seq_len, overlong
+        self.blender = blender or WeightedBlender()
+        self.progress_scale = 1  # streams in the job, set by the loader (for scheduled blends)
+        self.decode = SampleDecoder(latent_channels)
+        self.counts: Counter[str] = self.decode.counts  # skipped / dropped / cropped, by reason
+        self.cookers = [Cooker(self._cook)]
+        if hasattr(self.blender, "frames_bucket"):
+            # Only bucketed blends group batches; energon checks whether the hook is overridden.
+            self.batch_group_criterion = types.MethodType(VideoTaskEncoder._bucket, self)
+
+    # --- per sample ----------------------------------------------------------------------------
+
+    @stateless
+    def _cook(self, raw: dict) -> VideoSample:
+        return self.decode(raw)
+
+    @stateless
+    def encode_sample(self, sample: VideoSample) -> VideoSample:
+        latent = sample.latent
+        if hasattr(self.blender, "frames_bucket"):
+            latent = latent[:, : self.blender.frames_bucket(latent.shape[1])]
+        grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
+        tokens = grid[0] * grid[1] * grid[2]
+        if self.max_seq_len is not None and tokens > self.max_seq_len:
+            self.counts[f"overlong_{self.overlong}"] += 1
+            if self.overlong == "drop":
+                warnings.warn(
+                    f"vfm_data: dropped sample {sample.__key__!r} ({tokens} tokens > max_seq_len "
+                    f"{self.max_seq_len}); dropped so far: {self.counts['overlong_drop']}",
+                    stacklevel=2,
+                )
+                raise SkipSample()
+            latent = crop_to_tokens(latent, self.max_seq_len, self.patch_size, self.temporal_patch)
+            grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
+            tokens = grid[0] * grid[1] * grid[2]
+        pt, p = self.temporal_patch, self.patch_size
+        sample.latent = latent[:, : grid[0] * pt, : grid[1] * p, : grid[2] * p]
+        sample.grid, sample.num_tokens = grid, tokens
+        return sample
+
+    # --- packing (energon's hooks) -------------------------------------------------------------
+
+    def select_samples_to_pack(self, samples: list[VideoSample]) -> list[list[VideoSample]]:
+        packs = select_packs([s.num_tokens for s in samples], self._capacity())
+        return [[samples[i] for i in pack] for pack in packs]
+
+    @stateless
+    def pack_selected_samples(self, samples: list[VideoSample]) -> PackedSample:
+        patches = [patchify(s.latent, self.patch_size, self.temporal_patch) for s in samples]
+        return PackedSample(
+            __key__="+".join(s.__key__ for s in samples),
+            __restore_key__=(),
+            patches=torch.cat(patches),
+            positions=torch.cat([grid_positions(s.grid) for s in samples]),
+            seqlens=[s.num_tokens for s in samples],
+            grids=[s.grid for s in samples],
+            texts=[s.text for s in samples],
+            text_lengths=[s.text_length for s in samples],
+            keys=[s.__key__ for s in samples],
+            metas=[s.meta for s in samples],
+            nbytes=sum(s.nbytes for s in samples),
+        )
+
+    def _capacity(self) -> int:
+        if self.max_seq_len is None:
+            raise ValueError("packing needs max_seq_len")
+        return self.max_seq_len
+
+    # --- batching ------------------------------------------------------------------------------
+
+    @stateless
+    def batch(self, samples: list[Any]) -> PackedBatch | VideoBatch:
+        if isinstance(samples[0], PackedSample):
+            return PackedBatch.from_packs(samples, self._capacity())
+        shapes = {tuple(s.latent.shape) for s in samples}
+        if len(shapes) > 1:
+            raise ValueError(
+                f"cannot stack latents of shapes {sorted(shapes)}: use packing (max_seq_len + packing_buffer) "
+                "or a bucketed blend"
+            )
+        text, mask = pad_text([s.text for s in samples], [s.text_length for s in samples])
+        keys = [s.__key__ for s in samples]
+        return VideoBatch(
+            __key__=keys, __restore_key__=(),
+            latents=torch.stack([s.latent for s in samples]),
+            text=text, text_mask=mask, keys=keys,
+            metas=[s.meta for s in samples], nbytes=sum(s.nbytes for s in samples),
+        )
+
+    def _bucket(self, sample: Any):
+        return self.blender.bucket(sample)
+
+    # --- blending: energon's recipe with the blender choosing how datasets are mixed -----------
+
+    def build_train_datasets(self, *, datasets, worker_config, batch_size, batch_drop_last=False,
+                             packing_buffer_size=None, virtual_epoch_length=0, shuffle_buffer_size=None,
+                             blend_mode=None, repeat=True):
+        if isinstance(self.blender, WeightedBlender) and not hasattr(self.blender, "frames_bucket"):
+            return super().build_train_datasets(
+                datasets=datasets, worker_config=worker_config, batch_size=batch_size,
+                batch_drop_last=batch_drop_last, packing_buffer_size=packing_buffer_size,
+                virtual_epoch_length=virtual_epoch_length, shuffle_buffer_size=shuffle_buffer_size,
+                blend_mode=blend_mode, repeat=repeat,
+            )
+        inner = self._inner_datasets(datasets, worker_config)
+        dataset = self.blender.blend(inner, worker_config=worker_config, progress_scale=self.progress_scale)
+        if shuffle_buffer_size is not None and shuffle_buffer_size > 1:
+            dataset = ShuffleBufferDataset(dataset, size=shuffle_buffer_size, worker_config=worker_config)
+        dataset = self.build_encode_sample(dataset, worker_config=worker_config)
+        return self.build_batch(
+            dataset, batch_size=batch_size, batch_drop_last=batch_drop_last,
+            packing_buffer_size=packing_buffer_size, worker_config=worker_config,
+        )
+
+    def _inner_datasets(self, datasets: Sequence[Any], worker_config) -> list[tuple[Any, float]]:
+        """Each (repeating) dataset with its metadataset weight, rotated across workers as energon does."""
+        global_workers = max(1, worker_config.num_workers) * worker_config.world_size
+        offset, inner = 0, []
+        for d in datasets:
+            ds = RepeatDataset(self._load_dataset(d, offset % global_workers, worker_config), worker_config=worker_config)
+            inner.append((ds, 1.0 if d.weight is None else float(d.weight)))
+            offset += len(d.dataset)
+        return inner

@@ -1,0 +1,191 @@
+"""Write samples into WebDataset tar shards, then prepare them for energon with energon's own API.
+
+Shards roll over once they reach ``max_shard_bytes``. Each shard is written to a hidden temporary
+name in the same folder and renamed when complete, so a crash never leaves a half-written shard under
+a final name (the rename is atomic on POSIX file systems).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import yaml
+
+from vfm_data.format import FLOAT_DTYPES, SampleMeta, encode_array
+
+_KEY_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
+#: dataset.yaml of a vfm dataset: energon's crude webdataset, cooked by vfm_data's task encoder.
+DATASET_YAML = {"__module__": "megatron.energon", "__class__": "CrudeWebdataset"}
+
+
+class ShardWriter:
+    """Append samples to ``<folder>/<prefix>-NNNNNN.tar`` shards.
+
+    >>> with ShardWriter(folder, max_shard_bytes=1 << 30) as w:
+    ...     w.write("clip0", latent, text, meta)       # latent (C,T,H,W), text (L,D)
+    >>> prepare_dataset(folder)                         # energon .nv-meta/
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        *,
+        prefix: str = "shard",
+        max_shard_bytes: int = 1 << 30,
+        array_format: str = "npy",
+        start_index: int = 0,
+    ) -> None:
+        if array_format not in ("npy", "pth"):
+            raise ValueError(f"array_format must be 'npy' or 'pth', got {array_format!r}")
+        if max_shard_bytes <= 0:
+            raise ValueError(f"max_shard_bytes must be positive, got {max_shard_bytes}")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix
+        self.max_shard_bytes = max_shard_bytes
+        self.array_format = array_format
+        self.shards: list[Path] = []  # completed shards, in order
+        self._index = start_index
+        self._tar: tarfile.TarFile | None = None
+        self._tmp: Path | None = None
+        self._bytes = 0
+        self._keys: set[str] = set()
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def write(
+        self,
+        key: str,
+        latent: torch.Tensor | np.ndarray,
+        text: torch.Tensor | np.ndarray,
+        meta: SampleMeta | dict,
+    ) -> None:
+        """Append one sample. ``latent`` (C, T, H, W), ``text`` (L, D); images have T = 1."""
+        if not _KEY_RE.match(key):
+            raise ValueError(f"sample key {key!r} may only contain letters, digits, '_' and '-' (no dots or slashes)")
+        if key in self._keys:
+            raise ValueError(f"sample key {key!r} was written twice; energon needs unique keys")
+        meta = meta if isinstance(meta, SampleMeta) else SampleMeta.from_json(meta)
+        latent, text = torch.as_tensor(latent), torch.as_tensor(text)
+        if latent.ndim != 4:
+            raise ValueError(f"latent must be (C, T, H, W), got shape {tuple(latent.shape)}")
+        if text.ndim != 2:
+            raise ValueError(f"text embedding must be (L, D), got shape {tuple(text.shape)}")
+        for name, t in (("latent", latent), ("text", text)):
+            if t.dtype not in FLOAT_DTYPES:
+                raise TypeError(f"{name} dtype must be one of {[str(d) for d in FLOAT_DTYPES]}, got {t.dtype}")
+        if meta.modality == "image" and latent.shape[1] != 1:
+            raise ValueError(f"an image is a 1-frame video: latent T must be 1, got {latent.shape[1]}")
+        if meta.text_length == 0:
+            meta.text_length = int(text.shape[0])
+        if not 0 < meta.text_length <= text.shape[0]:
+            raise ValueError(f"text_length {meta.text_length} must be in 1..{text.shape[0]} (rows of the text embedding)")
+        fmt = self.array_format
+        members = {
+            f"{key}.latent.{fmt}": encode_array(latent, fmt),
+            f"{key}.text.{fmt}": encode_array(text, fmt),
+            f"{key}.json": json.dumps(meta.to_json()).encode(),
+        }
+        size = sum(len(b) + 1024 for b in members.values())  # + tar headers and padding
+        if self._tar is not None and self._bytes + size > self.max_shard_bytes and self._bytes > 0:
+            self._finish_shard()
+        if self._tar is None:
+            self._open_shard()
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            self._tar.addfile(info, io.BytesIO(data))  # type: ignore[union-attr]
+        self._bytes += size
+        self._keys.add(key)
+
+    def _shard_name(self, index: int) -> str:
+        return f"{self.prefix}-{index:06d}.tar"
+
+    def _open_shard(self) -> None:
+        final = self.folder / self._shard_name(self._index)
+        if final.exists():
+            raise FileExistsError(f"shard {final} exists; pass start_index past it or write to a new folder")
+        self._tmp = self.folder / f".{final.name}.tmp-{os.getpid()}"
+        self._tar = tarfile.open(self._tmp, "w")
+        self._bytes = 0
+
+    def _finish_shard(self) -> None:
+        assert self._tar is not None and self._tmp is not None
+        self._tar.close()
+        with open(self._tmp, "rb") as f:
+            os.fsync(f.fileno())
+        final = self.folder / self._shard_name(self._index)
+        os.replace(self._tmp, final)  # atomic: the final name only ever names a complete shard
+        self.shards.append(final)
+        self._tar, self._tmp = None, None
+        self._index += 1
+
+    def close(self) -> list[Path]:
+        """Finish the open shard; returns every completed shard."""
+        if self._tar is not None:
+            self._finish_shard()
+        return self.shards
+
+    def abort(self) -> None:
+        """Drop the open (incomplete) shard; completed shards stay."""
+        if self._tar is not None:
+            self._tar.close()
+            if self._tmp is not None:
+                self._tmp.unlink(missing_ok=True)
+            self._tar, self._tmp = None, None
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def prepare_dataset(
+    folder: str | os.PathLike,
+    *,
+    split_parts: Sequence[tuple[str, str]] = (("train", r".*\.tar$"),),
+    workers: int = 1,
+) -> Path:
+    """Index the shards of ``folder`` with energon's own preparation and write ``dataset.yaml``.
+
+    ``split_parts`` maps split names to regular expressions over shard file names (energon split
+    parts are regular expressions), e.g. ``[("train", r"shard-0000[0-8]\\.tar$"), ("val", r"shard-000009\\.tar$")]``.
+    Returns the ``.nv-meta`` folder. Stock ``energon`` tools and ``get_train_dataset`` read it.
+    """
+    from megatron.energon.flavors.webdataset import BaseWebdatasetFactory
+    from megatron.energon.flavors.webdataset.config import MAIN_FOLDER_NAME
+
+    folder = Path(folder)
+    shards = sorted(p.name for p in folder.glob("*.tar"))
+    if not shards:
+        raise FileNotFoundError(f"no .tar shards in {folder}")
+    for name, pattern in split_parts:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"split part {name!r}: {pattern!r} is not a regular expression ({exc})") from exc
+        if not any(regex.match(s) for s in shards):
+            raise ValueError(f"split part {name!r}: pattern {pattern!r} matches none of {shards[:5]}...")
+    BaseWebdatasetFactory.prepare_dataset(
+        folder,
+        shards,
+        split_parts_patterns=list(split_parts),
+        workers=workers,
+    )
+    meta = folder / MAIN_FOLDER_NAME
+    with open(meta / "dataset.yaml", "w") as f:
+        yaml.safe_dump(DATASET_YAML, f, sort_keys=False)
+    return meta
