@@ -11,7 +11,14 @@ from vfm_models.plugins import hookimpl
 
 @hookimpl
 def vfm_models_register_families(register: Register) -> None:
-    """Built-in model families."""
+    """Built-in model families: dit, dit-cross, moviegen, stdit."""
+    register("dit", "vfm_models.families.dit.model:FAMILY", description="class-conditional adaLN-Zero DiT")
+    register("dit-cross", "vfm_models.families.dit_cross.model:FAMILY",
+             description="adaLN-Zero DiT + text cross-attention + QK-norm, optional AdaLN-LoRA (seeds' main model)")
+    register("moviegen", "vfm_models.families.moviegen.model:FAMILY",
+             description="Llama-style: RMSNorm, SwiGLU, GQA, RoPE, cross-attention, adaLN")
+    register("stdit", "vfm_models.families.stdit.model:FAMILY",
+             description="spatial + temporal + cross-attention per block, optional full attention blocks")
 
 
 @hookimpl

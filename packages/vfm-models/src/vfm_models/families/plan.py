@@ -33,11 +33,21 @@ class ParallelPlan:
     num_heads: int = 1
     num_kv_heads: int = 1
     num_layers: int = 1
+    #: Per-block exceptions to ``attention``: block index -> {core path: kind} (ST-DiT blocks with
+    #: full self-attention). Use :meth:`attention_for` to get the kinds of one block.
+    attention_overrides: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+
+    def attention_for(self, index: int) -> dict:
+        """Core path -> kind for block ``index`` (``attention`` with that block's overrides applied)."""
+        return {**self.attention, **self.attention_overrides.get(index, {})}
 
     def __post_init__(self) -> None:
         bad_tp = {k: v for k, v in self.tp.items() if v not in TP_STYLES}
         if bad_tp:
             raise ValueError(f"tp styles must be one of {TP_STYLES}; got {bad_tp}")
-        bad_attn = {k: v for k, v in self.attention.items() if v not in ATTENTION_KINDS}
+        kinds = dict(self.attention)
+        for overrides in self.attention_overrides.values():
+            kinds.update(overrides)
+        bad_attn = {k: v for k, v in kinds.items() if v not in ATTENTION_KINDS}
         if bad_attn:
             raise ValueError(f"attention kinds must be one of {ATTENTION_KINDS}; got {bad_attn}")

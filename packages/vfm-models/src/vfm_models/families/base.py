@@ -1,0 +1,176 @@
+"""The model skeleton shared by all families: embed -> context -> blocks -> head (docs/contracts.md, section 1).
+
+Plain batches are (B, C, T, H, W) tensors. Packed batches are lists of (C, T_i, H_i, W_i) latents
+concatenated into one (1, sum S_i, D) sequence with ``cu_seqlens``; attention never crosses samples,
+so a packed forward equals running each sample alone.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from vfm_models.blocks.adaln import AdaLNShared
+from vfm_models.blocks.context import BlockContext
+from vfm_models.blocks.embedders import LabelEmbedder, TimestepEmbedder
+from vfm_models.blocks.final import FinalLayer
+from vfm_models.blocks.patch import PatchEmbed3D, unpatchify
+from vfm_models.blocks.position import rope_3d, sincos_3d
+from vfm_models.families.config import TransformerConfig
+from vfm_models.families.plan import ParallelPlan
+
+Cond = Optional[Dict[str, torch.Tensor]]
+
+
+class DiffusionTransformer(nn.Module):
+    """A diffusion transformer over 3D patch tokens. Subclasses choose ``block_cls`` and ``parallel_plan``."""
+
+    block_cls: type = nn.Module
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        D, patch = cfg.hidden, cfg.patch
+        self.x_embedder = PatchEmbed3D(cfg.in_channels, D, patch)
+        self.t_embedder = TimestepEmbedder(D)
+        if cfg.num_classes:
+            self.y_embedder = LabelEmbedder(cfg.num_classes, D)
+        if cfg.adaln_lora_rank:
+            self.adaln_shared = AdaLNShared(D, self.block_cls.chunks)
+        self.blocks = nn.ModuleList(self.block_cls(cfg, i) for i in range(cfg.depth))
+        self.final_layer = FinalLayer(D, patch[0] * patch[1] * patch[2] * cfg.output_channels, cfg.norm)
+        nn.init.xavier_uniform_(self.x_embedder.proj.weight)
+
+    # --- the parts a parallel strategy drives -------------------------------------------------
+
+    def embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
+        """(B, C, T, H, W) -> tokens (B, S, D), grid (T', H', W')."""
+        tokens, grid = self.x_embedder(x)
+        if self.config.pos_embed == "sincos":
+            tokens = tokens + sincos_3d(grid, self.config.hidden, tokens.device).to(tokens.dtype)
+        return tokens, grid
+
+    def context(self, grid: Tuple[int, int, int], t: torch.Tensor, cond: Cond = None) -> BlockContext:
+        """The BlockContext of a plain batch; uses only the conditioning embedders and pure functions."""
+        cond = self._check_cond(cond, t.shape[0])
+        c = self._condition(t, cond)  # (B, D)
+        return BlockContext(
+            c=c,
+            mod=self.adaln_shared(c) if self.config.adaln_lora_rank else None,
+            rope=self._rope([grid], c.device),
+            grid=tuple(grid),
+            text=cond.get("text"),
+            text_mask=cond.get("text_mask"),
+        )
+
+    def head(self, tokens: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
+        """(B, S, D) -> (B, C_out, T, H, W)."""
+        out = self.final_layer(tokens, ctx.c)
+        return unpatchify(out, ctx.grid, self.config.patch, self.config.output_channels)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, cond: Cond = None) -> torch.Tensor:
+        tokens, grid = self.embed(x)
+        ctx = self.context(grid, t, cond)
+        for block in self.blocks:
+            tokens = block(tokens, ctx)
+        return self.head(tokens, ctx)
+
+    # --- packed batches (THD) -----------------------------------------------------------------
+
+    def embed_packed(self, latents: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, Tuple[Tuple[int, int, int], ...], torch.Tensor]:
+        """N latents (C, T_i, H_i, W_i) -> tokens (1, sum S_i, D), per-sample grids, cu_seqlens (N+1,) int32."""
+        if len(latents) == 0:
+            raise ValueError("embed_packed needs at least one latent")
+        pieces, grids = [], []
+        for x in latents:
+            if x.dim() != 4:
+                raise ValueError(f"each packed latent must be (C, T, H, W), got shape {tuple(x.shape)}")
+            tokens, grid = self.embed(x[None])
+            pieces.append(tokens)
+            grids.append(tuple(grid))
+        lengths = torch.tensor([0] + [p.shape[1] for p in pieces])
+        return torch.cat(pieces, dim=1), tuple(grids), lengths.cumsum(0).to(torch.int32)
+
+    def context_packed(self, grids: Sequence[Tuple[int, int, int]], cu_seqlens: torch.Tensor, t: torch.Tensor,
+                       cond: Cond = None) -> BlockContext:
+        """Per-sample t (N,) and cond (N, ...) -> a context whose conditioning is per token (1, S, D)."""
+        cond = self._check_cond(cond, t.shape[0])
+        if t.shape[0] != len(grids):
+            raise ValueError(f"packed batch has {len(grids)} samples but t has {t.shape[0]} entries")
+        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.long).to(t.device)
+        c = self._condition(t, cond)  # (N, D)
+        mod = self.adaln_shared(c) if self.config.adaln_lora_rank else None
+        expand = lambda v: None if v is None else v.repeat_interleave(lengths, dim=0)[None]  # noqa: E731
+        text = cond.get("text")
+        text_cu = text_max = None
+        if text is not None:  # keep only the real tokens of each caption, concatenated
+            mask = cond.get("text_mask")
+            mask = torch.ones(text.shape[:2], dtype=torch.bool, device=text.device) if mask is None else mask.bool()
+            text_len = mask.sum(1)
+            text = text[mask][None]  # (1, sum L_i, D_text)
+            text_cu = torch.cat([text_len.new_zeros(1), text_len.cumsum(0)]).to(torch.int32)
+            text_max = int(text_len.max())
+        return BlockContext(
+            c=expand(c), mod=expand(mod), rope=self._rope(grids, c.device), grid=tuple(grids),
+            text=text, text_mask=None, cu_seqlens=cu_seqlens.to(c.device),
+            max_seqlen=int(lengths.max()), text_cu_seqlens=text_cu, text_max_seqlen=text_max,
+        )
+
+    def head_packed(self, tokens: torch.Tensor, ctx: BlockContext) -> List[torch.Tensor]:
+        """(1, S, D) -> N outputs (C_out, T_i, H_i, W_i)."""
+        out = self.final_layer(tokens, ctx.c)
+        bounds = ctx.cu_seqlens.tolist()
+        cfg = self.config
+        return [
+            unpatchify(out[:, a:b], grid, cfg.patch, cfg.output_channels)[0]
+            for a, b, grid in zip(bounds[:-1], bounds[1:], ctx.grid)
+        ]
+
+    def forward_packed(self, latents: Sequence[torch.Tensor], t: torch.Tensor, cond: Cond = None) -> List[torch.Tensor]:
+        """Denoise N samples of different grids in one packed sequence; equals ``forward`` on each alone."""
+        tokens, grids, cu_seqlens = self.embed_packed(latents)
+        ctx = self.context_packed(grids, cu_seqlens, t, cond)
+        for block in self.blocks:
+            tokens = block(tokens, ctx)
+        return self.head_packed(tokens, ctx)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def parallel_plan(self) -> ParallelPlan:
+        raise NotImplementedError
+
+    def conditioning_modules(self) -> Tuple[str, ...]:
+        """Top-level conditioning embedders present in this model (listed in the plan)."""
+        return tuple(n for n in ("t_embedder", "y_embedder", "adaln_shared") if hasattr(self, n))
+
+    def _condition(self, t: torch.Tensor, cond: Dict[str, torch.Tensor]) -> torch.Tensor:
+        c = self.t_embedder(t)
+        if self.config.num_classes:
+            c = c + self.y_embedder(cond["y"].to(c.device))
+        return c
+
+    def _rope(self, grids, device):
+        if self.config.pos_embed != "rope":
+            return None
+        tables = [rope_3d(g, self.config.head_dim, self.config.rope_theta, device) for g in grids]
+        return tuple(torch.cat(parts, dim=0)[None] for parts in zip(*tables))  # (1, S, Dh/2) each
+
+    def _check_cond(self, cond: Cond, batch: int) -> Dict[str, torch.Tensor]:
+        cond = dict(cond or {})
+        cfg = self.config
+        if cfg.num_classes and "y" not in cond:
+            raise ValueError("this class-conditional model needs cond={'y': (B,) class labels}")
+        if cfg.text_dim:
+            text = cond.get("text")
+            if text is None or text.dim() != 3 or text.shape[-1] != cfg.text_dim:
+                shape = None if text is None else tuple(text.shape)
+                raise ValueError(f"this model needs cond['text'] of shape (B, L, {cfg.text_dim}); got {shape}")
+            mask = cond.get("text_mask")
+            if mask is not None and tuple(mask.shape) != tuple(text.shape[:2]):
+                raise ValueError(f"text_mask must be (B, L) = {tuple(text.shape[:2])}, got {tuple(mask.shape)}")
+        for key, value in cond.items():
+            if value is not None and value.shape[0] != batch:
+                raise ValueError(f"cond[{key!r}] has {value.shape[0]} samples but t has {batch}")
+        return cond

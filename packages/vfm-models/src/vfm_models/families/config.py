@@ -1,0 +1,52 @@
+"""The hyper-parameters shared by the transformer families (each family subclasses with its defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+POS_EMBEDS = ("sincos", "rope")
+
+
+@dataclass
+class TransformerConfig:
+    in_channels: int = 4
+    out_channels: Optional[int] = None  # None: same as in_channels
+    patch: Tuple[int, int, int] = (1, 2, 2)  # (pt, ph, pw)
+    hidden: int = 384
+    depth: int = 12
+    num_heads: int = 6
+    num_kv_heads: Optional[int] = None  # None: num_heads (no GQA)
+    mlp_ratio: float = 4.0
+    mlp: str = "gelu"  # gelu | swiglu
+    norm: str = "layer"  # layer | rms
+    qk_norm: bool = False
+    pos_embed: str = "sincos"  # sincos (absolute, added to tokens) | rope (3D, in attention)
+    rope_theta: float = 10000.0
+    adaln_lora_rank: int = 0  # 0: full AdaLN-Zero; r > 0: AdaLN-LoRA with rank r
+    text_dim: int = 0  # > 0: cross-attention to text of this width
+    num_classes: int = 0  # > 0: class-conditional (cond={"y": ...})
+    attention_backend: Optional[str] = None  # None: automatic (see vfm_models.blocks.backends)
+
+    def __post_init__(self) -> None:
+        self.patch = tuple(int(p) for p in self.patch)
+        if len(self.patch) != 3 or min(self.patch) < 1:
+            raise ValueError(f"patch must be three positive ints (pt, ph, pw), got {self.patch}")
+        if self.hidden % self.num_heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by num_heads ({self.num_heads})")
+        if self.num_heads % self.kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.kv_heads})")
+        if self.pos_embed not in POS_EMBEDS:
+            raise ValueError(f"pos_embed must be one of {', '.join(POS_EMBEDS)}; got {self.pos_embed!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def output_channels(self) -> int:
+        return self.out_channels or self.in_channels

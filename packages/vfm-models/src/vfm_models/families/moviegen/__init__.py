@@ -1,0 +1,1 @@
+"""MovieGen-style Llama transformer: RMSNorm pre-norm, SwiGLU, GQA, 3D RoPE, cross-attention, adaLN."""

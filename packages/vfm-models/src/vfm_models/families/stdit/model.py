@@ -1,0 +1,60 @@
+"""stdit: each block attends within frames (spatial), along time (temporal), to text (cross), then an MLP.
+
+Blocks listed in ``full_attention_blocks`` replace the spatial attention by full self-attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+from vfm_models.blocks.transformer import STDiTBlock
+from vfm_models.families.base import DiffusionTransformer
+from vfm_models.families.config import TransformerConfig
+from vfm_models.families.plans import transformer_plan
+from vfm_models.families.spec import ModelFamily
+
+
+@dataclass
+class STDiTConfig(TransformerConfig):
+    text_dim: int = 4096
+    qk_norm: bool = True
+    full_attention_blocks: Tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.full_attention_blocks = tuple(int(i) for i in self.full_attention_blocks)
+        bad = [i for i in self.full_attention_blocks if not 0 <= i < self.depth]
+        if bad:
+            raise ValueError(f"full_attention_blocks {bad} are outside 0..{self.depth - 1}")
+
+
+PRESETS = {
+    "tiny": dict(hidden=32, depth=2, num_heads=2, text_dim=16),
+    "S": dict(hidden=384, depth=12, num_heads=6),
+    "B": dict(hidden=768, depth=12, num_heads=12),
+    "XL": dict(hidden=1152, depth=28, num_heads=16),
+}
+
+
+class STDiT(DiffusionTransformer):
+    block_cls = STDiTBlock
+
+    def parallel_plan(self):
+        attention = {"spatial_attn.core": "spatial", "temporal_attn.core": "temporal", "cross_attn.core": "cross"}
+        overrides = {i: {"spatial_attn.core": "full"} for i in self.config.full_attention_blocks}
+        return transformer_plan(self, attention, overrides)
+
+
+FAMILY = ModelFamily(
+    name="stdit",
+    config_cls=STDiTConfig,
+    build=STDiT,
+    presets=PRESETS,
+    description=(
+        "Spatio-temporal DiT. TP: q/k/v and mlp.fc1 colwise, o and mlp.fc2 rowwise in spatial_attn, "
+        "temporal_attn, cross_attn. Attention: spatial_attn.core spatial (full in full_attention_blocks, "
+        "see plan.attention_overrides), temporal_attn.core temporal, cross_attn.core cross. PP cuts "
+        "between blocks. Conditioning: t_embedder."
+    ),
+)
