@@ -1,0 +1,6 @@
+"""The generic trainer: config, loop, LR schedule, EMA, metrics, MFU. Model and data are injected."""
+
+from vfm_parallel.trainer.config import ConfigError, TrainConfig, apply_overrides, from_dict, load
+from vfm_parallel.trainer.trainer import RunContext, TrainParts, TrainResult, train
+
+__all__ = ["ConfigError", "TrainConfig", "apply_overrides", "from_dict", "load", "RunContext", "TrainParts", "TrainResult", "train"]

@@ -1,0 +1,117 @@
+"""Process group, coordinates of this rank, and the hand-off to :func:`vfm_parallel.parallelize`.
+
+``torchrun`` sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR; a plain ``python`` run is one
+process and starts no process group.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from vfm_parallel.trainer.config import ParallelConfig
+
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+
+
+def env_world_size() -> int:
+    """The world size torchrun announces (1 for a plain run); readable before any process group."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def init_distributed(device_type: str) -> tuple[int, int]:
+    """(rank, world size); starts the process group (gloo on CPU, nccl on CUDA) under torchrun."""
+    world = env_world_size()
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def pick_device() -> torch.device:
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """This rank's place in the (pp, dp_replicate, dp_shard, cp, tp) mesh, row-major like DeviceMesh."""
+
+    rank: int
+    world_size: int
+    sizes: dict[str, int]
+    index: dict[str, int]
+
+    @classmethod
+    def of(cls, rank: int, sizes: dict[str, int]) -> "Coordinates":
+        index, rest = {}, rank
+        for name in reversed(MESH_DIMS):
+            index[name] = rest % sizes[name]
+            rest //= sizes[name]
+        world = 1
+        for name in MESH_DIMS:
+            world *= sizes[name]
+        return cls(rank, world, dict(sizes), {n: index[n] for n in MESH_DIMS})
+
+    @property
+    def dp_rank(self) -> int:
+        return self.index["dp_replicate"] * self.sizes["dp_shard"] + self.index["dp_shard"]
+
+    @property
+    def dp_size(self) -> int:
+        return self.sizes["dp_replicate"] * self.sizes["dp_shard"]
+
+    @property
+    def cp_rank(self) -> int:
+        return self.index["cp"]
+
+
+def default_strategies(cfg: ParallelConfig, sizes: dict[str, int]) -> list[str]:
+    """Strategy names for the dims when the config lists none: one per dimension in use."""
+    names = []
+    if sizes["pp"] > 1:
+        names.append("pp")
+    if sizes["tp"] > 1:
+        names.append("tp")
+    if sizes["cp"] > 1:
+        names.append("cp-ring")
+    if cfg.activation_checkpointing:
+        names.append("ac")
+    if cfg.compile:
+        names.append("compile")
+    if sizes["dp_replicate"] > 1:
+        names.append("hsdp" if sizes["dp_shard"] > 1 else "ddp")
+    elif sizes["dp_shard"] * sizes["cp"] > 1:
+        names.append("fsdp")
+    return names
+
+
+class Parallelized:
+    """What the trainer needs from :func:`vfm_parallel.parallelize`'s result (contracts.md section 4)."""
+
+    def __init__(self, model: torch.nn.Module, mesh: Any = None, schedule: Any = None, sync_grads=None) -> None:
+        self.model, self.mesh, self.schedule = model, mesh, schedule
+        self._sync = sync_grads
+
+    def sync_grads(self) -> None:
+        if self._sync is not None:
+            self._sync()
+
+
+def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[str, int], device: torch.device, tokens: int | None = None) -> Parallelized:
+    """Apply the configured strategies with :func:`vfm_parallel.parallelize`; one process needs none."""
+    strategies = list(cfg.strategies) or default_strategies(cfg, sizes)
+    if not dist.is_initialized() and not strategies:
+        return Parallelized(model.to(device))
+    from vfm_parallel import ParallelDims, parallelize  # the core API (contracts.md section 4)
+
+    pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type, tokens=tokens)
+    return Parallelized(pm.model, pm.mesh, getattr(pm, "schedule", None), pm.sync_grads)

@@ -1,0 +1,106 @@
+"""Where training metrics go: the console, a JSON-lines file, TensorBoard, and a loss-curve PNG.
+
+Each sink has ``log(step, metrics)`` and ``close()``; only rank 0 logs. The CLI adds its own
+progress-bar sink, so this package needs neither rich nor tqdm.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Protocol, TextIO
+
+
+class Sink(Protocol):
+    def log(self, step: int, metrics: dict[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def format_metrics(step: int, total: int, metrics: dict[str, float]) -> str:
+    parts = [f"step {step}/{total}"]
+    for key, fmt in (("loss", ".5f"), ("grad_norm", ".3f"), ("lr", ".2e"), ("tokens_per_s", ".1f"), ("mfu", ".2%")):
+        if key in metrics:
+            parts.append(f"{key} {metrics[key]:{fmt}}")
+    return "  ".join(parts)
+
+
+class ConsoleSink:
+    """One line per logged step."""
+
+    def __init__(self, total_steps: int, stream: TextIO | None = None) -> None:
+        self.total = total_steps
+        self.stream = stream or sys.stdout
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        print(format_metrics(step, self.total, metrics), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class JsonlSink:
+    """``metrics.jsonl``: one object per logged step, appended (a resumed run continues the file)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a")
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.file.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class TensorBoardSink:
+    """Scalars under ``train/<name>`` in TensorBoard event files (needs the ``[train]`` extra)."""
+
+    def __init__(self, folder: Path) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("TensorBoard logging needs `pip install vfm-parallel[train]` (tensorboard)") from exc
+        self.writer = SummaryWriter(log_dir=str(folder))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(f"train/{key}", value, step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def read_history(path: Path) -> tuple[list[int], list[float]]:
+    """(steps, losses) from a metrics.jsonl; a resumed run's repeated steps keep the last value."""
+    by_step: dict[int, float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if "loss" in row:
+                by_step[int(row["step"])] = float(row["loss"])
+    steps = sorted(by_step)
+    return steps, [by_step[s] for s in steps]
+
+
+def plot_loss_curve(jsonl: Path, png: Path) -> Path:
+    """Loss against step from ``metrics.jsonl`` as a PNG (needs the ``[train]`` extra: matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on training nodes
+    import matplotlib.pyplot as plt
+
+    steps, losses = read_history(jsonl)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot(steps, losses, linewidth=1.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log" if losses and min(losses) > 0 else "linear")
+    ax.set_title("training loss")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+    return png

@@ -1,0 +1,267 @@
+"""The training loop: parallelized model, AdamW with warm-up + cosine, gradient accumulation, EMA,
+exact resume from DCP checkpoints, metrics with tokens/s and MFU.
+
+Everything model- or data-specific arrives by injection (:class:`TrainParts`): vfm-parallel never
+imports vfm-models or vfm-data; ``vfm_cli.compose`` builds the parts from a config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.trainer import metrics as metrics_mod
+from vfm_parallel.trainer.config import TrainConfig
+from vfm_parallel.trainer.distributed import Coordinates, init_distributed, parallelize_model, pick_device
+from vfm_parallel.trainer.ema import EMA, clean_fqn
+from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
+from vfm_parallel.trainer.schedule import lr_at
+from vfm_parallel.trainer.streams import micro_batch_generators
+
+
+class Formulation(Protocol):
+    def loss(self, model: nn.Module, x0: torch.Tensor, cond: dict, generator: torch.Generator, noise_generator: torch.Generator | None = None) -> torch.Tensor: ...
+
+
+class ResumableLoader(Protocol):
+    def __iter__(self): ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def _count_x0_tokens(batch: dict[str, Any]) -> int:
+    return int(batch["num_tokens"]) if "num_tokens" in batch else batch["x0"].shape[0]
+
+
+@dataclass
+class TrainParts:
+    """What the trainer is given: built on every rank after seeding, before parallelization."""
+
+    model: nn.Module  # the whole model, identically initialised on every rank
+    formulation: Formulation
+    loader: ResumableLoader  # micro-batches {"x0": (B, C, T, H, W), "cond": {...}} of this DP rank
+    flops_per_token: float  # training FLOPs (fwd + bwd) per token, from the family's formula
+    count_tokens: Callable[[dict[str, Any]], int] = _count_x0_tokens  # tokens in one micro-batch
+    seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
+    export: Callable[[Path, dict[str, torch.Tensor]], None] | None = None  # (folder, full weights)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Handed to the parts builder: where this rank sits and what it runs on."""
+
+    coords: Coordinates
+    device: torch.device
+    config: TrainConfig
+
+
+@dataclass
+class TrainResult:
+    losses: dict[int, float] = field(default_factory=dict)  # step -> loss (all steps run in this call)
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    mean_tokens_per_s: float = 0.0
+    mean_mfu: float = 0.0
+    peak_tflops: float = 0.0
+    peak_source: str = ""
+    start_step: int = 0
+    final_step: int = 0
+    checkpoint: Path | None = None
+    export: Path | None = None
+    loss_curve: Path | None = None
+    model: nn.Module | None = None
+
+
+def full_weights(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Unsharded CPU copies (collective under FSDP/TP: every rank must call it)."""
+    out = {}
+    for name, t in named:
+        t = t.full_tensor() if hasattr(t, "full_tensor") else t
+        out[clean_fqn(name)] = t.detach().to("cpu", copy=True)
+    return out
+
+
+def _resolve_resume(cfg: TrainConfig, root: Path) -> Path | None:
+    resume = cfg.checkpoint.resume
+    if resume == "none":
+        return None
+    if resume == "auto":
+        return ckpt.latest(root)
+    path = Path(resume)
+    if not (path / "state.json").is_file():
+        raise FileNotFoundError(f"checkpoint.resume = {resume!r} is not a committed checkpoint folder (no state.json)")
+    return path
+
+
+def _autocast(cfg: TrainConfig, device: torch.device):
+    dtype = cfg.precision.dtype
+    if dtype == "bf16" or (dtype == "auto" and device.type == "cuda"):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
+    if not dist.is_initialized():
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def _grad_norm(params: list[torch.Tensor], clip: float) -> float:
+    norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf, foreach=True)
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+class _StepTimer:
+    """Tokens/s and MFU over the steps after the first (which pays for warm-up and allocation)."""
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.seconds = 0.0
+        self.flops = 0.0
+
+    def add(self, tokens: float, flops: float, seconds: float, first: bool) -> None:
+        if not first:
+            self.tokens += tokens
+            self.flops += flops
+            self.seconds += seconds
+
+
+def train(
+    cfg: TrainConfig,
+    build: Callable[[RunContext], TrainParts],
+    *,
+    sinks: Iterable[Any] = (),
+    parallelize: Callable[..., Any] = parallelize_model,
+) -> TrainResult:
+    """Run ``cfg.train.steps`` optimizer steps (continuing from a checkpoint if one is found).
+
+    Single process under ``python``; under ``torchrun`` every rank calls this with the same config.
+    """
+    device = pick_device()
+    rank, world = init_distributed(device.type)
+    cfg.validate(world)
+    sizes = cfg.parallel.resolved(world)
+    coords = Coordinates.of(rank, sizes)
+    out_dir = Path(cfg.train.out_dir)
+    root = out_dir / "checkpoints"
+
+    torch.manual_seed(cfg.train.seed)  # the same full init on every rank: layout-independent weights
+    parts = build(RunContext(coords, device, cfg))
+    pm = parallelize(parts.model, cfg.parallel, sizes, device, parts.seq_len)
+    if pm.schedule is not None:
+        raise NotImplementedError("pipeline-parallel training (pp > 1) is validated but not yet run by the trainer")
+    model = pm.model
+    o = cfg.optim
+    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+    ema = EMA(model, cfg.ema.decay) if cfg.ema.enabled else None
+
+    start = 0
+    resume_from = _resolve_resume(cfg, root)
+    if resume_from is not None:
+        state, rank_state = ckpt.load(resume_from, model=model, optimizer=optimizer, ema=ema, rank_key=coords.dp_rank)
+        start = int(state["step"])
+        if rank_state is None:  # a different DP size: the loader state is global, take DP rank 0's
+            rank_state = ckpt.rank_states(resume_from).get(0)
+        if rank_state is not None:
+            parts.loader.load_state_dict(rank_state["loader"])
+
+    result = TrainResult(start_step=start, final_step=start, model=model)
+    if rank == 0:
+        peak, source = device_peak_tflops(device, cfg.logging.peak_tflops)
+        result.peak_tflops, result.peak_source = peak, source
+        sink_list = list(sinks) + [metrics_mod.JsonlSink(out_dir / "metrics.jsonl")]
+        if cfg.logging.tensorboard:
+            sink_list.append(metrics_mod.TensorBoardSink(out_dir / "tensorboard"))
+    else:
+        sink_list = []
+    # Every rank needs the same peak only for MFU on rank 0; other ranks skip the measurement.
+    peak = result.peak_tflops
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    accum = o.grad_accum
+    batches = iter(parts.loader)
+    timer = _StepTimer()
+    model.train()
+    try:
+        for step in range(start, cfg.train.steps):
+            t0 = time.perf_counter()
+            lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            loss_sum, tokens = 0.0, 0
+            for micro in range(accum):
+                batch = next(batches)
+                gen_t, gen_n = micro_batch_generators(cfg.train.seed, step, micro * coords.dp_size + coords.dp_rank, coords.cp_rank, device)
+                x0 = batch["x0"].to(device)
+                cond = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch["cond"].items()}
+                with _autocast(cfg, device):
+                    loss = parts.formulation.loss(model, x0, cond, gen_t, gen_n)
+                (loss / accum).backward()
+                loss_sum += float(loss.detach())
+                tokens += parts.count_tokens(batch)
+            pm.sync_grads()
+            grad_norm = _grad_norm(params, o.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if ema is not None:
+                ema.update(model)
+            # Loss: mean over all ranks' micro-batches (TP/PP ranks hold copies, CP ranks equal shares).
+            loss_total, tokens_total = _all_reduce_sum([loss_sum / accum, float(tokens)], device)
+            step_loss = loss_total / world
+            global_tokens = tokens_total / (world // coords.dp_size)  # ranks that saw the same batch
+            seconds = time.perf_counter() - t0
+            timer.add(global_tokens, global_tokens * parts.flops_per_token, seconds, first=(step == start))
+            done = step + 1
+            result.losses[done] = step_loss
+            result.final_step = done
+            if rank == 0 and (done % cfg.logging.interval == 0 or done == cfg.train.steps):
+                tps = global_tokens / seconds
+                row = {"loss": step_loss, "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
+                       "tokens_per_s_per_device": tps / world, "mfu": mfu(parts.flops_per_token, tps, world, peak),
+                       "step_time_s": seconds}
+                result.last_metrics = row
+                for sink in sink_list:
+                    sink.log(done, row)
+            interval = cfg.checkpoint.interval
+            if (interval and done % interval == 0) or done == cfg.train.steps:
+                result.checkpoint = _save(cfg, root, done, model, optimizer, ema, parts, coords)
+        if timer.seconds > 0:
+            result.mean_tokens_per_s = timer.tokens / timer.seconds
+            result.mean_mfu = mfu(parts.flops_per_token, result.mean_tokens_per_s, world, peak) if peak else 0.0
+        if cfg.checkpoint.export and parts.export is not None:
+            weights = full_weights(ema.shadow.items() if ema is not None else model.named_parameters())
+            if rank == 0:
+                result.export = out_dir / "export"
+                parts.export(result.export, weights)
+    finally:
+        for sink in sink_list:
+            sink.close()
+    if rank == 0 and cfg.logging.loss_curve and (out_dir / "metrics.jsonl").exists():
+        result.loss_curve = metrics_mod.plot_loss_curve(out_dir / "metrics.jsonl", out_dir / "loss_curve.png")
+    return result
+
+
+def _first_of_dp_group(coords: Coordinates) -> bool:
+    return all(coords.index[n] == 0 for n in ("pp", "cp", "tp"))
+
+
+def _save(cfg: TrainConfig, root: Path, step: int, model, optimizer, ema, parts: TrainParts, coords: Coordinates) -> Path:
+    return ckpt.save(
+        root, step, model=model, optimizer=optimizer, ema=ema,
+        state={"world_size": coords.world_size, "sizes": coords.sizes, "config": cfg.to_dict()},
+        # One file per DP rank: its TP/CP/PP peers read the same samples and would write the same file.
+        rank_state={"loader": parts.loader.state_dict()} if _first_of_dp_group(coords) else None,
+        rank_key=coords.dp_rank, keep=cfg.checkpoint.keep,
+    )
