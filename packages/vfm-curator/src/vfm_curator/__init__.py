@@ -1,6 +1,27 @@
 """vfm-curator: clipping and sharding pipelines on Ray with an auto-balancer."""
 
+from __future__ import annotations
+
+from typing import Any
+
 from vfm_curator.plugins import hookimpl, host
 
-__all__ = ["hookimpl", "host"]
+__all__ = ["CurateConfig", "Summary", "curate", "hookimpl", "host"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that ``import vfm_curator`` (plugin listing) stays free of PyAV, pyarrow and Ray.
+    if name == "curate":
+        from vfm_curator.api import curate
+
+        return curate
+    if name == "CurateConfig":
+        from vfm_curator.config import CurateConfig
+
+        return CurateConfig
+    if name == "Summary":
+        from vfm_curator.pipelines.clipping import Summary
+
+        return Summary
+    raise AttributeError(f"module 'vfm_curator' has no attribute {name!r}")

@@ -23,3 +23,22 @@ class Register(Protocol):
 @hookspec
 def vfm_curator_register_stages(register: Register) -> None:
     """Register curation stages (decode, split, stitch, transcode, embed, caption, filter, write, and sharding stages). Target: a stage class with declared resources and batch size."""
+
+
+@hookspec
+def vfm_curator_register_embedders(register: Register) -> None:
+    """Register image/video embedders for the ``embed`` and ``stitch`` stages. Target: a class whose
+    instances (built with the stage's ``embedder_options``) have ``dim`` and
+    ``embed(frames (N, H, W, 3) uint8) -> (N, dim) float32`` returning unit vectors."""
+
+
+@hookspec
+def vfm_curator_register_captioners(register: Register) -> None:
+    """Register clip captioners for the ``caption`` stage. Target: a class whose instances (built with
+    ``captioner_options``) have ``caption(frames: list of (H, W, 3) uint8) -> str``."""
+
+
+@hookspec
+def vfm_curator_register_scorers(register: Register) -> None:
+    """Register clip scores for the ``filter`` stage. Target: a class whose instances (built with the
+    scorer's ``options``) are callables ``score(clip, task) -> float``."""

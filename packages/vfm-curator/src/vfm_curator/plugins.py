@@ -17,5 +17,8 @@ host = PluginHost(
     builtins=("vfm_curator.builtin",),
     kinds={
         "stages": "vfm_curator_register_stages",
+        "embedders": "vfm_curator_register_embedders",
+        "captioners": "vfm_curator_register_captioners",
+        "scorers": "vfm_curator_register_scorers",
     },
 )

@@ -9,3 +9,18 @@ def vfm_curator_register_stages(register):
 
 
 MARKER = object()
+
+
+@hookimpl
+def vfm_curator_register_embedders(register):
+    register("everyhook-embedders", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")
+
+
+@hookimpl
+def vfm_curator_register_captioners(register):
+    register("everyhook-captioners", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")
+
+
+@hookimpl
+def vfm_curator_register_scorers(register):
+    register("everyhook-scorers", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")

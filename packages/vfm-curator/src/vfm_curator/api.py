@@ -1,0 +1,30 @@
+"""The Python API of ``vfm curate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vfm_curator.config import CurateConfig
+from vfm_curator.pipelines.clipping import Progress, Summary, run_clipping
+
+
+def curate(
+    inputs: str | Path | list[str | Path],
+    out: str | Path,
+    config: CurateConfig | dict[str, Any] | str | Path | None = None,
+    *,
+    progress: Progress | None = None,
+) -> Summary:
+    """Cut ``inputs`` (video files, directories, globs, .jsonl/.csv manifests) into clips in ``out``.
+
+    ``config``: a :class:`CurateConfig`, a dict of the same shape, or a .toml/.json file. Returns a
+    :class:`Summary`. Re-running with the same ``out`` skips videos that finished before.
+    """
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    if isinstance(config, (str, Path)):
+        config = CurateConfig.load(config)
+    elif isinstance(config, dict):
+        config = CurateConfig.from_dict(config)
+    return run_clipping([str(i) for i in inputs], out, config, progress=progress)

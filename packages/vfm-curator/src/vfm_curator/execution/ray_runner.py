@@ -1,0 +1,163 @@
+"""The streaming Ray runner: every stage call is a Ray task, stage outputs flow as object refs
+(never through the driver), each queue between stages is bounded, and the auto-balancer decides
+how many calls of each stage may run at once.
+
+Ray reuses worker processes, and each worker caches its built stages (:func:`cached_stage`), so a
+model-loading stage loads its model once per worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from vfm_curator.execution.balancer import AutoBalancer, StageCost
+from vfm_curator.execution.spec import StageSpec, cached_stage
+
+
+def _run_stage(spec: StageSpec, *batches: list) -> tuple[list, dict]:
+    """Worker side: build (once) and run the stage on the concatenated input batches."""
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    tasks = [t for batch in batches for t in batch]
+    t0 = time.perf_counter()
+    out = cached_stage(spec).process(tasks)
+    return out, {"seconds": time.perf_counter() - t0, "items": len(tasks)}
+
+
+@dataclass
+class _Call:
+    stage: int
+    inputs: list  # object refs of the input batches (kept to recover the tasks if the call dies)
+    out: Any
+    items: int
+
+
+class RayRunner:
+    """``RayRunner(specs).run(tasks)`` yields what the last stage returns, in completion order.
+
+    ``queue_size``: most items waiting in front of a stage per worker of that stage (backpressure:
+    an upstream stage stops launching when its downstream queue is full). ``on_progress(stage, n)``
+    is called when ``n`` items leave ``stage``; ``on_decision(dict)`` on every balancer change.
+    ``failure(task, stage, reason)`` marks a task whose whole call died (e.g. a crashed worker).
+    """
+
+    def __init__(
+        self,
+        specs: list[StageSpec],
+        *,
+        queue_size: int = 2,
+        balance_interval_s: float = 2.0,
+        cpu_budget: float | None = None,
+        gpu_budget: float | None = None,
+        fixed_workers: dict[str, int] | None = None,
+        on_progress: Callable[[str, int], None] | None = None,
+        on_decision: Callable[[dict], None] | None = None,
+        failure: Callable[[Any, str, str], None] | None = None,
+    ) -> None:
+        import ray
+
+        from vfm_curator.execution.session import cluster_budget
+
+        self.specs = specs
+        self.queue_size = max(1, queue_size)
+        cpus, gpus = cluster_budget()
+        costs = [StageCost(s.name, s.declared().cpus, s.declared().gpus) for s in specs]
+        self.balancer = AutoBalancer(
+            costs, cpu_budget if cpu_budget is not None else cpus, gpu_budget if gpu_budget is not None else gpus,
+            interval_s=balance_interval_s, on_decision=on_decision,
+        )
+        self.fixed = dict(fixed_workers or {})
+        self.on_progress = on_progress
+        self.failure = failure
+        self._remote = [
+            ray.remote(_run_stage).options(num_returns=2, max_retries=1, **s.declared().ray_options()) for s in specs
+        ]
+        self.peak_workers: dict[str, int] = {s.name: 0 for s in specs}
+
+    @property
+    def allocation(self) -> dict[str, int]:
+        return {s.name: self._workers(i) for i, s in enumerate(self.specs)}
+
+    @property
+    def decisions(self) -> list[dict]:
+        return self.balancer.decisions
+
+    def _workers(self, i: int) -> int:
+        name = self.specs[i].name
+        return self.fixed.get(name, self.balancer.workers[name])
+
+    def run(self, tasks: Iterable[Any]) -> Iterator[Any]:
+        import ray
+
+        n = len(self.specs)
+        source = iter(tasks)
+        exhausted = False
+        queues: list[deque] = [deque() for _ in range(n)]  # (ref, items)
+        queued = [0] * n  # items waiting per queue
+        running: dict[Any, _Call] = {}  # stats ref -> call
+        calls = [0] * n
+        running_items = [0] * n
+
+        def room(i: int) -> int:
+            return self.queue_size * self._workers(i) * self.specs[i].batch_size
+
+        while True:
+            while not exhausted and queued[0] + running_items[0] < room(0):
+                try:
+                    queues[0].append((ray.put([next(source)]), 1))
+                    queued[0] += 1
+                except StopIteration:
+                    exhausted = True
+            for i in reversed(range(n)):  # downstream first, so finished work drains before new work enters
+                while queues[i] and calls[i] < self._workers(i):
+                    if i + 1 < n and queued[i + 1] + running_items[i] >= room(i + 1):
+                        break  # bounded queue: downstream is full
+                    refs, items = [], 0
+                    while queues[i] and items < self.specs[i].batch_size:
+                        ref, k = queues[i].popleft()
+                        refs.append(ref)
+                        items += k
+                    queued[i] -= items
+                    out, stats = self._remote[i].remote(self.specs[i], *refs)
+                    running[stats] = _Call(i, refs, out, items)
+                    calls[i] += 1
+                    running_items[i] += items
+                    self.peak_workers[self.specs[i].name] = max(self.peak_workers[self.specs[i].name], calls[i])
+            if not running:
+                if exhausted and not any(queues):
+                    break
+                continue
+            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for ref in done:
+                call = running.pop(ref)
+                i, name = call.stage, self.specs[call.stage].name
+                calls[i] -= 1
+                running_items[i] -= call.items
+                out = call.out
+                try:
+                    stats = ray.get(ref)
+                    self.balancer.observe(name, stats["seconds"], stats["items"])
+                except Exception as exc:  # the call itself died: fail its tasks, keep going
+                    out = ray.put(self._fail_inputs(call, name, exc))
+                if self.on_progress:
+                    self.on_progress(name, call.items)
+                if i + 1 < n:
+                    queues[i + 1].append((out, call.items))
+                    queued[i + 1] += call.items
+                else:
+                    yield from ray.get(out)
+            self.balancer.maybe_rebalance()
+
+    def _fail_inputs(self, call: _Call, stage: str, exc: Exception) -> list:
+        import ray
+
+        tasks = [t for batch in ray.get(call.inputs) for t in batch]
+        reason = f"{stage} worker failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        for task in tasks:
+            if self.failure is not None:
+                self.failure(task, stage, reason)
+        return tasks

@@ -1,0 +1,1 @@
+"""Video I/O, inputs, outputs, resume state and the report."""

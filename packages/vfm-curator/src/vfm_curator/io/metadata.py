@@ -1,0 +1,65 @@
+"""The clip metadata table (``clips.parquet``): schema, per-video parts, and the merged table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+SCHEMA_FIELDS = (
+    "id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "fps",
+    "width", "height", "num_frames", "embedding", "caption", "scores",
+)
+
+
+def schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("video_id", pa.string()),
+            ("source", pa.string()),
+            ("path", pa.string()),  # relative to the output folder: clips/<id>.mp4
+            ("start_frame", pa.int64()),
+            ("end_frame", pa.int64()),  # exclusive
+            ("start_s", pa.float64()),
+            ("end_s", pa.float64()),
+            ("fps", pa.float64()),
+            ("width", pa.int32()),
+            ("height", pa.int32()),
+            ("num_frames", pa.int32()),
+            ("embedding", pa.list_(pa.float32())),
+            ("caption", pa.string()),
+            ("scores", pa.map_(pa.string(), pa.float64())),
+        ]
+    )
+
+
+def table(rows: list[dict[str, Any]]):
+    import pyarrow as pa
+
+    rows = [{**r, "scores": sorted(r["scores"].items())} for r in rows]
+    return pa.Table.from_pylist(rows, schema=schema())
+
+
+def to_parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table(rows), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def merge(parts: list[Path], dest: Path) -> int:
+    """Concatenate the per-video parts into ``dest`` (sorted by source and start); returns rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(p, schema=schema()) for p in parts]
+    merged = pa.concat_tables(tables) if tables else table([])
+    merged = merged.sort_by([("source", "ascending"), ("start_frame", "ascending")])
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    pq.write_table(merged, tmp)
+    tmp.replace(dest)
+    return merged.num_rows

@@ -1,0 +1,128 @@
+"""Reading videos with PyAV: probing, and decoding frames upright (rotation applied) with their times.
+
+NVDEC is used through PyAV's hardware acceleration when asked for (``hwaccel="cuda"``) and an
+NVIDIA device is present; otherwise decoding is on the CPU. Both give the same frames.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from vfm_curator.stages.base import InputError
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the container says about a video's first video stream (display size, after rotation)."""
+
+    fps: float
+    frames: int  # container's count; 0 when unknown
+    width: int
+    height: int
+    duration: float
+    rotation: int  # degrees counter-clockwise to display the coded frames upright
+    codec: str
+    has_audio: bool
+
+
+def open_container(path: str, hwaccel: str | None = None):
+    """Open ``path`` with PyAV; an unusable file raises :class:`InputError` naming the problem."""
+    import av
+
+    if not os.path.isfile(path):
+        raise InputError(f"not a file: {path}")
+    if os.path.getsize(path) == 0:
+        raise InputError("empty file (0 bytes)")
+    kwargs = {}
+    if hwaccel:
+        from av.codec.hwaccel import HWAccel
+
+        kwargs["hwaccel"] = HWAccel(device_type=hwaccel, allow_software_fallback=True)
+    try:
+        container = av.open(path, **kwargs)
+    except av.FFmpegError as exc:
+        raise InputError(f"cannot open as a video container: {exc}") from exc
+    if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        container.close()
+        raise InputError(f"no video stream (streams: {', '.join(kinds)})")
+    return container
+
+
+def probe(path: str) -> Probe:
+    with open_container(path) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+        fps = float(rate) if rate else 0.0
+        duration = 0.0
+        if stream.duration is not None and stream.time_base is not None:
+            duration = float(stream.duration * stream.time_base)
+        elif container.duration is not None:
+            duration = container.duration / 1_000_000
+        width, height = stream.codec_context.width, stream.codec_context.height
+        rotation = _stream_rotation(container)
+        if rotation % 180 == 90:
+            width, height = height, width
+        has_audio = bool(container.streams.audio)
+        return Probe(fps, int(stream.frames or 0), width, height, duration, rotation, stream.codec_context.name, has_audio)
+
+
+def _stream_rotation(container) -> int:
+    """Rotation of the first decodable frame (PyAV reads it from the display matrix)."""
+    for frame in container.decode(video=0):
+        container.seek(0)
+        return int(round(frame.rotation)) % 360
+    return 0
+
+
+def upright(frame_rgb: np.ndarray, rotation: int) -> np.ndarray:
+    """Apply a counter-clockwise display rotation (0/90/180/270) to an (H, W, C) frame."""
+    k = (int(round(rotation / 90.0))) % 4
+    return np.ascontiguousarray(np.rot90(frame_rgb, k=k)) if k else frame_rgb
+
+
+def iter_frames(
+    path: str, *, width: int | None = None, height: int | None = None, hwaccel: str | None = None
+) -> Iterator[tuple[float, np.ndarray]]:
+    """Yield ``(time_s, frame)`` for every frame in presentation order; frame is (H, W, 3) uint8 RGB,
+    upright. With ``width``/``height`` the frame is scaled by FFmpeg (given as *display* size).
+
+    A decoding error after the first frame ends the stream there (a truncated file keeps the frames
+    it has); an error before any frame raises :class:`InputError`.
+    """
+    import av
+
+    container = open_container(path, hwaccel)
+    try:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        count = 0
+        try:
+            for frame in container.decode(stream):
+                rotation = int(round(frame.rotation)) % 360
+                w, h = width, height
+                if w and h and rotation % 180 == 90:
+                    w, h = h, w  # scale in coded orientation, then rotate
+                if w and h:
+                    rgb = frame.reformat(width=w, height=h, format="rgb24").to_ndarray()
+                else:
+                    rgb = frame.to_ndarray(format="rgb24")
+                t = float(frame.time) if frame.time is not None else count / max(float(stream.average_rate or 25), 1e-6)
+                count += 1
+                yield t, upright(rgb, rotation)
+        except (av.FFmpegError, ValueError) as exc:
+            if count == 0:
+                raise InputError(f"cannot decode any frame: {exc}") from exc
+    finally:
+        container.close()
+
+
+def small_size(width: int, height: int, target_width: int) -> tuple[int, int]:
+    """A downscaled display size with the same aspect ratio, both sides even and >= 2."""
+    w = max(2, min(target_width, width) // 2 * 2)
+    h = max(2, int(round(height * w / max(width, 1))) // 2 * 2)
+    return w, h

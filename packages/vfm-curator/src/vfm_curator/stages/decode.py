@@ -1,0 +1,46 @@
+"""``decode``: probe a video and decode every frame at a small size for detection and motion scores."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfm_curator.io.video import iter_frames, probe, small_size
+from vfm_curator.stages.base import InputError, Resources, Stage
+from vfm_curator.tasks import VideoTask
+
+
+class DecodeStage(Stage):
+    """Fills ``task.meta`` (fps, frames, width, height, duration, rotation) and ``task.small``
+    ((T, h, w, 3) uint8, upright) with ``task.times`` ((T,) seconds). ``hwaccel="cuda"`` decodes
+    with NVDEC through PyAV when an NVIDIA GPU is present (falls back to software otherwise)."""
+
+    name = "decode"
+    resources = Resources(cpus=1.0, memory_mb=1024)
+    defaults = {"width": 64, "hwaccel": None, "min_frames": 2}
+
+    def process_one(self, task: VideoTask) -> None:
+        info = probe(task.source)
+        w, h = small_size(info.width, info.height, int(self.opt["width"]))
+        times, frames = [], []
+        for t, frame in iter_frames(task.source, width=w, height=h, hwaccel=self.opt["hwaccel"]):
+            times.append(t)
+            frames.append(frame)
+        if len(frames) < int(self.opt["min_frames"]):
+            raise InputError(f"too short: {len(frames)} decodable frame(s)")
+        task.small = np.stack(frames)
+        task.times = np.asarray(times, np.float64)
+        fps = info.fps
+        if len(times) > 1 and (fps <= 0 or not np.isfinite(fps)):
+            fps = (len(times) - 1) / max(times[-1] - times[0], 1e-6)
+        frame_s = 1.0 / fps if fps > 0 else 0.0
+        task.meta = {
+            "fps": fps,
+            "frames": len(frames),
+            "width": info.width,
+            "height": info.height,
+            "duration": float(times[-1] - times[0] + frame_s),
+            "rotation": info.rotation,
+            "codec": info.codec,
+            # variable frame rate: frame intervals that differ from each other by more than 10 %
+            "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
+        }

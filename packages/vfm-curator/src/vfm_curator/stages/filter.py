@@ -1,0 +1,76 @@
+"""``filter``: drop clips by duration, resolution, motion and any registered score."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfm_curator.stages.base import Resources, Stage
+from vfm_curator.tasks import Clip, VideoTask
+
+
+def motion_score(small: np.ndarray, start: int, end: int) -> float:
+    """Mean absolute difference of consecutive downscaled grey frames in ``[start, end)``, in [0, 1]."""
+    if end - start < 2:
+        return 0.0
+    grey = small[start:end].astype(np.float32).mean(axis=-1)  # (T, h, w)
+    return float(np.abs(np.diff(grey, axis=0)).mean() / 255.0)
+
+
+class FilterStage(Stage):
+    """Every clip gets ``scores["motion"]`` (and one score per entry of ``scorers``); a clip outside
+    the limits is kept in the task with ``rejected`` set (it is counted, not written).
+
+    ``scorers`` is a list of ``{"name": <scorers entry>, "min": x, "max": y, "options": {...}}``;
+    a scorer is a callable ``score(clip, task) -> float``.
+    """
+
+    name = "filter"
+    resources = Resources(cpus=0.5, memory_mb=512)
+    defaults = {
+        "min_duration_s": 0.0,
+        "max_duration_s": float("inf"),
+        "min_width": 0,
+        "min_height": 0,
+        "min_motion": 0.0,
+        "max_motion": float("inf"),
+        "scorers": [],
+    }
+
+    def setup(self) -> None:
+        from vfm_curator.plugins import host
+
+        self.scorers = []
+        for spec in self.opt["scorers"]:
+            if "name" not in spec:
+                raise ValueError(f"filter: a scorer needs a 'name'; got {spec!r}")
+            scorer = host.get("scorers", spec["name"])(**dict(spec.get("options", {})))
+            self.scorers.append((spec["name"], scorer, float(spec.get("min", -np.inf)), float(spec.get("max", np.inf))))
+
+    def process_one(self, task: VideoTask) -> None:
+        for clip in task.clips:
+            clip.scores["motion"] = motion_score(task.small, clip.start, clip.end)
+            for name, scorer, _, _ in self.scorers:
+                clip.scores[name] = float(scorer(clip, task))
+            clip.rejected = self._why_rejected(clip)
+
+    def _why_rejected(self, clip: Clip) -> str | None:
+        o = self.opt
+        duration = clip.end_s - clip.start_s
+        if not o["min_duration_s"] <= duration <= o["max_duration_s"]:
+            return f"duration {duration:.2f} s outside [{o['min_duration_s']}, {o['max_duration_s']}]"
+        if clip.width and (clip.width < o["min_width"] or clip.height < o["min_height"]):
+            return f"resolution {clip.width}x{clip.height} under {o['min_width']}x{o['min_height']}"
+        motion = clip.scores["motion"]
+        if not o["min_motion"] <= motion <= o["max_motion"]:
+            return f"motion {motion:.4f} outside [{o['min_motion']}, {o['max_motion']}]"
+        for name, _, lo, hi in self.scorers:
+            if not lo <= clip.scores[name] <= hi:
+                return f"{name} {clip.scores[name]:.4f} outside [{lo}, {hi}]"
+        return None
+
+
+class MotionScorer:
+    """The frame-difference motion score as a pluggable scorer (same as ``scores["motion"]``)."""
+
+    def __call__(self, clip: Clip, task: VideoTask) -> float:
+        return motion_score(task.small, clip.start, clip.end)

@@ -1,0 +1,61 @@
+"""``transcode``: re-encode each clip's exact frame span to H264 (audio dropped)."""
+
+from __future__ import annotations
+
+from vfm_curator.io.encode import H264Writer, pick_codec, resize
+from vfm_curator.io.video import iter_frames
+from vfm_curator.stages.base import Resources, Stage
+from vfm_curator.tasks import VideoTask
+
+
+class TranscodeStage(Stage):
+    """One decoding pass over the source; frame ``i`` goes to the clip whose span ``[start, end)``
+    holds it, so every clip has exactly ``end - start`` frames at the source's average frame rate.
+
+    Also keeps ``samples`` (first, middle and last frame, longer side <= ``sample_size``) for the
+    embed and caption stages and the report's contact sheet. ``encoder="auto"`` uses NVENC when a
+    GPU has it, else libx264 with ``crf``/``preset``.
+    """
+
+    name = "transcode"
+    resources = Resources(cpus=1.0, memory_mb=1024)
+    defaults = {"encoder": "libx264", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None}
+
+    def setup(self) -> None:
+        self.codec = pick_codec(self.opt["encoder"])
+
+    def process_one(self, task: VideoTask) -> None:
+        clips = sorted(task.clips, key=lambda c: c.start)
+        if not clips:
+            return
+        fps = float(task.meta["fps"])
+        k, writer, sample_at = 0, None, set()
+        for i, (_, frame) in enumerate(iter_frames(task.source, hwaccel=self.opt["hwaccel"])):
+            while k < len(clips) and i >= clips[k].end:
+                k = self._finish(clips[k], writer, k)
+                writer = None
+            if k == len(clips):
+                break
+            clip = clips[k]
+            if i < clip.start:
+                continue
+            if writer is None:
+                writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]))
+                sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
+            writer.write(frame)
+            if i in sample_at:
+                clip.samples.append(resize(frame, int(self.opt["sample_size"])))
+        while k < len(clips):  # the file ended early (truncated): keep what was written, if complete
+            k = self._finish(clips[k], writer, k)
+            writer = None
+        task.clips = [c for c in clips if c.mp4 is not None]
+
+    @staticmethod
+    def _finish(clip, writer, k: int) -> int:
+        if writer is not None and writer.count == clip.length:
+            clip.mp4 = writer.close()
+            clip.num_frames = writer.count
+            clip.height, clip.width = writer.stream.height, writer.stream.width
+        elif writer is not None:
+            writer.close()  # fewer frames than detected: drop the clip instead of writing a short one
+        return k + 1

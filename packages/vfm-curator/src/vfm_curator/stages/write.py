@@ -1,0 +1,109 @@
+"""``write``: clips as mp4 files, one metadata part per video, then the video's resume record."""
+
+from __future__ import annotations
+
+from vfm_curator.io.metadata import to_parquet_bytes
+from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.state import part_path, write_record
+from vfm_curator.stages.base import Resources, Stage, run_guarded
+from vfm_curator.tasks import Clip, VideoTask
+
+
+def clip_relpath(clip: Clip) -> str:
+    return f"clips/{clip.id}.mp4"
+
+
+def thumb_relpath(clip: Clip) -> str:
+    return f"thumbs/{clip.id}.jpg"
+
+
+class WriteStage(Stage):
+    """Writes ``OUT/clips/<id>.mp4`` and ``OUT/thumbs/<id>.jpg`` for each kept clip, the video's
+    metadata part and finally its record (failed videos get a record with the reason). The task it
+    returns is stripped of frames and bytes so only a small summary travels back to the driver."""
+
+    name = "write"
+    resources = Resources(cpus=0.5, memory_mb=512)
+    defaults = {"out": None, "thumbnails": True}
+
+    def process(self, tasks: list[VideoTask]) -> list[VideoTask]:
+        self.ensure_setup()
+        if not self.opt["out"]:
+            raise ValueError("write stage: option 'out' (the output folder) is required")
+        for task in tasks:
+            if task.failure is None:
+                run_guarded(self.name, task, self.process_one)
+            self._record(task)
+            strip(task)
+        return tasks
+
+    def process_one(self, task: VideoTask) -> None:
+        out = self.opt["out"]
+        rows = []
+        for clip in task.clips:
+            if clip.rejected is not None or clip.mp4 is None:
+                continue
+            atomic_write(safe_join(out, clip_relpath(clip)), clip.mp4)
+            if self.opt["thumbnails"] and clip.samples:
+                atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(clip.samples[len(clip.samples) // 2]))
+            rows.append(row(task, clip))
+        atomic_write(part_path(out, task.vid), to_parquet_bytes(rows))
+
+    def _record(self, task: VideoTask) -> None:
+        kept = [c for c in task.clips if c.rejected is None and c.mp4 is not None] if task.failure is None else []
+        write_record(
+            self.opt["out"],
+            task.vid,
+            {
+                "video_id": task.vid,
+                "source": task.source,
+                "status": "failed" if task.failure else "ok",
+                "failure": task.failure,
+                "duration_s": task.duration,
+                "clips": len(kept),
+                "clip_seconds": sum(c.end_s - c.start_s for c in kept),
+                "rejected": sum(c.rejected is not None for c in task.clips),
+                "thumbs": [thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.samples],
+                "meta": {k: v for k, v in task.meta.items() if k != "cuts"},
+                "timings": task.timings,
+            },
+        )
+
+
+def row(task: VideoTask, clip: Clip) -> dict:
+    return {
+        "id": clip.id,
+        "video_id": task.vid,
+        "source": task.source,
+        "path": clip_relpath(clip),
+        "start_frame": clip.start,
+        "end_frame": clip.end,
+        "start_s": clip.start_s,
+        "end_s": clip.end_s,
+        "fps": float(task.meta.get("fps", 0.0)),
+        "width": clip.width,
+        "height": clip.height,
+        "num_frames": clip.num_frames,
+        "embedding": None if clip.embedding is None else clip.embedding.astype("float32").tolist(),
+        "caption": clip.caption,
+        "scores": dict(clip.scores),
+    }
+
+
+def jpeg(frame) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(frame).save(buf, format="JPEG", quality=85)
+    return buf.getvalue()
+
+
+def strip(task: VideoTask) -> None:
+    task.small = None
+    task.times = None
+    for clip in task.clips:
+        clip.mp4 = None
+        clip.samples = []
+        clip.embedding = None

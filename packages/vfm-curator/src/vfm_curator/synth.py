@@ -1,0 +1,118 @@
+"""Synthetic test videos with known shot boundaries, written as real H264 files with PyAV.
+
+Each shot is a smooth colour pattern, with its own random palette, drifting slowly (so frames
+inside a shot differ a little and frames across a cut differ a lot). Used by the tests, the
+benchmarks and the end-to-end demo; no data set has to be downloaded.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+
+def shot_frames(num_frames: int, width: int, height: int, rng: np.random.Generator, speed: float = 1.0):
+    """Yield (height, width, 3) uint8 frames of one shot."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    colours = rng.uniform(0, 255, size=(3, 3)).astype(np.float32)  # three palette colours
+    freqs = rng.uniform(0.5, 3.0, size=(2, 2)) * 2 * np.pi / np.array([width, height])
+    phase = rng.uniform(0, 2 * np.pi, size=2)
+    direction = rng.normal(size=2)
+    direction /= np.linalg.norm(direction) + 1e-9
+    for t in range(num_frames):
+        dx, dy = direction * speed * t
+        a = 0.5 + 0.5 * np.sin(freqs[0, 0] * (x + dx) + freqs[0, 1] * (y + dy) + phase[0])
+        b = 0.5 + 0.5 * np.cos(freqs[1, 0] * (x - dy) + freqs[1, 1] * (y + dx) + phase[1])
+        img = colours[0] * a[..., None] + colours[1] * (1 - a[..., None]) * b[..., None] + colours[2] * (1 - b[..., None]) * 0.5
+        yield np.clip(img, 0, 255).astype(np.uint8)
+
+
+def make_video(
+    path: str | Path,
+    shot_lengths: list[int],
+    *,
+    width: int = 96,
+    height: int = 64,
+    fps: float = 24.0,
+    seed: int = 0,
+    rotation: int = 0,
+    vfr: bool = False,
+    audio: bool = False,
+    same_shot_after: set[int] | frozenset = frozenset(),
+) -> list[int]:
+    """Write an H264 mp4 of consecutive shots and return the cut frames (first frame of each shot
+    but the first). ``same_shot_after`` = shot indices whose *next* shot continues the same scene
+    (same palette and motion, no visual cut): a fake boundary. ``rotation`` sets the display
+    matrix; ``vfr`` alternates frame durations; ``audio`` adds an AAC sine track."""
+    import av
+
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    container = av.open(str(path), "w")
+    rate = Fraction(fps).limit_denominator(1001)
+    stream = container.add_stream("libx264", rate=rate)
+    stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+    stream.options = {"crf": "18", "preset": "ultrafast"}
+    time_base = Fraction(1, 1000) if vfr else 1 / rate
+    stream.codec_context.time_base = time_base
+    if rotation:
+        stream.set_display_rotation(rotation)
+    astream = container.add_stream("aac", rate=16000) if audio else None
+    cuts, index, pts = [], 0, 0
+    frames: list[np.ndarray] = []
+    k = 0
+    while k < len(shot_lengths):
+        # a run of shots joined by fake boundaries is one continuous scene
+        run = [shot_lengths[k]]
+        while k in same_shot_after and k + 1 < len(shot_lengths):
+            k += 1
+            run.append(shot_lengths[k])
+        shot_rng = np.random.default_rng(rng.integers(1 << 31))
+        frames.extend(shot_frames(sum(run), width, height, shot_rng))
+        for length in run:
+            if index > 0:
+                cuts.append(index)
+            index += length
+        k += 1
+    for i, img in enumerate(frames):
+        frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+        frame.pts, frame.time_base = pts, time_base
+        pts += (round(1000 / fps * (0.6 if i % 2 else 1.4)) if vfr else 1)
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+    if astream is not None:
+        _write_sine(container, astream, seconds=len(frames) / fps)
+    container.close()
+    return cuts
+
+
+def _write_sine(container, stream, seconds: float) -> None:
+    import av
+
+    rate = stream.rate
+    samples = np.sin(2 * np.pi * 440 * np.arange(int(rate * seconds)) / rate).astype(np.float32)
+    for start in range(0, len(samples), 1024):
+        chunk = samples[start : start + 1024]
+        if len(chunk) < 1024:
+            chunk = np.pad(chunk, (0, 1024 - len(chunk)))
+        frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
+        frame.sample_rate = rate
+        frame.pts = start
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+
+
+def make_audio_only(path: str | Path, seconds: float = 1.0) -> None:
+    import av
+
+    container = av.open(str(path), "w")
+    stream = container.add_stream("aac", rate=16000)
+    _write_sine(container, stream, seconds)
+    container.close()

@@ -1,0 +1,70 @@
+"""The unit of work that flows through a pipeline: one source video and the clips cut from it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def video_id(source: str) -> str:
+    """A stable id for a source video (its resolved path or URI)."""
+    return hashlib.sha1(source.encode("utf-8")).hexdigest()[:16]
+
+
+def clip_id(source: str, start: int, end: int) -> str:
+    """Deterministic clip id: a hash of the source and the frame span ``[start, end)``."""
+    return hashlib.sha1(f"{source}|{start}|{end}".encode("utf-8")).hexdigest()[:20]
+
+
+@dataclass
+class Clip:
+    """A span ``[start, end)`` of frames of one source video, and what the stages learn about it."""
+
+    start: int
+    end: int
+    start_s: float = 0.0
+    end_s: float = 0.0
+    id: str = ""
+    mp4: bytes | None = None  # H264 bytes from the transcode stage
+    width: int = 0
+    height: int = 0
+    num_frames: int = 0
+    samples: list[np.ndarray] = field(default_factory=list)  # a few (H, W, 3) uint8 frames (first, middle, last)
+    embedding: np.ndarray | None = None  # (D,) float32
+    caption: str | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    rejected: str | None = None  # why a filter dropped it
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class VideoTask:
+    """One source video. Stages fill it in; a stage that raises marks it failed with a reason."""
+
+    source: str  # resolved path
+    vid: str = ""
+    caption: str | None = None  # an existing caption from the manifest or a sidecar file
+    meta: dict[str, Any] = field(default_factory=dict)  # fps, frames, width, height, duration, rotation
+    small: np.ndarray | None = None  # (T, h, w, 3) uint8 RGB, downscaled frames for detection/motion
+    times: np.ndarray | None = None  # (T,) float64 presentation time of each frame in seconds
+    clips: list[Clip] = field(default_factory=list)
+    failure: dict[str, str] | None = None  # {"stage": ..., "reason": ...}
+    timings: dict[str, float] = field(default_factory=dict)  # seconds spent per stage
+
+    def __post_init__(self) -> None:
+        if not self.vid:
+            self.vid = video_id(self.source)
+
+    @property
+    def duration(self) -> float:
+        return float(self.meta.get("duration", 0.0))
+
+    def fail(self, stage: str, reason: str) -> None:
+        if self.failure is None:
+            self.failure = {"stage": stage, "reason": reason}
