@@ -88,7 +88,8 @@ class OptimConfig:
 
 @dataclass
 class TrainSection:
-    steps: int = 100
+    steps: int = 100  # the schedule's length
+    stop_at: int = 0  # stop (and checkpoint) after this step, e.g. a time-limited job; 0 = run to steps
     seed: int = 0
     out_dir: str = "runs/vfm"
 
@@ -295,6 +296,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(o.grad_clip >= 0, "optim.grad_clip", f"must be >= 0 (0 = off), got {o.grad_clip}")
     _require(o.grad_accum >= 1, "optim.grad_accum", f"must be >= 1, got {o.grad_accum}")
     _require(t.steps >= 1, "train.steps", f"must be >= 1, got {t.steps}")
+    _require(0 <= t.stop_at <= t.steps, "train.stop_at", f"must be in [0, train.steps = {t.steps}], got {t.stop_at}")
     _require(bool(t.out_dir), "train.out_dir", "must be a folder path")
     _require(cfg.precision.dtype in DTYPES, "precision.dtype", f"must be one of {', '.join(DTYPES)}, got {cfg.precision.dtype!r}")
     _require(0 <= cfg.ema.decay < 1, "ema.decay", f"must be in [0, 1), got {cfg.ema.decay}")

@@ -195,7 +195,8 @@ def train(
     timer = _StepTimer()
     model.train()
     try:
-        for step in range(start, cfg.train.steps):
+        last = cfg.train.stop_at or cfg.train.steps
+        for step in range(start, last):
             t0 = time.perf_counter()
             lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
             for group in optimizer.param_groups:
@@ -226,7 +227,7 @@ def train(
             done = step + 1
             result.losses[done] = step_loss
             result.final_step = done
-            if rank == 0 and (done % cfg.logging.interval == 0 or done == cfg.train.steps):
+            if rank == 0 and (done % cfg.logging.interval == 0 or done == last):
                 tps = global_tokens / seconds
                 row = {"loss": step_loss, "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
                        "tokens_per_s_per_device": tps / world, "mfu": mfu(parts.flops_per_token, tps, world, peak),
@@ -235,12 +236,12 @@ def train(
                 for sink in sink_list:
                     sink.log(done, row)
             interval = cfg.checkpoint.interval
-            if (interval and done % interval == 0) or done == cfg.train.steps:
+            if (interval and done % interval == 0) or done == last:
                 result.checkpoint = _save(cfg, root, done, model, optimizer, ema, parts, coords)
         if timer.seconds > 0:
             result.mean_tokens_per_s = timer.tokens / timer.seconds
             result.mean_mfu = mfu(parts.flops_per_token, result.mean_tokens_per_s, world, peak) if peak else 0.0
-        if cfg.checkpoint.export and parts.export is not None:
+        if cfg.checkpoint.export and parts.export is not None and last == cfg.train.steps:
             weights = full_weights(ema.shadow.items() if ema is not None else model.named_parameters())
             if rank == 0:
                 result.export = out_dir / "export"

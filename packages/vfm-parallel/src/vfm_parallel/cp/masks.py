@@ -1,0 +1,105 @@
+"""Which query may attend which key, from global token positions: the one rule every CP path shares.
+
+Positions are indices into the whole (unsharded) t-major sequence, index = (t * H' + h) * W' + w.
+Spatial attention stays within a frame, temporal attention within a patch position, packed
+(``cu_seqlens``) samples never see each other, and ``key_padding_mask`` (True = attend) drops keys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+GROUPED_KINDS = ("spatial", "temporal")
+
+
+def group_of(positions: torch.Tensor, kind: str, grid: tuple[int, int, int]) -> torch.Tensor:
+    """The attention group of each position: its frame (spatial) or its patch position (temporal)."""
+    hw = grid[1] * grid[2]
+    if kind == "spatial":
+        return positions // hw
+    if kind == "temporal":
+        return positions % hw
+    raise ValueError(f"only {GROUPED_KINDS} attention has groups, got {kind!r}")
+
+
+def grids_of(grid) -> list[tuple[int, int, int]]:
+    """The per-sample grids of ``grid``: one (T', H', W'), or a tuple of them for a packed batch."""
+    return [tuple(grid)] if isinstance(grid[0], int) else [tuple(g) for g in grid]
+
+
+def grid_tokens(grid) -> int:
+    """Tokens in the whole sequence described by ``grid`` (summed over packed samples)."""
+    return sum(t * h * w for t, h, w in grids_of(grid))
+
+
+def group_ids(kind: str, grid) -> torch.Tensor:
+    """(S,) group id of every position of the whole sequence; packed samples get distinct ids."""
+    ids, offset = [], 0
+    for g in grids_of(grid):
+        local = group_of(torch.arange(g[0] * g[1] * g[2]), kind, g)
+        ids.append(local + offset)
+        offset += int(local.max()) + 1
+    return torch.cat(ids)
+
+
+def segment_of(positions: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """The packed sample each position belongs to (positions past the last boundary share one)."""
+    return torch.searchsorted(cu_seqlens[1:].to(torch.long), positions, right=True)
+
+
+def block_mask(
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    *,
+    groups: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    key_padding: torch.Tensor | None = None,
+) -> torch.Tensor | None:
+    """Boolean mask (1 or B, 1, Sq, Sk), True = attend, for queries at ``q_pos`` and keys at
+    ``k_pos``; None when everything may attend everything. ``groups`` is :func:`group_ids` for
+    spatial/temporal attention; ``key_padding`` is (B, Sk)."""
+    mask = None
+    if groups is not None:
+        mask = groups[q_pos][:, None] == groups[k_pos][None, :]
+    if cu_seqlens is not None:
+        same = segment_of(q_pos, cu_seqlens)[:, None] == segment_of(k_pos, cu_seqlens)[None, :]
+        mask = same if mask is None else mask & same
+    if mask is not None:
+        mask = mask[None, None]
+    if key_padding is not None:
+        keys = key_padding.to(torch.bool)[:, None, None, :]
+        mask = keys if mask is None else mask & keys
+    return mask
+
+
+def expand_kv(x: torch.Tensor, num_q_heads: int) -> torch.Tensor:
+    """(B, Hkv, S, Dh) -> (B, Hq, S, Dh) for grouped-query attention (each kv head serves Hq/Hkv)."""
+    rep = num_q_heads // x.shape[1]
+    return x if rep == 1 else x.repeat_interleave(rep, dim=1)
+
+
+def reduce_kv_grad(g: torch.Tensor, num_kv_heads: int) -> torch.Tensor:
+    """The inverse of :func:`expand_kv` for gradients: sum the query heads that shared a kv head."""
+    b, hq, s, d = g.shape
+    return g if hq == num_kv_heads else g.view(b, num_kv_heads, hq // num_kv_heads, s, d).sum(2)
+
+
+def default_scale(head_dim: int, scale: float | None) -> float:
+    return scale if scale is not None else 1.0 / math.sqrt(head_dim)
+
+
+def local_attention(q, k, v, mask: torch.Tensor | None, scale: float | None = None) -> torch.Tensor:
+    """softmax(q k^T * scale + mask) v on one rank; q (B, Hq, Sq, Dh), k, v (B, Hkv, Sk, Dh).
+
+    A query row without any key gets zeros (the models' convention), not NaN.
+    """
+    k, v = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])
+    scale = default_scale(q.shape[-1], scale)
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+    empty = ~mask.any(-1, keepdim=True)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty, scale=scale)
+    return out.masked_fill(empty, 0.0) if bool(empty.any()) else out

@@ -1,0 +1,205 @@
+"""The context-parallel strategies ``cp-ring``, ``cp-ulysses`` and ``cp-hybrid``.
+
+``apply`` swaps every attention core the plan names for a :class:`ContextParallelCore`, cuts the
+token sequence into cp contiguous chunks in front of the first block (tokens and the per-token
+fields of the block context, through ``ctx.map_tokens``), and all-gathers it after the last block,
+so ``model.head`` sees the whole sequence. Every rank then computes the same loss; each parameter's
+gradient is this rank's share, and the average over the cp ranks (done by DDP/FSDP over ``dp_cp``,
+or by ``pm.sync_grads()``) is the single-process gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch.distributed as dist
+from torch import nn
+
+from vfm_parallel.cp.comm import all_gather_seq
+from vfm_parallel.cp.cores import ContextParallelCore
+from vfm_parallel.cp.groups import check_groups
+from vfm_parallel.cp.masks import grid_tokens, grids_of
+from vfm_parallel.cp.ulysses import check_heads
+
+
+def cp_group(mesh: Any) -> dist.ProcessGroup:
+    """The CP process group of ``mesh``: its ``"cp"`` dimension, a 1-D mesh, or a ProcessGroup."""
+    if isinstance(mesh, dist.ProcessGroup):
+        return mesh
+    names = getattr(mesh, "mesh_dim_names", None) or ()
+    if "cp" in names:
+        return mesh["cp"].get_group()
+    if getattr(mesh, "ndim", None) == 1:
+        return mesh.get_group()
+    raise ValueError(f"context parallelism needs a mesh with a 'cp' dimension, a 1-D mesh or a ProcessGroup; got dims {names}")
+
+
+def _resolve(root: nn.Module, path: str) -> nn.Module:
+    return root.get_submodule(path) if path else root
+
+
+def _replace(root: nn.Module, path: str, new: nn.Module) -> None:
+    parent, _, name = path.rpartition(".")
+    setattr(_resolve(root, parent), name, new)
+
+
+@dataclass(frozen=True)
+class ContextParallel:
+    """A CP strategy: which method (ring, ulysses, group, local) serves each attention kind."""
+
+    name: str
+    methods: Mapping[str, str]
+    description: str = ""
+    phase: str = "cp"
+    mesh_dims: tuple[str, ...] = ("cp",)
+
+    def apply(self, model: nn.Module, mesh: Any, plan: Any, *, average_gradients: bool = True) -> nn.Module:
+        """Make ``model`` context-parallel over ``mesh``'s cp group, in place; returns it.
+
+        ``average_gradients``: average each parameter's gradient over the cp ranks when
+        ``pm.sync_grads()`` runs (False saves that all-reduce when DDP/FSDP average over ``dp_cp``).
+        """
+        group = cp_group(mesh)
+        cp = dist.get_world_size(group)
+        if cp == 1:
+            return model
+        blocks = _resolve(model, plan.blocks)
+        if len(blocks) == 0:
+            raise ValueError(f"plan.blocks {plan.blocks!r} holds no blocks to make context-parallel")
+        kinds = dict(plan.attention)
+        unknown = {p: k for p, k in kinds.items() if k not in self.methods}
+        if unknown:
+            raise ValueError(f"{self.name} has no method for attention {unknown}; kinds it serves: {', '.join(self.methods)}")
+        if any(self.methods[k] == "ulysses" for k in kinds.values()):
+            check_heads(plan.num_heads, plan.num_kv_heads, cp)
+        for block in blocks:
+            for path, kind in kinds.items():
+                inner = _resolve(block, path)
+                if isinstance(inner, ContextParallelCore):
+                    raise ValueError(f"{path} is already context-parallel ({inner.method}); apply one CP strategy once")
+                _replace(block, path, ContextParallelCore(inner, kind, group, self.methods[kind]))
+        grouped = sorted({k for k in kinds.values() if self.methods[k] == "group"})
+        sharding = _SequenceSharding(group, grouped)
+        blocks[0].register_forward_pre_hook(sharding.shard_first, with_kwargs=True)
+        for block in list(blocks)[1:]:
+            block.register_forward_pre_hook(sharding.shard_context, with_kwargs=True)
+        blocks[len(blocks) - 1].register_forward_hook(sharding.gather_last)
+        if average_gradients:
+            _average_gradients_over(model, group)
+        return model
+
+
+class _SequenceSharding:
+    """Forward hooks that cut the sequence before the first block and join it after the last."""
+
+    def __init__(self, group, grouped_kinds: list[str]):
+        self.group, self.grouped_kinds = group, grouped_kinds
+        self.rank, self.cp = dist.get_rank(group), dist.get_world_size(group)
+        self._ctx: tuple[Any, Any] | None = None  # (the model's context, its shard) of this forward
+
+    def _validate(self, batch: int, tokens: int, ctx) -> None:
+        """Every check that can fail, before this forward issues any collective."""
+        grid = getattr(ctx, "grid", None)
+        if getattr(ctx, "cu_seqlens", None) is not None and self.grouped_kinds:
+            raise ValueError(
+                f"{'/'.join(self.grouped_kinds)} attention by all-to-all (cp-hybrid) does not take packed "
+                "batches (cu_seqlens); use cp-ring or cp-ulysses for packed sequences"
+            )
+        where = f" (grid {tuple(grid)})" if grid is not None else ""
+        if tokens % self.cp:
+            raise ValueError(
+                f"context parallelism cuts the sequence into cp={self.cp} equal chunks, but it has {tokens} tokens"
+                f"{where} and {tokens} % {self.cp} = {tokens % self.cp}; use a token count divisible by {self.cp}"
+            )
+        if grid is not None and grid_tokens(grid) != tokens:
+            raise ValueError(f"the block context's grid {tuple(grid)} has {grid_tokens(grid)} tokens but the sequence has {tokens}")
+        if grid is not None and len(grids_of(grid)) == 1:  # packed batches are refused by the core itself
+            for kind in self.grouped_kinds:
+                check_groups(kind, batch, grids_of(grid)[0], self.cp)
+
+    def _narrow(self, tensor, dim: int):
+        n = tensor.shape[dim]
+        if n % self.cp:
+            raise ValueError(f"a per-token context field has {n} entries along dim {dim}, not divisible by cp={self.cp}")
+        return tensor.narrow(dim, self.rank * (n // self.cp), n // self.cp)
+
+    def _shard_ctx(self, ctx):
+        if self._ctx is not None and ctx is self._ctx[0]:
+            return self._ctx[1]
+        if self._ctx is not None and ctx is self._ctx[1]:
+            return ctx
+        sharded = ctx.map_tokens(self._narrow)
+        self._ctx = (ctx, sharded)
+        return sharded
+
+    @staticmethod
+    def _split(args, kwargs):
+        tokens = args[0] if args else kwargs["tokens"]
+        ctx = args[1] if len(args) > 1 else kwargs.get("ctx")
+        return tokens, ctx
+
+    @staticmethod
+    def _join(args, kwargs, tokens, ctx):
+        args, kwargs = list(args), dict(kwargs)
+        if args:
+            args[0] = tokens
+        else:
+            kwargs["tokens"] = tokens
+        if ctx is not None:
+            if len(args) > 1:
+                args[1] = ctx
+            else:
+                kwargs["ctx"] = ctx
+        return tuple(args), kwargs
+
+    def shard_first(self, module, args, kwargs):
+        tokens, ctx = self._split(args, kwargs)  # (B, S, D)
+        self._validate(tokens.shape[0], tokens.shape[1], ctx)
+        self._ctx = None  # a new forward: forget the previous context
+        shard = tokens.narrow(1, self.rank * (tokens.shape[1] // self.cp), tokens.shape[1] // self.cp)
+        return self._join(args, kwargs, shard, None if ctx is None else self._shard_ctx(ctx))
+
+    def shard_context(self, module, args, kwargs):
+        tokens, ctx = self._split(args, kwargs)
+        return None if ctx is None else self._join(args, kwargs, tokens, self._shard_ctx(ctx))
+
+    def gather_last(self, module, args, output):
+        return all_gather_seq(output, 1, self.group, "cp.sequence")  # (B, S/cp, D) -> (B, S, D)
+
+
+def _average_gradients_over(model: nn.Module, group) -> None:
+    """On ``pm.sync_grads()`` (``grad_sync.run``), replace each gradient by its mean over ``group``.
+
+    DTensor gradients are skipped: FSDP/HSDP already averaged them over ``dp_shard_cp``. Under DDP
+    (which averages over ``dp_cp``) this is a redundant but harmless second mean of equal values.
+    """
+    from vfm_parallel import grad_sync
+
+    size = dist.get_world_size(group)
+
+    def average(module: nn.Module) -> None:
+        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad and not hasattr(p, "to_local")]
+        grad_sync.all_reduce_grads(module, [n for n, _ in params], group, "cp.gradients")
+        for _, p in params:
+            if p.grad is not None:
+                p.grad.div_(size)
+
+    grad_sync.add(model, average)
+
+
+RING = ContextParallel(
+    "cp-ring",
+    {"full": "ring", "spatial": "ring", "temporal": "ring", "cross": "local"},
+    "context parallelism with ring attention over P2P for every self-attention",
+)
+ULYSSES = ContextParallel(
+    "cp-ulysses",
+    {"full": "ulysses", "spatial": "ulysses", "temporal": "ulysses", "cross": "local"},
+    "context parallelism with all-to-all (Ulysses) head/sequence exchange for every self-attention",
+)
+HYBRID = ContextParallel(
+    "cp-hybrid",
+    {"full": "ring", "spatial": "group", "temporal": "group", "cross": "local"},
+    "ST-DiT hybrid: all-to-all + local attention for spatial/temporal, ring over P2P for full attention",
+)

@@ -1,0 +1,96 @@
+"""``parallelize``: the single entry point that turns a family model and ``ParallelDims`` into
+this rank's parallelized model (and the pipeline schedule when pp > 1), ready for the trainer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from vfm_parallel import grad_sync
+from vfm_parallel.dims import MESH_DIMS, LayoutError, ParallelDims
+from vfm_parallel.strategy import get_strategy, order_strategies
+
+#: Which phase must be present when a mesh dimension has size > 1.
+_DIM_PHASE = {"pp": "pp", "dp_replicate": "dp", "dp_shard": "dp", "cp": "cp", "tp": "tp"}
+
+
+@dataclass
+class ParallelModel:
+    """What ``parallelize`` returns. ``model`` is what to call and optimize; ``inner`` the same
+    model without a DDP wrapper; ``schedule`` the pipelining schedule when pp > 1."""
+
+    model: nn.Module
+    inner: nn.Module
+    mesh: Any
+    dims: ParallelDims
+    plan: Any
+    device_type: str
+    strategies: list[str]
+    schedule: Any = None
+    stage_info: dict = field(default_factory=dict)
+
+    def sync_grads(self) -> None:
+        """The gradient reductions no wrapper performs (TP/SP partial sums, PP conditioning);
+        call after backward (or ``pipeline_step``) and before the optimizer step."""
+        grad_sync.run(self.inner)
+
+    def pipeline_step(self, x: torch.Tensor, t: torch.Tensor, cond: Mapping[str, torch.Tensor],
+                      target: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Forward + backward of one batch through the pipeline; every PP rank passes the same
+        batch (the latent is needed on every stage for its patch grid). Returns the mean loss
+        over microbatches on the last stage, None elsewhere."""
+        if self.schedule is None:
+            raise RuntimeError("pipeline_step needs pp > 1 and the 'pp' strategy")
+        kwargs = {"x": x, "t": t, **cond}
+        args = (x,) if self.stage_info["first"] else ()
+        if not self.stage_info["last"]:
+            self.schedule.step(*args, **kwargs)
+            return None
+        if target is None:
+            raise ValueError("the last pipeline stage needs the target")
+        losses: list[torch.Tensor] = []
+        self.schedule.step(*args, target=target, losses=losses, **kwargs)
+        return torch.stack([loss.detach() for loss in losses]).mean()
+
+
+def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] = (), *, mesh: Any = None,
+                device_type: str = "cpu", tokens: int | None = None,
+                options: Mapping[str, Mapping[str, Any]] | None = None) -> ParallelModel:
+    """Apply ``strategies`` (registry names) to ``model`` over the mesh of ``dims``.
+
+    Order (fixed, whatever the order of ``strategies``): pp split -> tp/sp -> cp -> activation
+    checkpointing -> compile -> ddp/fsdp/hsdp. ``options[name]`` goes to that strategy's ``apply``.
+    The layout is validated against the world size and the model (and ``tokens`` % cp) before any
+    collective; a mesh dimension of size > 1 that no chosen strategy uses is an error.
+    """
+    options = dict(options or {})
+    plan = model.parallel_plan()
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    dims.validate(world, plan, tokens)
+    chosen = order_strategies([get_strategy(name) for name in strategies])
+    unused = sorted(set(options) - {s.name for s in chosen})
+    if unused:
+        raise ValueError(f"options given for strategies not chosen: {', '.join(unused)}; chosen: {', '.join(strategies)}")
+    for dim in MESH_DIMS:
+        size = getattr(dims, dim)
+        if size > 1 and not any(s.phase == _DIM_PHASE[dim] and dim in s.mesh_dims for s in chosen):
+            raise LayoutError(f"{dim}={size} but no chosen strategy parallelizes over {dim!r}; chosen: "
+                              f"{', '.join(strategies) or '(none)'}")
+    if mesh is None:
+        mesh = dims.build_mesh(device_type)
+    inner = model
+    for strategy in chosen:
+        model = strategy.apply(model, mesh, plan, **options.get(strategy.name, {}))
+        if strategy.phase != "dp":
+            inner = model
+    pm = ParallelModel(model=model, inner=inner, mesh=mesh, dims=dims, plan=plan, device_type=device_type,
+                       strategies=[s.name for s in chosen])
+    for strategy in chosen:
+        finalize = getattr(strategy, "finalize", None)
+        if finalize is not None:
+            finalize(pm)
+    return pm

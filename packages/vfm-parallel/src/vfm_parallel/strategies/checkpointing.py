@@ -1,0 +1,68 @@
+"""Activation checkpointing per block: ``full`` (recompute each block) or ``selective`` (keep the
+outputs of matmuls and attention, recompute the cheap element-wise ops in between).
+
+The block's ``forward`` is wrapped in place rather than with ``checkpoint_wrapper`` so that
+parameter names (and therefore checkpoints and gradient-sync lists) do not change.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from vfm_parallel._modules import blocks_of
+
+MODES = ("full", "selective")
+
+
+def _save_compute_ops():
+    ops = [torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+           torch.ops.aten._scaled_dot_product_flash_attention.default,
+           torch.ops.aten._scaled_dot_product_efficient_attention.default]
+    if hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        ops.append(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
+    return set(ops)
+
+
+def _selective_context():
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save = _save_compute_ops()
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+class ActivationCheckpointing:
+    """``ac``: options ``mode`` (``"full"`` | ``"selective"``) and ``every`` (checkpoint every
+    n-th block only; 1 = all)."""
+
+    name = "ac"
+    phase = "checkpoint"
+    mesh_dims: tuple[str, ...] = ()
+
+    def apply(self, model: nn.Module, mesh: Any, plan: Any, *, mode: str = "full", every: int = 1) -> nn.Module:
+        if mode not in MODES:
+            raise ValueError(f"activation checkpointing mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if every < 1:
+            raise ValueError(f"every must be >= 1; got {every}")
+        for index, block in enumerate(blocks_of(model, plan)):
+            if index % every == 0:
+                block.forward = _checkpointed(block.forward, mode)
+        return model
+
+
+def _checkpointed(forward, mode: str):
+    extra = {"context_fn": _selective_context} if mode == "selective" else {}
+
+    @functools.wraps(forward)
+    def run(*args, **kwargs):
+        return checkpoint(forward, *args, use_reentrant=False, **extra, **kwargs)
+
+    return run

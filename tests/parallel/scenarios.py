@@ -1,0 +1,131 @@
+"""What each spawned rank runs: build a layout, take a step, report differences against the
+single-process run of the same model and batch (computed on every rank, in fp32)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from tests.parallel.toy_model import ToyDiT, toy_batch
+from vfm_parallel import ParallelDims, parallelize
+
+SEED = 1234
+
+
+def make_model(factory=ToyDiT, **kwargs):
+    torch.manual_seed(SEED)
+    return factory(**kwargs)
+
+
+def reference(factory, batch, **kwargs):
+    """Loss and gradients of the single-process model on the whole batch."""
+    model = make_model(factory, **kwargs)
+    x, t, cond, target = batch
+    loss = F.mse_loss(model(x, t, cond), target)
+    loss.backward()
+    return loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def dp_slice(pm, tensor):
+    """This rank's share of the batch: DP ranks see different samples, others the same."""
+    mesh = pm.mesh
+    dp, index = mesh["dp"].size(), mesh["dp"].get_local_rank()
+    n = tensor.shape[0] // dp
+    return tensor[index * n : (index + 1) * n]
+
+
+def full(grad):
+    return grad.full_tensor() if hasattr(grad, "full_tensor") else grad
+
+
+def original_name(pm, name):
+    """The single-process parameter name (pipeline stages renumber their blocks from 0)."""
+    prefix = pm.plan.blocks + "."
+    offset = getattr(pm.inner, "_vfm_block_offset", 0)
+    if offset and name.startswith(prefix):
+        index, _, rest = name[len(prefix):].partition(".")
+        return f"{prefix}{int(index) + offset}.{rest}"
+    return name
+
+
+def parallel_step(pm, batch):
+    """One forward/backward of the parallel model on this rank's share; the global mean loss."""
+    x, t, cond, target = (dp_slice(pm, v) if torch.is_tensor(v) else {k: dp_slice(pm, c) for k, c in v.items()}
+                          for v in batch)
+    if pm.schedule is not None:
+        loss = pm.pipeline_step(x, t, cond, target)
+        loss = loss if loss is not None else torch.zeros(())
+        dist.all_reduce(loss, group=pm.mesh["pp"].get_group())  # only the last stage holds it
+    else:
+        loss = F.mse_loss(pm.model(x, t, cond), target)
+        loss.backward()
+        loss = loss.detach()
+    pm.sync_grads()
+    loss = loss.clone()
+    dist.all_reduce(loss, group=pm.mesh["dp"].get_group())
+    return loss / pm.mesh["dp"].size()
+
+
+def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, batch_kwargs=None):
+    """{"loss": |loss diff|, "grad": max |grad diff|, "names": compared names} for one layout."""
+    model_kwargs, batch_kwargs = model_kwargs or {}, batch_kwargs or {}
+    batch = toy_batch(**batch_kwargs)
+    ref_loss, ref_grads = reference(factory, batch, **model_kwargs)
+    pm = parallelize(make_model(factory, **model_kwargs), dims, strategies, options=options)
+    loss = parallel_step(pm, batch)
+    worst, names = 0.0, []
+    for name, param in pm.inner.named_parameters():
+        if param.grad is None:
+            raise AssertionError(f"{name} has no gradient on rank {dist.get_rank()}")
+        key = original_name(pm, name).replace("_fsdp_wrapped_module.", "")
+        worst = max(worst, (full(param.grad) - ref_grads[key]).abs().max().item())
+        names.append(key)
+    dist.barrier()
+    return {"loss": abs(loss.item() - ref_loss.item()), "grad": worst, "names": names, "n_ref": len(ref_grads)}
+
+
+def two_rank_layouts(rank, world):
+    """Every 2-process layout in one process group."""
+    pp_opts = lambda s: {"pp": {"schedule": s, "microbatches": 2}}  # noqa: E731
+    layouts = {
+        "tp2": (ParallelDims(tp=2), ["tp"], None),
+        "tp2+sp": (ParallelDims(tp=2), ["sp"], None),
+        "fsdp2": (ParallelDims(dp_shard=2), ["fsdp"], None),
+        "ddp2": (ParallelDims(dp_shard=2), ["ddp"], None),
+        "pp2-gpipe": (ParallelDims(pp=2), ["pp"], pp_opts("gpipe")),
+        "pp2-1f1b": (ParallelDims(pp=2), ["pp"], pp_opts("1f1b")),
+        "fsdp2+ac-full": (ParallelDims(dp_shard=2), ["fsdp", "ac"], {"ac": {"mode": "full"}}),
+        "tp2+sp+ac-selective": (ParallelDims(tp=2), ["sp", "ac"], {"ac": {"mode": "selective"}}),
+    }
+    out = {name: parity(*layout) for name, layout in layouts.items()}
+    out["pp2-embedders"] = pp_embedders_after_steps(steps=5)
+    return out
+
+
+def four_rank_layouts(rank, world):
+    pp_opts = {"pp": {"schedule": "1f1b", "microbatches": 2}}
+    layouts = {
+        "hsdp2x2": (ParallelDims(dp_replicate=2, dp_shard=2), ["hsdp"], None),
+        "fsdp2xtp2": (ParallelDims(dp_shard=2, tp=2), ["tp", "fsdp"], None),
+        "pp2xtp2": (ParallelDims(pp=2, tp=2), ["pp", "tp"], pp_opts),
+    }
+    return {name: parity(*layout) for name, layout in layouts.items()}
+
+
+def pp_embedders_after_steps(steps: int):
+    """Train PP2 for ``steps`` AdamW steps; the conditioning embedders' bytes on each rank."""
+    pm = parallelize(make_model(), ParallelDims(pp=2), ["pp"], options={"pp": {"schedule": "1f1b", "microbatches": 2}})
+    opt = torch.optim.AdamW(pm.model.parameters(), lr=1e-2)
+    for step in range(steps):
+        opt.zero_grad()
+        parallel_step(pm, toy_batch(seed=step))
+        opt.step()
+    flat = torch.cat([p.detach().reshape(-1) for n, p in pm.model.named_parameters()
+                      if n.split(".")[0] in pm.plan.conditioning])
+    gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    initial = torch.cat([p.detach().reshape(-1) for n, p in make_model().named_parameters()
+                         if n.split(".")[0] in pm.plan.conditioning])
+    return {"bitwise_equal": all(torch.equal(gathered[0], g) for g in gathered),
+            "moved": (flat - initial).abs().max().item()}
