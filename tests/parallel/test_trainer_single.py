@@ -1,0 +1,78 @@
+"""The trainer in one process: it learns, it resumes bitwise, and it writes its metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.parallel.trainer_helpers import run_config, tiny_config
+from vfm_parallel.trainer.ema import clean_fqn
+from vfm_parallel.trainer.mfu import mfu
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _weights(result):
+    return {clean_fqn(k): v.detach().clone() for k, v in result.model.named_parameters()}
+
+
+def test_a_tiny_run_lowers_the_loss_and_writes_tensorboard_and_a_loss_curve(tmp_path):
+    cfg = tiny_config(tmp_path, train={"steps": 40}, optim={"lr": 1e-2, "warmup_steps": 3},
+                      logging={"tensorboard": True, "loss_curve": True})
+    result = run_config(cfg)
+    losses = [result.losses[s] for s in sorted(result.losses)]
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.8 * first, f"loss went {first:.4f} -> {last:.4f}"
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 41))
+    row = rows[-1]
+    assert row["mfu"] == pytest.approx(mfu(1000.0, row["tokens_per_s"], 1, 1.0))
+    assert row["tokens_per_s"] > 0 and row["grad_norm"] > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    logged = [e.value for e in events.Scalars("train/loss")]
+    assert logged == pytest.approx(losses)
+    assert (tmp_path / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stop_and_resume_is_bitwise_equal_to_a_straight_run(tmp_path):
+    straight = run_config(tiny_config(tmp_path / "a", train={"steps": 6}))
+    split_cfg = tiny_config(tmp_path / "b", train={"steps": 6, "stop_at": 3})
+    first = run_config(split_cfg)
+    assert first.final_step == 3 and (tmp_path / "b" / "checkpoints" / "step_00000003").is_dir()
+    split_cfg["train"]["stop_at"] = 0
+    resumed = run_config(split_cfg)
+    assert resumed.start_step == 3 and resumed.final_step == 6
+    assert {**first.losses, **resumed.losses} == straight.losses  # bitwise: == on floats
+    a, b = _weights(straight), _weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # and the EMA weights, through the checkpoints written at the end
+    from safetensors.torch import load_file
+
+    def ema_of(root):
+        files = sorted((root / "checkpoints" / "step_00000006" / "tensors").glob("*.safetensors"))
+        return {k: v for f in files for k, v in load_file(f).items() if k.startswith("ema.")}
+
+    ema_a, ema_b = ema_of(tmp_path / "a"), ema_of(tmp_path / "b")
+    assert ema_a and ema_a.keys() == ema_b.keys()
+    assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a)
+
+
+def test_resume_none_starts_over_and_a_bad_resume_path_is_an_error(tmp_path):
+    cfg = tiny_config(tmp_path, train={"steps": 2})
+    run_config(cfg)
+    cfg["checkpoint"]["resume"] = "none"
+    assert run_config(cfg).start_step == 0
+    cfg["checkpoint"]["resume"] = str(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="not a committed checkpoint"):
+        run_config(cfg)
