@@ -10,7 +10,7 @@ from vfm_models.blocks.attention import AttentionCore
 from vfm_models.families import ModelFamily
 from vfm_models.flops import count_params
 
-from ._tiny import FAMILIES, cond_for, tiny, unmodulated
+from .test_families_support import FAMILIES, cond_for, tiny, unmodulated
 
 
 def test_every_family_is_registered_by_name_with_a_parallelization_description():

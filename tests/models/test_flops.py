@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import vfm_models
 from vfm_models.flops import count_params, flops_per_token, model_flops_per_token
 
-from ._tiny import cond_for, tiny
+from .test_families_support import cond_for, tiny
 
 CASES = [
     ("dit", {}),
