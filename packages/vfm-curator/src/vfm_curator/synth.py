@@ -54,7 +54,9 @@ def make_video(
     container = av.open(str(path), "w")
     rate = Fraction(fps).limit_denominator(1001)
     stream = container.add_stream("libx264", rate=rate)
-    stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+    # 4:2:0 needs even sides; odd-sized test videos are written in 4:4:4 (High 4:4:4 profile)
+    stream.width, stream.height = width, height
+    stream.pix_fmt = "yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p"
     stream.options = {"crf": "18", "preset": "ultrafast"}
     time_base = Fraction(1, 1000) if vfr else 1 / rate
     stream.codec_context.time_base = time_base

@@ -2,14 +2,14 @@
 stage starves the others (every stage's throughput ``workers / seconds_per_item`` as equal as the
 resource budget allows).
 
-Greedy rule: every stage starts with one worker; while the budget has room, one more worker goes to
-the stage with the lowest throughput (the bottleneck). This maximises the pipeline's throughput,
-which is the minimum over stages.
+Rule (:func:`allocate`): workers in proportion to each stage's seconds per item, scaled so the
+stages together use the cluster's CPUs (and GPUs) when the stream runs at the rate they allow.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -28,25 +28,28 @@ def allocate(
     seconds_per_item: dict[str, float], costs: list[StageCost], cpu_budget: float, gpu_budget: float = 0.0,
     max_workers: int = 64,
 ) -> dict[str, int]:
-    """Worker counts per stage (>= 1 each) maximising ``min(workers / seconds_per_item)`` within the
-    CPU and GPU budgets (one worker of every stage is always granted)."""
-    workers = {c.name: 1 for c in costs}
-    used_cpu = sum(c.cpus for c in costs)
-    used_gpu = sum(c.gpus for c in costs)
-    by_name = {c.name: c for c in costs}
-    while True:
-        name = min(workers, key=lambda n: workers[n] / max(seconds_per_item.get(n, 0.0), 1e-9))
-        c = by_name[name]
-        if (
-            workers[name] >= max_workers
-            or used_cpu + c.cpus > cpu_budget + 1e-9
-            or used_gpu + c.gpus > gpu_budget + 1e-9
-        ):
-            break  # the bottleneck cannot grow; growing another stage would not raise the minimum
-        workers[name] += 1
-        used_cpu += c.cpus
-        used_gpu += c.gpus
-    return workers
+    """Worker counts per stage for the highest throughput the budgets allow.
+
+    In a steady stream at ``T`` items/s, stage ``i`` is busy ``T * s_i`` worker-seconds per second
+    (``s_i`` seconds per item) and so uses ``T * s_i * cpus_i`` CPUs. The budget therefore allows
+    ``T = cpu_budget / sum_i(s_i * cpus_i)`` (and likewise for GPUs), and stage ``i`` needs
+    ``ceil(T * s_i)`` workers to keep up: workers in proportion to each stage's time per item, so
+    every stage runs at the same rate and none starves the next (the seeds' figure 3).
+    """
+    cpu_demand = sum(seconds_per_item.get(c.name, 0.0) * c.cpus for c in costs)
+    gpu_demand = sum(seconds_per_item.get(c.name, 0.0) * c.gpus for c in costs)
+    limits = [float("inf")]
+    if cpu_demand > 0:
+        limits.append(cpu_budget / cpu_demand)
+    if gpu_demand > 0:
+        limits.append(gpu_budget / gpu_demand if gpu_budget > 0 else 0.0)
+    rate = min(limits)
+    if not math.isfinite(rate):
+        return {c.name: 1 for c in costs}
+    return {
+        c.name: int(min(max_workers, max(1, math.ceil(rate * seconds_per_item.get(c.name, 0.0) - 1e-9))))
+        for c in costs
+    }
 
 
 @dataclass
@@ -86,7 +89,7 @@ class AutoBalancer:
         spi = {c.name: self.seconds_per_item.get(c.name, slowest) for c in self.costs}
         new = allocate(spi, self.costs, self.cpu_budget, self.gpu_budget)
         if new != self.workers:
-            throughput = {n: new[n] / max(spi[n], 1e-9) for n in new}
+            throughput = {n: new[n] / max(spi[n], 1e-9) for n in new}  # items/s each stage can do
             decision = {
                 "time": time.time(),
                 "seconds_per_item": {n: round(v, 4) for n, v in spi.items()},
