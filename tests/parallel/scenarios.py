@@ -97,6 +97,7 @@ def two_rank_layouts(rank, world):
         "pp2-1f1b": (ParallelDims(pp=2), ["pp"], pp_opts("1f1b")),
         "fsdp2+ac-full": (ParallelDims(dp_shard=2), ["fsdp", "ac"], {"ac": {"mode": "full"}}),
         "tp2+sp+ac-selective": (ParallelDims(tp=2), ["sp", "ac"], {"ac": {"mode": "selective"}}),
+        "fsdp2+compile": (ParallelDims(dp_shard=2), ["fsdp", "compile"], {"compile": {"backend": "aot_eager"}}),
     }
     out = {name: parity(*layout) for name, layout in layouts.items()}
     out["pp2-embedders"] = pp_embedders_after_steps(steps=5)
@@ -129,3 +130,34 @@ def pp_embedders_after_steps(steps: int):
                          if n.split(".")[0] in pm.plan.conditioning])
     return {"bitwise_equal": all(torch.equal(gathered[0], g) for g in gathered),
             "moved": (flat - initial).abs().max().item()}
+
+
+def rng_table(rank, world):
+    """For each stream and each mesh dimension: are draws of ranks that differ only along that
+    dimension the same or different? {stream: {dim: "same" | "diff" | "mixed"}}."""
+    from vfm_parallel import rng
+
+    table: dict[str, dict[str, str]] = {s: {} for s in rng.STREAMS}
+    for dims in (ParallelDims(dp_shard=2, cp=2), ParallelDims(pp=2, tp=2), ParallelDims(dp_replicate=2, tp=2)):
+        mesh = dims.build_mesh("cpu")
+        coords = [None] * world
+        dist.all_gather_object(coords, rng.coordinates(mesh))
+        for stream in rng.STREAMS:
+            draw = torch.rand(8, generator=rng.generator(stream, mesh, seed=SEED))
+            draws = [torch.empty_like(draw) for _ in range(world)]
+            dist.all_gather(draws, draw)
+            for dim in (d for d in rng.coordinates(mesh) if getattr(dims, d) > 1):
+                verdicts = {
+                    torch.equal(draws[a], draws[b])
+                    for a in range(world) for b in range(world)
+                    if coords[a][dim] != coords[b][dim]
+                    and all(coords[a][d] == coords[b][d] for d in coords[a] if d != dim)
+                }
+                verdict = "mixed" if len(verdicts) > 1 else ("same" if verdicts.pop() else "diff")
+                previous = table[stream].setdefault(dim, verdict)
+                table[stream][dim] = previous if previous == verdict else "mixed"
+    return table
+
+
+def four_rank_all(rank, world):
+    return {**four_rank_layouts(rank, world), "rng": rng_table(rank, world)}

@@ -15,7 +15,8 @@ def results():
     return spawn(two_rank_layouts, 2)
 
 
-LAYOUTS = ["tp2", "tp2+sp", "fsdp2", "ddp2", "pp2-gpipe", "pp2-1f1b", "fsdp2+ac-full", "tp2+sp+ac-selective"]
+LAYOUTS = ["tp2", "tp2+sp", "fsdp2", "ddp2", "pp2-gpipe", "pp2-1f1b", "fsdp2+ac-full", "tp2+sp+ac-selective",
+           "fsdp2+compile"]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -1,0 +1,40 @@
+"""4-process layouts (HSDP, FSDP2xTP2, PP2xTP2) against the single-process run, and the RNG
+streams against seed table 3, in one spawned gloo group."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.parallel.scenarios import four_rank_all
+from tests.parallel.spawn import spawn
+
+TOL = 1e-5
+
+#: Seed table 3: Diff/Same per parallel dimension (DP spans dp_replicate and dp_shard).
+TABLE_3 = {
+    "timestep": {"dp_replicate": "diff", "dp_shard": "diff", "cp": "same", "pp": "same", "tp": "same"},
+    "noise": {"dp_replicate": "diff", "dp_shard": "diff", "cp": "diff", "pp": "same", "tp": "same"},
+    "init": {"dp_replicate": "same", "dp_shard": "same", "cp": "same", "pp": "diff", "tp": "diff"},
+    "init-replicated": {"dp_replicate": "same", "dp_shard": "same", "cp": "same", "pp": "same", "tp": "same"},
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return spawn(four_rank_all, 4)
+
+
+@pytest.mark.parametrize("layout", ["hsdp2x2", "fsdp2xtp2", "pp2xtp2"])
+def test_layout_loss_and_every_gradient_equal_single_process(results, layout):
+    for rank_result in results:
+        r = rank_result[layout]
+        assert r["loss"] < TOL, (layout, r["loss"])
+        assert r["grad"] < TOL, (layout, r["grad"])
+    compared = set().union(*(set(rank_result[layout]["names"]) for rank_result in results))
+    assert len(compared) == results[0][layout]["n_ref"], f"{layout}: some parameters were never compared"
+
+
+@pytest.mark.parametrize("stream", sorted(TABLE_3))
+def test_rng_stream_matches_seed_table_3_on_every_dimension(results, stream):
+    for rank_result in results:
+        assert rank_result["rng"][stream] == TABLE_3[stream]
