@@ -25,9 +25,9 @@ def encode_state(value: Any) -> Any:
     if isinstance(value, FlexState):
         return {"__flex__": {k: encode_state(v) for k, v in value.items()}}
     if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise TypeError(f"state dict keys must be strings, got {list(value)[:5]}")
-        return {"__dict__": {k: encode_state(v) for k, v in value.items()}}
+        if all(isinstance(k, str) for k in value):
+            return {"__dict__": {k: encode_state(v) for k, v in value.items()}}
+        return {"__items__": [[encode_state(k), encode_state(v)] for k, v in value.items()]}  # e.g. bucket keys
     if isinstance(value, tuple):
         return {"__tuple__": [encode_state(v) for v in value]}
     if isinstance(value, list):
@@ -52,6 +52,8 @@ def decode_state(value: Any) -> Any:
         return FlexState({k: decode_state(v) for k, v in value["__flex__"].items()})
     if "__dict__" in value:
         return {k: decode_state(v) for k, v in value["__dict__"].items()}
+    if "__items__" in value:
+        return {decode_state(k): decode_state(v) for k, v in value["__items__"]}
     if "__tuple__" in value:
         return tuple(decode_state(v) for v in value["__tuple__"])
     if "__dataclass__" in value:

@@ -153,6 +153,12 @@ class ShardWriter:
             self.abort()
 
 
+def _protect_from_braceexpand(pattern: str) -> str:
+    # energon brace-expands split patterns before compiling them, which eats backslashes (\\d -> d)
+    # and turns {m,n} quantifiers into alternatives; escaping makes energon compile the regex as given.
+    return pattern.replace("\\", "\\\\").replace("{", "\\{").replace("}", "\\}")
+
+
 def prepare_dataset(
     folder: str | os.PathLike,
     *,
@@ -182,7 +188,7 @@ def prepare_dataset(
     BaseWebdatasetFactory.prepare_dataset(
         folder,
         shards,
-        split_parts_patterns=list(split_parts),
+        split_parts_patterns=[(name, _protect_from_braceexpand(p)) for name, p in split_parts],
         workers=workers,
     )
     meta = folder / MAIN_FOLDER_NAME

@@ -1,0 +1,37 @@
+"""Tiny datasets written through vfm-data's own writer, for the data tests."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+
+import torch
+
+from vfm_data import SampleMeta, ShardWriter, prepare_dataset
+
+
+def meta(modality: str = "video") -> SampleMeta:
+    return SampleMeta(source="synthetic.mp4", span=(0.0, 1.0), fps=24.0, size=(32, 32), caption="a test clip",
+                      modality=modality, tokenizer="test-tok", text_encoder="test-te")
+
+
+def write_dataset(folder: Path, n: int, *, prefix: str = "k", seed: int = 0, channels: int = 4,
+                  max_shard_bytes: int = 20_000, hw: int = 4) -> Path:
+    """n samples: every third an image (T=1), others videos of 2-4 latent frames."""
+    g = torch.Generator().manual_seed(seed)
+    with ShardWriter(folder, max_shard_bytes=max_shard_bytes) as w:
+        for i in range(n):
+            image = i % 3 == 0
+            t = 1 if image else 2 + i % 3
+            w.write(f"{prefix}{i:05d}", torch.randn(channels, t, hw, hw, generator=g),
+                    torch.randn(3 + i % 3, 8, generator=g), meta("image" if image else "video"))
+    quiet(prepare_dataset, folder)
+    return folder
+
+
+def quiet(fn, *args, **kwargs):
+    """Call ``fn`` with energon's progress printing silenced."""
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(io.StringIO()):
+        return fn(*args, **kwargs)

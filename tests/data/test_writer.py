@@ -1,0 +1,93 @@
+import json
+import tarfile
+
+import braceexpand
+import pytest
+import yaml
+import torch
+import webdataset as wds
+from megatron.energon import Cooker, DefaultTaskEncoder, WorkerConfig, get_savable_loader, get_train_dataset, stateless
+
+from tests.data.helpers import meta, quiet, write_dataset
+from vfm_data import ShardWriter, prepare_dataset
+from vfm_data.format import decode_array
+
+
+def test_shards_roll_over_at_the_size_limit(tmp_path):
+    with ShardWriter(tmp_path, max_shard_bytes=8_000) as w:
+        for i in range(12):
+            w.write(f"s{i}", torch.randn(4, 2, 8, 8), torch.randn(4, 8), meta())
+    assert len(w.shards) > 2
+    assert all(p.stat().st_size < 8_000 + 4_000 for p in w.shards)
+
+
+def test_a_crash_leaves_no_half_written_shard_under_a_final_name(tmp_path):
+    with pytest.raises(RuntimeError):
+        with ShardWriter(tmp_path, max_shard_bytes=1 << 20) as w:
+            w.write("a", torch.randn(4, 1, 4, 4), torch.randn(2, 8), meta("image"))
+            raise RuntimeError("crash while writing")
+    assert list(tmp_path.glob("*.tar")) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shards_load_with_plain_webdataset(tmp_path):
+    write_dataset(tmp_path, 9)
+    urls = sorted(str(p) for p in tmp_path.glob("*.tar"))
+    samples = list(wds.WebDataset(urls, shardshuffle=False))
+    assert [s["__key__"] for s in samples] == [f"k{i:05d}" for i in range(9)]
+    first = samples[0]
+    assert decode_array(first["latent.npy"], "npy").shape == (4, 1, 4, 4)
+    assert json.loads(first["json"])["modality"] == "image"
+
+
+@stateless
+def _identity(raw):
+    return raw
+
+
+class _CrudeEncoder(DefaultTaskEncoder):
+    decoder = None
+    cookers = [Cooker(_identity)]
+
+
+def test_shards_load_with_stock_energon_get_train_dataset(tmp_path):
+    write_dataset(tmp_path, 12)
+    assert (tmp_path / ".nv-meta" / "index.sqlite").exists()
+    ds = get_train_dataset(tmp_path, worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+                           batch_size=None, shuffle_buffer_size=None, max_samples_per_sequence=None,
+                           task_encoder=_CrudeEncoder(), repeat=False)
+    keys = sorted(s["__key__"] for s in get_savable_loader(ds))
+    assert keys == [f"k{i:05d}" for i in range(12)]
+
+
+def test_split_parts_are_regular_expressions(tmp_path):
+    write_dataset(tmp_path, 30, max_shard_bytes=4_000)
+    shards = sorted(p.name for p in tmp_path.glob("*.tar"))
+    quiet(prepare_dataset, tmp_path, split_parts=[("train", r"shard-00000[0-3]\.tar$"), ("val", r"shard-0000(0[4-9]|[1-9]\d)\.tar$")])
+    split = yaml.safe_load((tmp_path / ".nv-meta" / "split.yaml").read_text())["split_parts"]
+    expand = lambda names: [s for n in names for s in braceexpand.braceexpand(n)]  # noqa: E731
+    assert expand(split["train"]) == shards[:4]
+    assert expand(split["val"]) == shards[4:]
+    with pytest.raises(ValueError, match="not a regular expression"):
+        prepare_dataset(tmp_path, split_parts=[("train", "shard-(")])
+
+
+def test_writer_rejects_bad_input_with_what_is_accepted(tmp_path):
+    w = ShardWriter(tmp_path)
+    with pytest.raises(ValueError, match="C, T, H, W"):
+        w.write("a", torch.randn(4, 4, 4), torch.randn(2, 8), meta())
+    with pytest.raises(TypeError, match="dtype"):
+        w.write("a", torch.ones(4, 1, 4, 4, dtype=torch.int64), torch.randn(2, 8), meta("image"))
+    with pytest.raises(ValueError, match="1-frame"):
+        w.write("a", torch.randn(4, 2, 4, 4), torch.randn(2, 8), meta("image"))
+    with pytest.raises(ValueError, match="modality"):
+        meta("audio")
+    w.abort()
+
+
+def test_pth_members_round_trip_without_unpickling(tmp_path):
+    with ShardWriter(tmp_path, array_format="pth") as w:
+        w.write("a", torch.randn(4, 1, 4, 4).bfloat16(), torch.randn(2, 8), meta("image"))
+    with tarfile.open(w.shards[0]) as tar:
+        data = tar.extractfile("a.latent.pth").read()
+    assert decode_array(data, "pth").dtype == torch.bfloat16
