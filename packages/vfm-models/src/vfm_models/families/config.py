@@ -50,3 +50,12 @@ class TransformerConfig:
     @property
     def output_channels(self) -> int:
         return self.out_channels or self.in_channels
+
+
+#: The DiT paper's model sizes (Peebles & Xie, Table 1), shared by the DiT-like families' presets.
+DIT_SIZES = {
+    "S": dict(hidden=384, depth=12, num_heads=6),
+    "B": dict(hidden=768, depth=12, num_heads=12),
+    "L": dict(hidden=1024, depth=24, num_heads=16),
+    "XL": dict(hidden=1152, depth=28, num_heads=16),
+}

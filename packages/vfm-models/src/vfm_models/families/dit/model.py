@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from vfm_models.blocks.transformer import DiTBlock
 from vfm_models.families.base import DiffusionTransformer
-from vfm_models.families.config import TransformerConfig
+from vfm_models.families.config import DIT_SIZES, TransformerConfig
 from vfm_models.families.plans import transformer_plan
 from vfm_models.families.spec import ModelFamily
 
@@ -19,10 +19,7 @@ class DiTConfig(TransformerConfig):
 #: The DiT paper's sizes (Table 1) plus a tiny one for CPU tests.
 PRESETS = {
     "tiny": dict(hidden=32, depth=2, num_heads=2, num_classes=10),
-    "S": dict(hidden=384, depth=12, num_heads=6),
-    "B": dict(hidden=768, depth=12, num_heads=12),
-    "L": dict(hidden=1024, depth=24, num_heads=16),
-    "XL": dict(hidden=1152, depth=28, num_heads=16),
+    **DIT_SIZES,
 }
 
 

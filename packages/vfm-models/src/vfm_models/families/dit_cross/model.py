@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from vfm_models.blocks.transformer import DiTBlock
 from vfm_models.families.base import DiffusionTransformer
-from vfm_models.families.config import TransformerConfig
+from vfm_models.families.config import DIT_SIZES, TransformerConfig
 from vfm_models.families.plans import transformer_plan
 from vfm_models.families.spec import ModelFamily
 
@@ -26,10 +26,7 @@ class DiTCrossConfig(TransformerConfig):
 _VIDEO = dict(in_channels=16, patch=(1, 2, 2))
 PRESETS = {
     "tiny": dict(hidden=32, depth=2, num_heads=2, text_dim=16),
-    "S": dict(hidden=384, depth=12, num_heads=6),
-    "B": dict(hidden=768, depth=12, num_heads=12),
-    "L": dict(hidden=1024, depth=24, num_heads=16),
-    "XL": dict(hidden=1152, depth=28, num_heads=16),
+    **DIT_SIZES,
     # The seeds' throughput-table models (32 x 3072 and 48 x 5120, head_dim 128); ~6.9B and ~27.2B.
     "7B": dict(hidden=3072, depth=32, num_heads=24, **_VIDEO),
     "28B": dict(hidden=5120, depth=48, num_heads=40, **_VIDEO),

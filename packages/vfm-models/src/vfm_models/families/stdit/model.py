@@ -10,7 +10,7 @@ from typing import Tuple
 
 from vfm_models.blocks.transformer import STDiTBlock
 from vfm_models.families.base import DiffusionTransformer
-from vfm_models.families.config import TransformerConfig
+from vfm_models.families.config import DIT_SIZES, TransformerConfig
 from vfm_models.families.plans import transformer_plan
 from vfm_models.families.spec import ModelFamily
 
@@ -31,9 +31,7 @@ class STDiTConfig(TransformerConfig):
 
 PRESETS = {
     "tiny": dict(hidden=32, depth=2, num_heads=2, text_dim=16),
-    "S": dict(hidden=384, depth=12, num_heads=6),
-    "B": dict(hidden=768, depth=12, num_heads=12),
-    "XL": dict(hidden=1152, depth=28, num_heads=16),
+    **DIT_SIZES,
 }
 
 
