@@ -67,10 +67,10 @@ def parallel_step(pm, batch):
     return loss / pm.mesh["dp"].size()
 
 
-def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, batch_kwargs=None):
+def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, batch=None):
     """{"loss": |loss diff|, "grad": max |grad diff|, "names": compared names} for one layout."""
-    model_kwargs, batch_kwargs = model_kwargs or {}, batch_kwargs or {}
-    batch = toy_batch(**batch_kwargs)
+    model_kwargs = model_kwargs or {}
+    batch = batch if batch is not None else toy_batch()
     ref_loss, ref_grads = reference(factory, batch, **model_kwargs)
     pm = parallelize(make_model(factory, **model_kwargs), dims, strategies, options=options)
     loss = parallel_step(pm, batch)
@@ -160,4 +160,55 @@ def rng_table(rank, world):
 
 
 def four_rank_all(rank, world):
-    return {**four_rank_layouts(rank, world), "rng": rng_table(rank, world)}
+    from vfm_parallel.plugins import host
+
+    cp = cp_layouts(rank, world) if "cp-ring" in host.names("strategies") else {}
+    return {**four_rank_layouts(rank, world), **cp, "rng": rng_table(rank, world)}
+
+
+FAMILIES = ("dit", "dit-cross", "moviegen", "stdit")
+
+
+def family_model(family: str):
+    """A tiny real family model whose zero-initialised AdaLN layers carry signal."""
+    import vfm_models
+    from tests.models.test_families_support import unmodulated
+
+    return unmodulated(vfm_models.get_family(family).create("tiny"))
+
+
+def family_batch(family: str, batch=4, frames=2, size=4, seed=0):
+    from tests.models.test_families_support import cond_for
+
+    model = family_model(family)
+    g = torch.Generator().manual_seed(seed)
+    channels = model.config.in_channels
+    x = torch.randn(batch, channels, frames, size, size, generator=g)
+    t = torch.rand(batch, generator=g)
+    cond = cond_for(model, batch, generator=g)
+    target = torch.randn(batch, model.config.out_channels or channels, frames, size, size, generator=g)
+    return x, t, cond, target
+
+
+def real_families(rank, world):
+    """TP2+SP and PP2 (1F1B) of every built-in family against its single-process run."""
+    out = {}
+    for family in FAMILIES:
+        batch = family_batch(family)
+        factory = lambda family=family: family_model(family)  # noqa: E731
+        for layout, (dims, strategies, options) in {
+            "tp2+sp": (ParallelDims(tp=2), ["sp"], None),
+            "pp2-1f1b": (ParallelDims(pp=2), ["pp"], {"pp": {"schedule": "1f1b", "microbatches": 2}}),
+        }.items():
+            out[f"{family}/{layout}"] = parity(dims, strategies, options, factory=factory, batch=batch)
+    return out
+
+
+def cp_layouts(rank, world):
+    """Combinations with the context-parallel strategies (when they are registered)."""
+    return {
+        # FSDP over dp_shard x cp (here: the cp ranks) averages the 2-D DTensor gradients over cp.
+        "tp2xcp2": parity(ParallelDims(cp=2, tp=2), ["tp", "cp-ring", "fsdp"], {"cp-ring": {"average_gradients": False}}),
+        "fsdp2xcp2": parity(ParallelDims(dp_shard=2, cp=2), ["fsdp", "cp-ring"],
+                            {"cp-ring": {"average_gradients": False}}),
+    }
