@@ -41,11 +41,13 @@ def make_video(
     vfr: bool = False,
     audio: bool = False,
     same_shot_after: set[int] | frozenset = frozenset(),
+    speed: float = 1.0,
 ) -> list[int]:
     """Write an H264 mp4 of consecutive shots and return the cut frames (first frame of each shot
     but the first). ``same_shot_after`` = shot indices whose *next* shot continues the same scene
     (same palette and motion, no visual cut): a fake boundary. ``rotation`` sets the display
-    matrix; ``vfr`` alternates frame durations; ``audio`` adds an AAC sine track."""
+    matrix; ``vfr`` alternates frame durations; ``audio`` adds an AAC sine track; ``speed`` is the
+    pattern's drift in pixels per frame (0: a still picture)."""
     import av
 
     rng = np.random.default_rng(seed)
@@ -73,7 +75,7 @@ def make_video(
             k += 1
             run.append(shot_lengths[k])
         shot_rng = np.random.default_rng(rng.integers(1 << 31))
-        frames.extend(shot_frames(sum(run), width, height, shot_rng))
+        frames.extend(shot_frames(sum(run), width, height, shot_rng, speed))
         for length in run:
             if index > 0:
                 cuts.append(index)

@@ -81,6 +81,8 @@ def run_clipping(
     if not sources:
         raise ValueError(f"no video found in {', '.join(map(str, inputs))}")
     specs = stage_specs(config, out)
+    for leftover in out.rglob(".*.tmp"):  # half-written files of a killed run (never under a final name)
+        leftover.unlink(missing_ok=True)
     done = state.finished(out)
     todo = [s for s in sources if VideoTask(s.path).vid not in done]
     summary = Summary(out=str(out), videos=len(sources), skipped=len(sources) - len(todo))
