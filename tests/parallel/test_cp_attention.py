@@ -32,6 +32,8 @@ CASES = [
     ("group-spatial", "group", "spatial", 2, 4, 2, GRID, False, None),
     ("group-temporal-padding", "group", "temporal", 2, 4, 4, GRID, True, None),
     ("group-spatial-padding", "group", "spatial", 2, 4, 4, GRID, True, None),
+    # shards that cut frames: ranks exchange unequal token counts (pairwise, not gloo's all_to_all)
+    ("group-temporal-split-frames", "group", "temporal", 2, 4, 4, (3, 2, 2), False, None),
     # frames (t=3) or positions not divisible by cp: groups dealt over (batch, group)
     ("group-spatial-uneven", "group", "spatial", 4, 4, 4, (3, 2, 2), False, None),
     ("group-temporal-uneven", "group", "temporal", 4, 4, 4, (4, 3, 1), False, None),

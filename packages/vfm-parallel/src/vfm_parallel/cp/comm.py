@@ -36,10 +36,10 @@ def ring_exchange_start(tensors: list[torch.Tensor], group: dist.ProcessGroup, l
     rank, size = group_rank_size(group)
     nxt = dist.get_global_rank(group, (rank + 1) % size)
     prv = dist.get_global_rank(group, (rank - 1) % size)
+    tensors = [t.contiguous() for t in tensors]  # kept alive by ``ops`` until the hop completes
     received = [torch.empty_like(t) for t in tensors]
     ops = []
     for t, r in zip(tensors, received):
-        t = t.contiguous()
         ops.append(dist.P2POp(dist.isend, t, nxt, group))
         ops.append(dist.P2POp(dist.irecv, r, prv, group))
         comm_stats.record("p2p", layer, comm_stats.tensor_bytes(t))
@@ -48,6 +48,7 @@ def ring_exchange_start(tensors: list[torch.Tensor], group: dist.ProcessGroup, l
     def wait() -> list[torch.Tensor]:
         for w in works:
             w.wait()
+        ops.clear()
         return received
 
     return wait
@@ -65,8 +66,27 @@ def _all_to_all_raw(send, recv_shapes, dtype, group, layer):
     recv = [torch.empty(shape, dtype=dtype) for shape in recv_shapes]
     send = [s.contiguous() for s in send]
     comm_stats.record("all_to_all", layer, sum(comm_stats.tensor_bytes(s) for s in send))
-    dist.all_to_all(recv, send, group=group)
+    if len({tuple(s.shape) for s in send} | {tuple(r.shape) for r in recv}) == 1:
+        dist.all_to_all(recv, send, group=group)
+    else:  # gloo's all_to_all takes equal chunks only: uneven ones go pairwise, sizes known both sides
+        _pairwise_exchange(send, recv, group)
     return recv
+
+
+def _pairwise_exchange(send, recv, group) -> None:
+    rank, size = group_rank_size(group)
+    recv[rank].copy_(send[rank])
+    ops = []
+    for peer in range(size):
+        if peer == rank:
+            continue
+        global_peer = dist.get_global_rank(group, peer)
+        if send[peer].numel():
+            ops.append(dist.P2POp(dist.isend, send[peer], global_peer, group))
+        if recv[peer].numel():
+            ops.append(dist.P2POp(dist.irecv, recv[peer], global_peer, group))
+    for work in dist.batch_isend_irecv(ops) if ops else []:
+        work.wait()
 
 
 class _AllToAll(torch.autograd.Function):

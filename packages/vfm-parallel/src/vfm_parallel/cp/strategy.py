@@ -39,6 +39,14 @@ def _resolve(root: nn.Module, path: str) -> nn.Module:
     return root.get_submodule(path) if path else root
 
 
+def _attention_for(plan: Any, index: int) -> dict:
+    """Core path -> kind in block ``index``: the plan's per-block overrides (ST-DiT blocks with full
+    attention) applied to ``plan.attention``."""
+    if hasattr(plan, "attention_for"):
+        return dict(plan.attention_for(index))
+    return dict(plan.attention)
+
+
 def _replace(root: nn.Module, path: str, new: nn.Module) -> None:
     parent, _, name = path.rpartition(".")
     setattr(_resolve(root, parent), name, new)
@@ -67,19 +75,22 @@ class ContextParallel:
         blocks = _resolve(model, plan.blocks)
         if len(blocks) == 0:
             raise ValueError(f"plan.blocks {plan.blocks!r} holds no blocks to make context-parallel")
-        kinds = dict(plan.attention)
-        unknown = {p: k for p, k in kinds.items() if k not in self.methods}
+        per_block = [_attention_for(plan, i) for i in range(len(blocks))]
+        kinds = {k for block_kinds in per_block for k in block_kinds.values()}
+        unknown = sorted(kinds - set(self.methods))
         if unknown:
             raise ValueError(f"{self.name} has no method for attention {unknown}; kinds it serves: {', '.join(self.methods)}")
-        if any(self.methods[k] == "ulysses" for k in kinds.values()):
+        if any(self.methods[k] == "ulysses" for k in kinds):
             check_heads(plan.num_heads, plan.num_kv_heads, cp)
-        for block in blocks:
-            for path, kind in kinds.items():
+        for block, block_kinds in zip(blocks, per_block):
+            for path, kind in block_kinds.items():
                 inner = _resolve(block, path)
                 if isinstance(inner, ContextParallelCore):
                     raise ValueError(f"{path} is already context-parallel ({inner.method}); apply one CP strategy once")
+                if getattr(inner, "kind", kind) != kind:
+                    raise ValueError(f"the plan says {path} is {kind} attention but its core is {inner.kind!r}")
                 _replace(block, path, ContextParallelCore(inner, kind, group, self.methods[kind]))
-        grouped = sorted({k for k in kinds.values() if self.methods[k] == "group"})
+        grouped = sorted(k for k in kinds if self.methods[k] == "group")
         sharding = _SequenceSharding(group, grouped)
         blocks[0].register_forward_pre_hook(sharding.shard_first, with_kwargs=True)
         for block in list(blocks)[1:]:
