@@ -119,8 +119,27 @@ def _all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
 
 
 def _grad_norm(params: list[torch.Tensor], clip: float) -> float:
-    norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf, foreach=True)
-    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    """Global L2 norm of all gradients, then clip to ``clip`` (0 = no clipping) as torch does.
+
+    Under TP some parameters are DTensors (sharded) and others plain tensors (replicated, their
+    gradients already reduced by ``sync_grads``); torch's clip_grad_norm_ cannot mix them, so the
+    norm is taken per device mesh and combined.
+    """
+    groups: dict[Any, list[torch.Tensor]] = {}
+    for p in params:
+        if p.grad is not None:
+            groups.setdefault(getattr(p.grad, "device_mesh", None), []).append(p.grad)
+    norms = []
+    for grads in groups.values():
+        norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
+        norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    total = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+    coef = clip / (total + 1e-6)
+    if clip > 0 and coef < 1.0:
+        for grads in groups.values():
+            for g in grads:
+                g.mul_(coef)
+    return total
 
 
 class _StepTimer:
