@@ -1,0 +1,105 @@
+"""``vfm generate``: videos from an inference export, in one process or under torchrun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def _parse_size(size: Optional[str]) -> Optional[tuple[int, int]]:
+    if size is None:
+        return None
+    parts = size.lower().split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise typer.BadParameter(f"expected HxW with positive integers (e.g. 256x448), got {size!r}", param_hint="--size")
+    return int(parts[0]), int(parts[1])
+
+
+def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
+    if (prompt is None) == (prompts is None):
+        raise typer.BadParameter("give exactly one of --prompt TEXT or --prompts FILE", param_hint="--prompt/--prompts")
+    if prompt is not None:
+        return [prompt]
+    if not prompts.is_file():
+        raise typer.BadParameter(f"prompts file {prompts} does not exist", param_hint="--prompts")
+    lines = [line.strip() for line in prompts.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if not lines:
+        raise typer.BadParameter(f"prompts file {prompts} has no prompts (one per line)", param_hint="--prompts")
+    return lines
+
+
+def generate(
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json)."),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="One prompt (a class index for class-conditional models)."),
+    prompts: Optional[Path] = typer.Option(None, "--prompts", help="A text file with one prompt per line."),
+    negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler name (see `vfm plugins --kind samplers`); default per formulation."),
+    steps: int = typer.Option(32, "--steps", min=1, help="Sampler steps."),
+    guidance: float = typer.Option(4.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
+    seed: int = typer.Option(0, "--seed", help="Noise seed; prompt i uses seed + i. The same seed gives the same video."),
+    frames: Optional[int] = typer.Option(None, "--frames", min=1, help="Frames; default: the training clips' length."),
+    size: Optional[str] = typer.Option(None, "--size", help="HxW in pixels; default: the training size."),
+    fps: float = typer.Option(24.0, "--fps", help="Frame rate of the MP4."),
+    cfg_parallel: bool = typer.Option(False, "--cfg-parallel", help="Under torchrun: the two guidance branches on different ranks."),
+    cp_strategy: str = typer.Option("cp-ring", "--cp-strategy", help="Context-parallel attention strategy used on the remaining ranks."),
+    decode_tile: Optional[int] = typer.Option(None, "--decode-tile", help="Decode in spatial tiles of this many latent pixels."),
+    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", help="Decode this many latent frames at a time."),
+    out: Path = typer.Option(Path("videos"), "-o", "--out", help="Output folder for MP4s and contact sheets."),
+) -> None:
+    """Generate videos from an inference export; writes OUT/<i>.mp4 and OUT/<i>.png (a contact sheet)."""
+    prompt_list = _read_prompts(prompt, prompts)
+    size_hw = _parse_size(size)
+
+    import time
+
+    from vfm_infer.distributed import setup_inference
+    from vfm_infer.pipeline import ExportError, GenerationSpec, VideoPipeline
+    from vfm_infer.plugins import host
+    from vfm_infer.video.contact_sheet import contact_sheet, write_png
+    from vfm_infer.video.frames import to_uint8_frames
+    from vfm_infer.video.mp4 import write_mp4
+
+    def fail(message: str) -> None:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(1)
+
+    try:
+        host.get("samplers", sampler) if sampler else None
+        pipe = VideoPipeline.from_export(checkpoint)
+    except (ExportError, KeyError, ValueError) as exc:
+        fail(str(exc))
+    spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
+                          negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile)
+    try:
+        prepared = pipe.prepare(spec, prompt_list)
+        rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
+    except ValueError as exc:
+        fail(str(exc))
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    written, step_seconds = [], []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  disable=rank != 0, transient=False) as progress:
+        for i, text in enumerate(prompt_list):
+            task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
+            start = time.perf_counter()
+            latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
+            step_seconds.append((time.perf_counter() - start) / steps)
+            if rank != 0:
+                continue
+            frames_u8 = to_uint8_frames(pipe.decode(latent, spec))
+            written.append(write_mp4(out / f"{i:04d}.mp4", frames_u8, fps=fps))
+            written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
+    if rank == 0:
+        for path in written:
+            typer.echo(str(path))
+        typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
+                   f"({prepared.sampler.num_evaluations()} model evaluations per video, sampler {type(prepared.sampler).__name__})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate", no_args_is_help=True)(generate)

@@ -1,0 +1,41 @@
+"""Context-parallel denoising: the model's token sequence is split over the cp ranks by a
+vfm-parallel CP strategy (``cp-ring``, ``cp-ulysses``, ``cp-hybrid``, found in its registry).
+
+The strategy cuts the sequence before the first block, runs every attention core on sequence
+shards, and all-gathers the tokens after the last block, so the head (and therefore every
+sampler step) sees the whole latent on every rank: the latents are whole before decoding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+
+def token_count(model: nn.Module, latent_shape: tuple[int, ...]) -> int:
+    """Patch tokens of one latent (C', T', H', W') under the model's patch size."""
+    _, t, h, w = latent_shape
+    pt, ph, pw = model.config.patch
+    return (t // pt) * (h // ph) * (w // pw)
+
+
+def check_tokens(model: nn.Module, latent_shape: tuple[int, ...], cp: int) -> None:
+    """The sequence is cut into ``cp`` equal chunks: refuse a token count it does not divide."""
+    tokens = token_count(model, latent_shape)
+    if tokens % cp:
+        raise ValueError(
+            f"context parallelism over {cp} ranks needs a token count divisible by {cp}; latent "
+            f"{tuple(latent_shape)} with patch {tuple(model.config.patch)} gives {tokens} tokens"
+        )
+
+
+def context_parallel_model(model: nn.Module, mesh: Any, strategy: str = "cp-ring") -> nn.Module:
+    """Apply the registered CP ``strategy`` to ``model`` (in place) over ``mesh``'s ``cp`` dimension."""
+    from vfm_parallel.strategy import get_strategy
+
+    cp = get_strategy(strategy)
+    if getattr(cp, "phase", None) != "cp":
+        raise ValueError(f"strategy {strategy!r} is not a context-parallel strategy (phase {cp.phase!r})")
+    # Inference: no gradients to average over the cp ranks.
+    return cp.apply(model, mesh, model.parallel_plan(), average_gradients=False)
