@@ -1,0 +1,104 @@
+"""Model weights in safetensors: save, load, and load into a module with a clear mismatch error.
+
+Loading never unpickles: safetensors holds raw tensors only, and ``.pt``/``.pth`` files are read
+with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import Mapping
+
+import torch
+from torch import nn
+
+
+class CheckpointMismatchError(ValueError):
+    """The weights do not fit the model: lists missing and unexpected keys and differing shapes."""
+
+
+def save_state_dict(path: str | PathLike, state: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None) -> Path:
+    """Write ``state`` to a safetensors file (on CPU, contiguous; tied tensors are stored once each)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    seen: set[tuple[int, int]] = set()
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        t = tensor.detach().to("cpu").contiguous()
+        key = (t.untyped_storage().data_ptr(), t.storage_offset())
+        # safetensors refuses tensors that share memory (tied weights): give repeats their own copy.
+        tensors[name] = t.clone() if key in seen else t
+        seen.add(key)
+    save_file(tensors, str(path), metadata=dict(metadata or {}))
+    return path
+
+
+def load_state_dict(path: str | PathLike, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """Read a ``.safetensors`` file (or a ``.pt``/``.pth`` file with ``weights_only=True``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights file at {path}")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path), device=str(device))
+    if path.suffix in (".pt", ".pth", ".bin"):
+        state = torch.load(path, map_location=device, weights_only=True)
+        if not isinstance(state, dict):
+            raise ValueError(f"{path} does not hold a state dict (a mapping of names to tensors)")
+        return state
+    raise ValueError(f"unknown weights format {path.suffix!r} for {path}; accepted: .safetensors, .pt, .pth, .bin")
+
+
+def read_metadata(path: str | PathLike) -> dict[str, str]:
+    """The string metadata stored in a safetensors header."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return dict(f.metadata() or {})
+
+
+def differences(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor]) -> tuple[list[str], list[str], list[str]]:
+    """(missing keys, unexpected keys, "key: weights (..) vs model (..)" shape differences)."""
+    missing = sorted(set(model_state) - set(loaded))
+    unexpected = sorted(set(loaded) - set(model_state))
+    shapes = [
+        f"{k}: weights {tuple(loaded[k].shape)} vs model {tuple(model_state[k].shape)}"
+        for k in sorted(set(model_state) & set(loaded))
+        if tuple(loaded[k].shape) != tuple(model_state[k].shape)
+    ]
+    return missing, unexpected, shapes
+
+
+def mismatch(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor]) -> str:
+    """A readable list of the differences between two state dicts ("" when keys and shapes agree)."""
+    missing, unexpected, shapes = differences(model_state, loaded)
+    parts = []
+    if missing:
+        parts.append(f"missing from the weights ({len(missing)}): {', '.join(missing[:20])}")
+    if unexpected:
+        parts.append(f"not in the model ({len(unexpected)}): {', '.join(unexpected[:20])}")
+    if shapes:
+        parts.append(f"different shapes ({len(shapes)}): {'; '.join(shapes[:20])}")
+    return "\n".join(parts)
+
+
+def load_into(module: nn.Module, weights: str | PathLike | Mapping[str, torch.Tensor], *, strict: bool = True) -> nn.Module:
+    """Copy ``weights`` (a file or a state dict) into ``module``.
+
+    With ``strict`` every key and shape must agree; otherwise a :class:`CheckpointMismatchError`
+    names the missing and unexpected keys and the differing shapes. Non-strict loading still
+    refuses differing shapes of shared keys.
+    """
+    source = str(weights) if isinstance(weights, (str, PathLike)) else "the given state dict"
+    state = load_state_dict(weights) if isinstance(weights, (str, PathLike)) else dict(weights)
+    own = module.state_dict()
+    missing, unexpected, shapes = differences(own, state)
+    if shapes or (strict and (missing or unexpected)):
+        problems = mismatch(own, state)
+        raise CheckpointMismatchError(f"weights from {source} do not fit {type(module).__name__}:\n{problems}")
+    module.load_state_dict(state, strict=strict)
+    return module
