@@ -46,3 +46,13 @@ def test_decode_rejects_an_overlap_as_large_as_the_tile():
     tok = vfm_models.get_tokenizer("pixel")()
     with pytest.raises(ValueError, match="overlap"):
         decode(tok, torch.zeros(1, 3, 1, 8, 8), tile=4, overlap=4)
+
+
+def test_a_tokenizer_that_tiles_itself_decodes_chunked_with_its_own_scheme():
+    tok = vfm_models.get_tokenizer("causal3d")(temporal_compression=4, spatial_compression=8)
+    latent = torch.randn(1, tok.latent_channels, 3, 4, 4)
+    with torch.no_grad():
+        full = tok.decode(latent)
+        chunked = decode(tok, latent, chunk_frames=1)
+    torch.testing.assert_close(chunked, full, rtol=1e-4, atol=1e-4)
+    assert tok.chunk is None  # the tokenizer's own setting is restored

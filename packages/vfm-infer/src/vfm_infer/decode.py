@@ -68,8 +68,18 @@ def decode(
     tile in space; returns pixels (B, C, T, H, W) in float32 on the latent's device.
 
     Each chunk after the first is decoded with ``context_frames`` preceding latent frames, whose
-    pixels are dropped, so a causal decoder sees the frames it depends on.
+    pixels are dropped, so a causal decoder sees the frames it depends on. A tokenizer with its own
+    ``tile``/``chunk`` settings (causal3d) decodes with its own, exact, scheme instead.
     """
+    if hasattr(tokenizer, "tile") and hasattr(tokenizer, "chunk"):
+        # The tokenizer tiles and chunks itself (causal3d: exact chunks, halo'd tiles): use its scheme.
+        saved = tokenizer.tile, tokenizer.chunk
+        tokenizer.tile = tile if tile is not None else saved[0]
+        tokenizer.chunk = chunk_frames if chunk_frames is not None else saved[1]
+        try:
+            return tokenizer.decode(latent).float()
+        finally:
+            tokenizer.tile, tokenizer.chunk = saved
     t = latent.shape[2]
     if chunk_frames is None or chunk_frames >= t:
         return decode_tiled(tokenizer, latent, tile, overlap).float()

@@ -1,0 +1,86 @@
+"""``vfm generate``: a tiny export to a playable MP4, and clear errors before any work."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from vfm_cli.main import app
+
+
+def make_export(folder, **meta_overrides):
+    # The export module (docs/contracts.md section 3) is vfm-models'; skip until it exists.
+    save_export = pytest.importorskip("vfm_models.export").save_export
+
+    from tests.infer.tiny import tiny_dit, tiny_meta
+
+    save_export(folder, tiny_dit(), {**tiny_meta(), **meta_overrides})
+    return folder
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, ["generate", *map(str, args)])
+
+
+def test_generate_writes_a_playable_mp4_and_contact_sheet(tmp_path):
+    from vfm_infer.video.contact_sheet import read_png
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = make_export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "2", "--steps", "3", "--frames", "5", "--size", "16x24",
+                    "--seed", "3", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    frames = read_mp4(tmp_path / "out" / "0000.mp4")
+    assert frames.shape == (5, 16, 24, 3)
+    assert read_png(tmp_path / "out" / "0000.png").shape[2] == 3
+    assert "0000.mp4" in result.output and "seconds per step:" in result.output
+
+
+def test_same_seed_gives_the_same_video_from_the_cli(tmp_path):
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = make_export(tmp_path / "export")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("1\n# a comment\n3\n")
+    for out in ("a", "b"):
+        result = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "2", "--sampler", "dpm-solver++",
+                        "--seed", "5", "-o", tmp_path / out)
+        assert result.exit_code == 0, result.output
+    for name in ("0000.mp4", "0001.mp4"):
+        assert (read_mp4(tmp_path / "a" / name) == read_mp4(tmp_path / "b" / name)).all()
+
+
+def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_error(tmp_path):
+    export = make_export(tmp_path / "export")
+    config = json.loads((export / "config.json").read_text())
+    config["config"]["depth"] = 3
+    (export / "config.json").write_text(json.dumps(config))
+    result = invoke("--checkpoint", export, "--prompt", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert "does not match its model config" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--sampler", "nope"), "unknown sampler 'nope'; available:"),
+        (("--size", "15x16"), "cannot take"),
+        (("--size", "big"), "expected HxW"),
+        (("--prompt", "x", "--prompts", "p.txt"), "exactly one of --prompt"),
+    ],
+)
+def test_bad_input_fails_before_any_work(tmp_path, args, message):
+    export = make_export(tmp_path / "export")
+    base = ["--checkpoint", export] + ([] if "--prompt" in args else ["--prompt", "1"])
+    result = invoke(*base, *args, "-o", tmp_path / "out")
+    assert result.exit_code != 0
+    assert message in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_that_is_not_an_export_is_a_clear_error(tmp_path):
+    result = invoke("--checkpoint", tmp_path, "--prompt", "1")
+    assert result.exit_code == 1 and "is not an inference export: missing model.safetensors, config.json" in result.output
