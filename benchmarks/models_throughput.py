@@ -93,7 +93,7 @@ def main() -> None:
         rows = measure(model, tokens, args.steps, args.text_len)
         base = rows[0][3]
         for mode, n, seconds, tps, gflops in rows:
-            print(f"{tokens:>7} {mode:>7} {n:>7} {seconds:>8.2f} {tps:>9.0f} {gflops:>8.1f} {tps / base:>8.2f}")
+            print(f"{tokens:>7} {mode:>7} {n:>7} {seconds:>8.2f} {tps:>9.0f} {gflops:>8.1f} {tps / base:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":
