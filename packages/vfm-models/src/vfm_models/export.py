@@ -1,0 +1,124 @@
+"""The inference export (docs/contracts.md section 3): ``model.safetensors`` + ``config.json``.
+
+``config.json`` names the family and its config, the formulation, tokenizer and text encoder with
+their options, and the training latent shape, so that ``load_export`` can rebuild everything by
+name. Loading never unpickles: JSON and safetensors only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from os import PathLike
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from vfm_models.checkpoint import CheckpointMismatchError, differences, load_state_dict, mismatch, save_state_dict
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+REQUIRED = ("family", "config")
+OPTIONAL = (
+    "formulation",
+    "formulation_options",
+    "tokenizer",
+    "tokenizer_options",
+    "text_encoder",
+    "text_encoder_options",
+    "latent_shape",
+)
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass config (or anything holding one) as JSON-ready dicts and lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    return value
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to tuples: config dataclasses hold tuples (hashable, frozen-friendly)."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return value
+
+
+def _check_meta(meta: Mapping[str, Any], where: str) -> None:
+    missing = [k for k in REQUIRED if k not in meta]
+    if missing:
+        raise ValueError(f"{where} lacks {', '.join(missing)}; an export needs {', '.join(REQUIRED)} (optional: {', '.join(OPTIONAL)})")
+    shape = meta.get("latent_shape")
+    if shape is not None and (len(shape) != 4 or not all(isinstance(n, int) and n > 0 for n in shape)):
+        raise ValueError(f"{where}: latent_shape must be [C, T, H, W] of positive ints, got {shape!r}")
+
+
+def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> Path:
+    """Write ``model`` (the EMA weights, or their state dict) and ``meta`` to ``folder``.
+
+    ``meta["config"]`` may be the family's config dataclass or a dict of its fields.
+    ``vfm_models_version`` is filled in. Returns the folder.
+    """
+    from vfm_models import __version__
+
+    _check_meta(meta, "export meta")
+    plain = _plain(dict(meta))
+    plain["vfm_models_version"] = __version__
+    try:
+        text = json.dumps(plain, indent=2, sort_keys=True)
+    except TypeError as exc:
+        raise TypeError(f"export meta must be JSON-serialisable (numbers, strings, lists, dicts): {exc}") from None
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = model.state_dict() if isinstance(model, nn.Module) else model
+    save_state_dict(folder / WEIGHTS, state, {"format": "vfm-export", "family": str(meta["family"])})
+    tmp = folder / (CONFIG + ".tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, folder / CONFIG)  # a reader never sees half a config
+    return folder
+
+
+def read_meta(folder: str | PathLike) -> dict[str, Any]:
+    """The ``config.json`` of an export."""
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} is not a vfm export: {CONFIG} is missing (expected {CONFIG} and {WEIGHTS})")
+    meta = json.loads(path.read_text())
+    _check_meta(meta, str(path))
+    return meta
+
+
+def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the model of an export by family name and load its weights -> (model in eval mode, meta).
+
+    Weights that do not fit the config raise :class:`~vfm_models.checkpoint.CheckpointMismatchError`
+    naming the missing and unexpected keys and the differing shapes.
+    """
+    import vfm_models
+
+    meta = read_meta(folder)
+    family = vfm_models.get_family(meta["family"])
+    config = family.config(**_tuples(meta["config"]))
+    model = family.build(config)
+    state = load_state_dict(Path(folder) / WEIGHTS)
+    own = model.state_dict()
+    missing, unexpected, shapes = differences(own, state)
+    if missing or unexpected or shapes:
+        raise CheckpointMismatchError(
+            f"the weights in {Path(folder) / WEIGHTS} do not fit family {meta['family']!r} with the config in "
+            f"{CONFIG}:\n{mismatch(own, state)}"
+        )
+    model.load_state_dict(state)
+    model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device)
+    return model.eval(), meta
