@@ -60,13 +60,12 @@ class CurateConfig:
     @classmethod
     def load(cls, path: str | Path) -> "CurateConfig":
         path = Path(path)
-        text = path.read_text(encoding="utf-8")
         if path.suffix.lower() == ".json":
-            return cls.from_dict(json.loads(text))
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
         if path.suffix.lower() == ".toml":
             import tomllib
 
-            return cls.from_dict(tomllib.loads(text))
+            return cls.from_dict(tomllib.loads(path.read_text(encoding="utf-8")))
         raise ValueError(f"config {path}: unsupported format {path.suffix!r}; accepted: .toml, .json")
 
     def stage_options(self, name: str) -> dict[str, Any]:
