@@ -6,7 +6,7 @@ from typing import Any
 
 from vfm_curator.plugins import hookimpl, host
 
-__all__ = ["CurateConfig", "Summary", "curate", "hookimpl", "host"]
+__all__ = ["CurateConfig", "ShardConfig", "ShardSummary", "Summary", "curate", "hookimpl", "host", "shard"]
 __version__ = "0.1.0"
 
 
@@ -24,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from vfm_curator.pipelines.clipping import Summary
 
         return Summary
+    if name in ("shard", "ShardConfig", "ShardSummary"):
+        from vfm_curator.pipelines import sharding
+
+        return getattr(sharding, name)
     raise AttributeError(f"module 'vfm_curator' has no attribute {name!r}")

@@ -14,7 +14,7 @@ host = PluginHost(
     project="vfm_curator",
     distribution="vfm-curator",
     hookspecs=hookspecs,
-    builtins=("vfm_curator.builtin",),
+    builtins=("vfm_curator.builtin", "vfm_curator.sharding_plugin"),
     kinds={
         "stages": "vfm_curator_register_stages",
         "embedders": "vfm_curator_register_embedders",

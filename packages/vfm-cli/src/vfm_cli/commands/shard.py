@@ -1,0 +1,81 @@
+"""``vfm shard``: curated clips -> training shards (vfm-curator's sharding pipeline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def shard(
+    clips_dir: Path = typer.Argument(..., help="Output folder of `vfm curate` (clips/ + clips.parquet)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Shards folder: one energon dataset per bucket, blend.yaml, failures.jsonl."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Registered vfm-models tokenizer (pixel, causal3d, ...)."),
+    text_encoder: Optional[str] = typer.Option(None, "--text-encoder", help="Registered vfm-models text encoder (hash, t5, ...)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="A .toml or .json sharding configuration ([shard], [run], ...)."),
+    runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run on this Ray cluster instead of a local one."),
+    num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
+) -> None:
+    """Tokenize curated clips and encode their captions into WebDataset shards, one sub-dataset per
+    (height, width, frames) bucket, listed in blend.yaml. Re-running skips clips already sharded."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from vfm_cli.commands.curate import _RichProgress
+    from vfm_curator.pipelines.sharding import ShardConfig
+    from vfm_curator.pipelines.sharding import shard as run
+
+    err = Console(stderr=True)
+    try:
+        cfg = ShardConfig.load(config) if config is not None else ShardConfig()
+    except (OSError, ValueError, TypeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    if tokenizer is None and config is None or text_encoder is None and config is None:
+        raise typer.BadParameter("name --tokenizer and --text-encoder (or give them in --config [shard])")
+    if runner:
+        if runner not in ("ray", "serial"):
+            raise typer.BadParameter(f"unknown runner {runner!r}; accepted: ray, serial", param_hint="--runner")
+        cfg.execution.runner = runner
+    if ray_address:
+        cfg.execution.ray_address = ray_address
+    if num_cpus:
+        cfg.execution.num_cpus = num_cpus
+    try:
+        summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder,
+                      progress=None if no_progress else _RichProgress())
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    buckets = Table(title=f"vfm shard -> {summary.out}")
+    for column in ("bucket (HxWxT)", "samples", "tokens", "shards", "MB"):
+        buckets.add_column(column, justify="right")
+    for name, b in summary.buckets.items():
+        buckets.add_row(name, str(b["samples"]), str(b["tokens"]), str(b["shards"]), f"{b['bytes'] / 1e6:.2f}")
+    buckets.add_row("total", str(summary.samples), str(summary.tokens), "", f"{summary.bytes / 1e6:.2f}")
+    run_table = Table()
+    run_table.add_column("figure")
+    run_table.add_column("value", justify="right")
+    for name, value in (
+        ("clips", summary.clips),
+        ("written now", summary.written),
+        ("skipped (sharded before)", summary.skipped),
+        ("failures", summary.failures),
+        ("wall seconds", f"{summary.wall_s:.1f}"),
+        ("throughput (samples/s)", f"{summary.throughput:.2f}"),
+        ("workers", ", ".join(f"{k}={v}" for k, v in summary.workers.items())),
+    ):
+        run_table.add_row(name, str(value))
+    console = Console()
+    console.print(buckets)
+    console.print(run_table)
+    if summary.blend:
+        typer.echo(f"blend: {summary.blend}")
+    if summary.failures:
+        typer.echo(f"failures: {Path(summary.out) / 'failures.jsonl'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("shard", no_args_is_help=True)(shard)

@@ -1,0 +1,344 @@
+"""The sharding pipeline: curated clips -> per-bucket WebDataset shards, energon metadata, a blend file.
+
+``shard_decode -> shard_tokenize -> shard_text`` run on Ray with the auto-balancer (or in process),
+the same runners as the clipping pipeline; the driver writes each finished sample into its bucket's
+vfm-data shard writer (see :mod:`vfm_curator.stages.shard_write`). Output::
+
+    SHARDS/<H>x<W>x<T>/shard-000000.tar ... + .nv-meta/   one energon dataset per bucket
+    SHARDS/blend.yaml      energon metadataset listing every bucket, weight = its sample count
+    SHARDS/buckets.json    per bucket: shape, samples, tokens, bytes, shards
+    SHARDS/failures.jsonl  clips that failed (decode, missing caption, ...), one JSON object per line
+    SHARDS/summary.json
+
+Re-running skips clips already in finished shards; a killed run leaves only complete shards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from vfm_curator.config import CurateConfig
+from vfm_curator.execution.spec import StageSpec
+from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.pipelines.clipping import Progress
+from vfm_curator.stages.shard_decode import Bucket, check_buckets
+from vfm_curator.stages.shard_task import ShardTask
+from vfm_curator.stages.shard_write import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
+
+SHARD_STAGES = ("shard_decode", "shard_tokenize", "shard_text")
+#: What a sample's latent and text depend on: a folder is only resumed with the same values.
+IDENTITY = ("tokenizer", "tokenizer_options", "text_encoder", "text_encoder_options", "seed", "array_format", "latent_dtype")
+
+
+@dataclass
+class ShardConfig:
+    """Options of a sharding run. ``--config FILE`` (TOML or JSON)::
+
+        [shard]
+        tokenizer = "causal3d"
+        text_encoder = "hash"
+        resolutions = [[256, 256], [192, 320]]   # (H, W) buckets, by aspect ratio
+        frames = [17, 9]                          # video frame counts (images are always 1)
+        [shard.tokenizer_options]
+        weights = "causal3d.safetensors"
+        [run]                                      # as for vfm curate
+        runner = "ray"
+
+    ``stages`` and ``[options.<stage>]`` work as in the clipping config; the ``[shard]`` values
+    above are handed to every stage that accepts an option of the same name.
+    """
+
+    tokenizer: str = "pixel"
+    text_encoder: str = "hash"
+    tokenizer_options: dict[str, Any] = field(default_factory=dict)
+    text_encoder_options: dict[str, Any] = field(default_factory=dict)
+    resolutions: list[list[int]] = field(default_factory=lambda: [[256, 256]])
+    frames: list[int] = field(default_factory=lambda: [17])
+    frame_stride: int = 1
+    require_captions: bool = True
+    max_shard_bytes: int = 1 << 30
+    array_format: str = "npy"
+    latent_dtype: str = "float32"
+    patch_size: int = 1  # only for the token counts of the summary (the model's patch)
+    temporal_patch: int = 1
+    seed: int = 0  # torch seed before building the tokenizer / text encoder (random-init models)
+    device: str = "cpu"
+    execution: CurateConfig = field(default_factory=lambda: CurateConfig(stages=list(SHARD_STAGES)))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ShardConfig":
+        data = dict(data)
+        shard = dict(data.pop("shard", {}))
+        names = {f.name for f in fields(cls)} - {"execution"}
+        unknown = set(shard) - names
+        if unknown:
+            raise ValueError(f"config [shard]: unknown key(s) {', '.join(sorted(unknown))}; accepted: {', '.join(sorted(names))}")
+        execution = CurateConfig.from_dict(data)
+        if "stages" not in data:
+            execution.stages = list(SHARD_STAGES)
+        return cls(execution=execution, **shard)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ShardConfig":
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() == ".json":
+            return cls.from_dict(json.loads(text))
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            return cls.from_dict(tomllib.loads(text))
+        raise ValueError(f"config {path}: unsupported format {path.suffix!r}; accepted: .toml, .json")
+
+    def identity(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in IDENTITY}
+
+    def stage_specs(self) -> list[StageSpec]:
+        """The configured stages, each given the ``[shard]`` values it has an option for."""
+        from vfm_curator.plugins import host
+
+        shared = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "execution"}
+        specs = []
+        for name in self.execution.stages:
+            cls = host.get("stages", name)
+            options = {**{k: v for k, v in shared.items() if k in cls.defaults}, **self.execution.stage_options(name)}
+            cls(**options)  # validate now, in the driver, with a clear error
+            specs.append(StageSpec(cls, options))
+        return specs
+
+
+@dataclass
+class ShardSummary:
+    """What a run did. ``samples``, ``tokens``, ``bytes`` and ``buckets`` describe the whole output."""
+
+    out: str
+    clips: int = 0  # rows in the clip table
+    skipped: int = 0  # already in finished shards
+    processed: int = 0  # run through the stages this time
+    written: int = 0  # samples written this time
+    failures: int = 0
+    samples: int = 0
+    tokens: int = 0  # patch tokens at (temporal_patch, patch_size, patch_size)
+    bytes: int = 0  # of all shards
+    wall_s: float = 0.0
+    throughput: float = 0.0  # samples written per wall second, this run
+    buckets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blend: str = ""
+    workers: dict[str, int] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_clip_table(clips_dir: Path) -> list[ShardTask]:
+    """One task per row of ``clips_dir/clips.parquet`` (``vfm curate``'s output); a row's ``path``
+    is relative to ``clips_dir`` and may name an image file (a 1-frame sample)."""
+    import pyarrow.parquet as pq
+
+    table_path = clips_dir / "clips.parquet"
+    if not table_path.is_file():
+        raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
+    tasks = []
+    for row in pq.read_table(table_path).to_pylist():
+        if not row.get("id") or not row.get("path"):
+            raise ValueError(f"{table_path}: a row lacks 'id' or 'path' ({ {k: row.get(k) for k in ('id', 'path')} })")
+        tasks.append(ShardTask(
+            id=row["id"], path=str(safe_join(clips_dir, row["path"])), source=row.get("source") or "",
+            caption=row.get("caption") or None, fps=float(row.get("fps") or 0.0),
+            span=(float(row.get("start_s") or 0.0), float(row.get("end_s") or 0.0)),
+        ))
+    return tasks
+
+
+def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | None = None, *,
+                 progress: Progress | None = None) -> ShardSummary:
+    config = config or ShardConfig()
+    clips_dir, out = Path(clips_dir).resolve(), Path(out).resolve()
+    tasks = read_clip_table(clips_dir)
+    specs = config.stage_specs()
+    tokenizer = _check_buckets(config)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_identity(out, config)
+    remove_leftovers(out)
+    done = set().union(*finished_keys(out).values())
+    todo = [t for t in tasks if t.id not in done]
+    summary = ShardSummary(out=str(out), clips=len(tasks), skipped=len(tasks) - len(todo))
+    failures: list[dict[str, Any]] = []
+    if config.require_captions:
+        for task in todo:
+            if not (task.caption or "").strip():
+                task.fail("caption", "no caption (captions are required; set require_captions = false to shard uncaptioned clips)")
+                failures.append(task.failure_record())
+        todo = [t for t in todo if t.failure is None]
+    before = {d.name: [s.name for s in shards(d)] for d in bucket_dirs(out)}
+    t0 = time.perf_counter()
+    if todo:
+        _execute(todo, specs, config, out, summary, failures, progress)
+    summary.wall_s = time.perf_counter() - t0
+    summary.throughput = summary.written / summary.wall_s if summary.wall_s > 0 else 0.0
+    _finalize(out, summary, failures, before, lambda b: _tokens_per_sample(tokenizer, b, config))
+    return summary
+
+
+def _check_buckets(config: ShardConfig):
+    """Check every bucket shape against the tokenizer (clear errors before any work); returns the
+    tokenizer, which :func:`_tokens_per_sample` then uses for the summary."""
+    import vfm_models
+
+    from vfm_curator.stages.shard_tokenize import build_tokenizer
+
+    check_buckets(config.resolutions, config.frames, config.frame_stride)
+    vfm_models.get_text_encoder(config.text_encoder)  # an unknown name lists the available ones
+    tokenizer = build_tokenizer(config.tokenizer, config.tokenizer_options, config.seed)
+    for h, w in config.resolutions:
+        for t in [1, *config.frames]:
+            _tokens_per_sample(tokenizer, Bucket(int(h), int(w), int(t)), config)
+    return tokenizer
+
+
+def _tokens_per_sample(tokenizer, bucket: Bucket, config: ShardConfig) -> int:
+    from vfm_data.packing import patch_grid
+
+    try:
+        shape = tokenizer.latent_shape((3, bucket.frames, bucket.height, bucket.width))
+    except ValueError as exc:
+        raise ValueError(f"bucket {bucket.name} (H x W x frames) does not fit tokenizer {config.tokenizer!r}: {exc}") from exc
+    grid = patch_grid(tuple(shape), config.patch_size, config.temporal_patch)
+    return grid[0] * grid[1] * grid[2]
+
+
+def _check_identity(out: Path, config: ShardConfig) -> None:
+    path = safe_join(out, "shard_config.json")
+    mine = json.loads(json.dumps(config.identity()))
+    if path.exists():
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+        diff = sorted(k for k in IDENTITY if theirs.get(k) != mine[k])
+        if diff:
+            raise ValueError(
+                f"{out} holds shards made with other settings ({', '.join(f'{k}: {theirs.get(k)!r} there, {mine[k]!r} now' for k in diff)}); "
+                "use the same settings to resume, or a new output folder"
+            )
+    else:
+        atomic_write(path, json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
+
+
+def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
+             failures: list[dict[str, Any]], progress: Progress | None) -> None:
+    run = config.execution
+
+    def advance(stage: str, n: int) -> None:
+        if progress is not None:
+            progress.advance(stage, n)
+
+    def log_decision(decision: dict) -> None:
+        with open(safe_join(out, "balancer.jsonl"), "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(decision) + "\n")
+
+    owned = False
+    if run.runner == "serial":
+        from vfm_curator.execution.serial import SerialRunner
+
+        runner: Any = SerialRunner(specs, on_progress=advance)
+    else:
+        from vfm_curator.execution.ray_runner import RayRunner
+        from vfm_curator.execution.session import ensure_ray
+
+        owned = ensure_ray(run.ray_address, run.num_cpus, run.num_gpus)
+        runner = RayRunner(specs, queue_size=run.queue_size, balance_interval_s=run.balance_interval_s,
+                           fixed_workers=run.workers, on_progress=advance, on_decision=log_decision,
+                           failure=lambda task, stage, reason: task.fail(stage, reason))
+    writers = BucketWriters(out, max_shard_bytes=config.max_shard_bytes, array_format=config.array_format,
+                            latent_dtype=config.latent_dtype, tokenizer=config.tokenizer, text_encoder=config.text_encoder,
+                            extra={"tokenizer_options": config.tokenizer_options, "text_encoder_options": config.text_encoder_options})
+    if progress is not None:
+        progress.start([s.name for s in specs] + ["write"], len(todo))
+    try:
+        for task in runner.run(iter(todo)):
+            summary.processed += 1
+            if task.failure is None and (task.latent is None or task.text is None):
+                task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
+            if task.failure is not None:
+                failures.append(task.failure_record())
+            else:
+                writers.write(task)
+                summary.written += 1
+            advance("write", 1)
+    except BaseException:
+        writers.abort()  # interrupted: only complete shards stay
+        raise
+    else:
+        writers.close()
+    finally:
+        if progress is not None:
+            progress.stop()
+        if owned:
+            import ray
+
+            ray.shutdown()
+    summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
+    summary.decisions = list(runner.decisions)
+
+
+def _finalize(out: Path, summary: ShardSummary, failures: list[dict[str, Any]], before: dict[str, list[str]],
+              tokens_per_sample: Callable[[Bucket], int]) -> None:
+    """Energon metadata for changed buckets, bucket table, blend file, failures, summary."""
+    from vfm_data import prepare_dataset, write_blend
+
+    for folder in bucket_dirs(out):
+        names = [s.name for s in shards(folder)]
+        if names and (names != before.get(folder.name) or not (folder / ".nv-meta" / "dataset.yaml").exists()):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # energon's bars
+                prepare_dataset(folder)
+    counts = finished_keys(out)
+    for folder in bucket_dirs(out):
+        if not counts.get(folder.name):
+            continue
+        b = Bucket.parse(folder.name)
+        n, per = len(counts[folder.name]), tokens_per_sample(b)
+        summary.buckets[folder.name] = {
+            "height": b.height, "width": b.width, "frames": b.frames, "modality": "image" if b.frames == 1 else "video",
+            "samples": n, "tokens_per_sample": per, "tokens": n * per,
+            "shards": len(shards(folder)), "bytes": sum(s.stat().st_size for s in shards(folder)),
+        }
+    summary.samples = sum(b["samples"] for b in summary.buckets.values())
+    summary.tokens = sum(b["tokens"] for b in summary.buckets.values())
+    summary.bytes = sum(b["bytes"] for b in summary.buckets.values())
+    summary.failures = len(failures)
+    if summary.buckets:
+        blend = safe_join(out, "blend.yaml")
+        write_blend(blend, [(safe_join(out, name), b["samples"]) for name, b in summary.buckets.items()])
+        header = "".join(f"# bucket {name}: {b['samples']} samples, {b['tokens']} tokens\n" for name, b in summary.buckets.items())
+        atomic_write(blend, (header + blend.read_text(encoding="utf-8")).encode("utf-8"))
+        summary.blend = str(blend)
+    atomic_write(safe_join(out, "buckets.json"), json.dumps(summary.buckets, indent=2).encode("utf-8"))
+    lines = "".join(json.dumps(f, sort_keys=True) + "\n" for f in failures)
+    atomic_write(safe_join(out, "failures.jsonl"), lines.encode("utf-8"))
+    atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
+
+
+def shard(clips_dir: str | Path, out: str | Path, config: ShardConfig | dict[str, Any] | str | Path | None = None, *,
+          progress: Progress | None = None, **overrides: Any) -> ShardSummary:
+    """Shard the curated clips of ``clips_dir`` (``vfm curate``'s output) into ``out``.
+
+    ``config``: a :class:`ShardConfig`, a dict of the same shape, or a .toml/.json file;
+    ``overrides``: :class:`ShardConfig` fields (``tokenizer="causal3d"``, ``frames=[17]``, ...) that
+    replace the config's. Re-running with the same ``out`` skips clips already in finished shards.
+    """
+    if isinstance(config, (str, Path)):
+        config = ShardConfig.load(config)
+    elif isinstance(config, dict):
+        config = ShardConfig.from_dict(config)
+    config = config or ShardConfig()
+    names = {f.name for f in fields(ShardConfig)} - {"execution"}
+    unknown = set(overrides) - names
+    if unknown:
+        raise TypeError(f"shard(): unknown option(s) {', '.join(sorted(unknown))}; accepted: {', '.join(sorted(names))}")
+    config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    return run_sharding(clips_dir, out, config, progress=progress)

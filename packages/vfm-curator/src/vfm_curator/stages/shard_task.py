@@ -1,0 +1,39 @@
+"""The unit of work of the sharding pipeline: one curated clip (or image) on its way to a sample."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class ShardTask:
+    """One row of ``clips.parquet`` (or an image); the stages fill in frames, latent and text.
+
+    Arrays travel as numpy between Ray workers (cheap to pickle, zero-copy in the object store).
+    """
+
+    id: str  # the clip id: the sample key in the shards
+    path: str  # absolute path of the clip mp4 or the image file
+    source: str = ""  # the raw video it was cut from
+    caption: str | None = None
+    fps: float = 0.0
+    span: tuple[float, float] = (0.0, 0.0)  # seconds in the source
+    modality: str = "video"  # "image" for image files and 1-frame clips
+    size: tuple[int, int] = (0, 0)  # (height, width) of the clip before resize/crop
+    bucket: str = ""  # "<H>x<W>x<T>", the sub-dataset it goes to
+    frames: np.ndarray | None = None  # (T, H, W, 3) uint8, exactly what the tokenizer gets
+    latent: np.ndarray | None = None  # (C, T', H', W') float32
+    text: np.ndarray | None = None  # (L, D) float32, real tokens only
+    failure: dict[str, str] | None = None  # {"stage": ..., "reason": ...}
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def fail(self, stage: str, reason: str) -> None:
+        if self.failure is None:
+            self.failure = {"stage": stage, "reason": reason}
+
+    def failure_record(self) -> dict[str, Any]:
+        """The line this task gets in ``failures.jsonl``."""
+        return {"id": self.id, "path": self.path, "source": self.source, **(self.failure or {})}

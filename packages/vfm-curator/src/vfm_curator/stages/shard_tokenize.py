@@ -1,0 +1,91 @@
+"""``shard_tokenize``: encode the frames of a batch of clips with a registered vfm-models tokenizer,
+one forward pass per bucket (all clips of a bucket have the same shape)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from vfm_curator.stages.base import Resources, Stage, run_guarded
+from vfm_curator.stages.shard_task import ShardTask
+
+
+def to_pixels(frames: np.ndarray):
+    """(N, T, H, W, 3) uint8 -> (N, 3, T, H, W) float32 in [-1, 1], the tokenizers' input."""
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(frames)).float()
+    return (x / 127.5 - 1.0).permute(0, 4, 1, 2, 3).contiguous()
+
+
+def to_frames(pixels) -> np.ndarray:
+    """Inverse of :func:`to_pixels`: (N, 3, T, H, W) in [-1, 1] -> (N, T, H, W, 3) uint8 (rounded)."""
+    import torch
+
+    x = ((pixels.float().clamp(-1, 1) + 1.0) * 127.5).round().to(torch.uint8)
+    return x.permute(0, 2, 3, 4, 1).contiguous().numpy()
+
+
+def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0):
+    """The registered tokenizer ``name`` built with ``options``. The torch seed is fixed first so a
+    randomly initialised tokenizer (no ``weights``) is the same in every worker process."""
+    import torch
+
+    import vfm_models
+
+    factory = vfm_models.get_tokenizer(name)
+    torch.manual_seed(seed)
+    tokenizer = factory(**(options or {}))
+    if hasattr(tokenizer, "eval"):
+        tokenizer.eval()
+    return tokenizer
+
+
+class ShardTokenizeStage(Stage):
+    """Sets ``task.latent`` ((C, T', H', W') float32) for up to ``batch_size`` clips per call."""
+
+    name = "shard_tokenize"
+    resources = Resources(cpus=1.0, memory_mb=4096)
+    batch_size = 4
+    defaults = {"tokenizer": "pixel", "tokenizer_options": {}, "seed": 0, "device": "cpu"}
+
+    def setup(self) -> None:
+        self.tokenizer = build_tokenizer(self.opt["tokenizer"], self.opt["tokenizer_options"], self.opt["seed"])
+        if hasattr(self.tokenizer, "to"):
+            self.tokenizer = self.tokenizer.to(self.opt["device"])
+
+    def encode(self, frames: np.ndarray) -> np.ndarray:
+        """(N, T, H, W, 3) uint8 -> (N, C, T', H', W') float32."""
+        import torch
+
+        with torch.inference_mode():
+            latent = self.tokenizer.encode(to_pixels(frames).to(self.opt["device"]))
+        return latent.float().cpu().numpy()
+
+    def process(self, tasks: list[ShardTask]) -> list[ShardTask]:
+        self.ensure_setup()
+        groups: dict[str, list[ShardTask]] = defaultdict(list)
+        for task in tasks:
+            if task.failure is None:
+                groups[task.bucket].append(task)
+        for group in groups.values():
+            t0 = time.perf_counter()
+            try:
+                latents = self.encode(np.stack([t.frames for t in group]))
+            except Exception:  # one bad clip must not fail its batch: retry one by one for the reasons
+                for task in group:
+                    run_guarded(self.name, task, self._one)
+                continue
+            share = (time.perf_counter() - t0) / len(group)
+            for task, latent in zip(group, latents):
+                task.latent = latent
+                task.frames = None  # not needed downstream; keeps the object store small
+                task.timings[self.name] = task.timings.get(self.name, 0.0) + share
+        return tasks
+
+    def _one(self, task: ShardTask) -> None:
+        task.latent = self.encode(task.frames[None])[0]
+        task.frames = None

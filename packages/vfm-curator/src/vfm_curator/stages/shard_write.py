@@ -1,0 +1,104 @@
+"""Writing samples into per-bucket vfm-data shards, and reading back what finished shards hold.
+
+This runs in the driver, not as a Ray stage: a shard stays open across many samples and must be
+closed (renamed to its final name) exactly once, which one writer per bucket in one process does.
+vfm-data's :class:`ShardWriter` writes under a hidden temporary name and renames a shard only when
+it is complete, so the final names only ever hold complete shards; those are the resume state.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from pathlib import Path
+
+from vfm_curator.io.paths import safe_join
+from vfm_curator.stages.shard_task import ShardTask
+
+SHARD_PREFIX = "shard"
+_SHARD_RE = re.compile(rf"^{SHARD_PREFIX}-(\d+)\.tar$")
+_BUCKET_RE = re.compile(r"^\d+x\d+x\d+$")
+LATENT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def bucket_dirs(out: Path) -> list[Path]:
+    """The bucket folders (``<H>x<W>x<T>``) of a shards folder."""
+    return sorted(p for p in Path(out).iterdir() if p.is_dir() and _BUCKET_RE.match(p.name)) if Path(out).is_dir() else []
+
+
+def shards(folder: Path) -> list[Path]:
+    """Finished shards of one bucket folder, in order."""
+    return sorted(p for p in folder.glob(f"{SHARD_PREFIX}-*.tar") if _SHARD_RE.match(p.name))
+
+
+def shard_keys(shard: Path) -> set[str]:
+    """Sample keys in a finished shard (tar member names up to the first dot)."""
+    with tarfile.open(shard, "r") as tar:
+        return {name.split(".", 1)[0] for name in tar.getnames()}
+
+
+def finished_keys(out: Path) -> dict[str, set[str]]:
+    """bucket name -> keys of the samples in its finished shards."""
+    return {d.name: set().union(*[shard_keys(s) for s in shards(d)]) for d in bucket_dirs(out)}
+
+
+def remove_leftovers(out: Path) -> int:
+    """Delete the temporary files of shards a killed run never finished; returns how many."""
+    removed = 0
+    for folder in bucket_dirs(out):
+        for tmp in folder.glob(f".{SHARD_PREFIX}-*.tar.tmp-*"):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+class BucketWriters:
+    """One vfm-data :class:`ShardWriter` per bucket folder, opened on the bucket's first sample and
+    numbered after the shards earlier runs finished there."""
+
+    def __init__(self, out: Path, *, max_shard_bytes: int, array_format: str = "npy", latent_dtype: str = "float32",
+                 tokenizer: str, text_encoder: str, extra: dict | None = None) -> None:
+        if latent_dtype not in LATENT_DTYPES:
+            raise ValueError(f"latent_dtype must be one of {', '.join(LATENT_DTYPES)}, got {latent_dtype!r}")
+        if latent_dtype == "bfloat16" and array_format != "pth":
+            raise ValueError("latent_dtype 'bfloat16' needs array_format 'pth' (npy has no bfloat16)")
+        self.out = Path(out)
+        self.max_shard_bytes, self.array_format, self.latent_dtype = max_shard_bytes, array_format, latent_dtype
+        self.tokenizer, self.text_encoder, self.extra = tokenizer, text_encoder, dict(extra or {})
+        self.writers: dict[str, object] = {}
+        self.written: dict[str, int] = {}
+
+    def _writer(self, bucket: str):
+        from vfm_data import ShardWriter
+
+        if bucket not in self.writers:
+            folder = safe_join(self.out, bucket)
+            done = [int(_SHARD_RE.match(p.name).group(1)) for p in shards(folder)] if folder.is_dir() else []
+            self.writers[bucket] = ShardWriter(folder, prefix=SHARD_PREFIX, max_shard_bytes=self.max_shard_bytes,
+                                               array_format=self.array_format, start_index=max(done, default=-1) + 1)
+        return self.writers[bucket]
+
+    def write(self, task: ShardTask) -> None:
+        import torch
+
+        from vfm_data import SampleMeta
+
+        meta = SampleMeta(
+            source=task.source or task.path, span=task.span, fps=task.fps, size=task.size,
+            caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
+            text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
+            extra={"clip": task.id, "bucket": task.bucket, **self.extra},
+        )
+        latent = torch.from_numpy(task.latent).to(getattr(torch, self.latent_dtype))
+        self._writer(task.bucket).write(task.id, latent, torch.from_numpy(task.text), meta)
+        self.written[task.bucket] = self.written.get(task.bucket, 0) + 1
+
+    def close(self) -> None:
+        """Finish every open shard."""
+        for writer in self.writers.values():
+            writer.close()
+
+    def abort(self) -> None:
+        """Drop every open (incomplete) shard; finished shards stay."""
+        for writer in self.writers.values():
+            writer.abort()
