@@ -212,3 +212,13 @@ def cp_layouts(rank, world):
         "fsdp2xcp2": parity(ParallelDims(dp_shard=2, cp=2), ["fsdp", "cp-ring"],
                             {"cp-ring": {"average_gradients": False}}),
     }
+
+
+def assert_parity(results, key: str, tol: float = 1e-5) -> None:
+    """Every rank's loss and gradient differences for ``key`` are within ``tol``, and every
+    single-process parameter was compared on some rank."""
+    for rank, rank_result in enumerate(results):
+        r = rank_result[key]
+        assert r["loss"] < tol and r["grad"] < tol, (key, rank, r["loss"], r["grad"])
+    compared = set().union(*(set(rank_result[key]["names"]) for rank_result in results))
+    assert len(compared) == results[0][key]["n_ref"], f"{key}: some parameters were never compared"

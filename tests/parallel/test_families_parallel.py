@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.parallel.scenarios import FAMILIES, real_families
+from tests.parallel.scenarios import assert_parity, FAMILIES, real_families
 from tests.parallel.spawn import spawn
 
 TOL = 1e-5
@@ -19,8 +19,4 @@ def results():
 @pytest.mark.parametrize("layout", ["tp2+sp", "pp2-1f1b"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_layout_loss_and_every_gradient_equal_single_process(results, family, layout):
-    key = f"{family}/{layout}"
-    for rank_result in results:
-        assert rank_result[key]["loss"] < TOL and rank_result[key]["grad"] < TOL, (key, rank_result[key])
-    compared = set().union(*(set(r[key]["names"]) for r in results))
-    assert len(compared) == results[0][key]["n_ref"], f"{key}: some parameters were never compared"
+    assert_parity(results, f"{family}/{layout}", TOL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.parallel.scenarios import two_rank_layouts
+from tests.parallel.scenarios import assert_parity, two_rank_layouts
 from tests.parallel.spawn import spawn
 
 TOL = 1e-5
@@ -21,12 +21,7 @@ LAYOUTS = ["tp2", "tp2+sp", "fsdp2", "ddp2", "pp2-gpipe", "pp2-1f1b", "fsdp2+ac-
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_layout_loss_and_every_gradient_equal_single_process(results, layout):
-    for rank_result in results:
-        r = rank_result[layout]
-        assert r["loss"] < TOL, (layout, r["loss"])
-        assert r["grad"] < TOL, (layout, r["grad"])
-    compared = set().union(*(set(rank_result[layout]["names"]) for rank_result in results))
-    assert len(compared) == results[0][layout]["n_ref"], f"{layout}: some parameters were never compared"
+    assert_parity(results, layout, TOL)
 
 
 def test_pp_conditioning_embedders_stay_bitwise_identical_after_five_steps(results):

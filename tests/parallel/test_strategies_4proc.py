@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.parallel.scenarios import four_rank_all
+from tests.parallel.scenarios import assert_parity, four_rank_all
 from tests.parallel.spawn import spawn
 
 TOL = 1e-5
@@ -28,12 +28,7 @@ def results():
 def test_layout_loss_and_every_gradient_equal_single_process(results, layout):
     if layout not in results[0]:
         pytest.skip(f"{layout}: the cp strategies are not registered")
-    for rank_result in results:
-        r = rank_result[layout]
-        assert r["loss"] < TOL, (layout, r["loss"])
-        assert r["grad"] < TOL, (layout, r["grad"])
-    compared = set().union(*(set(rank_result[layout]["names"]) for rank_result in results))
-    assert len(compared) == results[0][layout]["n_ref"], f"{layout}: some parameters were never compared"
+    assert_parity(results, layout, TOL)
 
 
 @pytest.mark.parametrize("stream", sorted(TABLE_3))
