@@ -86,3 +86,14 @@ def test_unknown_kind_lists_the_kinds():
     with pytest.raises(UnknownNameError) as err:
         host.entries("widgets")
     assert "families" in str(err.value) and "samplers" not in str(err.value)
+
+
+def test_unknown_name_error_names_the_kind_in_the_singular():
+    import vfm_parallel
+
+    with pytest.raises(UnknownNameError, match="unknown family 'nope'"):
+        host.get("families", "nope")
+    with pytest.raises(UnknownNameError, match="unknown text encoder 'nope'"):
+        host.get("text_encoders", "nope")
+    with pytest.raises(UnknownNameError, match="unknown strategy 'nope'"):
+        vfm_parallel.host.get("strategies", "nope")

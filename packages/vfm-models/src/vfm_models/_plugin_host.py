@@ -86,6 +86,14 @@ def _distribution_version(dist_name: str) -> str:
         return "unknown"
 
 
+def _singular(kind: str) -> str:
+    """``families`` -> ``family``, ``text_encoders`` -> ``text encoder``: for error messages."""
+    words = kind.replace("_", " ")
+    if words.endswith("ies"):
+        return words[:-3] + "y"
+    return words[:-1] if words.endswith("s") else words
+
+
 def autoload_disabled(host: str) -> bool:
     """Whether third-party autoloading is switched off for ``host`` by :data:`DISABLE_ENV`."""
     value = os.environ.get(DISABLE_ENV, "").strip().lower()
@@ -216,8 +224,7 @@ class PluginHost:
         entries = self.entries(kind)
         if name not in entries:
             available = ", ".join(sorted(entries)) or "(none)"
-            singular = kind[:-1] if kind.endswith("s") else kind
-            raise UnknownNameError(f"unknown {singular} {name!r}; available: {available}")
+            raise UnknownNameError(f"unknown {_singular(kind)} {name!r}; available: {available}")
         return entries[name]
 
     def get(self, kind: str, name: str) -> Any:
