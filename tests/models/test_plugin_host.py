@@ -90,10 +90,11 @@ def test_unknown_kind_lists_the_kinds():
 
 def test_unknown_name_error_names_the_kind_in_the_singular():
     import vfm_parallel
+    from vfm_parallel._plugin_host import UnknownNameError as ParallelUnknownNameError
 
     with pytest.raises(UnknownNameError, match="unknown family 'nope'"):
         host.get("families", "nope")
     with pytest.raises(UnknownNameError, match="unknown text encoder 'nope'"):
         host.get("text_encoders", "nope")
-    with pytest.raises(UnknownNameError, match="unknown strategy 'nope'"):
+    with pytest.raises(ParallelUnknownNameError, match="unknown strategy 'nope'"):
         vfm_parallel.host.get("strategies", "nope")
