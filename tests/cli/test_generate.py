@@ -16,7 +16,8 @@ def make_export(folder, **meta_overrides):
 
     from tests.infer.tiny import tiny_dit, tiny_meta
 
-    save_export(folder, tiny_dit(), {**tiny_meta(), **meta_overrides})
+    model = tiny_dit()
+    save_export(folder, model, {**tiny_meta(), "config": model.config, **meta_overrides})
     return folder
 
 

@@ -66,6 +66,10 @@ class VideoPipeline:
                  parallel: ParallelLayout | None = None) -> None:
         import vfm_models
 
+        missing = [k for k in ("formulation", "tokenizer", "latent_shape") if not meta.get(k)]
+        if missing:
+            raise ExportError(f"the export's config.json lacks {', '.join(missing)}; generation needs the "
+                              "formulation, the tokenizer and the latent_shape of the training data")
         self.meta = dict(meta)
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()

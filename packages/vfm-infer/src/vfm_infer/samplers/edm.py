@@ -15,14 +15,10 @@ from vfm_infer.samplers.base import Sampler, StepCallback
 
 
 def karras_sigmas(steps: int, sigma_min: float, sigma_max: float, rho: float) -> torch.Tensor:
-    """The EDM time steps: sigma_i = (smax^(1/rho) + i/(N-1) (smin^(1/rho) - smax^(1/rho)))^rho, then 0.
+    """The EDM time steps (Karras et al. eq. 5) then 0, (steps + 1,) float64: vfm-models' EDM schedule."""
+    from vfm_models.formulations.edm import EDM
 
-    Returns (steps + 1,) float64.
-    """
-    i = torch.arange(steps, dtype=torch.float64)
-    denom = max(steps - 1, 1)
-    t = (sigma_max ** (1 / rho) + i / denom * (sigma_min ** (1 / rho) - sigma_max ** (1 / rho))) ** rho
-    return torch.cat([t, torch.zeros(1, dtype=torch.float64)])
+    return EDM(sigma_min=sigma_min, sigma_max=sigma_max, rho=rho).sigmas(steps)
 
 
 class _EDMSampler(Sampler):

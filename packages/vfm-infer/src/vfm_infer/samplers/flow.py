@@ -12,9 +12,10 @@ from vfm_infer.samplers.base import Sampler
 
 
 def shifted_levels(steps: int, shift: float) -> torch.Tensor:
-    """(steps + 1,) float64 from 1 down to 0, warped by ``shift``."""
-    s = torch.linspace(1.0, 0.0, steps + 1, dtype=torch.float64)
-    return shift * s / (1 + (shift - 1) * s)
+    """(steps + 1,) float64 from 1 down to 0, warped by ``shift``: vfm-models' rectified-flow schedule."""
+    from vfm_models.formulations.rectified_flow import RectifiedFlow
+
+    return RectifiedFlow(shift=shift).times(steps)
 
 
 class _FlowSampler(Sampler):
