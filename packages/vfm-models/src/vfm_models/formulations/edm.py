@@ -6,20 +6,20 @@ denoiser D(x; sigma) = c_skip(sigma) x + c_out(sigma) F(c_in(sigma) x; c_noise(s
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from vfm_models.formulations._reduce import masked_sample_mean, per_sample, reduce
+from vfm_models.formulations._reduce import per_sample
+from vfm_models.formulations.base import Formulation
 
 
-class EDM:
+class EDM(Formulation):
     """EDM preconditioning, log-normal training noise levels and the loss weight lambda(sigma).
 
     The network ``model(x, t, cond)`` receives ``t = c_noise(sigma) = ln(sigma) / 4``.
     """
 
     name = "edm"
+    option_names = ("sigma_data", "P_mean", "P_std", "sigma_min", "sigma_max", "rho")
 
     def __init__(
         self,
@@ -41,10 +41,6 @@ class EDM:
         self.sigma_min = sigma_min
         self.sigma_max = sigma_max
         self.rho = rho
-
-    def options(self) -> dict[str, Any]:
-        """The constructor arguments (stored as ``formulation_options`` in an inference export)."""
-        return {k: getattr(self, k) for k in ("sigma_data", "P_mean", "P_std", "sigma_min", "sigma_max", "rho")}
 
     # --- preconditioning (Table 1, "Ours") ------------------------------------------------------
 
@@ -85,29 +81,13 @@ class EDM:
         rnd_normal = torch.randn(batch, generator=generator, device=device)
         return (rnd_normal * self.P_std + self.P_mean).exp()
 
-    def loss(
-        self,
-        model,
-        x0: torch.Tensor,
-        cond: dict,
-        generator: torch.Generator | None = None,
-        noise_generator: torch.Generator | None = None,
-        *,
-        mask: torch.Tensor | None = None,
-        reduction: str = "mean",
-    ) -> torch.Tensor:
-        """E[lambda(sigma) ||D(y + n; sigma) - y||^2], averaged over elements (and ``mask``).
+    sample_level = sample_sigma
 
-        ``generator`` draws sigma, ``noise_generator`` (default: ``generator``) draws n.
-        x0: (B, C, T, H, W) clean latents. ``mask`` broadcastable to x0 keeps only real elements.
-        """
-        noise_generator = generator if noise_generator is None else noise_generator
-        sigma = self.sample_sigma(x0.shape[0], generator, x0.device)
-        n = torch.randn(x0.shape, generator=noise_generator, device=x0.device, dtype=torch.float32)
-        y = x0.to(torch.float32)
-        D_yn = self.denoise(model, (y + per_sample(sigma, y) * n).to(x0.dtype), sigma, cond)
-        weight = self.loss_weight(per_sample(sigma, y))
-        return reduce(masked_sample_mean(weight * (D_yn - y) ** 2, mask), reduction)
+    def elementwise_loss(self, model, y: torch.Tensor, sigma: torch.Tensor, n: torch.Tensor, cond: dict, dtype=torch.float32) -> torch.Tensor:
+        """lambda(sigma) (D(y + sigma n; sigma) - y)^2 for clean y (B, C, T, H, W), sigma (B,), n ~ N(0, I)."""
+        s = per_sample(sigma, y)
+        D_yn = self.denoise(model, (y + s * n).to(dtype), sigma, cond)
+        return self.loss_weight(s) * (D_yn - y) ** 2
 
     # --- sampling helpers -----------------------------------------------------------------------
 
@@ -127,6 +107,3 @@ class EDM:
     def prior(self, shape, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
         """x_T ~ N(0, sigma_max^2 I), the start of sampling."""
         return torch.randn(shape, generator=generator, device=device) * self.sigma_max
-
-    def __repr__(self) -> str:
-        return f"EDM({', '.join(f'{k}={v}' for k, v in self.options().items())})"

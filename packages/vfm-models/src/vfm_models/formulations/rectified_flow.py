@@ -6,20 +6,20 @@ v = dx_s/ds = eps - x0. Training s is logit-normal, optionally shifted towards n
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from vfm_models.formulations._reduce import masked_sample_mean, per_sample, reduce
+from vfm_models.formulations._reduce import per_sample
+from vfm_models.formulations.base import Formulation
 
 
-class RectifiedFlow:
+class RectifiedFlow(Formulation):
     """Velocity prediction on the straight path between data and noise.
 
     The network ``model(x, t, cond)`` receives ``t = s`` itself.
     """
 
     name = "rectified-flow"
+    option_names = ("logit_mean", "logit_std", "shift")
 
     def __init__(self, logit_mean: float = 0.0, logit_std: float = 1.0, shift: float = 1.0) -> None:
         if logit_std <= 0 or shift <= 0:
@@ -27,10 +27,6 @@ class RectifiedFlow:
         self.logit_mean = logit_mean
         self.logit_std = logit_std
         self.shift = shift
-
-    def options(self) -> dict[str, Any]:
-        """The constructor arguments (stored as ``formulation_options`` in an inference export)."""
-        return {"logit_mean": self.logit_mean, "logit_std": self.logit_std, "shift": self.shift}
 
     # --- the path -------------------------------------------------------------------------------
 
@@ -74,28 +70,12 @@ class RectifiedFlow:
         u = torch.randn(batch, generator=generator, device=device) * self.logit_std + self.logit_mean
         return self.shift_time(torch.sigmoid(u))
 
-    def loss(
-        self,
-        model,
-        x0: torch.Tensor,
-        cond: dict,
-        generator: torch.Generator | None = None,
-        noise_generator: torch.Generator | None = None,
-        *,
-        mask: torch.Tensor | None = None,
-        reduction: str = "mean",
-    ) -> torch.Tensor:
-        """E ||v_theta(x_s, s) - (eps - x0)||^2, averaged over elements (and ``mask``).
+    sample_level = sample_s
 
-        ``generator`` draws s, ``noise_generator`` (default: ``generator``) draws eps.
-        """
-        noise_generator = generator if noise_generator is None else noise_generator
-        s = self.sample_s(x0.shape[0], generator, x0.device)
-        eps = torch.randn(x0.shape, generator=noise_generator, device=x0.device, dtype=torch.float32)
-        y = x0.to(torch.float32)
-        x_s = self.interpolate(y, eps, per_sample(s, y))
-        v_hat = self.denoise(model, x_s.to(x0.dtype), s, cond)
-        return reduce(masked_sample_mean((v_hat - self.velocity_target(y, eps)) ** 2, mask), reduction)
+    def elementwise_loss(self, model, x0: torch.Tensor, s: torch.Tensor, eps: torch.Tensor, cond: dict, dtype=torch.float32) -> torch.Tensor:
+        """(v_theta(x_s, s) - (eps - x0))^2 for clean x0 (B, C, T, H, W), s (B,), eps ~ N(0, I)."""
+        x_s = self.interpolate(x0, eps, per_sample(s, x0))
+        return (self.denoise(model, x_s.to(dtype), s, cond) - self.velocity_target(x0, eps)) ** 2
 
     # --- sampling helpers -----------------------------------------------------------------------
 
@@ -108,6 +88,3 @@ class RectifiedFlow:
     def prior(self, shape, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
         """x_1 = eps ~ N(0, I), the start of sampling."""
         return torch.randn(shape, generator=generator, device=device)
-
-    def __repr__(self) -> str:
-        return f"RectifiedFlow({', '.join(f'{k}={v}' for k, v in self.options().items())})"
