@@ -51,7 +51,9 @@ class HFTextEncoder:
             )
         self.tokenizer = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model_cls = self._model_class(tf, self.config.model_type)
-        kwargs = {"dtype": dtype} if dtype is not None else {}
+        # transformers 5 renamed torch_dtype to dtype
+        dtype_key = "dtype" if int(tf.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        kwargs = {dtype_key: dtype} if dtype is not None else {}
         self.model = model_cls.from_pretrained(folder, local_files_only=True, **kwargs).to(device).eval()
         self.device = device
         self.dim = int(self.config.hidden_size)
