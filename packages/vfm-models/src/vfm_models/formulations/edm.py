@@ -72,7 +72,10 @@ class EDM(Formulation):
         sigma = per_sample(sigma, x)  # (B, 1, 1, 1, 1)
         x32 = x.to(torch.float32)
         F_x = model((self.c_in(sigma) * x32).to(x.dtype), self.c_noise(sigma).flatten(), cond)
-        return self.c_skip(sigma) * x32 + self.c_out(sigma) * F_x.to(torch.float32)
+        return self._D(x32, sigma, F_x.to(torch.float32))
+
+    def _D(self, x: torch.Tensor, sigma: torch.Tensor, F_x: torch.Tensor) -> torch.Tensor:
+        return self.c_skip(sigma) * x + self.c_out(sigma) * F_x
 
     # --- training -------------------------------------------------------------------------------
 
@@ -83,11 +86,16 @@ class EDM(Formulation):
 
     sample_level = sample_sigma
 
-    def elementwise_loss(self, model, y: torch.Tensor, sigma: torch.Tensor, n: torch.Tensor, cond: dict, dtype=torch.float32) -> torch.Tensor:
-        """lambda(sigma) (D(y + sigma n; sigma) - y)^2 for clean y (B, C, T, H, W), sigma (B,), n ~ N(0, I)."""
+    def network_inputs(self, y, sigma, n):
+        """x = y + sigma n; the network sees c_in(sigma) x and c_noise(sigma)."""
         s = per_sample(sigma, y)
-        D_yn = self.denoise(model, (y + s * n).to(dtype), sigma, cond)
-        return self.loss_weight(s) * (D_yn - y) ** 2
+        x = y + s * n
+        return x, self.c_in(s) * x, self.c_noise(sigma)
+
+    def error(self, F_x, x, y, sigma, n):
+        """lambda(sigma) (D(x; sigma) - y)^2 with D = c_skip x + c_out F_x."""
+        s = per_sample(sigma, y)
+        return self.loss_weight(s) * (self._D(x, s, F_x) - y) ** 2
 
     # --- sampling helpers -----------------------------------------------------------------------
 

@@ -72,10 +72,14 @@ class RectifiedFlow(Formulation):
 
     sample_level = sample_s
 
-    def elementwise_loss(self, model, x0: torch.Tensor, s: torch.Tensor, eps: torch.Tensor, cond: dict, dtype=torch.float32) -> torch.Tensor:
-        """(v_theta(x_s, s) - (eps - x0))^2 for clean x0 (B, C, T, H, W), s (B,), eps ~ N(0, I)."""
+    def network_inputs(self, x0, s, eps):
+        """x_s = (1 - s) x0 + s eps; the network sees x_s and s."""
         x_s = self.interpolate(x0, eps, per_sample(s, x0))
-        return (self.denoise(model, x_s.to(dtype), s, cond) - self.velocity_target(x0, eps)) ** 2
+        return x_s, x_s, s
+
+    def error(self, v_hat, x_s, x0, s, eps):
+        """(v_theta(x_s, s) - (eps - x0))^2."""
+        return (v_hat - self.velocity_target(x0, eps)) ** 2
 
     # --- sampling helpers -----------------------------------------------------------------------
 
