@@ -67,8 +67,9 @@ def parallel_step(pm, batch):
     return loss / pm.mesh["dp"].size()
 
 
-def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, batch=None):
-    """{"loss": |loss diff|, "grad": max |grad diff|, "names": compared names} for one layout."""
+def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, batch=None, full_grad=None):
+    """{"loss": |loss diff|, "grad": max |grad diff|, "names": compared names} for one layout.
+    ``full_grad(param)`` gives a parameter's whole gradient (default: DTensor ``full_tensor``)."""
     model_kwargs = model_kwargs or {}
     batch = batch if batch is not None else toy_batch()
     ref_loss, ref_grads = reference(factory, batch, **model_kwargs)
@@ -79,7 +80,8 @@ def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, ba
         if param.grad is None:
             raise AssertionError(f"{name} has no gradient on rank {dist.get_rank()}")
         key = original_name(pm, name).replace("_fsdp_wrapped_module.", "")
-        worst = max(worst, (full(param.grad) - ref_grads[key]).abs().max().item())
+        grad = full_grad(param) if full_grad is not None else full(param.grad)
+        worst = max(worst, (grad - ref_grads[key]).abs().max().item())
         names.append(key)
     dist.barrier()
     return {"loss": abs(loss.item() - ref_loss.item()), "grad": worst, "names": names, "n_ref": len(ref_grads)}

@@ -14,7 +14,7 @@ host = PluginHost(
     project="vfm_parallel",
     distribution="vfm-parallel",
     hookspecs=hookspecs,
-    builtins=("vfm_parallel.builtin", "vfm_parallel.cp.plugin"),
+    builtins=("vfm_parallel.builtin", "vfm_parallel.cp.plugin", "vfm_parallel.engines.megatron.plugin"),
     kinds={
         "strategies": "vfm_parallel_register_strategies",
     },
