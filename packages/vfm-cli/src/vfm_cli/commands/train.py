@@ -1,0 +1,93 @@
+"""``vfm train CONFIG [--set k=v ...]``: train a video diffusion transformer from a TOML config.
+
+One process under ``vfm train``; several (and several nodes) under ``torchrun ... -m vfm_cli.main
+train CONFIG``. The config is validated (keys, ranges, registry names, mesh vs world size) before
+any process group starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+class _RichProgress:
+    """A rich progress bar advanced by the trainer's metrics (rank 0 only)."""
+
+    def __init__(self, start: int, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[info]}"))
+        self.task = self.progress.add_task("train", total=total, completed=start, info="")
+        self.progress.start()
+
+    def log(self, step: int, metrics: dict) -> None:
+        from vfm_parallel.trainer.metrics import format_metrics
+
+        info = format_metrics(step, self.progress.tasks[0].total, metrics).split("  ", 1)[-1]
+        self.progress.update(self.task, completed=step, info=info)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def train(
+    config: Path = typer.Argument(..., help="TOML training config (see configs/)."),
+    overrides: Optional[List[str]] = typer.Option(None, "--set", help="Override a key: --set optim.lr=1e-4 (repeatable)."),
+    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Device peak TFLOP/s for MFU (default: table / measured)."),
+    validate_only: bool = typer.Option(False, "--validate", help="Validate the config and exit."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", help="With --validate: check the mesh for this many ranks."),
+) -> None:
+    """Train a model: 4D-parallel under torchrun, exact resume from DCP checkpoints, TensorBoard, MFU."""
+    from vfm_parallel.trainer import config as config_mod
+    from vfm_parallel.trainer.distributed import env_world_size
+
+    items = list(overrides or [])
+    if peak_tflops is not None:
+        items.append(f"logging.peak_tflops={peak_tflops}")
+    try:
+        world = world_size or env_world_size()
+        cfg = config_mod.load(config, items, world)
+        from vfm_cli import compose
+
+        compose.validate(cfg, world)
+    except config_mod.ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if validate_only:
+        typer.echo(f"{config}: valid")
+        return
+
+    import os
+
+    from vfm_parallel.trainer import train as run
+
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    sinks = []
+    if rank0 and cfg.logging.progress:
+        sinks.append(_RichProgress(0, cfg.train.stop_at or cfg.train.steps))
+    elif rank0:
+        from vfm_parallel.trainer.metrics import ConsoleSink
+
+        sinks.append(ConsoleSink(cfg.train.steps))
+    result = run(cfg, compose.build_parts, sinks=sinks)
+    if rank0:
+        _summary(result)
+
+
+def _summary(result) -> None:
+    losses = [result.losses[s] for s in sorted(result.losses)]
+    if losses:
+        typer.echo(f"loss {losses[0]:.5f} (step {result.start_step + 1}) -> {losses[-1]:.5f} (step {result.final_step})")
+    typer.echo(f"tokens/s {result.mean_tokens_per_s:.1f}  MFU {result.mean_mfu:.3%} "
+               f"(peak {result.peak_tflops:.3f} TFLOP/s per device, {result.peak_source})")
+    for label, path in (("checkpoint", result.checkpoint), ("export", result.export), ("loss curve", result.loss_curve)):
+        if path is not None:
+            typer.echo(f"{label}: {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
