@@ -22,17 +22,13 @@ def group_rank_size(group: dist.ProcessGroup) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def ring_exchange(tensors: list[torch.Tensor], group: dist.ProcessGroup, layer: str) -> list[torch.Tensor]:
-    """Send each tensor to the next rank of the ring and receive the previous rank's; one hop.
-
-    Sends and receives are posted together (``batch_isend_irecv``) so neither side waits on the
-    other's order; the caller overlaps them with compute by calling :func:`ring_exchange_start`.
-    """
-    return ring_exchange_start(tensors, group, layer)()
-
-
 def ring_exchange_start(tensors: list[torch.Tensor], group: dist.ProcessGroup, layer: str):
-    """Post one ring hop of ``tensors``; returns ``wait()`` that yields the received tensors."""
+    """Post one ring hop: each tensor goes to the next rank, the previous rank's arrives.
+
+    Returns ``wait()``, which yields the received tensors; the caller computes in between, so the hop
+    overlaps compute. Sends and receives are posted together (``batch_isend_irecv``) so that no rank
+    waits on another's order.
+    """
     rank, size = group_rank_size(group)
     nxt = dist.get_global_rank(group, (rank + 1) % size)
     prv = dist.get_global_rank(group, (rank - 1) % size)

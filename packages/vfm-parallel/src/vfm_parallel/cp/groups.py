@@ -19,7 +19,6 @@ from functools import lru_cache
 import torch
 import torch.distributed as dist
 
-from vfm_parallel import comm_stats
 from vfm_parallel.cp.comm import all_to_all, group_rank_size
 from vfm_parallel.cp.masks import group_of, local_attention
 
