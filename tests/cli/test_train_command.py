@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 # A few-step version of configs/tiny.toml.
 SMALL = ["train.steps=4", "optim.warmup_steps=1", "checkpoint.interval=2", "logging.tensorboard=false", "logging.progress=false",
-         "logging.peak_tflops=1.0", "data.num_samples=32", "model.options.hidden=32", "model.options.num_heads=2"]
+         "logging.peak_tflops=1.0", "logging.interval=1", "data.num_samples=32", "model.options.hidden=32", "model.options.num_heads=2"]
 
 
 def _sets(items):
