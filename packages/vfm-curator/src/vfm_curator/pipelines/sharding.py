@@ -251,6 +251,7 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
         from vfm_curator.execution.session import ensure_ray
 
         owned = ensure_ray(run.ray_address, run.num_cpus, run.num_gpus)
+        _check_feasible(specs)
         runner = RayRunner(specs, queue_size=run.queue_size, balance_interval_s=run.balance_interval_s,
                            fixed_workers=run.workers, on_progress=advance, on_decision=log_decision,
                            failure=lambda task, stage, reason: task.fail(stage, reason))
@@ -284,6 +285,21 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
             ray.shutdown()
     summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
     summary.decisions = list(runner.decisions)
+
+
+def _check_feasible(specs: list[StageSpec]) -> None:
+    """Ray waits forever for a task no node can hold: say so instead (e.g. a loaded machine leaves a
+    local Ray less memory than a stage declares)."""
+    import ray
+
+    have = ray.cluster_resources()
+    for spec in specs:
+        need = spec.declared()
+        for what, asked, total in (("CPUs", need.cpus, have.get("CPU", 0.0)), ("GPUs", need.gpus, have.get("GPU", 0.0)),
+                                   ("MB of memory", need.memory_mb, have.get("memory", 0.0) / 2**20)):
+            if asked > total:
+                raise ValueError(f"stage {spec.name!r} asks for {asked:g} {what} per worker but the Ray cluster has "
+                                 f"{total:.0f}; give Ray more or run with runner = 'serial'")
 
 
 def _finalize(out: Path, summary: ShardSummary, failures: list[dict[str, Any]], before: dict[str, list[str]],

@@ -48,7 +48,7 @@ class ShardTextStage(Stage):
     is encoded as the empty string (the pipeline fails such clips earlier when captions are required)."""
 
     name = "shard_text"
-    resources = Resources(cpus=1.0, memory_mb=2048)
+    resources = Resources(cpus=1.0, memory_mb=1024)
     batch_size = 16
     defaults = {"text_encoder": "hash", "text_encoder_options": {}, "seed": 0, "device": "cpu"}
 

@@ -48,7 +48,7 @@ class ShardTokenizeStage(Stage):
     """Sets ``task.latent`` ((C, T', H', W') float32) for up to ``batch_size`` clips per call."""
 
     name = "shard_tokenize"
-    resources = Resources(cpus=1.0, memory_mb=4096)
+    resources = Resources(cpus=1.0, memory_mb=2048)
     batch_size = 4
     defaults = {"tokenizer": "pixel", "tokenizer_options": {}, "seed": 0, "device": "cpu"}
 

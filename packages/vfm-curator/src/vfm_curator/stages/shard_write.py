@@ -89,8 +89,9 @@ class BucketWriters:
             text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
             extra={"clip": task.id, "bucket": task.bucket, **self.extra},
         )
-        latent = torch.from_numpy(task.latent).to(getattr(torch, self.latent_dtype))
-        self._writer(task.bucket).write(task.id, latent, torch.from_numpy(task.text), meta)
+        # arrays from Ray's object store are read-only: copy into tensors
+        latent = torch.tensor(task.latent, dtype=getattr(torch, self.latent_dtype))
+        self._writer(task.bucket).write(task.id, latent, torch.tensor(task.text), meta)
         self.written[task.bucket] = self.written.get(task.bucket, 0) + 1
 
     def close(self) -> None:
