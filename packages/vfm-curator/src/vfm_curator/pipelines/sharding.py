@@ -145,8 +145,12 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
     table_path = clips_dir / "clips.parquet"
     if not table_path.is_file():
         raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
+    try:
+        rows = pq.read_table(table_path).to_pylist()
+    except Exception as exc:  # pyarrow raises several types for a broken file
+        raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
     tasks = []
-    for row in pq.read_table(table_path).to_pylist():
+    for row in rows:
         if not row.get("id") or not row.get("path"):
             raise ValueError(f"{table_path}: a row lacks 'id' or 'path' ({ {k: row.get(k) for k in ('id', 'path')} })")
         tasks.append(ShardTask(
@@ -161,9 +165,9 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
                  progress: Progress | None = None) -> ShardSummary:
     config = config or ShardConfig()
     clips_dir, out = Path(clips_dir).resolve(), Path(out).resolve()
-    tasks = read_clip_table(clips_dir)
     specs = config.stage_specs()
     tokenizer = _check_buckets(config)
+    tasks = read_clip_table(clips_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, config)
     remove_leftovers(out)
