@@ -37,3 +37,9 @@ class ShardTask:
     def failure_record(self) -> dict[str, Any]:
         """The line this task gets in ``failures.jsonl``."""
         return {"id": self.id, "path": self.path, "source": self.source, **(self.failure or {})}
+
+
+def credit_time(tasks: list[ShardTask], stage: str, seconds: float) -> None:
+    """Share the time of one batched call equally among its tasks (for the per-stage timings)."""
+    for task in tasks:
+        task.timings[stage] = task.timings.get(stage, 0.0) + seconds / max(len(tasks), 1)

@@ -4,26 +4,11 @@ in one call, keeping each caption's real tokens only (the shard stores (L_i, D),
 from __future__ import annotations
 
 import time
-from typing import Any
-
 import numpy as np
 
 from vfm_curator.stages.base import Resources, Stage, run_guarded
-from vfm_curator.stages.shard_task import ShardTask
-
-
-def build_text_encoder(name: str, options: dict[str, Any] | None = None, seed: int = 0):
-    """The registered text encoder ``name`` (seeded like the tokenizer, for random-init encoders)."""
-    import torch
-
-    import vfm_models
-
-    factory = vfm_models.get_text_encoder(name)
-    torch.manual_seed(seed)
-    encoder = factory(**(options or {}))
-    if hasattr(encoder, "eval"):
-        encoder.eval()
-    return encoder
+from vfm_curator.stages.shard_task import ShardTask, credit_time
+from vfm_curator.stages.shard_tokenize import build_registered
 
 
 def encode_captions(encoder, captions: list[str]) -> list[np.ndarray]:
@@ -53,9 +38,8 @@ class ShardTextStage(Stage):
     defaults = {"text_encoder": "hash", "text_encoder_options": {}, "seed": 0, "device": "cpu"}
 
     def setup(self) -> None:
-        self.encoder = build_text_encoder(self.opt["text_encoder"], self.opt["text_encoder_options"], self.opt["seed"])
-        if hasattr(self.encoder, "to"):
-            self.encoder = self.encoder.to(self.opt["device"])
+        o = self.opt
+        self.encoder = build_registered("text_encoders", o["text_encoder"], o["text_encoder_options"], o["seed"], o["device"])
 
     def process(self, tasks: list[ShardTask]) -> list[ShardTask]:
         self.ensure_setup()
@@ -69,10 +53,9 @@ class ShardTextStage(Stage):
             for task in todo:
                 run_guarded(self.name, task, self._one)
             return tasks
-        share = (time.perf_counter() - t0) / len(todo)
         for task, text in zip(todo, texts):
             task.text = text
-            task.timings[self.name] = task.timings.get(self.name, 0.0) + share
+        credit_time(todo, self.name, time.perf_counter() - t0)
         return tasks
 
     def _one(self, task: ShardTask) -> None:

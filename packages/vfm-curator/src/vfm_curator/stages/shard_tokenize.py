@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from vfm_curator.stages.base import Resources, Stage, run_guarded
-from vfm_curator.stages.shard_task import ShardTask
+from vfm_curator.stages.shard_task import ShardTask, credit_time
 
 
 def to_pixels(frames: np.ndarray):
@@ -29,19 +29,24 @@ def to_frames(pixels) -> np.ndarray:
     return x.permute(0, 2, 3, 4, 1).contiguous().numpy()
 
 
-def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0):
-    """The registered tokenizer ``name`` built with ``options``. The torch seed is fixed first so a
-    randomly initialised tokenizer (no ``weights``) is the same in every worker process."""
+def build_registered(kind: str, name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):
+    """The vfm-models ``kind`` ("tokenizers", "text_encoders") registered as ``name``, built with
+    ``options``. The torch seed is fixed first so a randomly initialised model (no weights) is the
+    same in every worker process."""
     import torch
 
     import vfm_models
 
-    factory = vfm_models.get_tokenizer(name)
+    factory = vfm_models.host.get(kind, name)
     torch.manual_seed(seed)
-    tokenizer = factory(**(options or {}))
-    if hasattr(tokenizer, "eval"):
-        tokenizer.eval()
-    return tokenizer
+    model = factory(**(options or {}))
+    if hasattr(model, "eval"):
+        model = model.eval().to(device)
+    return model
+
+
+def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):
+    return build_registered("tokenizers", name, options, seed, device)
 
 
 class ShardTokenizeStage(Stage):
@@ -53,9 +58,8 @@ class ShardTokenizeStage(Stage):
     defaults = {"tokenizer": "pixel", "tokenizer_options": {}, "seed": 0, "device": "cpu"}
 
     def setup(self) -> None:
-        self.tokenizer = build_tokenizer(self.opt["tokenizer"], self.opt["tokenizer_options"], self.opt["seed"])
-        if hasattr(self.tokenizer, "to"):
-            self.tokenizer = self.tokenizer.to(self.opt["device"])
+        o = self.opt
+        self.tokenizer = build_tokenizer(o["tokenizer"], o["tokenizer_options"], o["seed"], o["device"])
 
     def encode(self, frames: np.ndarray) -> np.ndarray:
         """(N, T, H, W, 3) uint8 -> (N, C, T', H', W') float32."""
@@ -79,11 +83,10 @@ class ShardTokenizeStage(Stage):
                 for task in group:
                     run_guarded(self.name, task, self._one)
                 continue
-            share = (time.perf_counter() - t0) / len(group)
             for task, latent in zip(group, latents):
                 task.latent = latent
                 task.frames = None  # not needed downstream; keeps the object store small
-                task.timings[self.name] = task.timings.get(self.name, 0.0) + share
+            credit_time(group, self.name, time.perf_counter() - t0)
         return tasks
 
     def _one(self, task: ShardTask) -> None:
