@@ -48,24 +48,8 @@ def make_video(
     (same palette and motion, no visual cut): a fake boundary. ``rotation`` sets the display
     matrix; ``vfr`` alternates frame durations; ``audio`` adds an AAC sine track; ``speed`` is the
     pattern's drift in pixels per frame (0: a still picture)."""
-    import av
-
     rng = np.random.default_rng(seed)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    container = av.open(str(path), "w")
-    rate = Fraction(fps).limit_denominator(1001)
-    stream = container.add_stream("libx264", rate=rate)
-    # 4:2:0 needs even sides; odd-sized test videos are written in 4:4:4 (High 4:4:4 profile)
-    stream.width, stream.height = width, height
-    stream.pix_fmt = "yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p"
-    stream.options = {"crf": "18", "preset": "ultrafast"}
-    time_base = Fraction(1, 1000) if vfr else 1 / rate
-    stream.codec_context.time_base = time_base
-    if rotation:
-        stream.set_display_rotation(rotation)
-    astream = container.add_stream("aac", rate=16000) if audio else None
-    cuts, index, pts = [], 0, 0
+    cuts, index = [], 0
     frames: list[np.ndarray] = []
     k = 0
     while k < len(shot_lengths):
@@ -81,6 +65,38 @@ def make_video(
                 cuts.append(index)
             index += length
         k += 1
+    write_video(path, frames, fps=fps, rotation=rotation, vfr=vfr, audio=audio)
+    return cuts
+
+
+def write_video(
+    path: str | Path,
+    frames: list[np.ndarray],
+    *,
+    fps: float = 24.0,
+    rotation: int = 0,
+    vfr: bool = False,
+    audio: bool = False,
+) -> None:
+    """Encode (height, width, 3) uint8 frames as an H264 mp4 (see :func:`make_video` for options)."""
+    import av
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    height, width = frames[0].shape[:2]
+    container = av.open(str(path), "w")
+    rate = Fraction(fps).limit_denominator(1001)
+    stream = container.add_stream("libx264", rate=rate)
+    # 4:2:0 needs even sides; odd-sized test videos are written in 4:4:4 (High 4:4:4 profile)
+    stream.width, stream.height = width, height
+    stream.pix_fmt = "yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p"
+    stream.options = {"crf": "18", "preset": "ultrafast"}
+    time_base = Fraction(1, 1000) if vfr else 1 / rate
+    stream.codec_context.time_base = time_base
+    if rotation:
+        stream.set_display_rotation(rotation)
+    astream = container.add_stream("aac", rate=16000) if audio else None
+    pts = 0
     for i, img in enumerate(frames):
         frame = av.VideoFrame.from_ndarray(img, format="rgb24")
         frame.pts, frame.time_base = pts, time_base
@@ -92,7 +108,6 @@ def make_video(
     if astream is not None:
         _write_sine(container, astream, seconds=len(frames) / fps)
     container.close()
-    return cuts
 
 
 def _write_sine(container, stream, seconds: float) -> None:
