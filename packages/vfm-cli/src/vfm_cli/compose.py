@@ -1,12 +1,18 @@
 """Builds what the trainer is given (model, formulation, loader, FLOPs per token, export) from a
 training config, by calling vfm-models and vfm-data. vfm-parallel never imports either; this is
 the one place that knows all three.
+
+With ``data.source = "shards"`` the shards decide what the config leaves open: the model's
+``in_channels`` and ``text_dim`` follow the latents and text embeddings, and the tokenizer and text
+encoder recorded in the samples' metadata go into the inference export, so that ``vfm generate``
+encodes prompts with the encoder the shards were made with.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import tarfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +20,7 @@ import torch
 
 import vfm_models
 from vfm_parallel.trainer import RunContext, TrainParts
+from vfm_parallel.trainer.batches import count_tokens, unpack
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 
@@ -27,16 +34,98 @@ def _check_name(kind: str, name: str, key: str) -> None:
         raise ConfigError(key, f"unknown {_SINGULAR[kind]} {name!r}; available: {', '.join(names)}")
 
 
-def model_config(cfg: TrainConfig) -> Any:
-    """The family's config dataclass: preset, then ``model.options``; channels follow the data."""
-    _check_name("families", cfg.model.family, "model.family")
+# --- what the shards hold ----------------------------------------------------------------------------
+
+
+@dataclass
+class ShardInfo:
+    """Read from the first sample of each dataset: shapes, text width, and how the samples were made."""
+
+    datasets: list[Path]
+    shapes: list[tuple[int, int, int, int]]  # latent (C, T, H, W) of each dataset's first sample
+    text_dim: int
+    tokenizer: str
+    text_encoder: str
+    tokenizer_options: dict = field(default_factory=dict)
+    text_encoder_options: dict = field(default_factory=dict)
+
+
+def dataset_folders(cfg: TrainConfig) -> list[Path]:
+    """The prepared dataset folders of ``data.blend`` (an energon metadataset v2) or ``data.shards``."""
+    d = cfg.data
+    if not d.blend:
+        return [Path(p) for p in d.shards]
+    import yaml
+
+    blend = Path(d.blend)
+    if not blend.is_file():
+        raise ConfigError("data.blend", f"no blend file at {blend}")
+    try:
+        entries = yaml.safe_load(blend.read_text())["splits"]["train"]["blend"]
+        return [(blend.parent / e["path"]).resolve() for e in entries]
+    except (KeyError, TypeError, yaml.YAMLError) as exc:
+        raise ConfigError("data.blend", f"{blend} is not a blend file (energon MetadatasetV2 with splits.train.blend): {exc}") from None
+
+
+def _first_sample(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict]:
+    """(latent shape, text shape, metadata) of the first sample of the first shard in ``folder``."""
+    import json
+
+    from vfm_data.format import LATENT_PARTS, TEXT_PARTS, decode_array
+
+    shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
+    if not shards or not (folder / ".nv-meta").is_dir():
+        raise ConfigError("data", f"{folder} is not a prepared shard folder (needs *.tar shards and .nv-meta/)")
+    parts: dict[str, bytes] = {}
+    with tarfile.open(shards[0]) as tar:
+        key = None
+        for member in tar:
+            name_key, _, part = member.name.partition(".")
+            key = key or name_key
+            if name_key != key:
+                break
+            parts[part] = tar.extractfile(member).read()
+    found = {p: next((x for x in names if x in parts), None) for p, names in (("latent", LATENT_PARTS), ("text", TEXT_PARTS))}
+    if None in found.values() or "json" not in parts:
+        raise ConfigError("data", f"the first sample {key!r} of {shards[0]} lacks latent, text or json members")
+    latent = decode_array(parts[found["latent"]], found["latent"].split(".")[-1])
+    text = decode_array(parts[found["text"]], found["text"].split(".")[-1])
+    return tuple(latent.shape), tuple(text.shape), json.loads(parts["json"])
+
+
+def probe_shards(cfg: TrainConfig) -> ShardInfo:
+    folders = dataset_folders(cfg)
+    samples = [_first_sample(f) for f in folders]
+    text_dims = {text[1] for _, text, _ in samples}
+    channels = {latent[0] for latent, _, _ in samples}
+    if len(text_dims) > 1 or len(channels) > 1:
+        raise ConfigError("data", f"the datasets disagree: latent channels {sorted(channels)}, text widths {sorted(text_dims)}")
+    meta = samples[0][2]
+    extra = meta.get("extra") or {}
+    return ShardInfo(folders, [s[0] for s in samples], text_dims.pop(), meta.get("tokenizer", ""), meta.get("text_encoder", ""),
+                     dict(extra.get("tokenizer_options") or {}), dict(extra.get("text_encoder_options") or {}))
+
+
+# --- the model and what the export records ----------------------------------------------------------
+
+
+@dataclass
+class Resolved:
+    """The config with everything the shards decide filled in."""
+
+    mcfg: Any  # the family's config dataclass
+    latent_shape: tuple[int, int, int, int]  # (C, T, H, W) of the training data (the first bucket)
+    tokenizer: str
+    tokenizer_options: dict
+    text_encoder: str  # "" unless the model is text-conditional
+    text_encoder_options: dict
+    shards: ShardInfo | None = None
+
+
+def _family_config(cfg: TrainConfig, options: dict) -> Any:
     family = vfm_models.get_family(cfg.model.family)
-    options = dict(cfg.model.options)
     if "patch" in options:
         options["patch"] = tuple(options["patch"])  # TOML has arrays, the dataclass wants a tuple
-    options.setdefault("in_channels", cfg.data.latent_shape[0])
-    if cfg.data.source == "synthetic" and "num_classes" in {f.name for f in dataclasses.fields(family.config_cls)}:
-        options.setdefault("num_classes", cfg.data.num_classes)
     try:
         return family.config(cfg.model.preset or None, **options)
     except (KeyError, TypeError, ValueError) as exc:
@@ -44,41 +133,115 @@ def model_config(cfg: TrainConfig) -> Any:
         raise ConfigError(key, str(exc).strip("'\"")) from None
 
 
-def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
-    """Check every name the config uses against the plugin registries, the data shape, and (with
-    ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The model is
-    built on the meta device, so a 28B config costs nothing; a bad config fails before any process
-    group starts."""
-    mcfg = model_config(cfg)
-    _check_name("formulations", cfg.model.formulation, "model.formulation")
-    _check_name("tokenizers", cfg.model.tokenizer, "model.tokenizer")
-    if cfg.model.text_encoder:
-        _check_name("text_encoders", cfg.model.text_encoder, "model.text_encoder")
+def _agree(key: str, configured: str, recorded: str, what: str) -> str:
+    if configured and recorded and configured != recorded:
+        raise ConfigError(key, f"{configured!r}, but the shards were made with the {what} {recorded!r}")
+    return configured or recorded
+
+
+def data_available(cfg: TrainConfig) -> bool:
+    """Whether the shards the config names are on this machine (a blend file or the folders)."""
     if cfg.data.source == "synthetic":
-        _, t, h, w = cfg.data.latent_shape
-        pt, ph, pw = mcfg.patch
-        if t % pt or h % ph or w % pw:
-            raise ConfigError("data.latent_shape", f"(T, H, W) = {(t, h, w)} is not divisible by the patch {mcfg.patch}")
-        if getattr(mcfg, "text_dim", 0):
+        return True
+    return Path(cfg.data.blend).is_file() if cfg.data.blend else all(Path(p).is_dir() for p in cfg.data.shards)
+
+
+def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
+    """The family config and the export's names; checks the data against the model.
+
+    ``probe=False`` (validating a config away from its data) takes ``data.latent_shape`` and the
+    model section as they are, without reading shards.
+    """
+    _check_name("families", cfg.model.family, "model.family")
+    m, options = cfg.model, dict(cfg.model.options)
+    fields = {f.name for f in dataclasses.fields(vfm_models.get_family(m.family).config_cls)}
+    if cfg.data.source == "shards" and not probe:
+        options.setdefault("in_channels", cfg.data.latent_shape[0])
+        mcfg = _family_config(cfg, options)
+        return Resolved(mcfg, tuple(cfg.data.latent_shape), m.tokenizer, dict(m.tokenizer_options),
+                        m.text_encoder if mcfg.text_dim else "", dict(m.text_encoder_options))
+    if cfg.data.source == "synthetic":
+        options.setdefault("in_channels", cfg.data.latent_shape[0])
+        if "num_classes" in fields:
+            options.setdefault("num_classes", cfg.data.num_classes)
+        mcfg = _family_config(cfg, options)
+        if mcfg.text_dim:
             raise ConfigError("data.source", "synthetic data is class-conditional; text-conditional families need shards")
-    if cfg.data.packing:
-        raise ConfigError("data.packing", "packed training batches are not supported by the trainer yet; set packing = false")
+        return Resolved(mcfg, tuple(cfg.data.latent_shape), m.tokenizer or "pixel", dict(m.tokenizer_options), "", {})
+    info = probe_shards(cfg)
+    channels = info.shapes[0][0]
+    if options.setdefault("in_channels", channels) != channels:
+        raise ConfigError("model.options.in_channels", f"the model takes {options['in_channels']} channels but the shards' latents have {channels}")
+    if options.get("num_classes", 0):
+        raise ConfigError("model.options.num_classes", "shards carry no class labels; train text-conditional or unconditional (num_classes = 0)")
+    if "num_classes" in fields:
+        options["num_classes"] = 0
+    text_model = _family_config(cfg, dict(options)).text_dim > 0
+    if text_model and options.setdefault("text_dim", info.text_dim) != info.text_dim:
+        raise ConfigError("model.options.text_dim", f"the model's text_dim is {options['text_dim']} but the shards' text embeddings "
+                          f"({info.text_encoder or 'unknown encoder'}) are {info.text_dim} wide; they must be equal")
+    mcfg = _family_config(cfg, options)
+    tokenizer = _agree("model.tokenizer", m.tokenizer, info.tokenizer, "tokenizer")
+    tok_options = dict(m.tokenizer_options) if m.tokenizer else info.tokenizer_options
+    text_encoder, te_options = "", {}
+    if text_model:
+        text_encoder = _agree("model.text_encoder", m.text_encoder, info.text_encoder, "text encoder")
+        te_options = dict(m.text_encoder_options) if m.text_encoder else info.text_encoder_options
+    return Resolved(mcfg, info.shapes[0], tokenizer, tok_options, text_encoder, te_options, info)
+
+
+def model_config(cfg: TrainConfig) -> Any:
+    """The family's config dataclass: preset, then ``model.options``; channels follow the data."""
+    return resolve(cfg).mcfg
+
+
+def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: bool = True) -> Resolved:
+    """Check every name the config uses against the plugin registries, the data against the model,
+    and (with ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The
+    model is built on the meta device, so a 28B config costs nothing; a bad config fails before any
+    process group starts. ``require_data=False`` skips the shard checks when the shards are not here."""
+    r = resolve(cfg, probe=require_data or data_available(cfg))
+    _check_name("formulations", cfg.model.formulation, "model.formulation")
+    if not r.tokenizer:
+        raise ConfigError("model.tokenizer", "the shards do not record their tokenizer; name it in model.tokenizer")
+    _check_name("tokenizers", r.tokenizer, "model.tokenizer")
+    if r.text_encoder:
+        _check_name("text_encoders", r.text_encoder, "model.text_encoder")
+    elif r.mcfg.text_dim:
+        raise ConfigError("model.text_encoder", "a text-conditional model needs the name of the text encoder the shards were made with")
+    pt, ph, pw = r.mcfg.patch
+    if cfg.data.source == "shards" and ph != pw:
+        raise ConfigError("model.options.patch", f"the shard loader cuts square patches; got ph={ph}, pw={pw}")
+    _, t, h, w = r.latent_shape
+    if cfg.data.source == "synthetic" and (t % pt or h % ph or w % pw):
+        raise ConfigError("data.latent_shape", f"(T, H, W) = {(t, h, w)} is not divisible by the patch {r.mcfg.patch}")
     if world_size is not None:
         from vfm_parallel import LayoutError, ParallelDims
 
         with torch.device("meta"):
-            plan = vfm_models.get_family(cfg.model.family).build(mcfg).parallel_plan()
-        grid = grid_of(cfg, mcfg)
+            plan = vfm_models.get_family(cfg.model.family).build(r.mcfg).parallel_plan()
         try:
-            ParallelDims(**cfg.parallel.resolved(world_size)).validate(world_size, plan, grid[0] * grid[1] * grid[2])
+            ParallelDims(**cfg.parallel.resolved(world_size)).validate(world_size, plan, seq_len(cfg, r))
         except LayoutError as exc:
             raise ConfigError("parallel", str(exc)) from None
+    return r
 
 
-def grid_of(cfg: TrainConfig, mcfg: Any) -> tuple[int, int, int]:
-    _, t, h, w = cfg.data.latent_shape
+def grid_of(latent_shape: tuple[int, ...], mcfg: Any) -> tuple[int, int, int]:
+    _, t, h, w = latent_shape
     pt, ph, pw = mcfg.patch
     return t // pt, h // ph, w // pw
+
+
+def seq_len(cfg: TrainConfig, r: Resolved) -> int:
+    """Tokens of one model input: a pack when packing, else a sample of the first bucket."""
+    if cfg.data.packing:
+        return cfg.data.max_seq_len
+    t, h, w = grid_of(r.latent_shape, r.mcfg)
+    return t * h * w
+
+
+# --- data ------------------------------------------------------------------------------------------
 
 
 def _synthetic_loader(cfg: TrainConfig, ctx: RunContext):
@@ -90,17 +253,24 @@ def _synthetic_loader(cfg: TrainConfig, ctx: RunContext):
 
 
 class ShardBatches:
-    """vfm-data's resumable loader, giving the trainer ``{"x0", "cond"}`` micro-batches."""
+    """vfm-data's resumable loader, giving the trainer dense ``{"x0", "cond"}`` or packed
+    ``{"x0s", "cond", "num_tokens"}`` micro-batches (see :mod:`vfm_parallel.trainer.batches`)."""
 
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
+    def __init__(self, loader: Any, mcfg: Any) -> None:
+        self.loader, self.mcfg = loader, mcfg
+
+    def _cond(self, batch: Any) -> dict[str, torch.Tensor]:
+        if not self.mcfg.text_dim:
+            return {}  # unconditional
+        return {"text": batch.text.float(), "text_mask": batch.text_mask.bool()}
 
     def __iter__(self):
         for batch in self.loader:
-            latents = getattr(batch, "latents", None)
-            if latents is None:
-                raise TypeError(f"the trainer needs stacked latents (VideoBatch); the loader gave {type(batch).__name__}")
-            yield {"x0": latents, "cond": {"text": batch.text, "text_mask": batch.text_mask}}
+            if hasattr(batch, "latents"):  # VideoBatch: one bucket, stacked
+                yield {"x0": batch.latents.float(), "cond": self._cond(batch)}
+            else:  # PackedBatch: padded packs of patch tokens -> the samples' latents
+                x0s = unpack(batch.patches.float(), batch.seq_ids, batch.grids, self.mcfg.in_channels, self.mcfg.patch)
+                yield {"x0s": x0s, "cond": self._cond(batch), "num_tokens": int(batch.num_tokens)}
 
     def state_dict(self) -> dict[str, Any]:
         return self.loader.state_dict()
@@ -109,51 +279,54 @@ class ShardBatches:
         self.loader.load_state_dict(state)
 
 
-def _shard_loader(cfg: TrainConfig, ctx: RunContext, mcfg: Any):
+def _shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches:
     from vfm_data import make_loader
 
     d = cfg.data
-    path = d.blend or (d.shards[0] if len(d.shards) == 1 else {"shards": list(d.shards)})
-    return ShardBatches(make_loader(
-        path, patch_size=mcfg.patch[1], temporal_patch=mcfg.patch[0], batch_size=d.micro_batch,
-        num_workers=d.workers, latent_channels=mcfg.in_channels, seed=cfg.train.seed,
-        dp_rank=ctx.coords.dp_rank, dp_world=ctx.coords.dp_size, blender="bucketed",
-    ))
+    folders = r.shards.datasets
+    path: Any = d.blend if d.blend else folders[0]
+    if not d.blend and len(folders) > 1:  # an in-memory blend, weighted equally
+        path = {"__module__": "megatron.energon", "__class__": "MetadatasetV2",
+                "splits": {"train": {"blend": [{"weight": 1.0, "path": str(f.resolve())} for f in folders]}}}
+    pt, ph, _ = r.mcfg.patch
+    common = dict(patch_size=ph, temporal_patch=pt, batch_size=d.micro_batch, num_workers=d.workers,
+                  latent_channels=r.mcfg.in_channels, seed=cfg.train.seed, dp_rank=ctx.coords.dp_rank,
+                  dp_world=ctx.coords.dp_size)
+    if d.packing:
+        loader = make_loader(path, max_seq_len=d.max_seq_len, blender="weighted", **common)
+    else:
+        durations = list(d.durations) or sorted({shape[1] for shape in r.shards.shapes})
+        loader = make_loader(path, blender="bucketed", blender_options={"batch_size": d.micro_batch, "durations": durations}, **common)
+    return ShardBatches(loader, r.mcfg)
 
 
-def export_meta(cfg: TrainConfig, mcfg: Any) -> dict[str, Any]:
+# --- export ----------------------------------------------------------------------------------------
+
+
+def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, Any]:
     """``config.json`` of the inference export (contracts.md section 3)."""
     return {
         "family": cfg.model.family,
-        "config": json.loads(json.dumps(dataclasses.asdict(mcfg))),
+        "config": r.mcfg,
         "formulation": cfg.model.formulation,
-        "formulation_options": dict(cfg.model.formulation_options),
-        "tokenizer": cfg.model.tokenizer,
-        "tokenizer_options": dict(cfg.model.tokenizer_options),
-        "text_encoder": cfg.model.text_encoder,
-        "text_encoder_options": dict(cfg.model.text_encoder_options),
-        "latent_shape": list(cfg.data.latent_shape),
-        "vfm_models_version": vfm_models.__version__,
+        "formulation_options": formulation.options(),
+        "tokenizer": r.tokenizer,
+        "tokenizer_options": dict(r.tokenizer_options),
+        "text_encoder": r.text_encoder,
+        "text_encoder_options": dict(r.text_encoder_options),
+        "latent_shape": list(r.latent_shape),
     }
 
 
-def _exporter(cfg: TrainConfig, mcfg: Any):
+def _exporter(cfg: TrainConfig, r: Resolved, formulation: Any):
+    from vfm_models.export import save_export
+
     family = vfm_models.get_family(cfg.model.family)
 
     def export(folder: Path, weights: dict[str, torch.Tensor]) -> None:
-        model = family.build(mcfg)
-        model.load_state_dict(weights, strict=True)
-        meta = export_meta(cfg, mcfg)
-        try:
-            from vfm_models.export import save_export
-        except ImportError:  # until vfm_models.export lands: the same folder layout, written here
-            from vfm_models.checkpoint import save_state_dict
-
-            folder.mkdir(parents=True, exist_ok=True)
-            save_state_dict(folder / "model.safetensors", model.state_dict())
-            (folder / "config.json").write_text(json.dumps(meta, indent=2))
-            return
-        save_export(folder, model, meta)
+        model = family.build(r.mcfg)
+        model.load_state_dict(weights, strict=True)  # every EMA weight is there, with its shape
+        save_export(folder, model, export_meta(cfg, r, formulation))
 
     return export
 
@@ -161,22 +334,17 @@ def _exporter(cfg: TrainConfig, mcfg: Any):
 def build_parts(ctx: RunContext) -> TrainParts:
     """The trainer's parts for this rank (called by the trainer after seeding every rank alike)."""
     cfg = ctx.config
-    mcfg = model_config(cfg)
-    model = vfm_models.get_family(cfg.model.family).build(mcfg)
+    r = resolve(cfg)
+    model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
     formulation = vfm_models.get_formulation(cfg.model.formulation)(**cfg.model.formulation_options)
-    grid = grid_of(cfg, mcfg)
-    seq_len = grid[0] * grid[1] * grid[2]
+    tokens = seq_len(cfg, r)
     from vfm_models.flops import model_flops_per_token
 
     # 6 N + 12 L h S (DESIGN.md section 6): the convention of the published DiT throughput tables.
     n_params = sum(p.numel() for p in model.parameters())
-    flops = model_flops_per_token(n_params, mcfg.depth, mcfg.hidden, seq_len)
-    loader = _synthetic_loader(cfg, ctx) if cfg.data.source == "synthetic" else _shard_loader(cfg, ctx, mcfg)
-    pt, ph, pw = mcfg.patch
-
-    def count_tokens(batch: dict[str, Any]) -> int:
-        b, _, t, h, w = batch["x0"].shape
-        return b * (t // pt) * (h // ph) * (w // pw)
-
+    flops = model_flops_per_token(n_params, r.mcfg.depth, r.mcfg.hidden, tokens)
+    loader = _synthetic_loader(cfg, ctx) if cfg.data.source == "synthetic" else _shard_loader(cfg, ctx, r)
+    patch = r.mcfg.patch
     return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops,
-                      count_tokens=count_tokens, seq_len=seq_len, export=_exporter(cfg, mcfg))
+                      count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens,
+                      export=_exporter(cfg, r, formulation))

@@ -53,12 +53,13 @@ def train(
         cfg = config_mod.load(config, items, world)
         from vfm_cli import compose
 
-        compose.validate(cfg, world)
+        compose.validate(cfg, world, require_data=not validate_only)
     except config_mod.ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     if validate_only:
-        typer.echo(f"{config}: valid")
+        unchecked = "" if compose.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
+        typer.echo(f"{config}: valid{unchecked}")
         return
 
     import os

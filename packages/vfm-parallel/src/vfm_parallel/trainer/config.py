@@ -32,9 +32,9 @@ class ModelConfig:
     options: dict = field(default_factory=dict)  # dims that override the preset (depth, hidden, ...)
     formulation: str = "edm"
     formulation_options: dict = field(default_factory=dict)
-    tokenizer: str = "pixel"
+    tokenizer: str = ""  # "" = the one the shards were made with (synthetic data: pixel)
     tokenizer_options: dict = field(default_factory=dict)
-    text_encoder: str = ""  # "" = class-conditional / unconditional family
+    text_encoder: str = ""  # "" = the shards' (text-conditional families) or none
     text_encoder_options: dict = field(default_factory=dict)
 
 
@@ -62,13 +62,15 @@ class ParallelConfig:
 class DataConfig:
     source: str = "shards"  # "shards" (vfm-data loader) | "synthetic" (in-memory, for tiny runs and tests)
     blend: str = ""  # a blend file (vfm-data), or
-    shards: list = field(default_factory=list)  # shard folders / energon dataset paths
-    micro_batch: int = 1  # samples per rank per micro-step
+    shards: list = field(default_factory=list)  # prepared dataset folders (vfm-data / energon)
+    micro_batch: int = 1  # per rank per micro-step: samples (dense) or packs of max_seq_len tokens (packing)
     max_seq_len: int = 0  # tokens per packed sequence; 0 = no packing
-    packing: bool = False
-    workers: int = 0
+    packing: bool = False  # false: bucketed dense batches (one shape each); true: packed THD sequences
+    durations: list = field(default_factory=list)  # latent frame counts of the buckets; [] = those in the shards
+    workers: int = 0  # data worker processes (0 = in the training process)
+    # synthetic: the samples' (C, T, H, W); shards: only for `vfm train --validate` away from the shards
+    latent_shape: list = field(default_factory=lambda: [3, 1, 8, 8])
     # synthetic source only:
-    latent_shape: list = field(default_factory=lambda: [3, 1, 8, 8])  # (C, T, H, W)
     num_samples: int = 64
     num_classes: int = 10
 
@@ -268,6 +270,8 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
             f"pp*dp_replicate*dp_shard*cp*tp = {'*'.join(str(v) for v in sizes.values())} = {product} "
             f"but the world size is {world_size}",
         )
+        _require(not (d.packing and not p.strategies and sizes["dp_replicate"] > 1 and sizes["dp_shard"] == 1),
+                 "data.packing", "packed batches need fsdp or hsdp; dp_replicate > 1 with dp_shard = 1 picks ddp")
     _require(d.source in SOURCES, "data.source", f"must be one of {', '.join(SOURCES)}, got {d.source!r}")
     if d.source == "shards":
         _require(bool(d.blend) or bool(d.shards), "data", "source 'shards' needs data.blend or data.shards")
@@ -275,6 +279,15 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(d.max_seq_len >= 0, "data.max_seq_len", f"must be >= 0, got {d.max_seq_len}")
     _require(not d.packing or d.max_seq_len > 0, "data.max_seq_len", "packing needs max_seq_len > 0")
     _require(d.workers >= 0, "data.workers", f"must be >= 0, got {d.workers}")
+    _require(all(isinstance(v, int) and v >= 1 for v in d.durations), "data.durations",
+             f"must be positive latent frame counts, got {d.durations}")
+    if d.packing:
+        # Packed batches enter the model through forward_packed: data parallelism wraps it (FSDP
+        # hooks it too), the model-parallel strategies and DDP only see forward().
+        others = {n: getattr(p, n) for n in ("pp", "cp", "tp") if getattr(p, n) > 1}
+        _require(not others, "data.packing",
+                 f"packed batches train with data parallelism (fsdp/hsdp) only; got {others}")
+        _require("ddp" not in p.strategies, "data.packing", "packed batches need fsdp or hsdp, not ddp")
     _require(
         len(d.latent_shape) == 4 and all(isinstance(v, int) and v >= 1 for v in d.latent_shape),
         "data.latent_shape",

@@ -114,4 +114,14 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
     from vfm_parallel import ParallelDims, parallelize  # the core API (contracts.md section 4)
 
     pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type, tokens=tokens)
+    _hook_packed_forward(pm.model)
     return Parallelized(pm.model, pm.mesh, getattr(pm, "schedule", None), pm.sync_grads)
+
+
+def _hook_packed_forward(model: torch.nn.Module) -> None:
+    """FSDP2 gathers the root's parameters in a hook on ``forward`` only; a packed batch enters
+    through ``forward_packed`` (docs/contracts.md section 1), which needs the same hooks."""
+    from torch.distributed.fsdp import FSDPModule, register_fsdp_forward_method
+
+    if isinstance(model, FSDPModule) and hasattr(model, "forward_packed"):
+        register_fsdp_forward_method(model, "forward_packed")

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
 from vfm_parallel.trainer.config import TrainConfig
 from vfm_parallel.trainer.distributed import Coordinates, init_distributed, parallelize_model, pick_device
@@ -31,6 +32,9 @@ from vfm_parallel.trainer.streams import micro_batch_generators
 class Formulation(Protocol):
     def loss(self, model: nn.Module, x0: torch.Tensor, cond: dict, generator: torch.Generator, noise_generator: torch.Generator | None = None) -> torch.Tensor: ...
 
+    # packed micro-batches only (docs/contracts.md section 2)
+    def loss_packed(self, model: nn.Module, x0s: list, cond: dict, generator: torch.Generator, noise_generator: torch.Generator | None = None) -> torch.Tensor: ...
+
 
 class ResumableLoader(Protocol):
     def __iter__(self): ...
@@ -40,8 +44,11 @@ class ResumableLoader(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-def _count_x0_tokens(batch: dict[str, Any]) -> int:
-    return int(batch["num_tokens"]) if "num_tokens" in batch else batch["x0"].shape[0]
+def _count_samples(batch: dict[str, Any]) -> int:
+    """The default count when the parts give none: ``num_tokens`` if the batch has it, else samples."""
+    if "num_tokens" in batch:
+        return int(batch["num_tokens"])
+    return len(batch["x0s"]) if "x0s" in batch else batch["x0"].shape[0]
 
 
 @dataclass
@@ -50,9 +57,9 @@ class TrainParts:
 
     model: nn.Module  # the whole model, identically initialised on every rank
     formulation: Formulation
-    loader: ResumableLoader  # micro-batches {"x0": (B, C, T, H, W), "cond": {...}} of this DP rank
+    loader: ResumableLoader  # micro-batches of this DP rank, dense or packed (see trainer.batches)
     flops_per_token: float  # training FLOPs (fwd + bwd) per token, from the family's formula
-    count_tokens: Callable[[dict[str, Any]], int] = _count_x0_tokens  # tokens in one micro-batch
+    count_tokens: Callable[[dict[str, Any]], int] = _count_samples  # tokens in one micro-batch
     seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
     export: Callable[[Path, dict[str, torch.Tensor]], None] | None = None  # (folder, full weights)
 
@@ -224,10 +231,8 @@ def train(
             for micro in range(accum):
                 batch = next(batches)
                 gen_t, gen_n = micro_batch_generators(cfg.train.seed, step, micro * coords.dp_size + coords.dp_rank, coords.cp_rank, device)
-                x0 = batch["x0"].to(device)
-                cond = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch["cond"].items()}
                 with _autocast(cfg, device):
-                    loss = parts.formulation.loss(model, x0, cond, gen_t, gen_n)
+                    loss = batches_mod.micro_loss(parts.formulation, model, batches_mod.to_device(batch, device), gen_t, gen_n)
                 (loss / accum).backward()
                 loss_sum += float(loss.detach())
                 tokens += parts.count_tokens(batch)

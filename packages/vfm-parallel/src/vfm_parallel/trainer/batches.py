@@ -1,0 +1,67 @@
+"""Micro-batches as the trainer sees them, and the loss of one.
+
+Two layouts (the loader adapter in ``vfm_cli.compose`` produces them; nothing here imports a data
+or model package):
+
+- dense: ``{"x0": (B, C, T, H, W), "cond": {...}}``, samples of one shape stacked;
+- packed: ``{"x0s": [N x (C, T_i, H_i, W_i)], "cond": {... batch N}, "num_tokens": int}``, samples of
+  different shapes that the model runs as one THD sequence (``model.forward_packed``, through the
+  formulation's ``loss_packed``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    """Tensors (also inside dicts and lists) moved to ``device``; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def micro_loss(formulation: Any, model: torch.nn.Module, batch: dict[str, Any], gen_t: torch.Generator,
+               gen_n: torch.Generator) -> torch.Tensor:
+    """The formulation's loss of one micro-batch (already on the model's device); scalar.
+
+    Packed: every sample counts once in the mean, whatever its token count (``loss_packed``).
+    """
+    if "x0s" in batch:
+        return formulation.loss_packed(model, batch["x0s"], batch["cond"], gen_t, gen_n)
+    return formulation.loss(model, batch["x0"], batch["cond"], gen_t, gen_n)
+
+
+def count_tokens(batch: dict[str, Any], patch: Sequence[int]) -> int:
+    """Real (non-padding) patch tokens of a micro-batch for a (pt, ph, pw) patch."""
+    if "num_tokens" in batch:
+        return int(batch["num_tokens"])
+    pt, ph, pw = patch
+    shapes = [x.shape for x in batch["x0s"]] if "x0s" in batch else [batch["x0"].shape[1:]] * batch["x0"].shape[0]
+    return sum((t // pt) * (h // ph) * (w // pw) for _, t, h, w in shapes)
+
+
+def unpatchify(tokens: torch.Tensor, grid: Sequence[int], channels: int, patch: Sequence[int]) -> torch.Tensor:
+    """(T'*H'*W', C*pt*ph*pw) t-major tokens, each the patch flattened as (C, pt, ph, pw)
+    -> the latent (C, T'*pt, H'*ph, W'*pw)."""
+    t, h, w = (int(g) for g in grid)
+    pt, ph, pw = (int(p) for p in patch)
+    if tokens.shape != (t * h * w, channels * pt * ph * pw):
+        raise ValueError(f"tokens of shape {tuple(tokens.shape)} do not fit grid {(t, h, w)} x patch "
+                         f"{(pt, ph, pw)} x {channels} channels = ({t * h * w}, {channels * pt * ph * pw})")
+    x = tokens.reshape(t, h, w, channels, pt, ph, pw).permute(3, 0, 4, 1, 5, 2, 6)  # (C, T', pt, H', ph, W', pw)
+    return x.reshape(channels, t * pt, h * ph, w * pw)
+
+
+def unpack(patches: torch.Tensor, seq_ids: torch.Tensor, grids: Sequence[Sequence[int]], channels: int,
+           patch: Sequence[int]) -> list[torch.Tensor]:
+    """The samples of a packed batch as latents: ``patches`` (B, S, C*pt*ph*pw) padded packs,
+    ``seq_ids`` (B, S) the sample index of each token (-1 = padding), ``grids`` one per sample."""
+    flat, ids = patches.reshape(-1, patches.shape[-1]), seq_ids.reshape(-1)
+    return [unpatchify(flat[ids == i], grid, channels, patch) for i, grid in enumerate(grids)]
