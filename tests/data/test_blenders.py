@@ -60,3 +60,15 @@ def test_bucketed_blend_batches_hold_one_resolution_and_duration(three_datasets)
         assert batch.latents.shape[0] == 32 // (t * (h // 2) * (w // 2))
         seen.add(t)
     assert len(seen) >= 2
+
+
+def test_a_blend_folder_still_loads_after_it_is_moved(tmp_path):
+    import shutil
+
+    root = tmp_path / "shards"
+    datasets = [write_dataset(root / name, 6, prefix=name, seed=i) for i, name in enumerate("ab")]
+    write_blend(root / "blend.yaml", [(d, 1.0) for d in datasets])
+    moved = shutil.move(str(root), str(tmp_path / "moved"))
+    loader = make_loader(f"{moved}/blend.yaml", patch_size=2, batch_size=4, max_seq_len=64, packing_buffer=8,
+                         shuffle_buffer=None)
+    assert {key[0] for _ in range(6) for key in next(loader).keys} == {"a", "b"}

@@ -135,3 +135,76 @@ def make_audio_only(path: str | Path, seconds: float = 1.0) -> None:
     stream = container.add_stream("aac", rate=16000)
     _write_sine(container, stream, seconds)
     container.close()
+
+
+COLOURS = {
+    "red": (220, 40, 40),
+    "green": (40, 190, 70),
+    "blue": (50, 80, 230),
+    "yellow": (235, 215, 50),
+    "white": (245, 245, 245),
+}
+DIRECTIONS = {"right": (1, 0), "left": (-1, 0), "down": (0, 1), "up": (0, -1)}
+# Backgrounds of clearly different hues and brightness, so that every change of background is a
+# hard cut for the content detector while the bright shapes still stand out.
+BACKGROUNDS = ((30, 40, 160), (30, 130, 50), (150, 30, 50), (120, 40, 160), (30, 140, 140), (140, 140, 30))
+
+
+def shape_frames(
+    num_frames: int,
+    *,
+    shape: str,
+    colour: str,
+    direction: str,
+    background: tuple[int, int, int],
+    width: int = 64,
+    height: int = 64,
+    size: int = 14,
+) -> list[np.ndarray]:
+    """A ``colour`` circle or square crossing a plain ``background`` towards ``direction``: the
+    kind of clip a caption can describe exactly ("a red circle moving right")."""
+    if shape not in ("circle", "square"):
+        raise ValueError(f"shape must be 'circle' or 'square', got {shape!r}")
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    dx, dy = DIRECTIONS[direction]
+    frames = []
+    for t in range(num_frames):
+        progress = t / max(num_frames - 1, 1)  # 0 -> 1 across the shot
+        cx = width / 2 + dx * (progress - 0.5) * (width - size)
+        cy = height / 2 + dy * (progress - 0.5) * (height - size)
+        if shape == "circle":
+            inside = (x - cx) ** 2 + (y - cy) ** 2 <= (size / 2) ** 2
+        else:
+            inside = (np.abs(x - cx) <= size / 2) & (np.abs(y - cy) <= size / 2)
+        img = np.empty((height, width, 3), np.uint8)
+        img[:] = background
+        img[inside] = COLOURS[colour]
+        frames.append(img)
+    return frames
+
+
+def make_shapes_video(
+    path: str | Path,
+    *,
+    shape: str,
+    colour: str,
+    direction: str,
+    shots: int = 3,
+    frames_per_shot: int = 24,
+    width: int = 64,
+    height: int = 64,
+    fps: float = 24.0,
+    seed: int = 0,
+) -> str:
+    """Write ``shots`` shots of the same moving shape, each on a new background colour (so every
+    shot boundary is a hard cut), and return the caption that describes the video."""
+    order = np.random.default_rng(seed).permutation(len(BACKGROUNDS))
+    frames: list[np.ndarray] = []
+    for shot in range(shots):
+        background = BACKGROUNDS[order[shot % len(order)]]
+        frames += shape_frames(
+            frames_per_shot, shape=shape, colour=colour, direction=direction,
+            background=background, width=width, height=height,
+        )
+    write_video(path, frames, fps=fps)
+    return f"a {colour} {shape} moving {direction}"

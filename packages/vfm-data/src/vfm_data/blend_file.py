@@ -31,7 +31,11 @@ def write_blend(
     *,
     split_part: str = "train",
 ) -> Path:
-    """Write a blend of ``(dataset folder, weight)`` pairs as an energon metadataset YAML."""
+    """Write a blend of ``(dataset folder, weight)`` pairs as an energon metadataset YAML.
+
+    Datasets inside the blend file's folder are written as relative paths (energon resolves them
+    against the file's folder), so a folder of shards plus its blend file can be moved or copied.
+    """
     if not datasets:
         raise ValueError("a blend needs at least one (path, weight) pair")
     for path, weight in datasets:
@@ -44,8 +48,13 @@ def write_blend(
         "__module__": "megatron.energon",
         "__class__": "MetadatasetV2",
         "splits": {
-            split_part: {"blend": [{"weight": float(w), "path": str(Path(p).resolve())} for p, w in datasets]}
+            split_part: {"blend": [{"weight": float(w), "path": _relative_if_inside(p, file)} for p, w in datasets]}
         },
     }
     file.write_text(yaml.safe_dump(doc, sort_keys=False))
     return file
+
+
+def _relative_if_inside(dataset: str | os.PathLike, blend_file: Path) -> str:
+    dataset, base = Path(dataset).resolve(), blend_file.resolve().parent
+    return str(dataset.relative_to(base)) if dataset.is_relative_to(base) else str(dataset)
