@@ -34,21 +34,29 @@ class TensorParallel:
         self.sp = sp
         self.name = "sp" if sp else "tp"
 
-    def apply(self, model: nn.Module, mesh: Any, plan: Any, **options: Any) -> nn.Module:
-        from torch.distributed.tensor import Replicate, Shard
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
+    def regions(self, mesh: Any, plan: Any, options: dict) -> list[str] | None:
+        """The block sub-modules that hold the plan's TP linears; None when tp is 1 (nothing to do).
+        Raises on options (none are taken) and on plans that TP/SP cannot apply to."""
         if options:
             raise TypeError(f"{self.name} takes no options; got {', '.join(options)}")
-        tp_mesh = mesh["tp"]
-        if tp_mesh.size() == 1:
-            return model
+        if mesh["tp"].size() == 1:
+            return None
         if not plan.tp:
             raise ValueError(f"{self.name}: the model's plan names no colwise/rowwise linears (plan.tp is empty)")
         regions = sorted({parent_path(path) for path in plan.tp})
         if self.sp and "" in regions:
-            raise ValueError("sp needs the TP linears grouped in sub-modules of the block (e.g. 'attn.q'); "
+            raise ValueError(f"{self.name} needs the TP linears grouped in sub-modules of the block (e.g. 'attn.q'); "
                              f"got top-level paths {[p for p in plan.tp if '.' not in p]}")
+        return regions
+
+    def apply(self, model: nn.Module, mesh: Any, plan: Any, **options: Any) -> nn.Module:
+        from torch.distributed.tensor import Replicate, Shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        regions = self.regions(mesh, plan, options)
+        if regions is None:
+            return model
+        tp_mesh = mesh["tp"]
         group = tp_mesh.get_group()
         blocks = blocks_of(model, plan)
         styles = {

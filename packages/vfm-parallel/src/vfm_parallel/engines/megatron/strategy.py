@@ -50,19 +50,12 @@ class MegatronTensorParallel(TensorParallel):
         self.name = "megatron-sp" if sp else "megatron-tp"
 
     def apply(self, model: nn.Module, mesh: Any, plan: Any, **options: Any) -> nn.Module:
-        if options:
-            raise TypeError(f"{self.name} takes no options; got {', '.join(options)}")
-        layers = _layers()
-        tp_mesh = mesh["tp"]
-        if tp_mesh.size() == 1:
+        layers = _layers()  # a missing megatron-core is reported before anything else
+        regions = self.regions(mesh, plan, options)
+        if regions is None:
             return model
-        if not plan.tp:
-            raise ValueError(f"{self.name}: the model's plan names no colwise/rowwise linears (plan.tp is empty)")
-        regions = sorted({parent_path(path) for path in plan.tp})
+        tp_mesh = mesh["tp"]
         if self.sp:
-            if "" in regions:
-                raise ValueError("megatron-sp needs the TP linears grouped in sub-modules of the block (e.g. 'attn.q'); "
-                                 f"got top-level paths {[p for p in plan.tp if '.' not in p]}")
             _check_sp_buffers(mesh.device_type)
         group = tp_mesh.get_group()
         _init_parallel_state(layers.parallel_state, mesh, group)
