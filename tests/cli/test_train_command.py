@@ -25,7 +25,7 @@ def _sets(items):
     return [arg for item in items for arg in ("--set", item)]
 
 
-@pytest.mark.parametrize("name, world", [("tiny.toml", 1), ("dit-7b.toml", 256), ("dit-28b.toml", 256)])
+@pytest.mark.parametrize("name, world", [("tiny.toml", 1), ("demo.toml", 1), ("dit-7b.toml", 256), ("dit-28b.toml", 256)])
 def test_the_example_configs_validate(name, world):
     result = CliRunner().invoke(app, ["train", str(CONFIGS / name), "--validate", "--world-size", str(world)])
     assert result.exit_code == 0, result.output

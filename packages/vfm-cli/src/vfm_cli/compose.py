@@ -200,14 +200,17 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     and (with ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The
     model is built on the meta device, so a 28B config costs nothing; a bad config fails before any
     process group starts. ``require_data=False`` skips the shard checks when the shards are not here."""
-    r = resolve(cfg, probe=require_data or data_available(cfg))
+    probed = require_data or data_available(cfg)
+    r = resolve(cfg, probe=probed)
     _check_name("formulations", cfg.model.formulation, "model.formulation")
-    if not r.tokenizer:
+    # Names left to the shards ("") can only be checked with the shards at hand.
+    if r.tokenizer:
+        _check_name("tokenizers", r.tokenizer, "model.tokenizer")
+    elif probed:
         raise ConfigError("model.tokenizer", "the shards do not record their tokenizer; name it in model.tokenizer")
-    _check_name("tokenizers", r.tokenizer, "model.tokenizer")
     if r.text_encoder:
         _check_name("text_encoders", r.text_encoder, "model.text_encoder")
-    elif r.mcfg.text_dim:
+    elif r.mcfg.text_dim and probed:
         raise ConfigError("model.text_encoder", "a text-conditional model needs the name of the text encoder the shards were made with")
     pt, ph, pw = r.mcfg.patch
     if cfg.data.source == "shards" and ph != pw:

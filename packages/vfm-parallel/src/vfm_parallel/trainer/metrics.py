@@ -94,7 +94,12 @@ def plot_loss_curve(jsonl: Path, png: Path) -> Path:
 
     steps, losses = read_history(jsonl)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot(steps, losses, linewidth=1.2)
+    ax.plot(steps, losses, linewidth=0.8, alpha=0.4, label="per step")
+    window = max(1, len(losses) // 20)  # diffusion losses are noisy step to step (random noise levels)
+    if window > 1:
+        smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1]) for i in range(len(losses))]
+        ax.plot(steps, smooth, linewidth=1.6, label=f"mean of {window} steps")
+        ax.legend()
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.set_yscale("log" if losses and min(losses) > 0 else "linear")
