@@ -238,3 +238,55 @@ def test_packed_loss_equals_each_sample_alone_under_the_paper_equations(name):
                 err = rf_reference_elementwise(net, x0[None], level_normal[i : i + 1], noise, shift=1.0)
             expected.append(err.mean())
     torch.testing.assert_close(packed, torch.stack(expected), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["edm", "rectified-flow"])
+def test_explicit_noise_gives_the_loss_of_the_generator_that_drew_it(name):
+    form = vfm_models.get_formulation(name)()
+    x0 = torch.randn(3, 2, 2, 4, 4)
+    drawn = torch.randn(x0.shape, generator=torch.Generator().manual_seed(5))
+    by_generator = form.loss(Recorder(), x0, {}, torch.Generator().manual_seed(0), torch.Generator().manual_seed(5))
+    by_tensor = form.loss(Recorder(), x0, {}, torch.Generator().manual_seed(0), noise=drawn)
+    other = form.loss(Recorder(), x0, {}, torch.Generator().manual_seed(0), noise=-drawn)
+    assert by_tensor.item() == by_generator.item()
+    assert other.item() != by_tensor.item()
+    with pytest.raises(ValueError, match="does not match the data shape"):
+        form.loss(Recorder(), x0, {}, torch.Generator().manual_seed(0), noise=drawn[:, :1])
+    with pytest.raises(ValueError, match="not both"):
+        form.loss(Recorder(), x0, {}, torch.Generator(), torch.Generator(), noise=drawn)
+
+
+@pytest.mark.parametrize("name", ["edm", "rectified-flow"])
+def test_packed_loss_with_explicit_noise_equals_the_generator_draws_in_order(name):
+    torch.manual_seed(0)
+    model = vfm_models.get_family("dit").create("tiny").eval()
+    x0s = [torch.randn(4, 2, 4, 4), torch.randn(4, 1, 6, 8)]
+    g_noise = torch.Generator().manual_seed(1)
+    noise = [torch.randn(x.shape, generator=g_noise) for x in x0s]
+    form = vfm_models.get_formulation(name)()
+    with torch.no_grad():
+        drawn = form.loss_packed(model, x0s, {"y": torch.tensor([1, 2])}, torch.Generator().manual_seed(0),
+                                 torch.Generator().manual_seed(1), reduction="none")
+        given = form.loss_packed(model, x0s, {"y": torch.tensor([1, 2])}, torch.Generator().manual_seed(0),
+                                 noise=noise, reduction="none")
+    torch.testing.assert_close(given, drawn, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="give one per sample"):
+        form.loss_packed(model, x0s, {}, torch.Generator(), noise=noise[:1])
+
+
+@pytest.mark.parametrize("name", ["edm", "rectified-flow"])
+def test_training_pieces_recombined_equal_the_loss(name):
+    from vfm_models.formulations import weighted_mse
+
+    torch.manual_seed(0)
+    model = vfm_models.get_family("dit").create("tiny").eval()
+    x0, cond = torch.randn(3, 4, 2, 4, 4), {"y": torch.tensor([0, 1, 2])}
+    form = vfm_models.get_formulation(name)()
+    with torch.no_grad():
+        loss = form.loss(model, x0, cond, torch.Generator().manual_seed(3), torch.Generator().manual_seed(4))
+        p = form.training_pieces(x0, torch.Generator().manual_seed(3), torch.Generator().manual_seed(4))
+        recombined = weighted_mse(model(p.net_x, p.t, cond), p.target, p.weight)
+    assert p.net_x.shape == p.target.shape == x0.shape and p.t.shape == (3,) and p.weight.shape == (3, 1, 1, 1, 1)
+    torch.testing.assert_close(recombined, loss, rtol=1e-5, atol=1e-6)
+    if name == "edm":  # lambda(sigma) c_out(sigma)^2 = 1: EDM's weight equalises the levels
+        torch.testing.assert_close(p.weight, torch.ones_like(p.weight))

@@ -349,5 +349,5 @@ def build_parts(ctx: RunContext) -> TrainParts:
     loader = _synthetic_loader(cfg, ctx) if cfg.data.source == "synthetic" else _shard_loader(cfg, ctx, r)
     patch = r.mcfg.patch
     return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops,
-                      count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens,
+                      count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens, patch=tuple(patch),
                       export=_exporter(cfg, r, formulation))

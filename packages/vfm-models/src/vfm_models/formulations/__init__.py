@@ -5,8 +5,8 @@ call) and what samplers need: ``denoise(model, x, level, cond)`` and ``network_t
 (docs/contracts.md section 2).
 """
 
-from vfm_models.formulations.base import Formulation
+from vfm_models.formulations.base import Formulation, TrainingPieces, weighted_mse
 from vfm_models.formulations.edm import EDM
 from vfm_models.formulations.rectified_flow import RectifiedFlow
 
-__all__ = ["EDM", "Formulation", "RectifiedFlow"]
+__all__ = ["EDM", "Formulation", "RectifiedFlow", "TrainingPieces", "weighted_mse"]

@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 
 from vfm_models.formulations._reduce import masked_sample_mean, reduce
+
+
+@dataclass
+class TrainingPieces:
+    """One training loss cut where the network sits, for callers that run the network themselves
+    (a pipeline schedule): ``loss == weighted_mse(model(net_x, t, cond), target, weight)``."""
+
+    net_x: torch.Tensor  # (B, C, T, H, W) the network input, in the dtype of x0
+    t: torch.Tensor  # (B,) float32 the network's time input
+    target: torch.Tensor  # (B, C, T, H, W) float32 what the network output regresses to
+    weight: torch.Tensor  # (B, 1, 1, 1, 1) float32 the per-sample weight of the squared error
+
+
+def weighted_mse(out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """mean(weight * (out - target)^2) over every element, in float32: the dense loss (equal-size samples)."""
+    return (weight * (out.to(torch.float32) - target) ** 2).mean()
+
+
+def _check_noise(noise: torch.Tensor, shape: Sequence[int], generator_given: bool) -> torch.Tensor:
+    """An explicit noise tensor, float32; it must have the data's shape and excludes a noise generator."""
+    if generator_given:
+        raise ValueError("pass either noise_generator or an explicit noise tensor, not both")
+    if tuple(noise.shape) != tuple(shape):
+        raise ValueError(f"noise of shape {tuple(noise.shape)} does not match the data shape {tuple(shape)}; it must be equal")
+    return noise.to(torch.float32)
 
 
 class Formulation:
@@ -32,6 +58,34 @@ class Formulation:
         """The weighted squared error per element of the network output ``out`` (float32)."""
         raise NotImplementedError
 
+    def regression(self, x: torch.Tensor, y: torch.Tensor, level: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(target, weight (B, 1, 1, 1, 1)) with ``error(out, ...) == weight * (out - target)^2`` (float32)."""
+        raise NotImplementedError
+
+    def _draw(self, x0: torch.Tensor, generator, noise_generator, noise) -> tuple[torch.Tensor, torch.Tensor]:
+        """(levels (B,), Gaussian noise like x0, float32): the level first, then the noise."""
+        level = self.sample_level(x0.shape[0], generator, x0.device)
+        if noise is not None:
+            return level, _check_noise(noise, x0.shape, noise_generator is not None)
+        noise_generator = generator if noise_generator is None else noise_generator
+        return level, torch.randn(x0.shape, generator=noise_generator, device=x0.device, dtype=torch.float32)
+
+    def training_pieces(
+        self,
+        x0: torch.Tensor,
+        generator: torch.Generator | None = None,
+        noise_generator: torch.Generator | None = None,
+        *,
+        noise: torch.Tensor | None = None,
+    ) -> TrainingPieces:
+        """The draws and formulas of :meth:`loss` without the network call: with the same generators
+        (or noise), ``loss(model, x0, cond, ...) == weighted_mse(model(p.net_x, p.t, cond), p.target, p.weight)``."""
+        level, noise = self._draw(x0, generator, noise_generator, noise)
+        y = x0.to(torch.float32)
+        x, net_x, t = self.network_inputs(y, level, noise)
+        target, weight = self.regression(x, y, level, noise)
+        return TrainingPieces(net_x.to(x0.dtype), t, target, weight)
+
     def loss(
         self,
         model,
@@ -40,19 +94,20 @@ class Formulation:
         generator: torch.Generator | None = None,
         noise_generator: torch.Generator | None = None,
         *,
+        noise: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         reduction: str = "mean",
     ) -> torch.Tensor:
         """The training loss of ``model(x, t, cond)`` on clean latents x0 (B, C, T, H, W).
 
         ``generator`` draws the noise level, ``noise_generator`` (default: ``generator``) the
-        Gaussian noise. The error is averaged over elements (only where ``mask``, broadcastable to
-        x0, is true), then over the batch (``reduction="mean"``) or not (``"none"``: (B,)).
+        Gaussian noise, unless ``noise`` (x0's shape) gives it explicitly (a context-parallel
+        trainer assembles it from one stream per sequence shard). The error is averaged over
+        elements (only where ``mask``, broadcastable to x0, is true), then over the batch
+        (``reduction="mean"``) or not (``"none"``: (B,)).
         The network input keeps the dtype of x0; the formulas run in float32.
         """
-        noise_generator = generator if noise_generator is None else noise_generator
-        level = self.sample_level(x0.shape[0], generator, x0.device)
-        noise = torch.randn(x0.shape, generator=noise_generator, device=x0.device, dtype=torch.float32)
+        level, noise = self._draw(x0, generator, noise_generator, noise)
         y = x0.to(torch.float32)
         x, net_x, t = self.network_inputs(y, level, noise)
         out = model(net_x.to(x0.dtype), t, cond).to(torch.float32)
@@ -66,22 +121,28 @@ class Formulation:
         generator: torch.Generator | None = None,
         noise_generator: torch.Generator | None = None,
         *,
+        noise: Sequence[torch.Tensor] | None = None,
         reduction: str = "mean",
     ) -> torch.Tensor:
         """The loss of N samples of different shapes (C, T_i, H_i, W_i) in one packed model call.
 
         Calls ``model.forward_packed(list, t (N,), cond)`` (docs/contracts.md section 1). Each sample
-        gets its own level and noise (levels first, then the noise of each sample in order) and
-        counts once in the mean, whatever its size.
+        gets its own level and noise (levels first, then the noise of each sample in order, or
+        ``noise[i]`` of sample i's shape when given) and counts once in the mean, whatever its size.
         """
-        noise_generator = generator if noise_generator is None else noise_generator
+        if noise is not None and len(noise) != len(x0s):
+            raise ValueError(f"{len(noise)} noise tensors for {len(x0s)} samples; give one per sample")
         device = x0s[0].device
         level = self.sample_level(len(x0s), generator, device)
         prepared = []
         for i, x0 in enumerate(x0s):
-            noise = torch.randn((1, *x0.shape), generator=noise_generator, device=device, dtype=torch.float32)
+            if noise is not None:
+                sample_noise = _check_noise(noise[i], x0.shape, noise_generator is not None)[None]
+            else:
+                gen = generator if noise_generator is None else noise_generator
+                sample_noise = torch.randn((1, *x0.shape), generator=gen, device=device, dtype=torch.float32)
             y = x0[None].to(torch.float32)
-            prepared.append((y, noise, *self.network_inputs(y, level[i : i + 1], noise)))
+            prepared.append((y, sample_noise, *self.network_inputs(y, level[i : i + 1], sample_noise)))
         outs = model.forward_packed(
             [net_x[0].to(x0.dtype) for x0, (_, _, _, net_x, _) in zip(x0s, prepared)], torch.cat([p[4] for p in prepared]), cond
         )

@@ -97,6 +97,13 @@ class EDM(Formulation):
         s = per_sample(sigma, y)
         return self.loss_weight(s) * (self._D(x, s, F_x) - y) ** 2
 
+    def regression(self, x, y, sigma, n):
+        """lambda (c_skip x + c_out F - y)^2 = lambda c_out^2 (F - (y - c_skip x) / c_out)^2:
+        target (y - c_skip x) / c_out, weight lambda c_out^2 (= 1 for EDM's lambda)."""
+        s = per_sample(sigma, y)
+        c_out = self.c_out(s)
+        return (y - self.c_skip(s) * x) / c_out, self.loss_weight(s) * c_out**2
+
     # --- sampling helpers -----------------------------------------------------------------------
 
     def sigmas(self, num_steps: int, device=None) -> torch.Tensor:

@@ -81,6 +81,10 @@ class RectifiedFlow(Formulation):
         """(v_theta(x_s, s) - (eps - x0))^2."""
         return (v_hat - self.velocity_target(x0, eps)) ** 2
 
+    def regression(self, x_s, x0, s, eps):
+        """Target v = eps - x0, weight 1."""
+        return self.velocity_target(x0, eps), torch.ones_like(per_sample(s, x0))
+
     # --- sampling helpers -----------------------------------------------------------------------
 
     def times(self, num_steps: int, device=None) -> torch.Tensor:

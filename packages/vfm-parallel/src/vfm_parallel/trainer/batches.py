@@ -28,13 +28,16 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 
 def micro_loss(formulation: Any, model: torch.nn.Module, batch: dict[str, Any], gen_t: torch.Generator,
-               gen_n: torch.Generator) -> torch.Tensor:
+               gen_n: torch.Generator | None, noise: torch.Tensor | None = None) -> torch.Tensor:
     """The formulation's loss of one micro-batch (already on the model's device); scalar.
 
+    The noise comes from ``gen_n``, or is ``noise`` (dense batches; then ``gen_n`` is None).
     Packed: every sample counts once in the mean, whatever its token count (``loss_packed``).
     """
     if "x0s" in batch:
         return formulation.loss_packed(model, batch["x0s"], batch["cond"], gen_t, gen_n)
+    if noise is not None:
+        return formulation.loss(model, batch["x0"], batch["cond"], gen_t, noise=noise)
     return formulation.loss(model, batch["x0"], batch["cond"], gen_t, gen_n)
 
 

@@ -94,6 +94,9 @@ class TrainSection:
     stop_at: int = 0  # stop (and checkpoint) after this step, e.g. a time-limited job; 0 = run to steps
     seed: int = 0
     out_dir: str = "runs/vfm"
+    # Token chunks the noise is drawn in, chunk j from the noise stream at cp = j (seed table 3);
+    # 0 = parallel.cp. Set it to a CP run's cp to reproduce that run's noise on fewer ranks.
+    noise_chunks: int = 0
 
 
 @dataclass
@@ -138,6 +141,10 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def noise_chunks(self) -> int:
+        """Token chunks the trainer draws the noise in (1 = the formulation draws it whole)."""
+        return self.train.noise_chunks or self.parallel.cp
 
     def validate(self, world_size: int | None = None) -> "TrainConfig":
         """Range and cross-field checks; ``world_size`` also checks the mesh. Returns self."""
@@ -309,6 +316,10 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(o.grad_clip >= 0, "optim.grad_clip", f"must be >= 0 (0 = off), got {o.grad_clip}")
     _require(o.grad_accum >= 1, "optim.grad_accum", f"must be >= 1, got {o.grad_accum}")
     _require(t.steps >= 1, "train.steps", f"must be >= 1, got {t.steps}")
+    _require(t.noise_chunks >= 0, "train.noise_chunks", f"must be >= 0 (0 = parallel.cp), got {t.noise_chunks}")
+    _require(p.cp == 1 or t.noise_chunks in (0, p.cp), "train.noise_chunks",
+             f"must be 0 or parallel.cp = {p.cp} (one chunk per CP rank's shard), got {t.noise_chunks}")
+    _require(not (d.packing and t.noise_chunks > 1), "train.noise_chunks", "chunked noise needs dense batches, not packing")
     _require(0 <= t.stop_at <= t.steps, "train.stop_at", f"must be in [0, train.steps = {t.steps}], got {t.stop_at}")
     _require(bool(t.out_dir), "train.out_dir", "must be a folder path")
     _require(cfg.precision.dtype in DTYPES, "precision.dtype", f"must be one of {', '.join(DTYPES)}, got {cfg.precision.dtype!r}")

@@ -26,11 +26,13 @@ from vfm_parallel.trainer.distributed import Coordinates, init_distributed, para
 from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
 from vfm_parallel.trainer.schedule import lr_at
-from vfm_parallel.trainer.streams import micro_batch_generators
+from vfm_parallel.trainer.streams import micro_batch_generators, noise_generators, sharded_noise
 
 
 class Formulation(Protocol):
-    def loss(self, model: nn.Module, x0: torch.Tensor, cond: dict, generator: torch.Generator, noise_generator: torch.Generator | None = None) -> torch.Tensor: ...
+    # ``noise``: an explicit noise tensor instead of noise_generator (chunked noise under CP)
+    def loss(self, model: nn.Module, x0: torch.Tensor, cond: dict, generator: torch.Generator,
+             noise_generator: torch.Generator | None = None, *, noise: torch.Tensor | None = None) -> torch.Tensor: ...
 
     # packed micro-batches only (docs/contracts.md section 2)
     def loss_packed(self, model: nn.Module, x0s: list, cond: dict, generator: torch.Generator, noise_generator: torch.Generator | None = None) -> torch.Tensor: ...
@@ -61,6 +63,7 @@ class TrainParts:
     flops_per_token: float  # training FLOPs (fwd + bwd) per token, from the family's formula
     count_tokens: Callable[[dict[str, Any]], int] = _count_samples  # tokens in one micro-batch
     seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
+    patch: tuple[int, int, int] | None = None  # (pt, ph, pw): needed to draw the noise per CP shard
     export: Callable[[Path, dict[str, torch.Tensor]], None] | None = None  # (folder, full weights)
 
 
@@ -149,6 +152,22 @@ def _grad_norm(params: list[torch.Tensor], clip: float) -> float:
     return total
 
 
+def _draws(cfg: TrainConfig, step: int, global_micro: int, batch: dict[str, Any], patch, device: torch.device):
+    """(timestep generator, noise generator or None, noise tensor or None) of one micro-batch.
+
+    With one noise chunk the formulation draws the noise from the stream at cp = 0. With cp
+    chunks every CP rank assembles the same full noise, chunk j from the stream at cp = j, so the
+    model's input agrees on all CP ranks (CP shards only after ``model.embed``) while each rank's
+    shard of the sequence has noise from its own CP stream (seed table 3).
+    """
+    chunks = cfg.noise_chunks()
+    gen_t, gen_n = micro_batch_generators(cfg.train.seed, step, global_micro, 0, device)
+    if chunks == 1:
+        return gen_t, gen_n, None
+    gens = noise_generators(cfg.train.seed, step, global_micro, chunks, device)
+    return gen_t, None, sharded_noise(batch["x0"].shape, patch, gens, device)
+
+
 class _StepTimer:
     """Tokens/s and MFU over the steps after the first (which pays for warm-up and allocation)."""
 
@@ -217,6 +236,9 @@ def train(
 
     params = [p for p in model.parameters() if p.requires_grad]
     accum = o.grad_accum
+    chunks = cfg.noise_chunks()
+    if chunks > 1 and parts.patch is None:
+        raise ValueError(f"noise in {chunks} chunks (cp / train.noise_chunks) needs TrainParts.patch, the model's (pt, ph, pw)")
     batches = iter(parts.loader)
     timer = _StepTimer()
     model.train()
@@ -230,9 +252,10 @@ def train(
             loss_sum, tokens = 0.0, 0
             for micro in range(accum):
                 batch = next(batches)
-                gen_t, gen_n = micro_batch_generators(cfg.train.seed, step, micro * coords.dp_size + coords.dp_rank, coords.cp_rank, device)
+                batch = batches_mod.to_device(batch, device)
+                gen_t, gen_n, noise = _draws(cfg, step, micro * coords.dp_size + coords.dp_rank, batch, parts.patch, device)
                 with _autocast(cfg, device):
-                    loss = batches_mod.micro_loss(parts.formulation, model, batches_mod.to_device(batch, device), gen_t, gen_n)
+                    loss = batches_mod.micro_loss(parts.formulation, model, batch, gen_t, gen_n, noise)
                 (loss / accum).backward()
                 loss_sum += float(loss.detach())
                 tokens += parts.count_tokens(batch)
