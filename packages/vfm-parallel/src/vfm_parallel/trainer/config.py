@@ -50,6 +50,8 @@ class ParallelConfig:
     strategies: list = field(default_factory=list)  # [] = what vfm_parallel.parallelize picks for the dims
     activation_checkpointing: bool = False
     compile: bool = False
+    pp_schedule: str = "1f1b"  # gpipe | 1f1b
+    pp_microbatches: int = 0  # pipeline microbatches per micro-batch; 0 = pp (must divide data.micro_batch)
 
     def resolved(self, world_size: int) -> dict[str, int]:
         """The five sizes with dp_shard filled in for ``world_size``."""
@@ -250,6 +252,7 @@ def load(path: str | Path, overrides: list[str] = (), world_size: int | None = N
 DTYPES = ("auto", "fp32", "bf16")
 SOURCES = ("shards", "synthetic")
 OPTIMIZERS = ("adamw",)
+PP_SCHEDULES = ("gpipe", "1f1b")
 
 
 def _require(ok: bool, key: str, reason: str) -> None:
@@ -266,6 +269,15 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
         _require(getattr(p, name) >= 1, f"parallel.{name}", f"must be >= 1, got {getattr(p, name)}")
     _require(p.dp_shard >= 1 or p.dp_shard == -1, "parallel.dp_shard", f"must be >= 1 or -1 (fill), got {p.dp_shard}")
     _require(all(isinstance(s, str) for s in p.strategies), "parallel.strategies", "must be a list of strategy names")
+    _require(p.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule", f"must be one of {', '.join(PP_SCHEDULES)}, got {p.pp_schedule!r}")
+    _require(p.pp_microbatches >= 0, "parallel.pp_microbatches", f"must be >= 0 (0 = pp), got {p.pp_microbatches}")
+    if p.pp > 1:
+        n_micro = p.pp_microbatches or p.pp
+        _require(p.pp_schedule != "1f1b" or n_micro >= p.pp, "parallel.pp_microbatches",
+                 f"1f1b needs at least pp = {p.pp} microbatches, got {n_micro}")
+        _require(d.micro_batch % n_micro == 0, "data.micro_batch",
+                 f"{d.micro_batch} samples do not split into {n_micro} pipeline microbatches (parallel.pp_microbatches or pp)")
+        _require(p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}")
     if world_size is not None:
         sizes = p.resolved(world_size)
         product = 1

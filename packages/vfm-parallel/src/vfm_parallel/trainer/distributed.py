@@ -97,13 +97,25 @@ def default_strategies(cfg: ParallelConfig, sizes: dict[str, int]) -> list[str]:
 class Parallelized:
     """What the trainer needs from :func:`vfm_parallel.parallelize`'s result (contracts.md section 4)."""
 
-    def __init__(self, model: torch.nn.Module, mesh: Any = None, schedule: Any = None, sync_grads=None) -> None:
+    def __init__(self, model: torch.nn.Module, mesh: Any = None, schedule: Any = None, sync_grads=None, pm: Any = None) -> None:
         self.model, self.mesh, self.schedule = model, mesh, schedule
         self._sync = sync_grads
+        self._pm = pm  # the ParallelModel (pipeline_step, stage_info, plan) when there is one
 
     def sync_grads(self) -> None:
         if self._sync is not None:
             self._sync()
+
+    def pipeline_step(self, x, t, cond, target):
+        return self._pm.pipeline_step(x, t, cond, target)
+
+    @property
+    def stage_info(self) -> dict:
+        return dict(getattr(self._pm, "stage_info", None) or {})
+
+    @property
+    def plan(self) -> Any:
+        return getattr(self._pm, "plan", None)
 
 
 def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[str, int], device: torch.device, tokens: int | None = None) -> Parallelized:
@@ -113,9 +125,16 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
         return Parallelized(model.to(device))
     from vfm_parallel import ParallelDims, parallelize  # the core API (contracts.md section 4)
 
-    pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type, tokens=tokens)
+    options = {}
+    if "pp" in strategies:
+        from vfm_parallel.trainer.pipeline import packed_weighted_mse
+
+        options["pp"] = {"schedule": cfg.pp_schedule, "microbatches": cfg.pp_microbatches or sizes["pp"],
+                         "loss_fn": packed_weighted_mse}
+    pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type, tokens=tokens,
+                     options=options)
     _hook_packed_forward(pm.model)
-    return Parallelized(pm.model, pm.mesh, getattr(pm, "schedule", None), pm.sync_grads)
+    return Parallelized(pm.model, pm.mesh, getattr(pm, "schedule", None), pm.sync_grads, pm)
 
 
 def _hook_packed_forward(model: torch.nn.Module) -> None:

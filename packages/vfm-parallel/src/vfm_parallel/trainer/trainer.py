@@ -25,6 +25,7 @@ from vfm_parallel.trainer.config import TrainConfig
 from vfm_parallel.trainer.distributed import Coordinates, init_distributed, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
+from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.streams import micro_batch_generators, noise_generators, sharded_noise
 
@@ -128,22 +129,29 @@ def _all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
     return t.tolist()
 
 
-def _grad_norm(params: list[torch.Tensor], clip: float) -> float:
+def _grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None, replicated: frozenset = frozenset()) -> float:
     """Global L2 norm of all gradients, then clip to ``clip`` (0 = no clipping) as torch does.
 
     Under TP some parameters are DTensors (sharded) and others plain tensors (replicated, their
     gradients already reduced by ``sync_grads``); torch's clip_grad_norm_ cannot mix them, so the
-    norm is taken per device mesh and combined.
+    norm is taken per device mesh and combined. Under PP (``stage_group``) each stage holds its own
+    parameters, whose squared norms are summed over the stages, and copies of the conditioning
+    embedders (ids in ``replicated``), counted once.
     """
     groups: dict[Any, list[torch.Tensor]] = {}
     for p in params:
         if p.grad is not None:
-            groups.setdefault(getattr(p.grad, "device_mesh", None), []).append(p.grad)
-    norms = []
-    for grads in groups.values():
+            groups.setdefault((getattr(p.grad, "device_mesh", None), id(p) in replicated), []).append(p.grad)
+    squares = torch.zeros(2, dtype=torch.float64)  # (stage-local, replicated) squared norms
+    for (_, is_replicated), grads in groups.items():
         norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
-        norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-    total = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        squares[int(is_replicated)] += float(norm) ** 2
+    if stage_group is not None:
+        local = squares[:1].to(params[0].device) if params else torch.zeros(1, dtype=torch.float64)
+        dist.all_reduce(local, group=stage_group)
+        squares[0] = float(local)
+    total = float(squares.sum().sqrt())
     coef = clip / (total + 1e-6)
     if clip > 0 and coef < 1.0:
         for grads in groups.values():
@@ -205,24 +213,25 @@ def train(
     torch.manual_seed(cfg.train.seed)  # the same full init on every rank: layout-independent weights
     parts = build(RunContext(coords, device, cfg))
     pm = parallelize(parts.model, cfg.parallel, sizes, device, parts.seq_len)
-    if pm.schedule is not None:
-        raise NotImplementedError("pipeline-parallel training (pp > 1) is validated but not yet run by the trainer")
     model = pm.model
+    pipelined = pm.schedule is not None
+    # What checkpoints, EMA and the export see: under PP the stage under single-process names.
+    named = OriginalNames(model, pm.plan.blocks, getattr(model, "_vfm_block_offset", 0)) if pipelined else model
     o = cfg.optim
     optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
-    ema = EMA(model, cfg.ema.decay) if cfg.ema.enabled else None
+    ema = EMA(named, cfg.ema.decay) if cfg.ema.enabled else None
 
     start = 0
     resume_from = _resolve_resume(cfg, root)
     if resume_from is not None:
-        state, rank_state = ckpt.load(resume_from, model=model, optimizer=optimizer, ema=ema, rank_key=coords.dp_rank)
+        state, rank_state = ckpt.load(resume_from, model=named, optimizer=optimizer, ema=ema, rank_key=coords.dp_rank)
         start = int(state["step"])
         if rank_state is None:  # a different DP size: the loader state is global, take DP rank 0's
             rank_state = ckpt.rank_states(resume_from).get(0)
         if rank_state is not None:
             parts.loader.load_state_dict(rank_state["loader"])
 
-    result = TrainResult(start_step=start, final_step=start, model=model)
+    result = TrainResult(start_step=start, final_step=start, model=named)
     if rank == 0:
         peak, source = device_peak_tflops(device, cfg.logging.peak_tflops)
         result.peak_tflops, result.peak_source = peak, source
@@ -235,6 +244,10 @@ def train(
     peak = result.peak_tflops
 
     params = [p for p in model.parameters() if p.requires_grad]
+    stage_group, replicated = None, frozenset()
+    if pipelined:
+        stage_group = pm.mesh["pp"].get_group()
+        replicated = frozenset(id(p) for n, p in model.named_parameters() if n.split(".")[0] in pm.plan.conditioning)
     accum = o.grad_accum
     chunks = cfg.noise_chunks()
     if chunks > 1 and parts.patch is None:
@@ -249,25 +262,35 @@ def train(
             lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss_sum, tokens = 0.0, 0
+            loss_sum, tokens, holds_loss = 0.0, 0, 1.0
             for micro in range(accum):
                 batch = next(batches)
                 batch = batches_mod.to_device(batch, device)
                 gen_t, gen_n, noise = _draws(cfg, step, micro * coords.dp_size + coords.dp_rank, batch, parts.patch, device)
                 with _autocast(cfg, device):
-                    loss = batches_mod.micro_loss(parts.formulation, model, batch, gen_t, gen_n, noise)
-                (loss / accum).backward()
-                loss_sum += float(loss.detach())
+                    if pipelined:  # the schedule runs forward and backward; the loss is on the last stage
+                        pieces = parts.formulation.training_pieces(batch["x0"], gen_t, gen_n, noise=noise)
+                        loss = pipeline_micro_step(pm, params, pieces, batch["cond"])
+                    else:
+                        loss = batches_mod.micro_loss(parts.formulation, model, batch, gen_t, gen_n, noise)
+                if not pipelined:
+                    (loss / accum).backward()
+                holds_loss = float(loss is not None)
+                loss_sum += float(loss.detach()) if loss is not None else 0.0
                 tokens += parts.count_tokens(batch)
+            if pipelined and accum > 1:
+                for p in params:
+                    if p.grad is not None:
+                        p.grad.div_(accum)
             pm.sync_grads()
-            grad_norm = _grad_norm(params, o.grad_clip)
+            grad_norm = _grad_norm(params, o.grad_clip, stage_group, replicated)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             if ema is not None:
-                ema.update(model)
-            # Loss: mean over all ranks' micro-batches (TP/PP ranks hold copies, CP ranks equal shares).
-            loss_total, tokens_total = _all_reduce_sum([loss_sum / accum, float(tokens)], device)
-            step_loss = loss_total / world
+                ema.update(named)
+            # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage).
+            loss_total, tokens_total, holders = _all_reduce_sum([loss_sum / accum, float(tokens), holds_loss], device)
+            step_loss = loss_total / holders
             global_tokens = tokens_total / (world // coords.dp_size)  # ranks that saw the same batch
             seconds = time.perf_counter() - t0
             timer.add(global_tokens, global_tokens * parts.flops_per_token, seconds, first=(step == start))
@@ -284,12 +307,14 @@ def train(
                     sink.log(done, row)
             interval = cfg.checkpoint.interval
             if (interval and done % interval == 0) or done == last:
-                result.checkpoint = _save(cfg, root, done, model, optimizer, ema, parts, coords)
+                result.checkpoint = _save(cfg, root, done, named, optimizer, ema, parts, coords)
         if timer.seconds > 0:
             result.mean_tokens_per_s = timer.tokens / timer.seconds
             result.mean_mfu = mfu(parts.flops_per_token, result.mean_tokens_per_s, world, peak) if peak else 0.0
         if cfg.checkpoint.export and parts.export is not None and last == cfg.train.steps:
-            weights = full_weights(ema.shadow.items() if ema is not None else model.named_parameters())
+            weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
+            if pipelined:  # each stage holds its blocks: rank 0 collects the others'
+                weights = _merge_stages(weights, stage_group)
             if rank == 0:
                 result.export = out_dir / "export"
                 parts.export(result.export, weights)
@@ -299,6 +324,13 @@ def train(
     if rank == 0 and cfg.logging.loss_curve and (out_dir / "metrics.jsonl").exists():
         result.loss_curve = metrics_mod.plot_loss_curve(out_dir / "metrics.jsonl", out_dir / "loss_curve.png")
     return result
+
+
+def _merge_stages(weights: dict[str, torch.Tensor], group: Any) -> dict[str, torch.Tensor]:
+    """Every pipeline stage's weights (single-process names) in one dict, on every stage."""
+    parts: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(parts, weights, group=group)
+    return {k: v for part in parts for k, v in part.items()}
 
 
 def _first_of_dp_group(coords: Coordinates) -> bool:
