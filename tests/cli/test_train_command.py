@@ -25,9 +25,13 @@ def _sets(items):
     return [arg for item in items for arg in ("--set", item)]
 
 
-@pytest.mark.parametrize("name, world", [("tiny.toml", 1), ("demo.toml", 1), ("dit-7b.toml", 256), ("dit-28b.toml", 256)])
-def test_the_example_configs_validate(name, world):
-    result = CliRunner().invoke(app, ["train", str(CONFIGS / name), "--validate", "--world-size", str(world)])
+DEMO_CONFIG = ROOT / "packages/vfm-cli/src/vfm_cli/demo/train.toml"
+
+
+@pytest.mark.parametrize("path, world", [(CONFIGS / "tiny.toml", 1), (DEMO_CONFIG, 1), (CONFIGS / "dit-7b.toml", 256),
+                                         (CONFIGS / "dit-28b.toml", 256)], ids=lambda v: getattr(v, "name", v))
+def test_the_example_configs_validate(path, world):
+    result = CliRunner().invoke(app, ["train", str(path), "--validate", "--world-size", str(world)])
     assert result.exit_code == 0, result.output
     assert "valid" in result.output
 
