@@ -247,6 +247,21 @@ def load(path: str | Path, overrides: list[str] = (), world_size: int | None = N
     return from_dict(apply_overrides(data, list(overrides)), world_size)
 
 
+def check_pipeline(cfg: TrainConfig) -> None:
+    """What running the pipeline schedule needs of the batch (checked when training starts, so that
+    a config written for larger micro-batches still validates): ``data.micro_batch`` samples split
+    into the schedule's microbatches, at least pp of them for 1F1B."""
+    p, d = cfg.parallel, cfg.data
+    if p.pp == 1:
+        return
+    n_micro = p.pp_microbatches or p.pp
+    _require(p.pp_schedule != "1f1b" or n_micro >= p.pp, "parallel.pp_microbatches",
+             f"1f1b needs at least pp = {p.pp} microbatches, got {n_micro}")
+    _require(d.micro_batch % n_micro == 0, "data.micro_batch",
+             f"{d.micro_batch} samples do not split into {n_micro} pipeline microbatches (parallel.pp_microbatches, "
+             f"default pp = {p.pp}); use a multiple of {n_micro}")
+
+
 # --- validation ------------------------------------------------------------------------------------
 
 DTYPES = ("auto", "fp32", "bf16")
@@ -271,13 +286,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(all(isinstance(s, str) for s in p.strategies), "parallel.strategies", "must be a list of strategy names")
     _require(p.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule", f"must be one of {', '.join(PP_SCHEDULES)}, got {p.pp_schedule!r}")
     _require(p.pp_microbatches >= 0, "parallel.pp_microbatches", f"must be >= 0 (0 = pp), got {p.pp_microbatches}")
-    if p.pp > 1:
-        n_micro = p.pp_microbatches or p.pp
-        _require(p.pp_schedule != "1f1b" or n_micro >= p.pp, "parallel.pp_microbatches",
-                 f"1f1b needs at least pp = {p.pp} microbatches, got {n_micro}")
-        _require(d.micro_batch % n_micro == 0, "data.micro_batch",
-                 f"{d.micro_batch} samples do not split into {n_micro} pipeline microbatches (parallel.pp_microbatches or pp)")
-        _require(p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}")
+    _require(p.pp == 1 or p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}")
     if world_size is not None:
         sizes = p.resolved(world_size)
         product = 1

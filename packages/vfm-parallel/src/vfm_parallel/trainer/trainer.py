@@ -21,7 +21,7 @@ from torch import nn
 from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
-from vfm_parallel.trainer.config import TrainConfig
+from vfm_parallel.trainer.config import TrainConfig, check_pipeline
 from vfm_parallel.trainer.distributed import Coordinates, init_distributed, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
@@ -205,6 +205,7 @@ def train(
     device = pick_device()
     rank, world = init_distributed(device.type)
     cfg.validate(world)
+    check_pipeline(cfg)
     sizes = cfg.parallel.resolved(world)
     coords = Coordinates.of(rank, sizes)
     out_dir = Path(cfg.train.out_dir)
