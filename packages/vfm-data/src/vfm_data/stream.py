@@ -8,6 +8,7 @@ stream is energon's ``get_train_dataset`` + ``get_savable_loader`` for the energ
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,10 @@ from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 from vfm_data.blenders import get_blender
 from vfm_data.state_codec import decode_state, encode_state
 from vfm_data.task_encoder import VideoTaskEncoder
+
+# energon's loader always asks for pinned memory; on a machine without an accelerator torch warns
+# about it once per loader, which is noise (pinning is simply skipped there).
+warnings.filterwarnings("ignore", message="'pin_memory' argument is set as true but no accelerator", category=UserWarning)
 
 
 @dataclass
