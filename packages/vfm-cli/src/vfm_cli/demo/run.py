@@ -91,7 +91,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
         train_args += ["--set", f"train.steps={settings.train_steps}"]
     stage("train", train_args)
     stage("generate", ["generate", "--checkpoint", str(out / "train" / "export"), "--prompt", prompt,
-                       "--steps", str(settings.sample_steps), "-o", str(out / "videos")])
+                       "--steps", str(settings.sample_steps), "--guidance", "2", "-o", str(out / "videos")])
 
     result.seconds["total"] = sum(result.seconds.values())
     result.outputs = {
