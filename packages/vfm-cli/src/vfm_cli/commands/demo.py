@@ -11,7 +11,7 @@ import typer
 def demo(
     out: Path = typer.Option(Path("vfm-demo"), "-o", "--out", help="Folder for everything the demo makes."),
     videos: int = typer.Option(8, "--videos", min=1, max=32, help="How many sample videos to generate."),
-    train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="Training steps (default: the demo config's)."),
+    train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="Training steps (default: the demo config's 1200); warm-up becomes the first tenth."),
     sample_steps: int = typer.Option(24, "--sample-steps", min=1, help="Sampler steps for the generated video."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt to generate (default: the first video's caption)."),
     ray: bool = typer.Option(True, "--ray/--no-ray", help="Run curation and sharding on Ray (default) or in-process."),

@@ -87,8 +87,9 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
     train_args = ["train", str(configs / "train.toml"),
                   "--set", f"data.blend={out / 'shards' / 'blend.yaml'}",
                   "--set", f"train.out_dir={out / 'train'}"]
-    if settings.train_steps is not None:
-        train_args += ["--set", f"train.steps={settings.train_steps}"]
+    if settings.train_steps is not None:  # a shorter (or longer) run warms up over its first tenth
+        train_args += ["--set", f"train.steps={settings.train_steps}",
+                       "--set", f"optim.warmup_steps={max(1, settings.train_steps // 10)}"]
     stage("train", train_args)
     stage("generate", ["generate", "--checkpoint", str(out / "train" / "export"), "--prompt", prompt,
                        "--steps", str(settings.sample_steps), "--guidance", "2", "-o", str(out / "videos")])
