@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
@@ -95,49 +95,27 @@ def run_clipping(
 
 
 def _execute(todo: list[Source], specs: list[StageSpec], config: CurateConfig, out: Path, summary: Summary, progress) -> None:
-    decisions_log = safe_join(out, "balancer.jsonl")
-
-    def log_decision(decision: dict) -> None:
-        with open(decisions_log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(decision) + "\n")
+    from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
         if progress is not None:
             progress.advance(stage, n)
 
     tasks = (VideoTask(s.path, caption=s.caption) for s in todo)
-    owned = False
-    if config.runner == "serial":
-        from vfm_curator.execution.serial import SerialRunner
-
-        runner: Any = SerialRunner(specs, on_progress=advance)
-    else:
-        from vfm_curator.execution.ray_runner import RayRunner
-        from vfm_curator.execution.session import ensure_ray
-
-        owned = ensure_ray(config.ray_address, config.num_cpus, config.num_gpus)
-        runner = RayRunner(
-            specs, queue_size=config.queue_size, balance_interval_s=config.balance_interval_s,
-            fixed_workers=config.workers, on_progress=advance, on_decision=log_decision,
-            failure=lambda task, stage, reason: task.fail(stage, reason),
-        )
-    if progress is not None:
-        progress.start([s.name for s in specs], len(todo))
-    try:
-        for task in runner.run(tasks):
-            summary.processed += 1
-            summary.video_s_processed += task.duration
-            if task.failure is not None and not state.record_path(out, task.vid).exists():
-                # the write stage itself never ran for it (its worker died): record the failure here
-                state.write_record(out, task.vid, {"video_id": task.vid, "source": task.source, "status": "failed",
-                                                   "failure": task.failure, "duration_s": task.duration, "clips": 0})
-    finally:
+    with open_runner(specs, config, out, advance) as runner:
         if progress is not None:
-            progress.stop()
-        if owned:
-            import ray
-
-            ray.shutdown()
+            progress.start([s.name for s in specs], len(todo))
+        try:
+            for task in runner.run(tasks):
+                summary.processed += 1
+                summary.video_s_processed += task.duration
+                if task.failure is not None and not state.record_path(out, task.vid).exists():
+                    # the write stage itself never ran for it (its worker died): record the failure here
+                    state.write_record(out, task.vid, {"video_id": task.vid, "source": task.source, "status": "failed",
+                                                       "failure": task.failure, "duration_s": task.duration, "clips": 0})
+        finally:
+            if progress is not None:
+                progress.stop()
     summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
     summary.decisions = list(runner.decisions)
 

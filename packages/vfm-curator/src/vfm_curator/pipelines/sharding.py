@@ -235,75 +235,39 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
              failures: list[dict[str, Any]], progress: Progress | None) -> None:
-    run = config.execution
+    from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
         if progress is not None:
             progress.advance(stage, n)
 
-    def log_decision(decision: dict) -> None:
-        with open(safe_join(out, "balancer.jsonl"), "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(decision) + "\n")
-
-    owned = False
-    if run.runner == "serial":
-        from vfm_curator.execution.serial import SerialRunner
-
-        runner: Any = SerialRunner(specs, on_progress=advance)
-    else:
-        from vfm_curator.execution.ray_runner import RayRunner
-        from vfm_curator.execution.session import ensure_ray
-
-        owned = ensure_ray(run.ray_address, run.num_cpus, run.num_gpus)
-        _check_feasible(specs)
-        runner = RayRunner(specs, queue_size=run.queue_size, balance_interval_s=run.balance_interval_s,
-                           fixed_workers=run.workers, on_progress=advance, on_decision=log_decision,
-                           failure=lambda task, stage, reason: task.fail(stage, reason))
-    writers = BucketWriters(out, max_shard_bytes=config.max_shard_bytes, array_format=config.array_format,
-                            latent_dtype=config.latent_dtype, tokenizer=config.tokenizer, text_encoder=config.text_encoder,
-                            extra={"tokenizer_options": config.tokenizer_options, "text_encoder_options": config.text_encoder_options})
-    if progress is not None:
-        progress.start([s.name for s in specs] + ["write"], len(todo))
-    try:
-        for task in runner.run(iter(todo)):
-            summary.processed += 1
-            if task.failure is None and (task.latent is None or task.text is None):
-                task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
-            if task.failure is not None:
-                failures.append(task.failure_record())
-            else:
-                writers.write(task)
-                summary.written += 1
-            advance("write", 1)
-    except BaseException:
-        writers.abort()  # interrupted: only complete shards stay
-        raise
-    else:
-        writers.close()
-    finally:
+    with open_runner(specs, config.execution, out, advance) as runner:
+        writers = BucketWriters(out, max_shard_bytes=config.max_shard_bytes, array_format=config.array_format,
+                                latent_dtype=config.latent_dtype, tokenizer=config.tokenizer, text_encoder=config.text_encoder,
+                                extra={"tokenizer_options": config.tokenizer_options, "text_encoder_options": config.text_encoder_options})
         if progress is not None:
-            progress.stop()
-        if owned:
-            import ray
-
-            ray.shutdown()
+            progress.start([s.name for s in specs] + ["write"], len(todo))
+        try:
+            for task in runner.run(iter(todo)):
+                summary.processed += 1
+                if task.failure is None and (task.latent is None or task.text is None):
+                    task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
+                if task.failure is not None:
+                    failures.append(task.failure_record())
+                else:
+                    writers.write(task)
+                    summary.written += 1
+                advance("write", 1)
+        except BaseException:
+            writers.abort()  # interrupted: only complete shards stay
+            raise
+        else:
+            writers.close()
+        finally:
+            if progress is not None:
+                progress.stop()
     summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
     summary.decisions = list(runner.decisions)
-
-
-def _check_feasible(specs: list[StageSpec]) -> None:
-    """Ray waits forever for a task no node can hold: say so instead (e.g. a loaded machine leaves a
-    local Ray less memory than a stage declares)."""
-    import ray
-
-    have = ray.cluster_resources()
-    for spec in specs:
-        need = spec.declared()
-        for what, asked, total in (("CPUs", need.cpus, have.get("CPU", 0.0)), ("GPUs", need.gpus, have.get("GPU", 0.0)),
-                                   ("MB of memory", need.memory_mb, have.get("memory", 0.0) / 2**20)):
-            if asked > total:
-                raise ValueError(f"stage {spec.name!r} asks for {asked:g} {what} per worker but the Ray cluster has "
-                                 f"{total:.0f}; give Ray more or run with runner = 'serial'")
 
 
 def _finalize(out: Path, summary: ShardSummary, failures: list[dict[str, Any]], before: dict[str, list[str]],
