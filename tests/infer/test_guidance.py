@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from vfm_infer.guidance import cfg_parallel, classifier_free, combine, concat_conditions
 from vfm_infer.samplers.flow import FlowHeun
-from tests.infer.distributed import run_on_ranks
+from tests.gloo import spawn as run_on_ranks
 
 
 class TinyConditional(torch.nn.Module):

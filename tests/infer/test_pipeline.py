@@ -7,7 +7,7 @@ import torch
 
 from vfm_infer.distributed import setup_inference
 from vfm_infer.pipeline import GenerationSpec, VideoPipeline
-from tests.infer.distributed import run_on_ranks
+from tests.gloo import spawn as run_on_ranks
 from tests.infer.tiny import tiny_dit, tiny_meta
 
 SPEC = GenerationSpec(steps=3, guidance=3.0, seed=7)

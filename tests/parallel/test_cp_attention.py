@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 
 # (name, method, kind, batch, q heads, kv heads, grid, key padding?, packed grids)
 GRID = (4, 2, 3)  # S = 24 tokens: 12 per rank at cp=2, 6 at cp=4

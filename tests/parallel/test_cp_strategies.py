@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 
 STRATEGIES = ("cp-ring", "cp-ulysses", "cp-hybrid")
 B, C, D, HEADS = 2, 4, 32, 4

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.parallel.scenarios import assert_parity, family_batch, family_model, parity
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 from vfm_parallel import ParallelDims, parallelize
 from vfm_parallel.strategy import get_strategy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.parallel.scenarios import assert_parity, two_rank_layouts
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 
 TOL = 1e-5
 

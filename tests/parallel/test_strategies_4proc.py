@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.parallel.scenarios import assert_parity, four_rank_all
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 
 TOL = 1e-5
 

@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 from tests.parallel.trainer_helpers import SHAPE, build_parts, tiny_config
 from vfm_models.formulations import EDM
 from vfm_parallel import rng

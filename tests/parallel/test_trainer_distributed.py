@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 from tests.parallel.trainer_helpers import build_parts, run_config, tiny_config
 from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.trainer import RunContext, from_dict

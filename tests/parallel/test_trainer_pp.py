@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from tests.parallel.spawn import spawn
+from tests.gloo import spawn
 from tests.parallel.trainer_helpers import run_config, tiny_config, tiny_model
 from vfm_parallel.trainer.trainer import full_weights
 

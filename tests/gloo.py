@@ -1,11 +1,14 @@
-"""Run a function in N real gloo processes and collect what each rank returns."""
+"""Run a function in N real gloo processes and collect what each rank returns (shared by every
+multi-process test)."""
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import traceback
 
+import torch
 import torch.multiprocessing as mp
 
 
@@ -20,11 +23,18 @@ def _worker(rank, world, port, fn, args, queue):
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))  # as torchrun sets them
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world)
         result = fn(rank, world, *args)
-        queue.put((rank, "ok", result))
+        # as bytes: a tensor put on the queue as-is lives in this process's shared memory, which is
+        # gone once the process exits, before the test may have read it
+        buffer = io.BytesIO()
+        torch.save(result, buffer)
+        queue.put((rank, "ok", buffer.getvalue()))
+        # every rank done before any group is torn down: tearing down gloo while a peer still has
+        # work in flight can abort the process at exit
+        dist.barrier()
         dist.destroy_process_group()
     except BaseException:  # report the worker's traceback to the test
         queue.put((rank, "error", traceback.format_exc()))
@@ -46,7 +56,8 @@ def spawn(fn, world: int, *args, timeout: float = 300.0) -> list:
             if status == "error":
                 errors.append(f"rank {rank}:\n{value}")
                 break
-            results[rank] = value
+            # written a moment ago by this test's own child process (plain pickling, as the queue does)
+            results[rank] = torch.load(io.BytesIO(value), weights_only=False)
     finally:
         for p in procs:
             p.join(timeout=5 if errors else 30)
