@@ -69,6 +69,7 @@ def worker(rank, world, port, out, steps, frames, cfg_parallel):
     seconds, latent = run(pipe, prepared, steps)
     if rank == 0:
         torch.save({"seconds": seconds, "latent": latent}, out)
+    dist.barrier()  # every rank done before the groups are torn down (gloo can abort otherwise)
     dist.destroy_process_group()
 
 

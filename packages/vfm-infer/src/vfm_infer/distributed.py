@@ -7,21 +7,7 @@ Every rank steps the same latents; rank 0 decodes and writes.
 
 from __future__ import annotations
 
-import os
-
-import torch
-
-
-def world_from_env() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def init_distributed(device: torch.device) -> None:
-    """Join the torchrun process group (gloo on CPU, nccl on CUDA) unless already joined."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+from vfm_parallel.process_group import env_world_size, init_distributed
 
 
 def layout_sizes(world: int, cfg_parallel: bool) -> tuple[int, int]:
@@ -34,7 +20,7 @@ def layout_sizes(world: int, cfg_parallel: bool) -> tuple[int, int]:
 
 def setup_inference(pipe, prepared, *, cfg_parallel: bool = False, cp_strategy: str = "cp-ring") -> int:
     """Configure ``pipe.parallel`` for the current process group; returns this process's rank."""
-    world = world_from_env()
+    world = env_world_size()
     if world == 1:
         if cfg_parallel:
             raise ValueError("--cfg-parallel needs 2 processes or more (run under torchrun --nproc-per-node 2)")
@@ -42,7 +28,7 @@ def setup_inference(pipe, prepared, *, cfg_parallel: bool = False, cp_strategy: 
     cfg, cp = layout_sizes(world, cfg_parallel)
     if cfg_parallel and pipe.conditioner.kind == "none":
         raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
-    init_distributed(pipe.device)
+    init_distributed(pipe.device.type)
     import torch.distributed as dist
     from vfm_parallel.dims import ParallelDims
 

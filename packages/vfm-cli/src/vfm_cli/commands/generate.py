@@ -100,6 +100,10 @@ def generate(
         typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
                    f"({prepared.sampler.num_evaluations()} model evaluations per video, sampler {type(prepared.sampler).__name__})")
 
+    from vfm_parallel.process_group import shutdown_distributed
+
+    shutdown_distributed()
+
 
 def register(app: typer.Typer) -> None:
     app.command("generate", no_args_is_help=True)(generate)

@@ -43,7 +43,7 @@ def train(
 ) -> None:
     """Train a model: 4D-parallel under torchrun, exact resume from DCP checkpoints, TensorBoard, MFU."""
     from vfm_parallel.trainer import config as config_mod
-    from vfm_parallel.trainer.distributed import env_world_size
+    from vfm_parallel.process_group import env_world_size
 
     items = list(overrides or [])
     if peak_tflops is not None:
@@ -74,9 +74,12 @@ def train(
         from vfm_parallel.trainer.metrics import ConsoleSink
 
         sinks.append(ConsoleSink(cfg.train.steps))
+    from vfm_parallel.process_group import shutdown_distributed
+
     result = run(cfg, compose.build_parts, sinks=sinks)
     if rank0:
         _summary(result)
+    shutdown_distributed()
 
 
 def _summary(result) -> None:

@@ -18,21 +18,6 @@ from vfm_parallel.trainer.config import ParallelConfig
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 
-def env_world_size() -> int:
-    """The world size torchrun announces (1 for a plain run); readable before any process group."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def init_distributed(device_type: str) -> tuple[int, int]:
-    """(rank, world size); starts the process group (gloo on CPU, nccl on CUDA) under torchrun."""
-    world = env_world_size()
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
-    if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 def pick_device() -> torch.device:
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", "0"))

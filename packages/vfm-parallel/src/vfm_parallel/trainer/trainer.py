@@ -8,7 +8,6 @@ imports vfm-models or vfm-data; ``vfm_cli.compose`` builds the parts from a conf
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,8 @@ from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
 from vfm_parallel.trainer.config import TrainConfig, check_pipeline
-from vfm_parallel.trainer.distributed import Coordinates, init_distributed, parallelize_model, pick_device
+from vfm_parallel.process_group import init_distributed
+from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step

@@ -1,0 +1,31 @@
+"""Joining and leaving the torchrun process group, for every vfm entry point that runs distributed."""
+
+from __future__ import annotations
+
+import os
+
+import torch.distributed as dist
+
+
+def env_world_size() -> int:
+    """The world size torchrun announces (1 for a plain run); readable before any process group."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def init_distributed(device_type: str) -> tuple[int, int]:
+    """(rank, world size); starts the process group (gloo on CPU, nccl on CUDA) under torchrun."""
+    world = env_world_size()
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group in order: every rank reaches the barrier before any group is torn
+    down (tearing down gloo while a peer still has work in flight can abort the process at exit,
+    which torchrun would report as a failed job after the work was done)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
