@@ -94,7 +94,7 @@ def table2(kind, grid, cp):
 
 
 def main(steps: int = 2) -> None:
-    from tests.parallel.spawn import spawn
+    from tests.gloo import spawn
 
     print(f"stdit hidden={D} heads={HEADS} depth=2 (block 1 full attention), batch {B}; KiB per rank per layer, fwd+bwd")
     header = f"{'cp':>3} {'grid t,h,w':>10} {'layer':>9} {'table 2':>9} " + " ".join(f"{s:>11}" for s in STRATEGIES)

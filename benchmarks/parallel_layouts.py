@@ -65,7 +65,7 @@ def bench(rank, world, steps):
 
 
 if __name__ == "__main__":
-    from tests.parallel.spawn import spawn
+    from tests.gloo import spawn
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=5)
