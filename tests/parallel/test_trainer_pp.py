@@ -81,15 +81,14 @@ def test_pp2_conditioning_embedders_stay_identical_on_both_stages(pp_runs):
         assert blocks0 and not blocks0 & set(weights1)  # each stage holds its own blocks only
 
 
-def test_a_micro_batch_the_pipeline_cannot_split_is_an_error_naming_the_key(tmp_path):
+def test_a_micro_batch_the_pipeline_cannot_split_is_a_config_error_naming_the_key(tmp_path):
     from vfm_parallel.trainer import from_dict
-    from vfm_parallel.trainer.config import ConfigError, check_pipeline
+    from vfm_parallel.trainer.config import ConfigError
 
-    cfg = from_dict(tiny_config(tmp_path, parallel={"pp": 2, "dp_shard": 1}, data={"micro_batch": 3}), 2)
+    # raised by validation, before any process group starts (so `vfm train --validate` catches it)
     with pytest.raises(ConfigError, match="data.micro_batch.*3 samples do not split into 2"):
-        check_pipeline(cfg)
-    cfg = from_dict(tiny_config(tmp_path, parallel={"pp": 2, "dp_shard": 1, "pp_microbatches": 1}), 2)
+        from_dict(tiny_config(tmp_path, parallel={"pp": 2, "dp_shard": 1}, data={"micro_batch": 3}), 2)
     with pytest.raises(ConfigError, match="1f1b needs at least pp = 2"):
-        check_pipeline(cfg)
+        from_dict(tiny_config(tmp_path, parallel={"pp": 2, "dp_shard": 1, "pp_microbatches": 1}), 2)
     with pytest.raises(ConfigError, match="parallel.pp_schedule"):
         from_dict(tiny_config(tmp_path, parallel={"pp": 2, "dp_shard": 1, "pp_schedule": "zb"}), 2)

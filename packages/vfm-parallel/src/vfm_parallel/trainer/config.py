@@ -248,9 +248,8 @@ def load(path: str | Path, overrides: list[str] = (), world_size: int | None = N
 
 
 def check_pipeline(cfg: TrainConfig) -> None:
-    """What running the pipeline schedule needs of the batch (checked when training starts, so that
-    a config written for larger micro-batches still validates): ``data.micro_batch`` samples split
-    into the schedule's microbatches, at least pp of them for 1F1B."""
+    """What running the pipeline schedule needs of the batch: ``data.micro_batch`` samples split
+    into the schedule's microbatches, at least pp of them for 1F1B (part of :func:`validate`)."""
     p, d = cfg.parallel, cfg.data
     if p.pp == 1:
         return
@@ -287,6 +286,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(p.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule", f"must be one of {', '.join(PP_SCHEDULES)}, got {p.pp_schedule!r}")
     _require(p.pp_microbatches >= 0, "parallel.pp_microbatches", f"must be >= 0 (0 = pp), got {p.pp_microbatches}")
     _require(p.pp == 1 or p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}")
+    check_pipeline(cfg)
     if world_size is not None:
         sizes = p.resolved(world_size)
         product = 1

@@ -20,7 +20,7 @@ from torch import nn
 from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
-from vfm_parallel.trainer.config import TrainConfig, check_pipeline
+from vfm_parallel.trainer.config import TrainConfig
 from vfm_parallel.process_group import init_distributed
 from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA, clean_fqn
@@ -205,7 +205,6 @@ def train(
     device = pick_device()
     rank, world = init_distributed(device.type)
     cfg.validate(world)
-    check_pipeline(cfg)
     sizes = cfg.parallel.resolved(world)
     coords = Coordinates.of(rank, sizes)
     out_dir = Path(cfg.train.out_dir)
