@@ -82,3 +82,22 @@ def test_variable_frame_rate_clips_keep_every_frame(tmp_path):
         assert _decode(clip.mp4)[1] == clip.end - clip.start
     # times come from the presentation timestamps, not from frame index / fps
     assert task.clips[1].start_s == task.times[30]
+
+
+def test_keep_audio_copies_the_spans_audio_into_each_clip(tmp_path):
+    path = tmp_path / "v.mp4"
+    make_video(path, [24, 48], seed=2, audio=True)  # 1 s and 2 s shots at 24 fps, a 440 Hz tone
+    task = VideoTask(str(path))
+    DecodeStage().process([task])
+    SplitStage(min_clip_s=0.25).process([task])
+    TranscodeStage(crf=18, preset="ultrafast", keep_audio=True).process([task])
+    assert [(c.start, c.end) for c in task.clips] == [(0, 24), (24, 72)]
+    for clip, seconds in zip(task.clips, (1.0, 2.0)):
+        with av.open(io.BytesIO(clip.mp4)) as c:
+            assert c.streams.video[0].codec_context.name == "h264"
+            audio = c.streams.audio[0]
+            samples = sum(f.samples for f in c.decode(audio))
+            video_frames = sum(1 for _ in av.open(io.BytesIO(clip.mp4)).decode(video=0))
+        assert video_frames == clip.end - clip.start  # the video is untouched by the remux
+        covered = samples / audio.rate
+        assert seconds - 0.1 <= covered <= seconds + 1e-6, (covered, seconds)  # whole packets, never past the span

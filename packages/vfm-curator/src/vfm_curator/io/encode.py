@@ -99,3 +99,44 @@ def resize(frame: np.ndarray, max_side: int) -> np.ndarray:
     nw, nh = max(2, round(w * scale) // 2 * 2), max(2, round(h * scale) // 2 * 2)
     vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
     return vf.reformat(width=nw, height=nh, format="rgb24").to_ndarray()
+
+
+def mux_audio(clip_mp4: bytes, source: str, start_s: float, end_s: float) -> bytes:
+    """``clip_mp4`` with the source's first audio track over ``[start_s, end_s)`` copied in, without
+    re-encoding, its times shifted to start at 0. A source without audio gives the clip unchanged.
+
+    Audio packets are copied whole (an AAC packet is ~20 ms), so the track may start up to one
+    packet late and is never longer than the span.
+    """
+    import av
+
+    with av.open(source) as src:
+        if not src.streams.audio:
+            return clip_mp4
+        a_in = src.streams.audio[0]
+        offset = int(start_s / a_in.time_base)
+        out_buffer = io.BytesIO()
+        with av.open(io.BytesIO(clip_mp4)) as clip, av.open(out_buffer, "w", format="mp4") as out:
+            v_in = clip.streams.video[0]
+            v_out = out.add_stream_from_template(v_in)
+            a_out = out.add_stream_from_template(a_in)
+            for packet in clip.demux(v_in):
+                if packet.dts is None:  # the demuxer's end-of-stream flush packet
+                    continue
+                packet.stream = v_out
+                out.mux(packet)
+            if offset > 0:
+                src.seek(offset, stream=a_in, backward=True)
+            for packet in src.demux(a_in):
+                if packet.pts is None:
+                    continue
+                start = float(packet.pts * a_in.time_base)
+                if start < start_s:
+                    continue
+                if start + float((packet.duration or 0) * a_in.time_base) > end_s:
+                    break
+                packet.pts -= offset
+                packet.dts = packet.pts
+                packet.stream = a_out
+                out.mux(packet)
+        return out_buffer.getvalue()

@@ -1,8 +1,8 @@
-"""``transcode``: re-encode each clip's exact frame span to H264 (audio dropped)."""
+"""``transcode``: re-encode each clip's exact frame span to H264 (audio dropped unless ``keep_audio``)."""
 
 from __future__ import annotations
 
-from vfm_curator.io.encode import H264Writer, pick_codec, resize
+from vfm_curator.io.encode import H264Writer, mux_audio, pick_codec, resize
 from vfm_curator.io.video import iter_frames
 from vfm_curator.stages.base import Resources, Stage
 from vfm_curator.tasks import VideoTask
@@ -14,12 +14,14 @@ class TranscodeStage(Stage):
 
     Also keeps ``samples`` (first, middle and last frame, longer side <= ``sample_size``) for the
     embed and caption stages and the report's contact sheet. ``encoder="auto"`` uses NVENC when a
-    GPU has it, else libx264 with ``crf``/``preset``.
+    GPU has it, else libx264 with ``crf``/``preset``. Audio is dropped by default (training clips
+    are silent); ``keep_audio=True`` copies the span's audio packets into the clip unchanged.
     """
 
     name = "transcode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"encoder": "libx264", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None}
+    defaults = {"encoder": "libx264", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None,
+                "keep_audio": False}
 
     def setup(self) -> None:
         self.codec = pick_codec(self.opt["encoder"])
@@ -49,6 +51,9 @@ class TranscodeStage(Stage):
             k = self._finish(clips[k], writer, k)
             writer = None
         task.clips = [c for c in clips if c.mp4 is not None]
+        if self.opt["keep_audio"]:
+            for clip in task.clips:
+                clip.mp4 = mux_audio(clip.mp4, task.source, clip.start / fps, clip.end / fps)
 
     @staticmethod
     def _finish(clip, writer, k: int) -> int:
