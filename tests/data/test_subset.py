@@ -1,21 +1,15 @@
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.gloo import free_port
 from vfm_data import make_loader
 
 OPTIONS = dict(patch_size=2, max_seq_len=16, packing_buffer=8, streams=4, shuffle_buffer=None)
 STEPS = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(rank, world, port, path, out):
@@ -40,7 +34,7 @@ def _run(rank, world, port, path, out):
 def test_subset_loading_gives_identical_batches_and_each_rank_reads_one_nth(small_dataset, world):
     out = mp.Manager().dict()
     # fork: the workers need no fresh interpreter, and spawning 4 of them costs ~10 s of imports each
-    mp.start_processes(_run, args=(world, _free_port(), str(small_dataset), out), nprocs=world, join=True,
+    mp.start_processes(_run, args=(world, free_port(), str(small_dataset), out), nprocs=world, join=True,
                        start_method="fork")
     ranks = [out[r] for r in range(world)]
     for r in ranks[1:]:

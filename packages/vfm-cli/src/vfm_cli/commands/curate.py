@@ -8,28 +8,6 @@ from typing import List, Optional
 import typer
 
 
-class _RichProgress:
-    """One rich progress bar per stage."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(
-            TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        )
-        self.bars: dict[str, int] = {}
-
-    def start(self, stages: list[str], total: int) -> None:
-        self.bars = {s: self.progress.add_task(s, total=total) for s in stages}
-        self.progress.start()
-
-    def advance(self, stage: str, n: int) -> None:
-        self.progress.advance(self.bars[stage], n)
-
-    def stop(self) -> None:
-        self.progress.stop()
-
-
 def curate(
     inputs: List[str] = typer.Argument(..., help="Video files, directories, globs, or .jsonl/.csv manifests."),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder (clips/, clips.parquet, failures.jsonl, report.html)."),
@@ -42,8 +20,8 @@ def curate(
     """Cut videos into clips: decode, split into shots, stitch, transcode to H264, embed, caption,
     filter, write. Re-running on the same output folder skips videos that finished."""
     from rich.console import Console
-    from rich.table import Table
 
+    from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.api import curate as run
     from vfm_curator.config import CurateConfig
 
@@ -52,23 +30,13 @@ def curate(
         cfg = CurateConfig.load(config) if config is not None else CurateConfig()
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    if ray_address:
-        cfg.ray_address = ray_address
-    if runner:
-        if runner not in ("ray", "serial"):
-            raise typer.BadParameter(f"unknown runner {runner!r}; accepted: ray, serial", param_hint="--runner")
-        cfg.runner = runner
-    if num_cpus:
-        cfg.num_cpus = num_cpus
+    apply_run_options(cfg, runner, ray_address, num_cpus)
     try:
-        summary = run(inputs, out, cfg, progress=None if no_progress else _RichProgress())
+        summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress())
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
-    table = Table(title=f"vfm curate -> {summary.out}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in (
+    table = figures_table((
         ("videos", summary.videos),
         ("processed now", summary.processed),
         ("skipped (finished before)", summary.skipped),
@@ -78,9 +46,8 @@ def curate(
         ("hours out", f"{summary.hours_out:.4f}"),
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("throughput (video s / wall s)", f"{summary.throughput:.2f}"),
-        ("workers", ", ".join(f"{k}={v}" for k, v in summary.workers.items())),
-    ):
-        table.add_row(name, str(value))
+        ("workers", summary.workers),
+    ), title=f"vfm curate -> {summary.out}")
     Console().print(table)
     typer.echo(f"report: {Path(summary.out) / 'report.html'}")
 

@@ -24,7 +24,7 @@ def shard(
     from rich.console import Console
     from rich.table import Table
 
-    from vfm_cli.commands.curate import _RichProgress
+    from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.pipelines.sharding import ShardConfig
     from vfm_curator.pipelines.sharding import shard as run
 
@@ -35,17 +35,10 @@ def shard(
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     if tokenizer is None and config is None or text_encoder is None and config is None:
         raise typer.BadParameter("name --tokenizer and --text-encoder (or give them in --config [shard])")
-    if runner:
-        if runner not in ("ray", "serial"):
-            raise typer.BadParameter(f"unknown runner {runner!r}; accepted: ray, serial", param_hint="--runner")
-        cfg.execution.runner = runner
-    if ray_address:
-        cfg.execution.ray_address = ray_address
-    if num_cpus:
-        cfg.execution.num_cpus = num_cpus
+    apply_run_options(cfg.execution, runner, ray_address, num_cpus)
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder,
-                      progress=None if no_progress else _RichProgress())
+                      progress=None if no_progress else StageProgress())
     except (ValueError, KeyError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -55,19 +48,15 @@ def shard(
     for name, b in summary.buckets.items():
         buckets.add_row(name, str(b["samples"]), str(b["tokens"]), str(b["shards"]), f"{b['bytes'] / 1e6:.2f}")
     buckets.add_row("total", str(summary.samples), str(summary.tokens), "", f"{summary.bytes / 1e6:.2f}")
-    run_table = Table()
-    run_table.add_column("figure")
-    run_table.add_column("value", justify="right")
-    for name, value in (
+    run_table = figures_table((
         ("clips", summary.clips),
         ("written now", summary.written),
         ("skipped (sharded before)", summary.skipped),
         ("failures", summary.failures),
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("throughput (samples/s)", f"{summary.throughput:.2f}"),
-        ("workers", ", ".join(f"{k}={v}" for k, v in summary.workers.items())),
-    ):
-        run_table.add_row(name, str(value))
+        ("workers", summary.workers),
+    ))
     console = Console()
     console.print(buckets)
     console.print(run_table)
