@@ -16,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def bench(rank, world, steps):
-    import torch
     import torch.nn.functional as F
 
     from tests.parallel.scenarios import make_model, parallel_step

@@ -5,9 +5,7 @@ One pipeline run on Ray over every kind (plus a good video) is shared by the tes
 
 from __future__ import annotations
 
-import io
 import json
-import shutil
 from pathlib import Path
 
 import av

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 
-import pytest
 
 from vfm_curator.execution.balancer import AutoBalancer, StageCost, allocate
 from vfm_curator.execution.spec import StageSpec

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from vfm_infer.guidance import cfg_parallel, classifier_free, combine, concat_conditions
 from vfm_infer.samplers.flow import FlowHeun

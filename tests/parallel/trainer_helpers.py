@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
 import vfm_models
 
 from vfm_parallel.trainer.synthetic import SyntheticLoader, make_blobs

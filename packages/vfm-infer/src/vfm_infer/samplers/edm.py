@@ -7,11 +7,9 @@ raised noise level, ``d_cur``/``d_prime`` the ODE slopes (x - D(x; t)) / t.
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 import torch
 
-from vfm_infer.samplers.base import Sampler, StepCallback
+from vfm_infer.samplers.base import Sampler
 
 
 def karras_sigmas(steps: int, sigma_min: float, sigma_max: float, rho: float) -> torch.Tensor:
