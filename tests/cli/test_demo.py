@@ -85,3 +85,13 @@ def test_demo_rerun_resumes_instead_of_redoing(demo_run):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     curate = json.loads((out / "curated" / "summary.json").read_text())
     assert curate["skipped"] == 2 and curate["processed"] == 0
+
+
+def test_demo_into_a_file_is_a_clear_error_that_touches_nothing(tmp_path):
+    target = tmp_path / "not-a-folder"
+    target.write_text("keep me")
+    result = subprocess.run([sys.executable, "-m", "vfm_cli.main", "demo", "-o", str(target)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "is not a folder" in result.stderr
+    assert target.read_text() == "keep me"

@@ -33,7 +33,7 @@ def demo(
     try:
         result = run_demo(settings, say=console.print)
     except DemoError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 
     times = Table(title="time per step")

@@ -57,8 +57,13 @@ def _config_text(name: str) -> str:
 def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> DemoResult:
     """curate -> shard -> train -> generate on generated sample videos; returns times and outputs."""
     out = settings.out.resolve()
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"{out} exists and is not a folder; give -o a new or an earlier demo folder")
     configs = out / "configs"
-    configs.mkdir(parents=True, exist_ok=True)
+    try:
+        configs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DemoError(f"cannot create the demo folder {out}: {exc.strerror}") from exc
     runner = "ray" if settings.ray else "serial"
     for name in ("curate.toml", "shard.toml", "train.toml"):
         text = _config_text(name).replace("{runner}", runner)
