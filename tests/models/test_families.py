@@ -67,7 +67,9 @@ def test_map_tokens_transforms_every_per_token_field():
     ctx = model.context_packed(grids, cu, torch.rand(2), cond)
     S = tokens.shape[1]
     half = ctx.map_tokens(lambda t, dim: t.narrow(dim, 0, S // 2))
-    assert half.c.shape[1] == half.mod.shape[1] == half.rope[0].shape[1] == half.rope[1].shape[1] == S // 2
+    assert half.token_sample.shape[1] == half.rope[0].shape[1] == half.rope[1].shape[1] == S // 2
+    # conditioning stays one row per sample: blocks gather it per token through token_sample
+    assert half.c is ctx.c and half.mod is ctx.mod
     assert half.text is ctx.text and half.grid == ctx.grid
 
 

@@ -65,7 +65,9 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
     Order (fixed, whatever the order of ``strategies``): pp split -> tp/sp -> cp -> activation
     checkpointing -> compile -> ddp/fsdp/hsdp. ``options[name]`` goes to that strategy's ``apply``.
     The layout is validated against the world size and the model (and ``tokens`` % cp) before any
-    collective; a mesh dimension of size > 1 that no chosen strategy uses is an error.
+    collective; a mesh dimension of size > 1 that no chosen strategy uses is an error. Strategies
+    without mesh dimensions (``compile``, ``ac``) need no process group and get ``mesh=None`` when
+    none is given and none is needed.
     """
     options = dict(options or {})
     plan = model.parallel_plan()
@@ -80,7 +82,12 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
         if size > 1 and not any(s.phase == _DIM_PHASE[dim] and dim in s.mesh_dims for s in chosen):
             raise LayoutError(f"{dim}={size} but no chosen strategy parallelizes over {dim!r}; chosen: "
                               f"{', '.join(strategies) or '(none)'}")
-    if mesh is None:
+    if mesh is None and any(s.mesh_dims for s in chosen):
+        # Strategies over mesh dimensions need a process group; one plain process (python, or
+        # torchrun with one rank) gets a single-rank group so they apply as on a cluster of one.
+        from vfm_parallel.process_group import ensure_process_group
+
+        ensure_process_group(device_type)
         mesh = dims.build_mesh(device_type)
     inner = model
     for strategy in chosen:

@@ -22,6 +22,19 @@ def init_distributed(device_type: str) -> tuple[int, int]:
     return 0, 1
 
 
+def ensure_process_group(device_type: str) -> None:
+    """A process group for this process: the torchrun one, or (one plain process) a single-rank
+    group over an in-memory store, so mesh-based strategies (FSDP, TP and the rest at size 1)
+    run the same code on one device as on many."""
+    if dist.is_initialized():
+        return
+    if env_world_size() > 1:
+        init_distributed(device_type)
+        return
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+
+
 def shutdown_distributed() -> None:
     """Leave the process group in order: every rank reaches the barrier before any group is torn
     down (tearing down gloo while a peer still has work in flight can abort the process at exit,

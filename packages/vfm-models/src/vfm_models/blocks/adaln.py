@@ -24,7 +24,7 @@ def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch
 
 
 class AdaLN(nn.Module):
-    """c (B[, S], D) -> ``chunks`` modulation vectors; zero-initialised so each block starts as identity."""
+    """c (B, D) -> ``chunks`` modulation vectors; zero-initialised so each block starts as identity."""
 
     def __init__(self, hidden: int, chunks: int, lora_rank: int = 0) -> None:
         super().__init__()
@@ -39,11 +39,16 @@ class AdaLN(nn.Module):
             nn.init.zeros_(self.linear.weight)
             nn.init.zeros_(self.linear.bias)
 
-    def forward(self, c: torch.Tensor, shared: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
+    def forward(self, c: torch.Tensor, shared: Optional[torch.Tensor] = None,
+                token_sample: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
+        """c (B, D) -> ``chunks`` vectors (B, D); with ``token_sample`` (1, S) (packed batches: c has
+        one row per sample) each is gathered per token, (1, S, D): the linear runs once per sample."""
         h = F.silu(c)
         out = self.up(self.down(h)) if self.lora_rank else self.linear(h)
         if shared is not None:
             out = out + shared
+        if token_sample is not None:
+            out = out[token_sample]
         return list(out.chunk(self.chunks, dim=-1))
 
 

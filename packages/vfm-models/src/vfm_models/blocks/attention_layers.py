@@ -11,6 +11,7 @@ from torch import nn
 
 from vfm_models.blocks.attention import AttentionCore
 from vfm_models.blocks.context import BlockContext
+from vfm_models.blocks.norms import RMSNorm
 from vfm_models.blocks.position import apply_rope
 
 
@@ -26,8 +27,8 @@ class _Attention(nn.Module):
         self.v = nn.Linear(kv_dim, num_kv_heads * head_dim)
         self.o = nn.Linear(num_heads * head_dim, hidden)
         # per head, over head_dim: unchanged by head sharding
-        self.q_norm = nn.RMSNorm(head_dim, eps=1e-6) if qk_norm else nn.Identity()
-        self.k_norm = nn.RMSNorm(head_dim, eps=1e-6) if qk_norm else nn.Identity()
+        self.q_norm = RMSNorm(head_dim, eps=1e-6) if qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(head_dim, eps=1e-6) if qk_norm else nn.Identity()
         self.core = AttentionCore(kind, backend)
 
     def _heads(self, x: torch.Tensor, proj: nn.Linear) -> torch.Tensor:

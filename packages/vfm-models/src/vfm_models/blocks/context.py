@@ -24,7 +24,7 @@ class BlockContext:
     Per-token tensors (``rope`` cos/sin, ``c``/``mod`` when 3-D) keep the sequence in dimension 1.
     """
 
-    #: Conditioning embedding: (B, D_c) per sample, or (B, S, D_c) per token (packed batches).
+    #: Conditioning embedding: (B, D_c) per sample (for packed batches, one row per packed sample).
     c: torch.Tensor
     #: RoPE (cos, sin), each (1, S, Dh/2) (one angle per rotated pair), or None without RoPE.
     rope: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
@@ -42,6 +42,9 @@ class BlockContext:
     #: (N+1,) int32 boundaries of each sample's text inside ``text`` for packed batches, else None.
     text_cu_seqlens: Optional[torch.Tensor] = None
     text_max_seqlen: Optional[int] = None
+    #: (1, S) long, packed batches only: the sample of each token. Blocks compute their modulation
+    #: once per sample from ``c`` / ``mod`` and gather it per token with this index.
+    token_sample: Optional[torch.Tensor] = None
 
     @property
     def packed(self) -> bool:
@@ -52,10 +55,8 @@ class BlockContext:
         changes = {}
         if self.rope is not None:
             changes["rope"] = tuple(fn(t, 1) for t in self.rope)
-        for name in ("c", "mod"):
-            value = getattr(self, name)
-            if value is not None and value.dim() == 3:  # (B, S, D): per token
-                changes[name] = fn(value, 1)
+        if self.token_sample is not None:
+            changes["token_sample"] = fn(self.token_sample, 1)
         return dataclasses.replace(self, **changes)
 
     def replace(self, **changes) -> "BlockContext":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -18,6 +20,6 @@ class FinalLayer(nn.Module):
         nn.init.zeros_(self.linear.weight)
         nn.init.zeros_(self.linear.bias)
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        shift, scale = self.adaln(c)
+    def forward(self, x: torch.Tensor, c: torch.Tensor, token_sample: Optional[torch.Tensor] = None) -> torch.Tensor:
+        shift, scale = self.adaln(c, token_sample=token_sample)
         return self.linear(modulate(self.norm(x), shift, scale))  # (B, S, pt*ph*pw*C)

@@ -40,7 +40,7 @@ class DiTBlock(nn.Module):
         self.adaln = AdaLN(D, self.chunks, cfg.adaln_lora_rank)
 
     def forward(self, x: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
-        shift1, scale1, gate1, shift2, scale2, gate2 = self.adaln(ctx.c, ctx.mod)
+        shift1, scale1, gate1, shift2, scale2, gate2 = self.adaln(ctx.c, ctx.mod, ctx.token_sample)
         x = _gated(x, gate1, self.attn(modulate(self.norm1(x), shift1, scale1), ctx))
         if hasattr(self, "cross_attn"):
             x = x + self.cross_attn(self.norm_cross(x), ctx)
@@ -73,7 +73,7 @@ class STDiTBlock(nn.Module):
         self.adaln = AdaLN(D, self.chunks, cfg.adaln_lora_rank)
 
     def forward(self, x: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
-        s1, sc1, g1, st, sct, gt, s2, sc2, g2 = self.adaln(ctx.c, ctx.mod)
+        s1, sc1, g1, st, sct, gt, s2, sc2, g2 = self.adaln(ctx.c, ctx.mod, ctx.token_sample)
         x = _gated(x, g1, self.spatial_attn(modulate(self.norm1(x), s1, sc1), ctx))
         x = _gated(x, gt, self.temporal_attn(modulate(self.norm_t(x), st, sct), ctx))
         x = x + self.cross_attn(self.norm_cross(x), ctx)

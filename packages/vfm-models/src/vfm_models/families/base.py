@@ -95,14 +95,15 @@ class DiffusionTransformer(nn.Module):
 
     def context_packed(self, grids: Sequence[Tuple[int, int, int]], cu_seqlens: torch.Tensor, t: torch.Tensor,
                        cond: Cond = None) -> BlockContext:
-        """Per-sample t (N,) and cond (N, ...) -> a context whose conditioning is per token (1, S, D)."""
+        """Per-sample t (N,) and cond (N, ...) -> a context with per-sample conditioning (N, D) and the
+        sample of each token (``token_sample``), so modulation is computed once per sample."""
         cond = self._check_cond(cond, t.shape[0])
         if t.shape[0] != len(grids):
             raise ValueError(f"packed batch has {len(grids)} samples but t has {t.shape[0]} entries")
-        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.long).to(t.device)
+        lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).long().cpu()  # on the host already (embed_packed)
         c = self._condition(t, cond)  # (N, D)
         mod = self.adaln_shared(c) if self.config.adaln_lora_rank else None
-        expand = lambda v: None if v is None else v.repeat_interleave(lengths, dim=0)[None]  # noqa: E731
+        token_sample = torch.repeat_interleave(torch.arange(len(grids)), lengths)[None].to(c.device)
         text = cond.get("text")
         text_cu = text_max = None
         if text is not None:  # keep only the real tokens of each caption, concatenated
@@ -113,14 +114,14 @@ class DiffusionTransformer(nn.Module):
             text_cu = torch.cat([text_len.new_zeros(1), text_len.cumsum(0)]).to(torch.int32)
             text_max = int(text_len.max())
         return BlockContext(
-            c=expand(c), mod=expand(mod), rope=self._rope(grids, c.device), grid=tuple(grids),
+            c=c, mod=mod, token_sample=token_sample, rope=self._rope(grids, c.device), grid=tuple(grids),
             text=text, text_mask=None, cu_seqlens=cu_seqlens.to(c.device),
             max_seqlen=int(lengths.max()), text_cu_seqlens=text_cu, text_max_seqlen=text_max,
         )
 
     def head_packed(self, tokens: torch.Tensor, ctx: BlockContext) -> List[torch.Tensor]:
         """(1, S, D) -> N outputs (C_out, T_i, H_i, W_i)."""
-        out = self.final_layer(tokens, ctx.c)
+        out = self.final_layer(tokens, ctx.c, ctx.token_sample)
         bounds = ctx.cu_seqlens.tolist()
         cfg = self.config
         return [
