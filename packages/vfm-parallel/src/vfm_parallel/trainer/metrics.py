@@ -20,9 +20,11 @@ class Sink(Protocol):
 
 def format_metrics(step: int, total: int, metrics: dict[str, float]) -> str:
     parts = [f"step {step}/{total}"]
-    for key, fmt in (("loss", ".5f"), ("grad_norm", ".3f"), ("lr", ".2e"), ("tokens_per_s", ".1f"), ("mfu", ".2%")):
+    labels = {"mfu": "MFU(6N+12LhS)", "mfu_executed": "MFU(executed)"}
+    for key, fmt in (("loss", ".5f"), ("grad_norm", ".3f"), ("lr", ".2e"), ("tokens_per_s", ".1f"), ("mfu", ".2%"),
+                     ("mfu_executed", ".2%")):
         if key in metrics:
-            parts.append(f"{key} {metrics[key]:{fmt}}")
+            parts.append(f"{labels.get(key, key)} {metrics[key]:{fmt}}")
     return "  ".join(parts)
 
 

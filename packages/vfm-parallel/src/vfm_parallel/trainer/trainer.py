@@ -61,7 +61,10 @@ class TrainParts:
     model: nn.Module  # the whole model, identically initialised on every rank
     formulation: Formulation
     loader: ResumableLoader  # micro-batches of this DP rank, dense or packed (see trainer.batches)
-    flops_per_token: float  # training FLOPs (fwd + bwd) per token, from the family's formula
+    flops_per_token: float  # training FLOPs (fwd + bwd) per token by the seeds' convention, 6 N + 12 L h S
+    #: the matmul FLOPs (fwd + bwd) per token the step really executes (vfm_models.flops.flops_per_token):
+    #: adaLN and embedder linears once per sample, text keys/values once per text token
+    executed_flops_per_token: float | None = None
     count_tokens: Callable[[dict[str, Any]], int] = _count_samples  # tokens in one micro-batch
     seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
     patch: tuple[int, int, int] | None = None  # (pt, ph, pw): needed to draw the noise per CP shard
@@ -82,7 +85,8 @@ class TrainResult:
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (all steps run in this call)
     last_metrics: dict[str, float] = field(default_factory=dict)
     mean_tokens_per_s: float = 0.0
-    mean_mfu: float = 0.0
+    mean_mfu: float = 0.0  # the seeds' convention (6 N + 12 L h S), comparable with published tables
+    mean_mfu_executed: float = 0.0  # the FLOPs the device really executed
     peak_tflops: float = 0.0
     peak_source: str = ""
     start_step: int = 0
@@ -121,16 +125,9 @@ def _autocast(cfg: TrainConfig, device: torch.device):
     return contextlib.nullcontext()
 
 
-def _all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
-    if not dist.is_initialized():
-        return values
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return t.tolist()
-
-
-def _grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None, replicated: frozenset = frozenset()) -> float:
-    """Global L2 norm of all gradients, then clip to ``clip`` (0 = no clipping) as torch does.
+def _grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None, replicated: frozenset = frozenset()) -> torch.Tensor:
+    """Global L2 norm of all gradients (a device tensor: no host sync), then clip to ``clip``
+    (0 = no clipping) as torch does.
 
     Under TP some parameters are DTensors (sharded) and others plain tensors (replicated, their
     gradients already reduced by ``sync_grads``); torch's clip_grad_norm_ cannot mix them, so the
@@ -142,21 +139,29 @@ def _grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None,
     for p in params:
         if p.grad is not None:
             groups.setdefault((getattr(p.grad, "device_mesh", None), id(p) in replicated), []).append(p.grad)
-    squares = torch.zeros(2, dtype=torch.float64)  # (stage-local, replicated) squared norms
+    device = params[0].device if params else torch.device("cpu")
+    local = torch.zeros((), dtype=torch.float64, device=device)  # this stage's own squared norm
+    shared = torch.zeros((), dtype=torch.float64, device=device)  # the replicated embedders'
     for (_, is_replicated), grads in groups.items():
         norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-        squares[int(is_replicated)] += float(norm) ** 2
+        square = norm.to(device, torch.float64) ** 2
+        if is_replicated:
+            shared = shared + square
+        else:
+            local = local + square
     if stage_group is not None:
-        local = squares[:1].to(params[0].device) if params else torch.zeros(1, dtype=torch.float64)
         dist.all_reduce(local, group=stage_group)
-        squares[0] = float(local)
-    total = float(squares.sum().sqrt())
-    coef = clip / (total + 1e-6)
-    if clip > 0 and coef < 1.0:
+    total = (local + shared).sqrt()
+    if clip > 0:
+        coef = (clip / (total + 1e-6)).clamp(max=1.0)  # x * 1.0 == x: unclipped gradients stay bitwise
         for grads in groups.values():
-            for g in grads:
-                g.mul_(coef)
+            if hasattr(grads[0], "device_mesh"):  # DTensor gradients take a Python scalar (TP runs only)
+                scale = float(coef)
+                for g in grads:
+                    g.mul_(scale)
+            else:
+                torch._foreach_mul_(grads, coef.to(grads[0].dtype))
     return total
 
 
@@ -176,19 +181,32 @@ def _draws(cfg: TrainConfig, step: int, global_micro: int, batch: dict[str, Any]
     return gen_t, None, sharded_noise(batch["x0"].shape, patch, gens, device)
 
 
-class _StepTimer:
-    """Tokens/s and MFU over the steps after the first (which pays for warm-up and allocation)."""
+class _Throughput:
+    """Tokens/s over the steps after the first (which pays for warm-up and compilation).
+
+    Step results stay on the device until a flush (a logged step, a checkpoint, the end), so the
+    host queues step after step without waiting for the device; each flush times the steps since
+    the last one together.
+    """
 
     def __init__(self) -> None:
         self.tokens = 0.0
         self.seconds = 0.0
-        self.flops = 0.0
+        self.mark = time.perf_counter()
 
-    def add(self, tokens: float, flops: float, seconds: float, first: bool) -> None:
-        if not first:
+    def flush(self, tokens: float, counted: bool) -> float:
+        """Seconds since the last flush (the device is idle now); counted unless ``counted`` is False."""
+        now = time.perf_counter()
+        seconds, self.mark = now - self.mark, now
+        if counted:
             self.tokens += tokens
-            self.flops += flops
             self.seconds += seconds
+        return seconds
+
+
+def _fused_adamw(params: list[torch.Tensor], device: torch.device) -> bool:
+    """torch's fused AdamW kernel: on CUDA for plain (non-DTensor) parameters."""
+    return device.type == "cuda" and not any(hasattr(p, "device_mesh") for p in params)
 
 
 def train(
@@ -218,7 +236,9 @@ def train(
     # What checkpoints, EMA and the export see: under PP the stage under single-process names.
     named = OriginalNames(model, pm.plan.blocks, getattr(model, "_vfm_block_offset", 0)) if pipelined else model
     o = cfg.optim
-    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
+                                  fused=_fused_adamw(trainable, device) or None)
     ema = EMA(named, cfg.ema.decay) if cfg.ema.enabled else None
 
     start = 0
@@ -253,16 +273,41 @@ def train(
     if chunks > 1 and parts.patch is None:
         raise ValueError(f"noise in {chunks} chunks (cp / train.noise_chunks) needs TrainParts.patch, the model's (pt, ph, pw)")
     batches = iter(parts.loader)
-    timer = _StepTimer()
+    throughput = _Throughput()
+    pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
+    last = cfg.train.stop_at or cfg.train.steps
+    exec_flops = parts.executed_flops_per_token
+
+    def flush() -> None:
+        """Bring the pending steps' figures to the host (one sync) and log the due ones."""
+        if not pending:
+            return
+        rows = torch.stack([torch.cat([stats, norm.reshape(1)]) for _, stats, norm, _ in pending]).tolist()
+        global_tokens = [tokens / (world // coords.dp_size) for _, tokens, _, _ in rows]  # ranks that saw the same batch
+        seconds = throughput.flush(sum(global_tokens), counted=pending[0][0] > start + 1)
+        tps = sum(global_tokens) / seconds
+        for (done, _, _, lr), (loss_total, _, holders, grad_norm) in zip(pending, rows):
+            result.losses[done] = loss_total / holders  # mean over the ranks that hold a loss
+            result.final_step = done
+            if rank == 0 and (done % cfg.logging.interval == 0 or done == last):
+                row = {"loss": result.losses[done], "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
+                       "tokens_per_s_per_device": tps / world, "mfu": mfu(parts.flops_per_token, tps, world, peak),
+                       "step_time_s": seconds / len(pending)}
+                if exec_flops:
+                    row["mfu_executed"] = mfu(exec_flops, tps, world, peak)
+                result.last_metrics = row
+                for sink in sink_list:
+                    sink.log(done, row)
+        pending.clear()
+
     model.train()
     try:
-        last = cfg.train.stop_at or cfg.train.steps
         for step in range(start, last):
-            t0 = time.perf_counter()
             lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss_sum, tokens, holds_loss = 0.0, 0, 1.0
+            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+            tokens, holds_loss = 0, 1.0
             for micro in range(accum):
                 batch = next(batches)
                 batch = batches_mod.to_device(batch, device)
@@ -276,7 +321,8 @@ def train(
                 if not pipelined:
                     (loss / accum).backward()
                 holds_loss = float(loss is not None)
-                loss_sum += float(loss.detach()) if loss is not None else 0.0
+                if loss is not None:
+                    loss_sum += loss.detach()
                 tokens += parts.count_tokens(batch)
             if pipelined and accum > 1:
                 for p in params:
@@ -289,28 +335,24 @@ def train(
             if ema is not None:
                 ema.update(named)
             # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage).
-            loss_total, tokens_total, holders = _all_reduce_sum([loss_sum / accum, float(tokens), holds_loss], device)
-            step_loss = loss_total / holders
-            global_tokens = tokens_total / (world // coords.dp_size)  # ranks that saw the same batch
-            seconds = time.perf_counter() - t0
-            timer.add(global_tokens, global_tokens * parts.flops_per_token, seconds, first=(step == start))
+            stats = torch.stack([loss_sum / accum, loss_sum.new_full((), float(tokens)), loss_sum.new_full((), holds_loss)])
+            if dist.is_initialized():
+                dist.all_reduce(stats)
             done = step + 1
-            result.losses[done] = step_loss
-            result.final_step = done
-            if rank == 0 and (done % cfg.logging.interval == 0 or done == last):
-                tps = global_tokens / seconds
-                row = {"loss": step_loss, "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
-                       "tokens_per_s_per_device": tps / world, "mfu": mfu(parts.flops_per_token, tps, world, peak),
-                       "step_time_s": seconds}
-                result.last_metrics = row
-                for sink in sink_list:
-                    sink.log(done, row)
+            pending.append((done, stats, grad_norm.to(stats.device, torch.float64), lr))
             interval = cfg.checkpoint.interval
-            if (interval and done % interval == 0) or done == last:
+            save = (interval and done % interval == 0) or done == last
+            if done == start + 1 or save or done % cfg.logging.interval == 0:
+                flush()
+            if save:
                 result.checkpoint = _save(cfg, root, done, named, optimizer, ema, parts, coords)
-        if timer.seconds > 0:
-            result.mean_tokens_per_s = timer.tokens / timer.seconds
+                throughput.flush(0.0, counted=False)  # saving is not training time
+        flush()
+        if throughput.seconds > 0:
+            result.mean_tokens_per_s = throughput.tokens / throughput.seconds
             result.mean_mfu = mfu(parts.flops_per_token, result.mean_tokens_per_s, world, peak) if peak else 0.0
+            if exec_flops and peak:
+                result.mean_mfu_executed = mfu(exec_flops, result.mean_tokens_per_s, world, peak)
         if cfg.checkpoint.export and parts.export is not None and last == cfg.train.steps:
             weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
             if pipelined:  # each stage holds its blocks: rank 0 collects the others'
