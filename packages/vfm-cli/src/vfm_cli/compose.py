@@ -48,6 +48,7 @@ class ShardInfo:
     text_encoder: str
     tokenizer_options: dict = field(default_factory=dict)
     text_encoder_options: dict = field(default_factory=dict)
+    text_len: int = 0  # real text tokens of the first sample (for the executed-FLOPs count)
 
 
 def dataset_folders(cfg: TrainConfig) -> list[Path]:
@@ -103,7 +104,8 @@ def probe_shards(cfg: TrainConfig) -> ShardInfo:
     meta = samples[0][2]
     extra = meta.get("extra") or {}
     return ShardInfo(folders, [s[0] for s in samples], text_dims.pop(), meta.get("tokenizer", ""), meta.get("text_encoder", ""),
-                     dict(extra.get("tokenizer_options") or {}), dict(extra.get("text_encoder_options") or {}))
+                     dict(extra.get("tokenizer_options") or {}), dict(extra.get("text_encoder_options") or {}),
+                     text_len=int(meta.get("text_length") or samples[0][1][0]))
 
 
 # --- the model and what the export records ----------------------------------------------------------
@@ -341,13 +343,16 @@ def build_parts(ctx: RunContext) -> TrainParts:
     model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
     formulation = vfm_models.get_formulation(cfg.model.formulation)(**cfg.model.formulation_options)
     tokens = seq_len(cfg, r)
-    from vfm_models.flops import model_flops_per_token
+    from vfm_models.flops import flops_per_token, model_flops_per_token
 
     # 6 N + 12 L h S (DESIGN.md section 6): the convention of the published DiT throughput tables.
     n_params = sum(p.numel() for p in model.parameters())
     flops = model_flops_per_token(n_params, r.mcfg.depth, r.mcfg.hidden, tokens)
+    # What the device executes for a sample of the first bucket (per-sample linears once per sample).
+    text_len = max(1, r.shards.text_len if r.shards is not None else 0) if r.mcfg.text_dim else 0
+    executed = flops_per_token(model, grid_of(r.latent_shape, r.mcfg), text_len)
     loader = _synthetic_loader(cfg, ctx) if cfg.data.source == "synthetic" else _shard_loader(cfg, ctx, r)
     patch = r.mcfg.patch
-    return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops,
+    return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops, executed_flops_per_token=executed,
                       count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens, patch=tuple(patch),
                       export=_exporter(cfg, r, formulation))
