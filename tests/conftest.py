@@ -16,6 +16,19 @@ PLUGIN_PACKAGES = Path(__file__).parent / "plugin_packages"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped where no CUDA device is visible (every CI machine)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible here)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def installed_plugins(tmp_path_factory):
     """``installed_plugins(name)``: pip-installs ``tests/plugin_packages/<name>`` into its own

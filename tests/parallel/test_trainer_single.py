@@ -76,3 +76,35 @@ def test_resume_none_starts_over_and_a_bad_resume_path_is_an_error(tmp_path):
     cfg["checkpoint"]["resume"] = str(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="not a committed checkpoint"):
         run_config(cfg)
+
+
+def test_activation_checkpointing_in_one_process_trains_bitwise_like_the_plain_run(tmp_path):
+    plain = run_config(tiny_config(tmp_path / "plain", train={"steps": 4}))
+    checkpointed = run_config(tiny_config(tmp_path / "ac", train={"steps": 4}, parallel={"activation_checkpointing": True}))
+    assert checkpointed.losses == plain.losses  # recomputation on CPU is deterministic: bitwise
+    a, b = _weights(plain), _weights(checkpointed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_compile_in_one_process_needs_no_process_group_and_trains_like_eager(tmp_path):
+    import torch.distributed as dist
+
+    eager = run_config(tiny_config(tmp_path / "eager", train={"steps": 4}))
+    compiled = run_config(tiny_config(tmp_path / "compiled", train={"steps": 4}, parallel={"compile": True}))
+    assert not dist.is_initialized()  # compile alone starts no process group
+    steps = sorted(eager.losses)
+    assert [compiled.losses[s] for s in steps] == pytest.approx([eager.losses[s] for s in steps], rel=1e-4)
+
+
+def test_fsdp_named_in_one_process_runs_on_a_single_rank_group(tmp_path):
+    import torch.distributed as dist
+
+    plain = run_config(tiny_config(tmp_path / "plain", train={"steps": 3}))
+    try:
+        sharded = run_config(tiny_config(tmp_path / "fsdp", train={"steps": 3}, parallel={"strategies": ["fsdp"]}))
+        assert dist.is_initialized() and dist.get_world_size() == 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    steps = sorted(plain.losses)
+    assert [sharded.losses[s] for s in steps] == pytest.approx([plain.losses[s] for s in steps], rel=1e-5)

@@ -48,7 +48,9 @@ class AdaLN(nn.Module):
         if shared is not None:
             out = out + shared
         if token_sample is not None:
-            out = out[token_sample]
+            # index_select: its backward is one index_add (an advanced-indexing gather's backward is
+            # a sort-based kernel, measured at 100 ms per 8k-token step of a 30-block model)
+            out = out.index_select(0, token_sample[0])[None]
         return list(out.chunk(self.chunks, dim=-1))
 
 

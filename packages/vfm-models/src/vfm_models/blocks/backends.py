@@ -150,12 +150,13 @@ def _torch_varlen(q, k, v, cu_q, cu_k, max_q, max_k):
     """Packed attention with torch's varlen flash kernel: one launch for every sample, THD layout."""
     from torch.nn.attention.varlen import varlen_attn
 
+    if q.shape[1] != k.shape[1]:  # GQA: torch 2.11's varlen kernel takes equal head counts only
+        k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
     # A sample without keys (an empty caption) gets zeros from the kernel, as from the reference.
     out = varlen_attn(
         q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1),
         cu_q.to(torch.int32), cu_k.to(torch.int32),
         max_q or int((cu_q[1:] - cu_q[:-1]).max()), max_k or int((cu_k[1:] - cu_k[:-1]).max()),
-        enable_gqa=q.shape[1] != k.shape[1],
     )
     return out.transpose(0, 1)[None]
 
