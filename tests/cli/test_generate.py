@@ -71,6 +71,8 @@ def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_error(tmp_path):
         (("--size", "15x16"), "cannot take"),
         (("--size", "big"), "expected HxW"),
         (("--prompt", "x", "--prompts", "p.txt"), "exactly one of --prompt"),
+        (("--device", "tpu"), "unknown device 'tpu'; accepted: auto, cuda, cuda:N, cpu"),
+        (("--dtype", "fp16"), "expected one of fp32, bf16"),
     ],
 )
 def test_bad_input_fails_before_any_work(tmp_path, args, message):
@@ -85,3 +87,26 @@ def test_bad_input_fails_before_any_work(tmp_path, args, message):
 def test_a_folder_that_is_not_an_export_is_a_clear_error(tmp_path):
     result = invoke("--checkpoint", tmp_path, "--prompt", "1")
     assert result.exit_code == 1 and "is not an inference export: missing model.safetensors, config.json" in result.output
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_asking_for_cuda_without_a_gpu_names_the_problem_and_the_way_out(tmp_path):
+    export = make_export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--device", "cuda", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert "no CUDA device is visible; use --device cpu or auto" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_bf16_generation_on_cpu_stays_close_to_fp32_and_reports_its_device(tmp_path):
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = make_export(tmp_path / "export")
+    outputs = {}
+    for dtype in ("fp32", "bf16"):
+        result = invoke("--checkpoint", export, "--prompt", "2", "--steps", "4", "--device", "cpu", "--dtype", dtype,
+                        "-o", tmp_path / dtype)
+        assert result.exit_code == 0, result.output
+        assert f"cpu {'float32' if dtype == 'fp32' else 'bfloat16'}" in result.output
+        outputs[dtype] = read_mp4(tmp_path / dtype / "0000.mp4").astype(float)
+    assert abs(outputs["fp32"] - outputs["bf16"]).mean() < 8  # of 255: H264 and bf16 rounding only
