@@ -1,4 +1,4 @@
-"""The plugin-host kit (shared by all five hosts), exercised through the vfm_models host."""
+"""The plugin-host kit (vfm-plugins, shared by all five hosts), exercised through the vfm_models host."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from vfm_models import host
-from vfm_models._plugin_host import DISABLE_ENV, DuplicateNameError, UnknownNameError
+from vfm_plugins import DISABLE_ENV, DuplicateNameError, UnknownNameError
 
 
 def test_builtin_names_are_registered_with_their_package_as_provider():
@@ -90,11 +90,26 @@ def test_unknown_kind_lists_the_kinds():
 
 def test_unknown_name_error_names_the_kind_in_the_singular():
     import vfm_parallel
-    from vfm_parallel._plugin_host import UnknownNameError as ParallelUnknownNameError
 
     with pytest.raises(UnknownNameError, match="unknown family 'nope'"):
         host.get("families", "nope")
     with pytest.raises(UnknownNameError, match="unknown text encoder 'nope'"):
         host.get("text_encoders", "nope")
-    with pytest.raises(ParallelUnknownNameError, match="unknown strategy 'nope'"):
+    with pytest.raises(UnknownNameError, match="unknown strategy 'nope'"):
         vfm_parallel.host.get("strategies", "nope")
+
+
+def test_every_host_raises_the_one_error_hierarchy_and_shares_one_register():
+    """One kit: each package's host is a vfm_plugins.PluginHost and its hookspecs use vfm_plugins.Register."""
+    import vfm_plugins
+    from vfm_cli.hosts import all_hosts
+
+    for h in all_hosts():
+        assert type(h) is vfm_plugins.PluginHost, h.project
+        assert h.hookspecs.Register is vfm_plugins.Register, h.project
+        with pytest.raises(vfm_plugins.UnknownNameError):
+            h.get(next(iter(h.kinds)), "no-such-name")
+
+
+def test_kinds_are_the_hosts_register_hookspecs_in_the_order_they_are_defined():
+    assert host.kinds == {kind: f"vfm_models_register_{kind}" for kind in ("families", "tokenizers", "text_encoders", "formulations")}

@@ -19,8 +19,3 @@ def all_hosts() -> list:
             raise
         hosts.append(module.host)
     return hosts
-
-
-def plugin_errors() -> tuple[type[Exception], ...]:
-    """The registry error classes of every installed host (each carries its own copy of the kit)."""
-    return tuple(importlib.import_module(type(h).__module__).PluginError for h in all_hosts())

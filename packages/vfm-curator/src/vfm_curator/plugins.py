@@ -5,20 +5,11 @@ from __future__ import annotations
 import pluggy
 
 from vfm_curator import hookspecs
-from vfm_curator._plugin_host import PluginHost
+from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_curator")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_curator``.
-host = PluginHost(
-    project="vfm_curator",
-    distribution="vfm-curator",
-    hookspecs=hookspecs,
-    builtins=("vfm_curator.builtin", "vfm_curator.sharding_plugin"),
-    kinds={
-        "stages": "vfm_curator_register_stages",
-        "embedders": "vfm_curator_register_embedders",
-        "captioners": "vfm_curator_register_captioners",
-        "scorers": "vfm_curator_register_scorers",
-    },
-)
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_curator``; the kinds are its
+#: hookspecs ``vfm_curator_register_<kind>``.
+host = PluginHost(project="vfm_curator", distribution="vfm-curator", hookspecs=hookspecs,
+                  builtins=("vfm_curator.builtin", "vfm_curator.sharding_plugin"))

@@ -5,17 +5,11 @@ from __future__ import annotations
 import pluggy
 
 from vfm_data import hookspecs
-from vfm_data._plugin_host import PluginHost
+from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_data")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_data``.
-host = PluginHost(
-    project="vfm_data",
-    distribution="vfm-data",
-    hookspecs=hookspecs,
-    builtins=("vfm_data.builtin",),
-    kinds={
-        "blenders": "vfm_data_register_blenders",
-    },
-)
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_data``; the kinds are its
+#: hookspecs ``vfm_data_register_<kind>``.
+host = PluginHost(project="vfm_data", distribution="vfm-data", hookspecs=hookspecs,
+                  builtins=("vfm_data.builtin",))

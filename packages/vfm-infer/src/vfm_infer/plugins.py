@@ -5,7 +5,7 @@ from __future__ import annotations
 import pluggy
 
 from vfm_infer import hookspecs
-from vfm_infer._plugin_host import PluginHost
+from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_infer")
 

@@ -1,23 +1,13 @@
-"""Hook specifications of the vfm_parallel plugin host.
-
-Every hook receives one argument, ``register``: call ``register(name, target, description=...)``
-once per thing you provide. ``target`` is the object itself or a lazy ``"module:attr"`` string that
-is imported only when the name is used. A name registered twice is an error naming both providers.
-"""
+"""Hook specifications of the vfm_parallel plugin host: each hook receives one
+:class:`vfm_plugins.Register` callback and calls it once per name it provides."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 import pluggy
 
+from vfm_plugins import Register
+
 hookspec = pluggy.HookspecMarker("vfm_parallel")
-
-
-class Register(Protocol):
-    """The callback every hook receives."""
-
-    def __call__(self, name: str, target: Any, *, description: str = "") -> None: ...
 
 
 @hookspec

@@ -15,7 +15,8 @@ def plugins(
     """List every plugin-provided name: kind, name, provider, version and status."""
     import warnings
 
-    from vfm_cli.hosts import all_hosts, plugin_errors
+    from vfm_cli.hosts import all_hosts
+    from vfm_plugins import PluginError
 
     rows = []
     with warnings.catch_warnings():
@@ -24,7 +25,7 @@ def plugins(
         for host in all_hosts():
             try:
                 rows += host.describe()
-            except plugin_errors() as exc:
+            except PluginError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 raise typer.Exit(1) from exc
     if kind is not None:

@@ -1,9 +1,7 @@
-"""The plugin-host kit shared by the five vfm library packages.
+"""The plugin host: one pluggy host per vfm package, with a registry of named specs per kind.
 
-One pluggy host per package: built-in plugins and third-party entry points register named specs
-through the same ``register`` callback. This file is the single source; the other packages carry it
-as a symbolic link so that no package has to import another one just for its plugin machinery
-(vfm-models and vfm-parallel must never import each other).
+Built-in plugins and third-party entry points register through the same ``register`` callback;
+every host shares this code and the errors of :mod:`vfm_plugins.errors`.
 """
 
 from __future__ import annotations
@@ -15,9 +13,11 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable, Protocol
 
 import pluggy
+
+from vfm_plugins.errors import DuplicateNameError, PluginError, UnknownNameError
 
 #: Set to 1/true/yes to stop every vfm host from autoloading third-party entry points.
 #: Built-in plugins always load. Set to a comma-separated list of host names (e.g.
@@ -25,19 +25,11 @@ import pluggy
 DISABLE_ENV = "VFM_DISABLE_PLUGIN_AUTOLOAD"
 
 
-class PluginError(Exception):
-    """Base class of every plugin-registry error."""
+class Register(Protocol):
+    """The callback every hook receives: call it once per thing you provide. ``target`` is the
+    object itself or a lazy ``"module:attr"`` string imported only when the name is used."""
 
-
-class DuplicateNameError(PluginError, ValueError):
-    """A name was registered twice for the same kind."""
-
-
-class UnknownNameError(PluginError, KeyError):
-    """A name was looked up that no plugin registered."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead
-        return str(self.args[0]) if self.args else ""
+    def __call__(self, name: str, target: Any, *, description: str = "") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -106,20 +98,28 @@ def autoload_disabled(host: str) -> bool:
 class PluginHost:
     """A pluggy host: a hookspec module, built-in plugin modules, and one registry per kind.
 
-    ``kinds`` maps each kind name (e.g. ``"families"``) to the hook that fills it (e.g.
-    ``"vfm_models_register_families"``). Every hook takes one argument, ``register``, a callback
-    ``register(name, target, *, description="")``; ``target`` is the object or a lazy
-    ``"module:attr"`` string, so listing plugins stays cheap.
+    ``project`` is the pluggy project name, the entry-point group and the hook prefix;
+    ``distribution`` the package that provides the built-ins. ``kinds`` maps each kind name (e.g.
+    ``"families"``) to the hook that fills it (e.g. ``"vfm_models_register_families"``); left out,
+    it is every ``<project>_register_<kind>`` hookspec, in the order ``hookspecs`` defines them.
+    Every hook takes one argument, ``register`` (a :class:`Register`); a lazy ``"module:attr"``
+    target keeps listing plugins cheap.
     """
 
     project: str
     distribution: str
     hookspecs: ModuleType
     builtins: tuple[str, ...]
-    kinds: dict[str, str]
+    kinds: dict[str, str] = field(default_factory=dict)
     _entries: dict[str, dict[str, Entry]] | None = field(default=None, init=False, repr=False)
     _failed: list[FailedPlugin] = field(default_factory=list, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.kinds:
+            prefix = f"{self.project}_register_"
+            self.kinds = {name[len(prefix):]: name for name, spec in vars(self.hookspecs).items()
+                          if name.startswith(prefix) and callable(spec)}
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -188,7 +188,7 @@ class PluginHost:
 
     def _register_callback(
         self, kind: str, provider: _Provider, existing: dict[str, Entry], staged: dict[str, Entry]
-    ) -> Callable[..., None]:
+    ) -> Register:
         def register(name: str, target: Any, *, description: str = "") -> None:
             if not isinstance(name, str) or not name:
                 raise PluginError(f"{self.project}: a {kind} name must be a non-empty string, got {name!r}")

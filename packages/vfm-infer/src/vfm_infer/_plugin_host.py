@@ -1,1 +1,0 @@
-../../../vfm-models/src/vfm_models/_plugin_host.py

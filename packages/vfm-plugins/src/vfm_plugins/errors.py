@@ -1,0 +1,18 @@
+"""The registry errors every vfm plugin host raises: one hierarchy, shared by all hosts."""
+
+from __future__ import annotations
+
+
+class PluginError(Exception):
+    """Base class of every plugin-registry error."""
+
+
+class DuplicateNameError(PluginError, ValueError):
+    """A name was registered twice for the same kind."""
+
+
+class UnknownNameError(PluginError, KeyError):
+    """A name was looked up that no plugin registered."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead
+        return str(self.args[0]) if self.args else ""
