@@ -40,3 +40,10 @@ def test_shard_command_needs_a_tokenizer_and_reports_bad_names(tmp_path):
     assert result.exit_code != 0 and "--tokenizer" in result.output
     result = runner.invoke(app, ["shard", str(tmp_path), "-o", str(tmp_path / "o"), "--tokenizer", "nope", "--text-encoder", "hash"])
     assert result.exit_code == 1 and "nope" in result.output and "pixel" in result.output
+
+
+def test_shard_help_shows_the_config_sections_in_brackets():
+    # rich markup reads an unescaped "[shard]" as a style tag and drops it: "(, , ...)"
+    result = CliRunner().invoke(app, ["shard", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "[shard], [run]" in result.output

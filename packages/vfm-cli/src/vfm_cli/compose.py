@@ -192,11 +192,6 @@ def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
     return Resolved(mcfg, info.shapes[0], tokenizer, tok_options, text_encoder, te_options, info)
 
 
-def model_config(cfg: TrainConfig) -> Any:
-    """The family's config dataclass: preset, then ``model.options``; channels follow the data."""
-    return resolve(cfg).mcfg
-
-
 def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: bool = True) -> Resolved:
     """Check every name the config uses against the plugin registries, the data against the model,
     and (with ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The
@@ -345,7 +340,7 @@ def build_parts(ctx: RunContext) -> TrainParts:
     tokens = seq_len(cfg, r)
     from vfm_models.flops import flops_per_token, model_flops_per_token
 
-    # 6 N + 12 L h S (DESIGN.md section 6): the convention of the published DiT throughput tables.
+    # 6 N + 12 L h S (docs/design.md section 6): the convention of the published DiT throughput tables.
     n_params = sum(p.numel() for p in model.parameters())
     flops = model_flops_per_token(n_params, r.mcfg.depth, r.mcfg.hidden, tokens)
     # What the device executes for a sample of the first bucket (per-sample linears once per sample).

@@ -70,7 +70,7 @@ def flops_per_token(model: nn.Module, grid: Sequence[int], text_len: int = 0) ->
 
 
 def model_flops_per_token(num_params: int, num_layers: int, hidden: int, seq_len: int) -> float:
-    """The DiT training-FLOPs convention of DESIGN.md section 6: 6 N + 12 L h S per token.
+    """The DiT training-FLOPs convention of docs/design.md section 6: 6 N + 12 L h S per token.
 
     This is the figure the published throughput tables use (it charges every parameter to every token),
     so MFU computed with it is comparable with theirs.

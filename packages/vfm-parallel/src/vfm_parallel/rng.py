@@ -56,22 +56,3 @@ def generator(stream: str, mesh: Any = None, seed: int = 0, device: str | torch.
     gen = torch.Generator(device=device)
     gen.manual_seed(stream_seed(seed, stream, coordinates(mesh) if coords is None else coords))
     return gen
-
-
-class RNGStreams:
-    """The trainer's generators, one per stream, with state for checkpoints."""
-
-    def __init__(self, seed: int, mesh: Any = None, device: str | torch.device = "cpu") -> None:
-        self.generators = {name: generator(name, mesh, seed, device) for name in STREAMS}
-
-    def __getitem__(self, stream: str) -> torch.Generator:
-        if stream not in self.generators:
-            raise KeyError(f"unknown RNG stream {stream!r}; streams: {', '.join(self.generators)}")
-        return self.generators[stream]
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: g.get_state() for name, g in self.generators.items()}
-
-    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
-        for name, value in state.items():
-            self[name].set_state(value)

@@ -13,7 +13,7 @@ def shard(
     out: Path = typer.Option(..., "-o", "--out", help="Shards folder: one energon dataset per bucket, blend.yaml, failures.jsonl."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Registered vfm-models tokenizer (pixel, causal3d, ...)."),
     text_encoder: Optional[str] = typer.Option(None, "--text-encoder", help="Registered vfm-models text encoder (hash, t5, ...)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="A .toml or .json sharding configuration ([shard], [run], ...)."),
+    config: Optional[Path] = typer.Option(None, "--config", help=r"A .toml or .json sharding configuration (sections \[shard], \[run], ...)."),
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run on this Ray cluster instead of a local one."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from vfm_curator.colour import rgb_to_hsv
 from vfm_curator.embedders import normalize
-from vfm_curator.stages.shot_detection import rgb_to_hsv
 
 
 class HistogramEmbedder:

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from vfm_curator.stages.base import InputError
+from vfm_curator.errors import InputError
 
 
 @dataclass(frozen=True)

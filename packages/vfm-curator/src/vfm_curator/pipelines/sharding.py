@@ -2,7 +2,7 @@
 
 ``shard_decode -> shard_tokenize -> shard_text`` run on Ray with the auto-balancer (or in process),
 the same runners as the clipping pipeline; the driver writes each finished sample into its bucket's
-vfm-data shard writer (see :mod:`vfm_curator.stages.shard_write`). Output::
+vfm-data shard writer (see :mod:`vfm_curator.pipelines.shard_files`). Output::
 
     SHARDS/<H>x<W>x<T>/shard-000000.tar ... + .nv-meta/   one energon dataset per bucket
     SHARDS/blend.yaml      energon metadataset listing every bucket, weight = its sample count
@@ -27,9 +27,9 @@ from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.pipelines.clipping import Progress
+from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
 from vfm_curator.stages.shard_decode import Bucket, check_buckets
 from vfm_curator.stages.shard_task import ShardTask
-from vfm_curator.stages.shard_write import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
 
 SHARD_STAGES = ("shard_decode", "shard_tokenize", "shard_text")
 #: What a sample's latent and text depend on: a folder is only resumed with the same values.

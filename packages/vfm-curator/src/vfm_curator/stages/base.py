@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from vfm_curator.errors import InputError
+
 
 @dataclass(frozen=True)
 class Resources:
@@ -77,7 +79,3 @@ def run_guarded(stage: str, task: Any, fn) -> None:
         timings = getattr(task, "timings", None)
         if timings is not None:
             timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
-
-
-class InputError(Exception):
-    """The input itself is unusable (not a video, too short...); its message is the reason recorded."""

@@ -19,7 +19,7 @@ def _gated(x: torch.Tensor, gate: torch.Tensor, y: torch.Tensor) -> torch.Tensor
 class DiTBlock(nn.Module):
     """[modulated norm -> self-attn -> gate] [norm -> cross-attn] [modulated norm -> MLP -> gate].
 
-    ``cfg`` is a family config (``vfm_models.families.base.TransformerConfig``); cross-attention is
+    ``cfg`` is a family config (``vfm_models.families.config.TransformerConfig``); cross-attention is
     present when ``cfg.text_dim > 0``.
     """
 

@@ -1,4 +1,5 @@
-"""Model families: one folder per family (``model.py`` + ``plan.py``), shared blocks in ``vfm_models.blocks``."""
+"""Model families: one folder per family (its ``model.py``: config, presets, build, parallel plan), the
+shared transformer in ``base.py``, plan helpers in ``plans.py``, shared blocks in ``vfm_models.blocks``."""
 
 from vfm_models.families.plan import ParallelPlan
 from vfm_models.families.spec import ModelFamily

@@ -118,7 +118,3 @@ class EDM(Formulation):
         smax, smin, rho = self.sigma_max ** (1 / self.rho), self.sigma_min ** (1 / self.rho), self.rho
         t = (smax + step / denom * (smin - smax)) ** rho
         return torch.cat([t, t.new_zeros(1)])
-
-    def prior(self, shape, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
-        """x_T ~ N(0, sigma_max^2 I), the start of sampling."""
-        return torch.randn(shape, generator=generator, device=device) * self.sigma_max

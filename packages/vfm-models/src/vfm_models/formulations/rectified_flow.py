@@ -92,7 +92,3 @@ class RectifiedFlow(Formulation):
         if num_steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {num_steps}")
         return self.shift_time(torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64, device=device))
-
-    def prior(self, shape, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
-        """x_1 = eps ~ N(0, I), the start of sampling."""
-        return torch.randn(shape, generator=generator, device=device)

@@ -2,7 +2,7 @@
 
 MFU = (flops_per_token * tokens_per_second_per_device) / peak_flops_per_device, where
 flops_per_token is the model family's training formula (fwd + bwd; for a DiT
-6 N + 12 L h S, DESIGN.md section 6) injected by the caller, and the peak comes from the table
+6 N + 12 L h S, docs/design.md section 6) injected by the caller, and the peak comes from the table
 below, ``--peak-tflops``, or on CPU a measured dense-matmul rate.
 """
 

@@ -1,7 +1,8 @@
 """Writing samples into per-bucket vfm-data shards, and reading back what finished shards hold.
 
-This runs in the driver, not as a Ray stage: a shard stays open across many samples and must be
-closed (renamed to its final name) exactly once, which one writer per bucket in one process does.
+The sharding pipeline's driver does this, not a Ray stage (so it lives beside the pipeline, not in
+``stages/``): a shard stays open across many samples and must be closed (renamed to its final name)
+exactly once, which one writer per bucket in one process does.
 vfm-data's :class:`ShardWriter` writes under a hidden temporary name and renames a shard only when
 it is complete, so the final names only ever hold complete shards; those are the resume state.
 """
