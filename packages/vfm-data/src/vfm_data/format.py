@@ -1,6 +1,6 @@
 """The shard format: which tar members make up a sample and what its JSON metadata holds.
 
-A sample ``<key>`` in a shard (DESIGN.md section 5):
+A sample ``<key>`` in a shard (docs/design.md section 5):
 
 - ``<key>.latent.npy`` or ``<key>.latent.pth``: the video latent, (C, T, H, W); images have T = 1.
 - ``<key>.text.npy`` or ``<key>.text.pth``: text-encoder embeddings, (L, D); only the first
