@@ -6,18 +6,27 @@ import subprocess
 import sys
 
 
-def test_help_imports_neither_torch_nor_ray():
+def _heavy_modules_imported_by(args: list[str]) -> str:
     code = (
         "import sys\n"
         "from vfm_cli.main import app\n"
         "from typer.testing import CliRunner\n"
-        "result = CliRunner().invoke(app, ['--help'])\n"
+        f"result = CliRunner().invoke(app, {args!r})\n"
         "assert result.exit_code == 0, result.output\n"
         "heavy = sorted(m for m in ('torch', 'ray', 'av', 'megatron.energon', 'transformers') if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "", f"vfm --help imported: {result.stdout.strip()}"
+    return result.stdout.strip()
+
+
+def test_help_imports_neither_torch_nor_ray():
+    assert _heavy_modules_imported_by(["--help"]) == "", "vfm --help imported heavy modules"
+
+
+def test_listing_every_plugin_imports_neither_torch_nor_ray():
+    """Built-ins register lazy "module:attr" targets, and no package a built-in lives in imports torch."""
+    assert _heavy_modules_imported_by(["plugins", "--json"]) == "", "vfm plugins imported heavy modules"
 
 
 def test_help_lists_the_plugins_command():

@@ -1,18 +1,22 @@
 """Context parallelism: ring (P2P) and all-to-all (Ulysses) attention, and the hybrid for ST-DiT."""
 
-from vfm_parallel.cp.cores import ContextParallelCore
-from vfm_parallel.cp.groups import group_attention
-from vfm_parallel.cp.ring import ring_attention
-from vfm_parallel.cp.strategy import HYBRID, RING, ULYSSES, ContextParallel
-from vfm_parallel.cp.ulysses import ulysses_attention
+from __future__ import annotations
 
-__all__ = [
-    "HYBRID",
-    "RING",
-    "ULYSSES",
-    "ContextParallel",
-    "ContextParallelCore",
-    "group_attention",
-    "ring_attention",
-    "ulysses_attention",
-]
+import importlib
+from typing import Any
+
+# Lazy, like the package root: registering the CP strategies (vfm_parallel.cp.plugin) must not
+# import torch, so that listing plugins stays cheap.
+_LAZY = {
+    "HYBRID": "vfm_parallel.cp.strategy", "RING": "vfm_parallel.cp.strategy", "ULYSSES": "vfm_parallel.cp.strategy",
+    "ContextParallel": "vfm_parallel.cp.strategy", "ContextParallelCore": "vfm_parallel.cp.cores",
+    "group_attention": "vfm_parallel.cp.groups", "ring_attention": "vfm_parallel.cp.ring",
+    "ulysses_attention": "vfm_parallel.cp.ulysses",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'vfm_parallel.cp' has no attribute {name!r}")
