@@ -1,8 +1,9 @@
 """The inference export (docs/contracts.md section 3): ``model.safetensors`` + ``config.json``.
 
 ``config.json`` names the family and its config, the formulation, tokenizer and text encoder with
-their options, and the training latent shape, so that ``load_export`` can rebuild everything by
-name. Loading never unpickles: JSON and safetensors only.
+their options, the training latent shape, and the null condition with the condition dropout and
+default guidance scale it was trained for, so that ``load_export`` can rebuild everything by name.
+Loading never unpickles: JSON and safetensors only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ OPTIONAL = (
     "text_encoder",
     "text_encoder_options",
     "latent_shape",
+    "null_condition",  # vfm_models.conditioning.describe: what condition dropout trained and guidance contrasts against
+    "cond_dropout",  # the training's condition-dropout probability (0: the null was never trained)
+    "guidance",  # the default classifier-free guidance scale (1 = off)
 )
 
 

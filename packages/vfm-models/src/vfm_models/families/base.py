@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from vfm_models.blocks.adaln import AdaLNShared
+from vfm_models.blocks.adaln import AdaLN, AdaLNShared
 from vfm_models.blocks.context import BlockContext
 from vfm_models.blocks.embedders import LabelEmbedder, TimestepEmbedder
 from vfm_models.blocks.final import FinalLayer
@@ -41,7 +41,33 @@ class DiffusionTransformer(nn.Module):
             self.adaln_shared = AdaLNShared(D, self.block_cls.chunks)
         self.blocks = nn.ModuleList(self.block_cls(cfg, i) for i in range(cfg.depth))
         self.final_layer = FinalLayer(D, patch[0] * patch[1] * patch[2] * cfg.output_channels, cfg.norm)
-        nn.init.xavier_uniform_(self.x_embedder.proj.weight)
+        self.initialize_weights()
+
+    def initialize_weights(self) -> None:
+        """DiT's initialisation (facebookresearch/DiT ``initialize_weights``), the one place it is set.
+
+        Every Linear: xavier-uniform weight, zero bias. The timestep MLP and the label table:
+        normal(0, 0.02). adaLN-Zero: every modulation (and the shared AdaLN-LoRA term, and the LoRA
+        up-projection) starts at zero, and so does the final linear, so each block starts as the
+        identity and the model's first output is 0. Drawn in module order from torch's global
+        generator: the same seed gives the same weights in every process (the parallel strategies
+        rely on it).
+        """
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for layer in (self.t_embedder.mlp[0], self.t_embedder.mlp[2]):
+            nn.init.normal_(layer.weight, std=0.02)
+        if hasattr(self, "y_embedder"):
+            nn.init.normal_(self.y_embedder.table.weight, std=0.02)
+        zero = [self.final_layer.linear, self.final_layer.adaln]
+        zero += [m for m in self.modules() if isinstance(m, (AdaLN, AdaLNShared))]
+        for module in zero:
+            for name, param in module.named_parameters():
+                if not name.startswith("down."):  # AdaLN-LoRA keeps a random down-projection (its up is zero)
+                    nn.init.zeros_(param)
 
     # --- the parts a parallel strategy drives -------------------------------------------------
 

@@ -11,7 +11,7 @@ POS_EMBEDS = ("sincos", "rope")
 @dataclass
 class TransformerConfig:
     in_channels: int = 4
-    out_channels: Optional[int] = None  # None: same as in_channels
+    out_channels: Optional[int] = None  # None or in_channels (learned-sigma outputs are refused)
     patch: Tuple[int, int, int] = (1, 2, 2)  # (pt, ph, pw)
     hidden: int = 384
     depth: int = 12
@@ -36,6 +36,12 @@ class TransformerConfig:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by num_heads ({self.num_heads})")
         if self.num_heads % self.kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.kv_heads})")
+        if self.out_channels is not None and self.out_channels != self.in_channels:
+            raise ValueError(
+                f"out_channels must equal in_channels ({self.in_channels}) or be left unset; got {self.out_channels}. "
+                "The formulations regress the whole output to the target, so learned-sigma outputs "
+                "(out_channels = 2 x in_channels, DiT's learn_sigma) are not supported"
+            )
         if self.pos_embed not in POS_EMBEDS:
             raise ValueError(f"pos_embed must be one of {', '.join(POS_EMBEDS)}; got {self.pos_embed!r}")
 

@@ -43,6 +43,9 @@ class Formulation:
     name = ""
     #: constructor arguments, stored as ``formulation_options`` in an inference export
     option_names: tuple[str, ...] = ()
+    #: the classifier-free guidance scale an export of this formulation defaults to when training
+    #: dropped conditions (``guidance`` in the export; 1 = no guidance)
+    default_guidance: float = 1.0
 
     def options(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.option_names}

@@ -20,6 +20,7 @@ class EDM(Formulation):
 
     name = "edm"
     option_names = ("sigma_data", "P_mean", "P_std", "sigma_min", "sigma_max", "rho")
+    default_guidance = 2.0  # the export's guidance when training dropped conditions (vfm_infer.guidance)
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ class RectifiedFlow(Formulation):
 
     name = "rectified-flow"
     option_names = ("logit_mean", "logit_std", "shift")
+    default_guidance = 2.0  # the export's guidance when training dropped conditions (vfm_infer.guidance)
 
     def __init__(self, logit_mean: float = 0.0, logit_std: float = 1.0, shift: float = 1.0) -> None:
         if logit_std <= 0 or shift <= 0:

@@ -1,0 +1,106 @@
+"""The null condition: what a model sees when its condition is dropped in training (condition
+dropout) and what classifier-free guidance contrasts against at inference. Defined once, here.
+
+- class-conditional (``num_classes`` > 0): the null class, label ``num_classes`` (the extra, last
+  row of the label table), as in DiT;
+- text-conditional (``text_dim`` > 0): the text encoder's embedding of the empty caption ``""``
+  (with its mask), as in Stable Diffusion. It is the encoder's own output, so it needs no
+  parameters of its own and is the same tensor in training and at inference; for ``hash`` and T5
+  it is the end token alone. A negative prompt replaces it at inference;
+- unconditional: none.
+
+The inference export records the description (:func:`describe`) under ``null_condition`` and the
+training ``cond_dropout`` beside it, so that guidance knows whether the null was ever trained.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+#: The caption whose embedding is the null condition of text-conditional models.
+NULL_CAPTION = ""
+
+
+def kind_of(config: Any) -> str:
+    """``"text"``, ``"class"`` or ``"none"`` from a family config."""
+    if getattr(config, "text_dim", 0):
+        return "text"
+    if getattr(config, "num_classes", 0):
+        return "class"
+    return "none"
+
+
+def describe(config: Any) -> dict[str, Any]:
+    """The null condition as JSON for the export: ``{"kind": "class", "label": N}``,
+    ``{"kind": "text", "caption": ""}`` or ``{"kind": "none"}``."""
+    kind = kind_of(config)
+    if kind == "class":
+        return {"kind": "class", "label": int(config.num_classes)}
+    if kind == "text":
+        return {"kind": "text", "caption": NULL_CAPTION}
+    return {"kind": "none"}
+
+
+def encode_text(encoder: Any, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(text (B, L, D) float32, mask (B, L) bool) from a text encoder (``encode`` or a call; a
+    mapping or a (text, mask) pair; no mask means every token is real)."""
+    out = encoder.encode(captions) if hasattr(encoder, "encode") else encoder(captions)
+    if isinstance(out, Mapping):
+        text, mask = out["text"], out.get("text_mask")
+    elif isinstance(out, (tuple, list)):
+        text, mask = out
+    else:
+        text, mask = out, None
+    if mask is None:
+        mask = torch.ones(text.shape[:2], dtype=torch.bool)
+    return text.float(), mask.bool()
+
+
+def null_condition(config: Any, text_encoder: Any = None) -> dict[str, torch.Tensor] | None:
+    """The null condition of one sample (batch 1), or None for an unconditional model.
+
+    Text-conditional models need the ``text_encoder`` the training data was encoded with.
+    """
+    kind = kind_of(config)
+    if kind == "class":
+        return {"y": torch.tensor([int(config.num_classes)])}
+    if kind == "text":
+        if text_encoder is None:
+            raise ValueError("the null condition of a text-conditional model is its text encoder's embedding of "
+                             "the empty caption; pass the text encoder")
+        text, mask = encode_text(text_encoder, [NULL_CAPTION])
+        if text.shape[-1] != config.text_dim:
+            raise ValueError(f"the text encoder gives {text.shape[-1]}-wide embeddings but the model's text_dim is {config.text_dim}")
+        return {"text": text, "text_mask": mask}
+    return None
+
+
+def _pad_tokens(t: torch.Tensor, length: int) -> torch.Tensor:
+    """(B, L, ...) zero/False-padded to (B, length, ...)."""
+    if t.shape[1] == length:
+        return t
+    return torch.cat([t, t.new_zeros((t.shape[0], length - t.shape[1], *t.shape[2:]))], dim=1)
+
+
+def with_null(cond: Mapping[str, torch.Tensor], null: Mapping[str, torch.Tensor], drop: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``cond`` (batch B) with the samples where ``drop`` (B,) bool is True replaced by ``null`` (batch 1).
+
+    Text of different lengths is padded (zeros, mask False) to the longer of the two.
+    """
+    out = dict(cond)
+    if "y" in null:
+        y = cond["y"]
+        out["y"] = torch.where(drop.to(y.device), null["y"].to(y.device, y.dtype), y)
+    if "text" in null:
+        text = cond["text"]
+        mask = cond.get("text_mask")
+        mask = torch.ones(text.shape[:2], dtype=torch.bool, device=text.device) if mask is None else mask.bool()
+        length = max(text.shape[1], null["text"].shape[1])
+        null_text = _pad_tokens(null["text"].to(text.device, text.dtype), length)
+        null_mask = _pad_tokens(null["text_mask"].to(mask.device), length)
+        d = drop.to(text.device)
+        out["text"] = torch.where(d[:, None, None], null_text, _pad_tokens(text, length))
+        out["text_mask"] = torch.where(d[:, None], null_mask, _pad_tokens(mask, length))
+    return out
