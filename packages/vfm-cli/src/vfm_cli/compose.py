@@ -304,7 +304,12 @@ def _shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatche
 
 
 def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, Any]:
-    """``config.json`` of the inference export (contracts.md section 3)."""
+    """``config.json`` of the inference export (contracts.md section 3), with the null condition
+    the model was trained on, the condition dropout and the guidance scale ``vfm generate`` uses
+    when none is given (the formulation's default, or 1 = no guidance when nothing trained the null)."""
+    from vfm_models.conditioning import describe
+
+    trained_null = cfg.train.cond_dropout > 0 and describe(r.mcfg)["kind"] != "none"
     return {
         "family": cfg.model.family,
         "config": r.mcfg,
@@ -315,7 +320,33 @@ def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, An
         "text_encoder": r.text_encoder,
         "text_encoder_options": dict(r.text_encoder_options),
         "latent_shape": list(r.latent_shape),
+        "null_condition": describe(r.mcfg),
+        "cond_dropout": cfg.train.cond_dropout,
+        "guidance": float(formulation.default_guidance) if trained_null else 1.0,
     }
+
+
+def null_cond(cfg: TrainConfig, r: Resolved):
+    """Condition dropout's substitute ``(cond, drop) -> cond`` (vfm_models.conditioning), or None
+    when dropout is off or the model is unconditional. A text model's null is its text encoder's
+    embedding of the empty caption, so the encoder is built here once (seeded apart from the
+    model's init, as the sharding pipeline seeds it) and dropped after that one caption."""
+    from vfm_models.conditioning import kind_of, null_condition, with_null
+
+    kind = kind_of(r.mcfg)
+    if cfg.train.cond_dropout <= 0 or kind == "none":
+        return None
+    encoder = None
+    if kind == "text":
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            encoder = vfm_models.get_text_encoder(r.text_encoder)(**dict(r.text_encoder_options))
+    try:
+        null = null_condition(r.mcfg, encoder)
+    except ValueError as exc:
+        raise ConfigError("model.text_encoder", str(exc)) from None
+    del encoder
+    return lambda cond, drop: with_null(cond, null, drop)
 
 
 def _exporter(cfg: TrainConfig, r: Resolved, formulation: Any):
@@ -350,4 +381,4 @@ def build_parts(ctx: RunContext) -> TrainParts:
     patch = r.mcfg.patch
     return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops, executed_flops_per_token=executed,
                       count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens, patch=tuple(patch),
-                      export=_exporter(cfg, r, formulation))
+                      export=_exporter(cfg, r, formulation), null_cond=null_cond(cfg, r))

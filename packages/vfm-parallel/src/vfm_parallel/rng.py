@@ -4,6 +4,7 @@
 | ----------------- | ------------------ | -------------------- |
 | ``timestep``      | DP                 | CP, PP, TP           |
 | ``noise``         | DP, CP             | PP, TP               |
+| ``cond_dropout``  | DP                 | CP, PP, TP           |
 | ``init``          | PP, TP             | DP, CP               |
 | ``init-replicated`` (conditioning embedders) | nothing | everything |
 
@@ -25,6 +26,7 @@ _DP = ("dp_replicate", "dp_shard")
 STREAMS: dict[str, tuple[str, ...]] = {
     "timestep": _DP,
     "noise": (*_DP, "cp"),
+    "cond_dropout": _DP,  # which samples train on the null condition: ranks sharing a sample agree
     "init": ("pp", "tp"),
     "init-replicated": (),
 }

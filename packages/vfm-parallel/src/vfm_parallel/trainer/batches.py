@@ -11,7 +11,7 @@ or model package):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -25,6 +25,27 @@ def to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(to_device(v, device) for v in value)
     return value
+
+
+def batch_size(batch: dict[str, Any]) -> int:
+    """Samples in a micro-batch (dense or packed)."""
+    return len(batch["x0s"]) if "x0s" in batch else int(batch["x0"].shape[0])
+
+
+#: ``null_cond(cond, drop)``: ``cond`` with the samples where ``drop`` (B,) bool is True replaced
+#: by the model's null condition (built by whoever knows the model: ``vfm_cli.compose``).
+NullCond = Callable[[dict, torch.Tensor], dict]
+
+
+def drop_conditions(batch: dict[str, Any], null_cond: NullCond | None, p: float,
+                    generator: torch.Generator) -> dict[str, Any]:
+    """Condition dropout: the batch with each sample's condition replaced by the null condition
+    with probability ``p``, drawn from ``generator`` (the ``cond_dropout`` stream). Unchanged when
+    ``p`` is 0 or the model has no null (unconditional)."""
+    if p <= 0 or null_cond is None:
+        return batch
+    drop = torch.rand(batch_size(batch), generator=generator, device=generator.device) < p
+    return {**batch, "cond": null_cond(batch["cond"], drop)}
 
 
 def micro_loss(formulation: Any, model: torch.nn.Module, batch: dict[str, Any], gen_t: torch.Generator,

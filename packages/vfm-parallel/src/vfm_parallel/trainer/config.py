@@ -99,6 +99,10 @@ class TrainSection:
     # Token chunks the noise is drawn in, chunk j from the noise stream at cp = j (seed table 3);
     # 0 = parallel.cp. Set it to a CP run's cp to reproduce that run's noise on fewer ranks.
     noise_chunks: int = 0
+    # Condition dropout: each sample trains on the null condition (the null class, or the text
+    # encoder's embedding of the empty caption) with this probability, so that classifier-free
+    # guidance has a trained unconditional branch. 0 = off (then guidance defaults to 1).
+    cond_dropout: float = 0.1
 
 
 @dataclass
@@ -341,6 +345,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(p.cp == 1 or t.noise_chunks in (0, p.cp), "train.noise_chunks",
              f"must be 0 or parallel.cp = {p.cp} (one chunk per CP rank's shard), got {t.noise_chunks}")
     _require(not (d.packing and t.noise_chunks > 1), "train.noise_chunks", "chunked noise needs dense batches, not packing")
+    _require(0 <= t.cond_dropout < 1, "train.cond_dropout", f"must be in [0, 1) (0 = off), got {t.cond_dropout}")
     _require(0 <= t.stop_at <= t.steps, "train.stop_at", f"must be in [0, train.steps = {t.steps}], got {t.stop_at}")
     _require(bool(t.out_dir), "train.out_dir", "must be a folder path")
     _require(cfg.precision.dtype in DTYPES, "precision.dtype", f"must be one of {', '.join(DTYPES)}, got {cfg.precision.dtype!r}")

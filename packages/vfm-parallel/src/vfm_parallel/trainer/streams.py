@@ -40,6 +40,13 @@ def micro_batch_generators(
     )
 
 
+def cond_dropout_generator(seed: int, step: int, global_micro: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The condition-dropout draws of one micro-batch: the ``cond_dropout`` stream, which (like the
+    timestep) differs across DP only, so the CP, TP and PP ranks that share a sample drop it alike,
+    and a resumed run drops the same samples (a pure function of the step)."""
+    return rng.generator("cond_dropout", seed=_step_seed(seed, step), device=device, coords={"dp_shard": global_micro})
+
+
 def noise_generators(seed: int, step: int, global_micro: int, chunks: int,
                      device: torch.device | str = "cpu") -> list[torch.Generator]:
     """The noise stream at cp coordinates 0 .. chunks-1 for one micro-batch of one step."""

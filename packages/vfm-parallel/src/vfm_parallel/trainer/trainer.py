@@ -27,7 +27,7 @@ from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer.schedule import lr_at
-from vfm_parallel.trainer.streams import micro_batch_generators, noise_generators, sharded_noise
+from vfm_parallel.trainer.streams import cond_dropout_generator, micro_batch_generators, noise_generators, sharded_noise
 
 
 class Formulation(Protocol):
@@ -69,6 +69,7 @@ class TrainParts:
     seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
     patch: tuple[int, int, int] | None = None  # (pt, ph, pw): needed to draw the noise per CP shard
     export: Callable[[Path, dict[str, torch.Tensor]], None] | None = None  # (folder, full weights)
+    null_cond: batches_mod.NullCond | None = None  # condition dropout's substitute (None: unconditional)
 
 
 @dataclass(frozen=True)
@@ -311,6 +312,8 @@ def train(
             for micro in range(accum):
                 batch = next(batches)
                 batch = batches_mod.to_device(batch, device)
+                batch = batches_mod.drop_conditions(batch, parts.null_cond, cfg.train.cond_dropout, cond_dropout_generator(
+                    cfg.train.seed, step, micro * coords.dp_size + coords.dp_rank, device))
                 gen_t, gen_n, noise = _draws(cfg, step, micro * coords.dp_size + coords.dp_rank, batch, parts.patch, device)
                 with _autocast(cfg, device):
                     if pipelined:  # the schedule runs forward and backward; the loss is on the last stage
