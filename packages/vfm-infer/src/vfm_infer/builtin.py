@@ -17,3 +17,10 @@ def vfm_infer_register_samplers(register: Register) -> None:
     register("dpm-solver++", "vfm_infer.samplers.dpm_solver:DPMSolverPP2M", description="DPM-Solver++(2M) on the EDM schedule")
     register("flow-euler", "vfm_infer.samplers.flow:FlowEuler", description="rectified-flow Euler with timestep shift")
     register("flow-heun", "vfm_infer.samplers.flow:FlowHeun", description="rectified-flow Heun with timestep shift")
+
+
+@hookimpl
+def vfm_infer_register_metrics(register: Register) -> None:
+    """Built-in metrics."""
+    register("shapes", "vfm_infer.metrics.shapes:ShapesAdherence",
+             description="prompt adherence for 'a <colour> <shape> moving <direction>': flat background, colour, motion")

@@ -1,9 +1,12 @@
-"""Prompts to the model's ``cond`` dict, and the unconditional (empty or negative) counterpart for CFG.
+"""Prompts to the model's ``cond`` dict, and the unconditional counterpart for CFG.
 
 Three kinds of model (docs/contracts.md section 1): text-conditional (config ``text_dim`` > 0:
 ``{"text", "text_mask"}`` from the export's text encoder), class-conditional (``num_classes`` > 0:
-the prompt is a class index, and the null class ``num_classes`` is the unconditional input) and
-unconditional (no cond; guidance does not apply).
+the prompt is a class index) and unconditional (no cond; guidance does not apply).
+
+The unconditional branch is the null condition that training's condition dropout used
+(:mod:`vfm_models.conditioning`: the null class, or the text encoder's embedding of the empty
+caption), recorded in the export as ``null_condition``; a negative prompt replaces it.
 """
 
 from __future__ import annotations
@@ -17,33 +20,30 @@ Cond = dict[str, torch.Tensor]
 
 def conditioning_kind(config: Any) -> str:
     """``"text"``, ``"class"`` or ``"none"`` from a family config."""
-    if getattr(config, "text_dim", 0):
-        return "text"
-    if getattr(config, "num_classes", 0):
-        return "class"
-    return "none"
+    from vfm_models.conditioning import kind_of
+
+    return kind_of(config)
 
 
 def load_text_encoder(meta: Mapping[str, Any], device: torch.device | str = "cpu"):
-    """The export's text encoder (``meta["text_encoder"]`` with its options), or None."""
+    """The export's text encoder (``meta["text_encoder"]`` with its options), or None. Built under
+    seed 0, as training and sharding build it, so that an encoder without weights is the same one."""
     name = meta.get("text_encoder")
     if not name:
         return None
     import vfm_models
 
-    encoder = vfm_models.get_text_encoder(name)(**(meta.get("text_encoder_options") or {}))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        encoder = vfm_models.get_text_encoder(name)(**(meta.get("text_encoder_options") or {}))
     return encoder.to(device) if hasattr(encoder, "to") else encoder
 
 
 def _encode_text(encoder, prompts: list[str], device) -> Cond:
-    out = encoder.encode(prompts) if hasattr(encoder, "encode") else encoder(prompts)
-    if isinstance(out, Mapping):
-        text, mask = out["text"], out.get("text_mask")
-    else:
-        text, mask = out
-    if mask is None:
-        mask = torch.ones(text.shape[:2], dtype=torch.bool)
-    return {"text": text.float().to(device), "text_mask": mask.bool().to(device)}
+    from vfm_models.conditioning import encode_text
+
+    text, mask = encode_text(encoder, prompts)
+    return {"text": text.to(device), "text_mask": mask.to(device)}
 
 
 def parse_class_label(prompt: str, num_classes: int) -> int:
@@ -60,28 +60,47 @@ def parse_class_label(prompt: str, num_classes: int) -> int:
 
 
 class Conditioner:
-    """Builds (cond, uncond) for one prompt; ``uncond`` is None when guidance cannot apply."""
+    """Builds (cond, uncond) for one prompt; ``uncond`` is None when guidance cannot apply.
 
-    def __init__(self, config: Any, text_encoder=None, device: torch.device | str = "cpu") -> None:
+    ``null``: the export's ``null_condition``; it must describe this model's null condition
+    (:func:`vfm_models.conditioning.describe`), and is taken from the config when not given.
+    """
+
+    def __init__(self, config: Any, text_encoder=None, device: torch.device | str = "cpu",
+                 null: Mapping[str, Any] | None = None) -> None:
+        from vfm_models.conditioning import describe, null_condition
+
         self.kind = conditioning_kind(config)
         self.config = config
         self.device = device
         self.text_encoder = text_encoder
         if self.kind == "text" and text_encoder is None:
             raise ValueError("this model is text-conditional but its export names no text_encoder")
+        expected = describe(config)
+        if null is not None and dict(null) != expected:
+            raise ValueError(f"the export's null_condition {dict(null)} does not match its model config, whose null "
+                             f"condition is {expected}")
+        base = null_condition(config, text_encoder)
+        self.null: Cond | None = None if base is None else {k: v.to(device) for k, v in base.items()}
 
-    def check(self, prompt: str) -> None:
+    def check(self, prompt: str, negative_prompt: str = "") -> None:
         """Raise on a prompt this model cannot take (before any work starts)."""
         if self.kind == "class":
             parse_class_label(prompt, self.config.num_classes)
+            if negative_prompt:
+                parse_class_label(negative_prompt, self.config.num_classes)
 
     def __call__(self, prompt: str, negative_prompt: str = "") -> tuple[Cond, Cond | None]:
+        """(cond, uncond): ``uncond`` is the null condition, or ``negative_prompt`` when given (a
+        class index for class-conditional models)."""
         if self.kind == "text":
             cond = _encode_text(self.text_encoder, [prompt], self.device)
-            uncond = _encode_text(self.text_encoder, [negative_prompt], self.device)
+            uncond = _encode_text(self.text_encoder, [negative_prompt], self.device) if negative_prompt else self.null
             return cond, uncond
         if self.kind == "class":
             y = parse_class_label(prompt, self.config.num_classes)
-            null = torch.tensor([self.config.num_classes], device=self.device)
-            return {"y": torch.tensor([y], device=self.device)}, {"y": null}
+            uncond = self.null
+            if negative_prompt:
+                uncond = {"y": torch.tensor([parse_class_label(negative_prompt, self.config.num_classes)], device=self.device)}
+            return {"y": torch.tensor([y], device=self.device)}, uncond
         return {}, None

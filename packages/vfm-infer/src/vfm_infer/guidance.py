@@ -21,6 +21,14 @@ from vfm_infer.samplers.base import Denoiser
 ConditionalDenoiser = Callable[[torch.Tensor, torch.Tensor, Mapping[str, torch.Tensor]], torch.Tensor]
 
 
+def default_scale(meta: Mapping) -> float:
+    """The guidance scale to use when none is given: the export's ``guidance`` (training writes the
+    formulation's default there when condition dropout trained the null condition, else 1). An
+    export without it predates condition dropout, so its null was never trained: 1 (no guidance)."""
+    scale = meta.get("guidance")
+    return 1.0 if scale is None else float(scale)
+
+
 def combine(cond: torch.Tensor, uncond: torch.Tensor, scale: float) -> torch.Tensor:
     """uncond + scale * (cond - uncond); scale 1 is the conditional prediction, 0 the unconditional."""
     return uncond + scale * (cond - uncond)

@@ -7,6 +7,7 @@ by :meth:`VideoPipeline.prepare` before any denoising starts.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ import torch
 
 from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
-from vfm_infer.guidance import cfg_parallel, classifier_free
+from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
 from vfm_infer.samplers.base import Sampler, StepCallback
 
 #: The sampler used when none is named, per formulation.
@@ -33,7 +34,7 @@ class GenerationSpec:
 
     sampler: str | None = None
     steps: int = 32
-    guidance: float = 4.0
+    guidance: float | None = None  # None: the export's default (vfm_infer.guidance.default_scale)
     seed: int = 0
     frames: int | None = None
     size: tuple[int, int] | None = None  # (H, W) in pixels
@@ -75,7 +76,8 @@ class VideoPipeline:
         self.model = model.to(self.device).eval()
         self.formulation = vfm_models.get_formulation(meta["formulation"])(**(meta.get("formulation_options") or {}))
         self.tokenizer = vfm_models.get_tokenizer(meta["tokenizer"])(**(meta.get("tokenizer_options") or {}))
-        self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device)
+        self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,
+                                       null=meta.get("null_condition"))
         self.parallel = parallel or ParallelLayout()
 
     @classmethod
@@ -158,7 +160,9 @@ class VideoPipeline:
         sampler = self.make_sampler(spec.sampler, spec.steps, spec.sampler_options)
         shape = self.latent_shape(spec.frames, spec.size)
         for p in prompts:
-            self.conditioner.check(p)
+            self.conditioner.check(p, spec.negative_prompt)
+        if spec.guidance is None:
+            spec = dataclasses.replace(spec, guidance=default_scale(self.meta))
         if self.parallel.cfg_group is not None and self.conditioner.kind == "none":
             raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
         return Prepared(sampler, shape, spec)

@@ -17,5 +17,6 @@ host = PluginHost(
     builtins=("vfm_infer.builtin",),
     kinds={
         "samplers": "vfm_infer_register_samplers",
+        "metrics": "vfm_infer_register_metrics",
     },
 )

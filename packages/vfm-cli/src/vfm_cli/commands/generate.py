@@ -38,7 +38,7 @@ def generate(
     negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler name (see `vfm plugins --kind samplers`); default per formulation."),
     steps: int = typer.Option(32, "--steps", min=1, help="Sampler steps."),
-    guidance: float = typer.Option(4.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
+    guidance: Optional[float] = typer.Option(None, "--guidance", help="Classifier-free guidance scale (1 = off); default: the export's (the formulation's default when training dropped conditions, else 1)."),
     seed: int = typer.Option(0, "--seed", help="Noise seed; prompt i uses seed + i. The same seed gives the same video."),
     frames: Optional[int] = typer.Option(None, "--frames", min=1, help="Frames; default: the training clips' length."),
     size: Optional[str] = typer.Option(None, "--size", help="HxW in pixels; default: the training size."),

@@ -19,6 +19,17 @@ def karras_sigmas(steps: int, sigma_min: float, sigma_max: float, rho: float) ->
     return EDM(sigma_min=sigma_min, sigma_max=sigma_max, rho=rho).sigmas(steps)
 
 
+def churn_noise(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Standard Gaussian noise shaped like ``like``, on its device and dtype. Drawn on the
+    generator's own device (a CPU generator draws on the host, then the noise moves), so a seeded
+    generator gives the same churn on every device; without one, torch's default generator of
+    ``like``'s device."""
+    if generator is None:
+        return torch.randn(like.shape, dtype=like.dtype, device=like.device)
+    eps = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=generator.device)
+    return eps.to(device=like.device, dtype=like.dtype)
+
+
 class _EDMSampler(Sampler):
     formulation = "edm"
 
@@ -58,7 +69,7 @@ class _EDMSampler(Sampler):
             gamma = self._gamma(t_cur)
             t_hat = t_cur + gamma * t_cur
             if gamma > 0:
-                eps = torch.randn(x_cur.shape, generator=generator, dtype=x_cur.dtype, device=x_cur.device)
+                eps = churn_noise(x_cur, generator)
                 x_hat = x_cur + math.sqrt(t_hat**2 - t_cur**2) * self.churn_noise * eps
             else:
                 x_hat = x_cur

@@ -9,3 +9,8 @@ def vfm_infer_register_samplers(register):
 
 
 MARKER = object()
+
+
+@hookimpl
+def vfm_infer_register_metrics(register):
+    register("everyhook-metrics", "vfm_plugin_everyhook.infer:MARKER", description="everyhook test marker")

@@ -1,0 +1,65 @@
+"""The interface every metric implements, and the run that reads videos and applies metrics by name."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One generated video and the prompt it was generated for."""
+
+    prompt: str
+    frames: np.ndarray  # (T, H, W, 3) uint8 RGB
+    path: Path | None = None
+
+
+@dataclass
+class MetricResult:
+    """``per_video``: one dict per item, in order (empty for a metric of the whole set, e.g. FVD);
+    ``summary``: numbers over the set (counts, means, the set-level score)."""
+
+    per_video: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, float] = field(default_factory=dict)
+
+
+class Metric(ABC):
+    """Scores a set of generated videos. Options arrive as keyword arguments (``vfm eval --option
+    key=value``), e.g. a local weights path; a metric that needs something missing raises
+    ValueError saying what."""
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def evaluate(self, items: Sequence[EvalItem]) -> MetricResult:
+        """The per-video scores and the summary of ``items``."""
+
+
+def load_metric(name: str, options: Mapping[str, Any] | None = None) -> Metric:
+    """The registered metric ``name`` built with ``options`` (unknown names list the available ones)."""
+    from vfm_infer.plugins import host
+
+    return host.get("metrics", name)(**dict(options or {}))
+
+
+def read_items(folder: str | Path, prompts: Sequence[str]) -> list[EvalItem]:
+    """The videos ``folder/0000.mp4``, ``0001.mp4``, ... (what ``vfm generate`` writes: video i is
+    prompt i) paired with ``prompts``; a missing video is a FileNotFoundError naming it."""
+    from vfm_infer.video.mp4 import read_mp4
+
+    folder = Path(folder)
+    paths = [folder / f"{i:04d}.mp4" for i in range(len(prompts))]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} of {len(prompts)} videos are missing (video i is prompt i): {', '.join(missing[:3])}")
+    return [EvalItem(prompt, read_mp4(path), path) for prompt, path in zip(prompts, paths)]
+
+
+def evaluate(items: Sequence[EvalItem], metrics: Mapping[str, Mapping[str, Any]]) -> dict[str, MetricResult]:
+    """Each named metric (with its options) applied to ``items``."""
+    return {name: load_metric(name, options).evaluate(items) for name, options in metrics.items()}

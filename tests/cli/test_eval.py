@@ -1,0 +1,45 @@
+"""``vfm eval``: scores a folder of generated videos against the prompts file, writes scores.json."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from typer.testing import CliRunner
+
+from vfm_cli.main import app
+
+
+def _videos(folder):
+    from vfm_curator.synth import shape_frames
+    from vfm_infer.video.mp4 import write_mp4
+
+    for i, (colour, direction) in enumerate([("red", "right"), ("green", "up")]):
+        frames = shape_frames(32, shape="circle", colour=colour, direction=direction, background=(120, 40, 160),
+                              width=32, height=32, size=12)
+        write_mp4(folder / f"{i:04d}.mp4", np.stack(frames[::4]))
+    prompts = folder / "prompts.txt"
+    prompts.write_text("a red circle moving right\n# a comment\na green circle moving left\n")
+    return prompts
+
+
+def test_eval_prints_and_writes_the_scores(tmp_path):
+    prompts = _videos(tmp_path)
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--option", "shapes.flat_rms=12"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads((tmp_path / "scores.json").read_text())["shapes"]
+    assert scores["summary"]["colour_correct"] == 2 and scores["summary"]["motion_correct"] == 1
+    assert [r["direction"] for r in scores["per_video"]] == ["right", "up"]
+    assert "colour_correct" in result.output
+
+
+def test_eval_errors_name_what_is_wrong(tmp_path):
+    prompts = _videos(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--metric", "fvd"])
+    assert result.exit_code == 1 and "available: " in result.output
+    result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--option", "clip.weights=x"])
+    assert result.exit_code != 0 and "not among --metric" in result.output
+    (tmp_path / "more.txt").write_text("a\nb\nc\n")
+    result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "more.txt")])
+    assert result.exit_code == 1 and "0002.mp4" in result.output
