@@ -7,8 +7,10 @@ by :meth:`VideoPipeline.prepare` before any denoising starts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -22,6 +24,38 @@ from vfm_infer.samplers.base import Sampler, StepCallback
 
 #: The sampler used when none is named, per formulation.
 DEFAULT_SAMPLERS = {"edm": "edm-heun", "rectified-flow": "flow-euler"}
+
+
+#: ``--dtype`` names -> the dtype the transformer runs in (latents and decoding stay float32).
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def resolve_device(name: str | torch.device = "auto") -> torch.device:
+    """``auto`` (CUDA when present, this torchrun rank's GPU), ``cuda``, ``cuda:N`` or ``cpu``."""
+    if isinstance(name, torch.device):
+        return name
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise ValueError(f"unknown device {name!r}; accepted: auto, cuda, cuda:N, cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} was asked for but no CUDA device is visible; use --device cpu or auto")
+        if name == "cuda":  # under torchrun each rank takes its own GPU
+            name = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(torch.device(name))
+    return torch.device(name)
+
+
+def resolve_dtype(name: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """``None``: bf16 on CUDA, fp32 on CPU; else one of :data:`DTYPES`."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; accepted: {', '.join(DTYPES)}")
+    return DTYPES[name]
 
 
 class ExportError(ValueError):
@@ -62,9 +96,32 @@ class ParallelLayout:
     model: Callable | None = None
 
 
+def without_full_masks(cond: dict, uncond: dict | None) -> tuple[dict, dict | None]:
+    """Drop text masks that mask nothing, checked once per video on the host: attention without a
+    mask runs on the fused kernel, a boolean mask sends SDPA to its slower masked kernel (2.4x the
+    cross-attention time at 8k tokens on an H100, ``benchmarks/gpu_attention.py``). Both branches
+    keep their masks unless both can drop them, so they still batch together."""
+    branches = [c for c in (cond, uncond) if c is not None]
+    masks = [c.get("text_mask") for c in branches]
+    if any(m is None for m in masks) or len({m.shape[1] for m in masks}) != 1 or not all(bool(m.all()) for m in masks):
+        return cond, uncond
+    strip = lambda c: None if c is None else {k: v for k, v in c.items() if k != "text_mask"}  # noqa: E731
+    return strip(cond), strip(uncond)
+
+
 class VideoPipeline:
+    """Generation from a model and its export metadata on one device.
+
+    ``device``: ``"cpu"`` (the default and the reference), ``"cuda"`` / ``"cuda:N"`` or ``"auto"``.
+    ``dtype``: what the transformer runs in, ``"fp32"`` or ``"bf16"`` (default: bf16 on CUDA, fp32 on
+    CPU): its weights are cast and it runs under autocast, while the sampler's latents, the
+    guidance combination and decoding stay float32. ``compile``: each transformer block compiled
+    with ``torch.compile`` (one graph per block; the first video pays for compilation).
+    """
+
     def __init__(self, model, meta: Mapping[str, Any], *, device: str | torch.device = "cpu",
-                 parallel: ParallelLayout | None = None) -> None:
+                 dtype: str | torch.dtype | None = None, parallel: ParallelLayout | None = None,
+                 compile: bool = False) -> None:
         import vfm_models
 
         missing = [k for k in ("formulation", "tokenizer", "latent_shape") if not meta.get(k)]
@@ -72,10 +129,17 @@ class VideoPipeline:
             raise ExportError(f"the export's config.json lacks {', '.join(missing)}; generation needs the "
                               "formulation, the tokenizer and the latent_shape of the training data")
         self.meta = dict(meta)
-        self.device = torch.device(device)
-        self.model = model.to(self.device).eval()
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.model = model.to(self.device, self.dtype).eval().requires_grad_(False)
+        if compile:  # vfm-parallel's per-block compile, as in training
+            from vfm_parallel.strategy import get_strategy
+
+            get_strategy("compile").apply(self.model, None, self.model.parallel_plan())
         self.formulation = vfm_models.get_formulation(meta["formulation"])(**(meta.get("formulation_options") or {}))
         self.tokenizer = vfm_models.get_tokenizer(meta["tokenizer"])(**(meta.get("tokenizer_options") or {}))
+        if isinstance(self.tokenizer, torch.nn.Module):  # decoding runs on the device, in float32
+            self.tokenizer = self.tokenizer.to(self.device).eval()
         self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,
                                        null=meta.get("null_condition"))
         self.parallel = parallel or ParallelLayout()
@@ -173,19 +237,31 @@ class VideoPipeline:
         model = self.parallel.model or self.model
         return lambda x, level, cond: self.formulation.denoise(model, x, level, cond)
 
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (for timing: CUDA runs asynchronously)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _autocast(self):
+        """Lower-precision runs under autocast, so float32 inputs meet bf16 weights where they should."""
+        if self.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
+
     def sample_latent(self, prepared: Prepared, prompt: str, *, index: int = 0,
                       callback: StepCallback | None = None) -> torch.Tensor:
         """Latent (1, C', T', H', W') for ``prompt``; noise is seeded by ``seed + index`` (the same on
         every rank, so parallel ranks step the same latents)."""
         spec = prepared.spec
-        cond, uncond = self.conditioner(prompt, spec.negative_prompt)
+        cond, uncond = without_full_masks(*self.conditioner(prompt, spec.negative_prompt))
         if self.parallel.cfg_group is not None:
             denoiser = cfg_parallel(self._net(), cond, uncond, spec.guidance, self.parallel.cfg_group)
         else:
             denoiser = classifier_free(self._net(), cond, uncond, spec.guidance)
+        # Drawn on the host, then moved: the same seed gives the same starting noise on every device.
         generator = torch.Generator().manual_seed(spec.seed + index)
         noise = torch.randn((1, *prepared.latent_shape), generator=generator).to(self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), self._autocast():
             return prepared.sampler.sample(denoiser, noise, generator=generator, callback=callback)
 
     def decode(self, latent: torch.Tensor, spec: GenerationSpec) -> torch.Tensor:

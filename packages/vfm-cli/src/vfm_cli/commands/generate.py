@@ -47,6 +47,9 @@ def generate(
     cp_strategy: str = typer.Option("cp-ring", "--cp-strategy", help="Context-parallel attention strategy used on the remaining ranks."),
     decode_tile: Optional[int] = typer.Option(None, "--decode-tile", help="Decode in spatial tiles of this many latent pixels."),
     decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", help="Decode this many latent frames at a time."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when present; under torchrun each rank its GPU), cuda, cuda:N or cpu."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Transformer precision: bf16 or fp32 (default: bf16 on CUDA, fp32 on CPU)."),
+    compile_blocks: bool = typer.Option(False, "--compile", help="torch.compile each transformer block (the first video pays for compiling)."),
     out: Path = typer.Option(Path("videos"), "-o", "--out", help="Output folder for MP4s and contact sheets."),
 ) -> None:
     """Generate videos from an inference export; writes OUT/<i>.mp4 and OUT/<i>.png (a contact sheet)."""
@@ -56,7 +59,7 @@ def generate(
     import time
 
     from vfm_infer.distributed import setup_inference
-    from vfm_infer.pipeline import ExportError, GenerationSpec, VideoPipeline
+    from vfm_infer.pipeline import DTYPES, ExportError, GenerationSpec, VideoPipeline
     from vfm_infer.plugins import host
     from vfm_infer.video.contact_sheet import contact_sheet, write_png
     from vfm_infer.video.frames import to_uint8_frames
@@ -66,9 +69,11 @@ def generate(
         typer.echo(f"error: {message}", err=True)
         raise typer.Exit(1)
 
+    if dtype is not None and dtype not in DTYPES:
+        raise typer.BadParameter(f"expected one of {', '.join(DTYPES)}, got {dtype!r}", param_hint="--dtype")
     try:
         host.get("samplers", sampler) if sampler else None
-        pipe = VideoPipeline.from_export(checkpoint)
+        pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks)
     except (ExportError, KeyError, ValueError) as exc:
         fail(str(exc))
     spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
@@ -88,6 +93,7 @@ def generate(
             task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
             start = time.perf_counter()
             latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
+            pipe.synchronize()
             step_seconds.append((time.perf_counter() - start) / steps)
             if rank != 0:
                 continue
@@ -98,7 +104,8 @@ def generate(
         for path in written:
             typer.echo(str(path))
         typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
-                   f"({prepared.sampler.num_evaluations()} model evaluations per video, sampler {type(prepared.sampler).__name__})")
+                   f"({prepared.sampler.num_evaluations()} model evaluations per video, sampler {type(prepared.sampler).__name__}, "
+                   f"{pipe.device} {str(pipe.dtype).removeprefix('torch.')})")
 
     from vfm_parallel.process_group import shutdown_distributed
 
