@@ -13,9 +13,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from vfm_parallel.dims import MESH_DIMS
 from vfm_parallel.trainer.config import ParallelConfig
-
-MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 
 def pick_device() -> torch.device:

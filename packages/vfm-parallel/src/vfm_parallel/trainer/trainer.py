@@ -220,155 +220,204 @@ def train(
     """Run ``cfg.train.steps`` optimizer steps (continuing from a checkpoint if one is found).
 
     Single process under ``python``; under ``torchrun`` every rank calls this with the same config.
+    The phases, in order: :meth:`_Run.set_up`, :meth:`_Run.step` for each step (flushing figures
+    and saving checkpoints when due), :meth:`_Run.finish` (means, export, loss curve).
     """
-    device = pick_device()
-    rank, world = init_distributed(device.type)
-    cfg.validate(world)
-    sizes = cfg.parallel.resolved(world)
-    coords = Coordinates.of(rank, sizes)
-    out_dir = Path(cfg.train.out_dir)
-    root = out_dir / "checkpoints"
+    run = _Run(cfg, build, sinks, parallelize)
+    try:
+        for step in range(run.start, run.last):
+            run.step(step)
+        run.finish()
+    finally:
+        run.close_sinks()
+    run.plot_loss_curve()
+    return run.result
 
-    torch.manual_seed(cfg.train.seed)  # the same full init on every rank: layout-independent weights
-    parts = build(RunContext(coords, device, cfg))
-    pm = parallelize(parts.model, cfg.parallel, sizes, device, parts.seq_len)
-    model = pm.model
-    pipelined = pm.schedule is not None
-    # What checkpoints, EMA and the export see: under PP the stage under single-process names.
-    named = OriginalNames(model, pm.plan.blocks, getattr(model, "_vfm_block_offset", 0)) if pipelined else model
-    o = cfg.optim
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
-                                  fused=_fused_adamw(trainable, device) or None)
-    ema = EMA(named, cfg.ema.decay) if cfg.ema.enabled else None
 
-    start = 0
-    resume_from = _resolve_resume(cfg, root)
-    if resume_from is not None:
-        state, rank_state = ckpt.load(resume_from, model=named, optimizer=optimizer, ema=ema, rank_key=coords.dp_rank)
-        start = int(state["step"])
+class _Run:
+    """One training run on this rank: what :func:`train` sets up once and each step uses."""
+
+    def __init__(self, cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
+                 parallelize: Callable[..., Any]) -> None:
+        self.cfg = cfg
+        self.device = pick_device()
+        self.rank, self.world = init_distributed(self.device.type)
+        cfg.validate(self.world)
+        sizes = cfg.parallel.resolved(self.world)
+        self.coords = Coordinates.of(self.rank, sizes)
+        self.out_dir = Path(cfg.train.out_dir)
+        self.root = self.out_dir / "checkpoints"
+
+        torch.manual_seed(cfg.train.seed)  # the same full init on every rank: layout-independent weights
+        self.parts = build(RunContext(self.coords, self.device, cfg))
+        self.pm = parallelize(self.parts.model, cfg.parallel, sizes, self.device, self.parts.seq_len)
+        self.model = self.pm.model
+        self.pipelined = self.pm.schedule is not None
+        # What checkpoints, EMA and the export see: under PP the stage under single-process names.
+        self.named = (OriginalNames(self.model, self.pm.plan.blocks, getattr(self.model, "_vfm_block_offset", 0))
+                      if self.pipelined else self.model)
+        o = cfg.optim
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=o.lr, betas=tuple(o.betas), eps=o.eps,
+                                           weight_decay=o.weight_decay,
+                                           fused=_fused_adamw(self.params, self.device) or None)
+        self.ema = EMA(self.named, cfg.ema.decay) if cfg.ema.enabled else None
+        self.start = self._resume()
+        self.last = cfg.train.stop_at or cfg.train.steps
+        self.result = TrainResult(start_step=self.start, final_step=self.start, model=self.named)
+        self._open_sinks(sinks)
+        self.stage_group, self.replicated = None, frozenset()
+        if self.pipelined:
+            self.stage_group = self.pm.mesh["pp"].get_group()
+            self.replicated = frozenset(id(p) for n, p in self.model.named_parameters()
+                                        if n.split(".")[0] in self.pm.plan.conditioning)
+        chunks = cfg.noise_chunks()
+        if chunks > 1 and self.parts.patch is None:
+            raise ValueError(f"noise in {chunks} chunks (cp / train.noise_chunks) needs TrainParts.patch, the model's (pt, ph, pw)")
+        self.batches = iter(self.parts.loader)
+        self.throughput = _Throughput()
+        self.pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
+        self.model.train()
+
+    # --- set-up ------------------------------------------------------------------------------------
+
+    def _resume(self) -> int:
+        """The step to start from: 0, or a checkpoint's (its model, optimizer, EMA and loader state loaded)."""
+        resume_from = _resolve_resume(self.cfg, self.root)
+        if resume_from is None:
+            return 0
+        state, rank_state = ckpt.load(resume_from, model=self.named, optimizer=self.optimizer, ema=self.ema,
+                                      rank_key=self.coords.dp_rank)
         if rank_state is None:  # a different DP size: the loader state is global, take DP rank 0's
             rank_state = ckpt.rank_states(resume_from).get(0)
         if rank_state is not None:
-            parts.loader.load_state_dict(rank_state["loader"])
+            self.parts.loader.load_state_dict(rank_state["loader"])
+        return int(state["step"])
 
-    result = TrainResult(start_step=start, final_step=start, model=named)
-    if rank == 0:
-        peak, source = device_peak_tflops(device, cfg.logging.peak_tflops)
-        result.peak_tflops, result.peak_source = peak, source
-        sink_list = list(sinks) + [metrics_mod.JsonlSink(out_dir / "metrics.jsonl")]
-        if cfg.logging.tensorboard:
-            sink_list.append(metrics_mod.TensorBoardSink(out_dir / "tensorboard"))
-    else:
-        sink_list = []
-    # Every rank needs the same peak only for MFU on rank 0; other ranks skip the measurement.
-    peak = result.peak_tflops
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    stage_group, replicated = None, frozenset()
-    if pipelined:
-        stage_group = pm.mesh["pp"].get_group()
-        replicated = frozenset(id(p) for n, p in model.named_parameters() if n.split(".")[0] in pm.plan.conditioning)
-    accum = o.grad_accum
-    chunks = cfg.noise_chunks()
-    if chunks > 1 and parts.patch is None:
-        raise ValueError(f"noise in {chunks} chunks (cp / train.noise_chunks) needs TrainParts.patch, the model's (pt, ph, pw)")
-    batches = iter(parts.loader)
-    throughput = _Throughput()
-    pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
-    last = cfg.train.stop_at or cfg.train.steps
-    exec_flops = parts.executed_flops_per_token
-
-    def flush() -> None:
-        """Bring the pending steps' figures to the host (one sync) and log the due ones."""
-        if not pending:
+    def _open_sinks(self, sinks: Iterable[Any]) -> None:
+        """Rank 0 logs (and measures the device's peak for MFU); other ranks neither."""
+        self.sinks: list[Any] = []
+        if self.rank != 0:
             return
-        rows = torch.stack([torch.cat([stats, norm.reshape(1)]) for _, stats, norm, _ in pending]).tolist()
-        global_tokens = [tokens / (world // coords.dp_size) for _, tokens, _, _ in rows]  # ranks that saw the same batch
-        seconds = throughput.flush(sum(global_tokens), counted=pending[0][0] > start + 1)
+        self.result.peak_tflops, self.result.peak_source = device_peak_tflops(self.device, self.cfg.logging.peak_tflops)
+        self.sinks = list(sinks) + [metrics_mod.JsonlSink(self.out_dir / "metrics.jsonl")]
+        if self.cfg.logging.tensorboard:
+            self.sinks.append(metrics_mod.TensorBoardSink(self.out_dir / "tensorboard"))
+
+    # --- one step ----------------------------------------------------------------------------------
+
+    def step(self, step: int) -> None:
+        """Forward and backward over the micro-batches, clip, update, EMA; figures stay on the device."""
+        cfg, o = self.cfg, self.cfg.optim
+        lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        tokens, holds_loss = 0, 1.0
+        for micro in range(o.grad_accum):
+            loss, batch_tokens = self._micro_step(step, micro)
+            holds_loss = float(loss is not None)
+            if loss is not None:
+                loss_sum += loss.detach()
+            tokens += batch_tokens
+        if self.pipelined and o.grad_accum > 1:
+            for p in self.params:
+                if p.grad is not None:
+                    p.grad.div_(o.grad_accum)
+        self.pm.sync_grads()
+        grad_norm = _grad_norm(self.params, o.grad_clip, self.stage_group, self.replicated)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(self.named)
+        # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage).
+        stats = torch.stack([loss_sum / o.grad_accum, loss_sum.new_full((), float(tokens)), loss_sum.new_full((), holds_loss)])
+        if dist.is_initialized():
+            dist.all_reduce(stats)
+        done = step + 1
+        self.pending.append((done, stats, grad_norm.to(stats.device, torch.float64), lr))
+        interval = cfg.checkpoint.interval
+        save = (interval and done % interval == 0) or done == self.last
+        if done == self.start + 1 or save or done % cfg.logging.interval == 0:
+            self.flush()
+        if save:
+            self.result.checkpoint = _save(cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts, self.coords)
+            self.throughput.flush(0.0, counted=False)  # saving is not training time
+
+    def _micro_step(self, step: int, micro: int) -> tuple[torch.Tensor | None, int]:
+        """(loss or None on a non-last pipeline stage, tokens) of one micro-batch, backward done."""
+        cfg, parts, device = self.cfg, self.parts, self.device
+        global_micro = micro * self.coords.dp_size + self.coords.dp_rank
+        batch = batches_mod.to_device(next(self.batches), device)
+        batch = batches_mod.drop_conditions(batch, parts.null_cond, cfg.train.cond_dropout,
+                                            cond_dropout_generator(cfg.train.seed, step, global_micro, device))
+        gen_t, gen_n, noise = _draws(cfg, step, global_micro, batch, parts.patch, device)
+        with _autocast(cfg, device):
+            if self.pipelined:  # the schedule runs forward and backward; the loss is on the last stage
+                pieces = parts.formulation.training_pieces(batch["x0"], gen_t, gen_n, noise=noise)
+                loss = pipeline_micro_step(self.pm, self.params, pieces, batch["cond"])
+            else:
+                loss = batches_mod.micro_loss(parts.formulation, self.model, batch, gen_t, gen_n, noise)
+        if not self.pipelined:
+            (loss / cfg.optim.grad_accum).backward()
+        return loss, parts.count_tokens(batch)
+
+    def flush(self) -> None:
+        """Bring the pending steps' figures to the host (one sync) and log the due ones."""
+        if not self.pending:
+            return
+        world, result = self.world, self.result
+        rows = torch.stack([torch.cat([stats, norm.reshape(1)]) for _, stats, norm, _ in self.pending]).tolist()
+        global_tokens = [tokens / (world // self.coords.dp_size) for _, tokens, _, _ in rows]  # ranks that saw the same batch
+        seconds = self.throughput.flush(sum(global_tokens), counted=self.pending[0][0] > self.start + 1)
         tps = sum(global_tokens) / seconds
-        for (done, _, _, lr), (loss_total, _, holders, grad_norm) in zip(pending, rows):
+        for (done, _, _, lr), (loss_total, _, holders, grad_norm) in zip(self.pending, rows):
             result.losses[done] = loss_total / holders  # mean over the ranks that hold a loss
             result.final_step = done
-            if rank == 0 and (done % cfg.logging.interval == 0 or done == last):
+            if self.rank == 0 and (done % self.cfg.logging.interval == 0 or done == self.last):
                 row = {"loss": result.losses[done], "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
-                       "tokens_per_s_per_device": tps / world, "mfu": mfu(parts.flops_per_token, tps, world, peak),
-                       "step_time_s": seconds / len(pending)}
-                if exec_flops:
-                    row["mfu_executed"] = mfu(exec_flops, tps, world, peak)
+                       "tokens_per_s_per_device": tps / world, "step_time_s": seconds / len(self.pending)}
+                row.update(self._mfu(tps))
                 result.last_metrics = row
-                for sink in sink_list:
+                for sink in self.sinks:
                     sink.log(done, row)
-        pending.clear()
+        self.pending.clear()
 
-    model.train()
-    try:
-        for step in range(start, last):
-            lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-            tokens, holds_loss = 0, 1.0
-            for micro in range(accum):
-                batch = next(batches)
-                batch = batches_mod.to_device(batch, device)
-                batch = batches_mod.drop_conditions(batch, parts.null_cond, cfg.train.cond_dropout, cond_dropout_generator(
-                    cfg.train.seed, step, micro * coords.dp_size + coords.dp_rank, device))
-                gen_t, gen_n, noise = _draws(cfg, step, micro * coords.dp_size + coords.dp_rank, batch, parts.patch, device)
-                with _autocast(cfg, device):
-                    if pipelined:  # the schedule runs forward and backward; the loss is on the last stage
-                        pieces = parts.formulation.training_pieces(batch["x0"], gen_t, gen_n, noise=noise)
-                        loss = pipeline_micro_step(pm, params, pieces, batch["cond"])
-                    else:
-                        loss = batches_mod.micro_loss(parts.formulation, model, batch, gen_t, gen_n, noise)
-                if not pipelined:
-                    (loss / accum).backward()
-                holds_loss = float(loss is not None)
-                if loss is not None:
-                    loss_sum += loss.detach()
-                tokens += parts.count_tokens(batch)
-            if pipelined and accum > 1:
-                for p in params:
-                    if p.grad is not None:
-                        p.grad.div_(accum)
-            pm.sync_grads()
-            grad_norm = _grad_norm(params, o.grad_clip, stage_group, replicated)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if ema is not None:
-                ema.update(named)
-            # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage).
-            stats = torch.stack([loss_sum / accum, loss_sum.new_full((), float(tokens)), loss_sum.new_full((), holds_loss)])
-            if dist.is_initialized():
-                dist.all_reduce(stats)
-            done = step + 1
-            pending.append((done, stats, grad_norm.to(stats.device, torch.float64), lr))
-            interval = cfg.checkpoint.interval
-            save = (interval and done % interval == 0) or done == last
-            if done == start + 1 or save or done % cfg.logging.interval == 0:
-                flush()
-            if save:
-                result.checkpoint = _save(cfg, root, done, named, optimizer, ema, parts, coords)
-                throughput.flush(0.0, counted=False)  # saving is not training time
-        flush()
-        if throughput.seconds > 0:
-            result.mean_tokens_per_s = throughput.tokens / throughput.seconds
-            result.mean_mfu = mfu(parts.flops_per_token, result.mean_tokens_per_s, world, peak) if peak else 0.0
-            if exec_flops and peak:
-                result.mean_mfu_executed = mfu(exec_flops, result.mean_tokens_per_s, world, peak)
-        if cfg.checkpoint.export and parts.export is not None and last == cfg.train.steps:
+    def _mfu(self, tokens_per_s: float) -> dict[str, float]:
+        """``mfu`` by the seeds' 6N + 12LhS, and ``mfu_executed`` by the FLOPs executed (when known)."""
+        peak, exec_flops = self.result.peak_tflops, self.parts.executed_flops_per_token
+        out = {"mfu": mfu(self.parts.flops_per_token, tokens_per_s, self.world, peak) if peak else 0.0}
+        if exec_flops:
+            out["mfu_executed"] = mfu(exec_flops, tokens_per_s, self.world, peak) if peak else 0.0
+        return out
+
+    # --- the end -----------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """The last figures, the run's mean throughput, and the inference export when the run is complete."""
+        self.flush()
+        result = self.result
+        if self.throughput.seconds > 0:
+            result.mean_tokens_per_s = self.throughput.tokens / self.throughput.seconds
+            figures = self._mfu(result.mean_tokens_per_s)
+            result.mean_mfu, result.mean_mfu_executed = figures["mfu"], figures.get("mfu_executed", 0.0)
+        if self.cfg.checkpoint.export and self.parts.export is not None and self.last == self.cfg.train.steps:
+            ema, named = self.ema, self.named
             weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
-            if pipelined:  # each stage holds its blocks: rank 0 collects the others'
-                weights = _merge_stages(weights, stage_group)
-            if rank == 0:
-                result.export = out_dir / "export"
-                parts.export(result.export, weights)
-    finally:
-        for sink in sink_list:
+            if self.pipelined:  # each stage holds its blocks: rank 0 collects the others'
+                weights = _merge_stages(weights, self.stage_group)
+            if self.rank == 0:
+                result.export = self.out_dir / "export"
+                self.parts.export(result.export, weights)
+
+    def close_sinks(self) -> None:
+        for sink in self.sinks:
             sink.close()
-    if rank == 0 and cfg.logging.loss_curve and (out_dir / "metrics.jsonl").exists():
-        result.loss_curve = metrics_mod.plot_loss_curve(out_dir / "metrics.jsonl", out_dir / "loss_curve.png")
-    return result
+
+    def plot_loss_curve(self) -> None:
+        metrics = self.out_dir / "metrics.jsonl"
+        if self.rank == 0 and self.cfg.logging.loss_curve and metrics.exists():
+            self.result.loss_curve = metrics_mod.plot_loss_curve(metrics, self.out_dir / "loss_curve.png")
 
 
 def _merge_stages(weights: dict[str, torch.Tensor], group: Any) -> dict[str, torch.Tensor]:
