@@ -36,11 +36,26 @@ def demo_run(tmp_path_factory):
 
 def test_demo_prints_each_command_and_the_time_of_each_step(demo_run):
     out, stdout = demo_run
-    for command in ("vfm curate", "vfm shard", "vfm train", "vfm generate"):
+    for command in ("vfm curate", "vfm shard", "vfm train", "vfm generate", "vfm eval"):
         assert command in stdout
     summary = json.loads((out / "demo.json").read_text())
-    assert set(summary["seconds"]) == {"input", "curate", "shard", "train", "generate", "total"}
+    assert set(summary["seconds"]) == {"input", "curate", "shard", "train", "generate", "eval", "total"}
     assert all(seconds > 0 for seconds in summary["seconds"].values())
+
+
+def test_demo_generates_every_caption_and_scores_each_against_it(demo_run):
+    out, stdout = demo_run
+    summary = json.loads((out / "demo.json").read_text())
+    captions = [json.loads(line)["caption"] for line in (out / "input" / "manifest.jsonl").read_text().splitlines()]
+    assert summary["prompts"] == captions == (out / "prompts.txt").read_text().splitlines()
+    scores = summary["scores"]
+    assert [row["prompt"] for row in scores["per_video"]] == captions
+    assert scores["summary"]["videos"] == scores["summary"]["scored"] == 2
+    assert {"colour_correct", "motion_correct", "flat_background", "all_correct"} <= set(scores["summary"])
+    assert json.loads((out / "videos" / "scores.json").read_text())["shapes"] == scores
+    assert "prompt adherence (2 captions)" in stdout
+    export = json.loads((out / "train" / "export" / "config.json").read_text())
+    assert export["null_condition"] == {"kind": "text", "caption": ""} and export["cond_dropout"] > 0
 
 
 def test_demo_video_decodes_with_the_trained_shape(demo_run):
@@ -59,7 +74,7 @@ def test_demo_pngs_load(demo_run):
     from PIL import Image
 
     out, _ = demo_run
-    for png in (out / "videos" / "0000.png", out / "train" / "loss_curve.png"):
+    for png in (out / "videos" / "0000.png", out / "videos" / "contact_sheet.png", out / "train" / "loss_curve.png"):
         with Image.open(png) as image:
             image.load()
             assert image.size[0] > 0 and image.size[1] > 0

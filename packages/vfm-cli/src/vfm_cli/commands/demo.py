@@ -13,14 +13,17 @@ def demo(
     videos: int = typer.Option(8, "--videos", min=1, max=32, help="How many sample videos to generate."),
     train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="Training steps (default: the demo config's 1200); warm-up becomes the first tenth."),
     sample_steps: int = typer.Option(24, "--sample-steps", min=1, help="Sampler steps for the generated video."),
-    prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt to generate (default: the first video's caption)."),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt to generate (default: every input video's caption)."),
     ray: bool = typer.Option(True, "--ray/--no-ray", help="Run curation and sharding on Ray (default) or in-process."),
 ) -> None:
-    """Run curate -> shard -> train -> generate on generated sample videos, with the real pipelines.
+    """Run curate -> shard -> train -> generate -> eval on generated sample videos, with the real pipelines.
 
-    Prints each `vfm` command before it runs (so you can repeat any step by hand), then the time of
-    each step and the files to open: the curation report, the loss curve, the generated MP4 and its
-    contact sheet. Takes a few minutes on a 2-core CPU; re-running into the same folder resumes.
+    Generates one video per caption of the input videos and scores each against its caption with
+    `vfm eval` (flat background, the shape's colour, its direction of motion). Prints each `vfm`
+    command before it runs (so you can repeat any step by hand), then the scores, the time of each
+    step and the files to open: the curation report, the loss curve, the generated MP4s, a contact
+    sheet of all of them (a row per caption) and the scores. Takes about five minutes on a 2-core
+    CPU; re-running into the same folder resumes.
     """
     from rich.console import Console
     from rich.table import Table
@@ -36,6 +39,12 @@ def demo(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 
+    summary = result.scores.get("summary", {})
+    if summary.get("scored"):
+        n = summary["scored"]
+        console.print(f"[bold]prompt adherence[/bold] ({n} captions): colour {summary['colour_correct']}/{n}, "
+                      f"direction {summary['motion_correct']}/{n}, flat background {summary['flat_background']}/{n}, "
+                      f"one shape {summary['single_shape']}/{n}, all of these {summary['all_correct']}/{n}")
     times = Table(title="time per step")
     times.add_column("step")
     times.add_column("seconds", justify="right")

@@ -6,28 +6,48 @@ import json
 from itertools import product
 from pathlib import Path
 
+import numpy as np
+
 # (shape, colour, direction) per video: distinct enough that the captions mean something.
 SUBJECTS = list(product(("circle", "square"), ("red", "green", "blue", "yellow"), ("right", "left", "down", "up")))
+#: A background closer than this (RGB distance) to the shape's colour is not used for it: a red
+#: circle on the crimson background is hard to see, for a viewer and for a small model alike.
+MIN_CONTRAST = 100.0
 
 
-def make_inputs(folder: Path, videos: int, *, shots: int = 3, frames_per_shot: int = 24, size: int = 64) -> Path:
+def backgrounds_for(colour: str) -> list[tuple[int, int, int]]:
+    """The synthetic backgrounds that contrast with ``colour`` (at least three for every colour)."""
+    from vfm_curator.synth import BACKGROUNDS, COLOURS
+
+    shape = np.asarray(COLOURS[colour], dtype=float)
+    return [bg for bg in BACKGROUNDS if np.linalg.norm(np.asarray(bg, dtype=float) - shape) >= MIN_CONTRAST]
+
+
+def make_inputs(folder: Path, videos: int, *, shots: int = 3, frames_per_shot: int = 24, size: int = 64,
+                shape_size: int = 24) -> Path:
     """Write ``videos`` mp4 files and ``manifest.jsonl`` (path + caption) into ``folder``; return the
-    manifest. Deterministic: the same arguments give the same files."""
+    manifest. Every shot shows the video's shape crossing the frame once, each shot on another
+    background that contrasts with the shape (so every shot boundary is a hard cut). ``shape_size``
+    is the shape's side or diameter in pixels. Deterministic: the same arguments give the same files."""
     if not 1 <= videos <= len(SUBJECTS):
         raise ValueError(f"videos must be between 1 and {len(SUBJECTS)}, got {videos}")
-    from vfm_curator.synth import make_shapes_video
+    from vfm_curator.synth import shape_frames, write_video
 
     folder.mkdir(parents=True, exist_ok=True)
     step = len(SUBJECTS) // videos  # spread the subjects over shapes, colours and directions
     rows = []
     for i in range(videos):
         shape, colour, direction = SUBJECTS[(i * step + i) % len(SUBJECTS)]
+        choices = backgrounds_for(colour)
+        order = np.random.default_rng(i).permutation(len(choices))
+        frames: list[np.ndarray] = []
+        for shot in range(shots):
+            frames += shape_frames(frames_per_shot, shape=shape, colour=colour, direction=direction,
+                                   background=choices[order[shot % len(choices)]], width=size, height=size,
+                                   size=shape_size)
         name = f"video_{i:02d}.mp4"
-        caption = make_shapes_video(
-            folder / name, shape=shape, colour=colour, direction=direction,
-            shots=shots, frames_per_shot=frames_per_shot, width=size, height=size, seed=i,
-        )
-        rows.append({"path": name, "caption": caption})
+        write_video(folder / name, frames, fps=24.0)
+        rows.append({"path": name, "caption": f"a {colour} {shape} moving {direction}"})
     manifest = folder / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return manifest

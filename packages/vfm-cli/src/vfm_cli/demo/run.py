@@ -2,7 +2,8 @@
 
 The commands are printed before they run, so every step can be repeated by hand. Each stage reads
 only the previous stage's files; re-running the demo into the same folder resumes (curate and shard
-skip finished work, train resumes from its last checkpoint).
+skip finished work, train resumes from its last checkpoint). The last stage, ``vfm eval``, scores
+every generated video against its caption (flat background, the shape's colour and direction).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class DemoSettings:
     videos: int = 8
     train_steps: int | None = None  # None: the demo config's own number
     sample_steps: int = 24
-    prompt: str | None = None  # None: the caption of the first input video
+    prompt: str | None = None  # None: every caption of the input videos
     ray: bool = True  # False: curate and shard in-process (no Ray), for the quickest smoke test
 
 
@@ -41,12 +42,14 @@ class DemoResult:
     seconds: dict[str, float] = field(default_factory=dict)
     outputs: dict[str, Path] = field(default_factory=dict)
     commands: list[str] = field(default_factory=list)
+    scores: dict = field(default_factory=dict)  # the shapes metric: {"summary": {...}, "per_video": [...]}
 
     def as_dict(self) -> dict:
         return {
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
             "outputs": {k: str(v) for k, v in self.outputs.items()},
             "commands": self.commands,
+            "scores": self.scores,
         }
 
 
@@ -85,7 +88,10 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
     say(f"[bold]== input[/bold]  {settings.videos} videos of moving shapes, 3 shots each -> {out / 'input'}")
     manifest = make_inputs(out / "input", settings.videos, frames_per_shot=32)
     result.seconds["input"] = time.perf_counter() - start
-    prompt = settings.prompt or json.loads(manifest.read_text().splitlines()[0])["caption"]
+    captions = [json.loads(line)["caption"] for line in manifest.read_text().splitlines()]
+    prompts = [settings.prompt] if settings.prompt else list(dict.fromkeys(captions))
+    prompts_file = out / "prompts.txt"
+    prompts_file.write_text("".join(p + "\n" for p in prompts), encoding="utf-8")
 
     stage("curate", ["curate", str(manifest), "-o", str(out / "curated"), "--config", str(configs / "curate.toml")])
     stage("shard", ["shard", str(out / "curated"), "-o", str(out / "shards"), "--config", str(configs / "shard.toml")])
@@ -96,8 +102,13 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
         train_args += ["--set", f"train.steps={settings.train_steps}",
                        "--set", f"optim.warmup_steps={max(1, settings.train_steps // 10)}"]
     stage("train", train_args)
-    stage("generate", ["generate", "--checkpoint", str(out / "train" / "export"), "--prompt", prompt,
-                       "--steps", str(settings.sample_steps), "--guidance", "2", "-o", str(out / "videos")])
+    # guidance: the export's default (the formulation's, as the model was trained with condition dropout)
+    stage("generate", ["generate", "--checkpoint", str(out / "train" / "export"), "--prompts", str(prompts_file),
+                       "--steps", str(settings.sample_steps), "-o", str(out / "videos")])
+    stage("eval", ["eval", str(out / "videos"), "--prompts", str(prompts_file), "--metric", "shapes",
+                   "-o", str(out / "videos" / "scores.json")])
+    result.scores = json.loads((out / "videos" / "scores.json").read_text())["shapes"]
+    sheet = write_contact_sheet(out / "videos", len(prompts))
 
     result.seconds["total"] = sum(result.seconds.values())
     result.outputs = {
@@ -106,10 +117,36 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
         "blend file": out / "shards" / "blend.yaml",
         "loss curve": out / "train" / "loss_curve.png",
         "generated video": out / "videos" / "0000.mp4",
-        "contact sheet": out / "videos" / "0000.png",
+        "contact sheet": sheet,
+        "scores": out / "videos" / "scores.json",
     }
     missing = [f"{k}: {v}" for k, v in result.outputs.items() if not v.exists()]
     if missing:
         raise DemoError("the demo finished but these outputs are missing: " + "; ".join(missing))
-    (out / "demo.json").write_text(json.dumps({"prompt": prompt, **result.as_dict()}, indent=2), encoding="utf-8")
+    (out / "demo.json").write_text(json.dumps({"prompts": prompts, **result.as_dict()}, indent=2), encoding="utf-8")
     return result
+
+
+def write_contact_sheet(videos: Path, count: int, *, scale: int = 3, gap: int = 2) -> Path:
+    """One PNG with a row per generated video (every frame, enlarged ``scale`` times, nearest
+    neighbour), in prompt order: ``videos/contact_sheet.png``."""
+    import numpy as np
+
+    from vfm_infer.video.contact_sheet import write_png
+    from vfm_infer.video.mp4 import read_mp4
+
+    rows = []
+    for i in range(count):
+        frames = read_mp4(videos / f"{i:04d}.mp4").repeat(scale, axis=1).repeat(scale, axis=2)  # (T, H, W, 3)
+        t, h, w, _ = frames.shape
+        row = np.full((h, t * w + (t - 1) * gap, 3), 255, dtype=np.uint8)
+        for j, frame in enumerate(frames):
+            row[:, j * (w + gap) : j * (w + gap) + w] = frame
+        rows.append(row)
+    width = max(r.shape[1] for r in rows)
+    sheet = np.full((sum(r.shape[0] for r in rows) + gap * (len(rows) - 1), width, 3), 255, dtype=np.uint8)
+    top = 0
+    for row in rows:
+        sheet[top : top + row.shape[0], : row.shape[1]] = row
+        top += row.shape[0] + gap
+    return write_png(videos / "contact_sheet.png", sheet)

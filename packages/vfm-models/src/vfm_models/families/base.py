@@ -44,20 +44,18 @@ class DiffusionTransformer(nn.Module):
         self.initialize_weights()
 
     def initialize_weights(self) -> None:
-        """DiT's initialisation (facebookresearch/DiT ``initialize_weights``), the one place it is set.
+        """The weight initialisation, the one place it is set (the same seed gives the same weights
+        in every process: the parallel strategies rely on it).
 
-        Every Linear: xavier-uniform weight, zero bias. The timestep MLP and the label table:
-        normal(0, 0.02). adaLN-Zero: every modulation (and the shared AdaLN-LoRA term, and the LoRA
-        up-projection) starts at zero, and so does the final linear, so each block starts as the
-        identity and the model's first output is 0. Drawn in module order from torch's global
-        generator: the same seed gives the same weights in every process (the parallel strategies
-        rely on it).
+        From DiT (facebookresearch/DiT ``initialize_weights``): the patch embedding xavier-uniform;
+        the timestep MLP and the label table normal(0, 0.02); adaLN-Zero (every modulation, the
+        shared AdaLN-LoRA term and the LoRA up-projection start at zero, and so does the final
+        linear, so each block starts as the identity and the first output is 0). Every other Linear
+        keeps PyTorch's default (kaiming-uniform weights, uniform biases), applied when it is built,
+        rather than DiT's xavier weights with zero biases: on the demo's data DiT's choice trained
+        worse at every noise level (packages/vfm-models/README.md, "Initialisation").
         """
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        nn.init.xavier_uniform_(self.x_embedder.proj.weight)
         for layer in (self.t_embedder.mlp[0], self.t_embedder.mlp[2]):
             nn.init.normal_(layer.weight, std=0.02)
         if hasattr(self, "y_embedder"):
