@@ -8,15 +8,7 @@ from typing import List, Optional
 
 import typer
 
-
-def _read_prompts(path: Path) -> list[str]:
-    if not path.is_file():
-        raise typer.BadParameter(f"prompts file {path} does not exist", param_hint="--prompts")
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    prompts = [line for line in lines if line and not line.startswith("#")]
-    if not prompts:
-        raise typer.BadParameter(f"prompts file {path} has no prompts (one per line)", param_hint="--prompts")
-    return prompts
+from vfm_cli.commands.generate import read_prompts_file as _read_prompts
 
 
 def _parse_options(items: List[str], metrics: List[str]) -> dict[str, dict]:

@@ -22,12 +22,17 @@ def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
         raise typer.BadParameter("give exactly one of --prompt TEXT or --prompts FILE", param_hint="--prompt/--prompts")
     if prompt is not None:
         return [prompt]
-    if not prompts.is_file():
-        raise typer.BadParameter(f"prompts file {prompts} does not exist", param_hint="--prompts")
-    lines = [line.strip() for line in prompts.read_text(encoding="utf-8").splitlines()]
+    return read_prompts_file(prompts)
+
+
+def read_prompts_file(path: Path) -> List[str]:
+    """One prompt per line; blank lines and ``#`` comments skipped (shared with ``vfm eval``)."""
+    if not path.is_file():
+        raise typer.BadParameter(f"prompts file {path} does not exist", param_hint="--prompts")
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
     lines = [line for line in lines if line and not line.startswith("#")]
     if not lines:
-        raise typer.BadParameter(f"prompts file {prompts} has no prompts (one per line)", param_hint="--prompts")
+        raise typer.BadParameter(f"prompts file {path} has no prompts (one per line)", param_hint="--prompts")
     return lines
 
 
