@@ -9,6 +9,7 @@ their shapes and ranges here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -103,6 +104,9 @@ class TrainSection:
     # encoder's embedding of the empty caption) with this probability, so that classifier-free
     # guidance has a trained unconditional branch. 0 = off (then guidance defaults to 1).
     cond_dropout: float = 0.1
+    # A step whose loss or gradient norm is not finite is skipped (no update, no EMA); this many
+    # such steps in a row stop the run with an error naming them, before anything is exported.
+    max_nonfinite_steps: int = 3
 
 
 @dataclass
@@ -278,15 +282,47 @@ def _require(ok: bool, key: str, reason: str) -> None:
         raise ConfigError(key, reason)
 
 
+def _non_finite(value: Any, key: str) -> tuple[str, float] | None:
+    """The first (key, value) below ``value`` that is a float but not finite (inf, nan), or None."""
+    if dataclasses.is_dataclass(value):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        items = ((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((key, v) for v in value)  # a list is named by its key: optim.betas
+    else:
+        return (key, value) if isinstance(value, float) and not math.isfinite(value) else None
+    return next((found for k, v in items if (found := _non_finite(v, k)) is not None), None)
+
+
+def check_finite(cfg: TrainConfig) -> None:
+    """No float anywhere in the config (options tables included) is inf or nan: TOML reads ``inf``
+    and ``nan`` as floats, and one of them in lr, eps or weight decay trains NaN from step 1."""
+    found = _non_finite(cfg, "")
+    if found is not None:
+        raise ConfigError(found[0], f"must be a finite number, got {found[1]}")
+
+
+def check_strategies(names: list) -> None:
+    """Every name in ``parallel.strategies`` is a registered strategy (listing the available ones)."""
+    from vfm_parallel.plugins import host
+
+    available = host.names("strategies")
+    for name in names:
+        _require(isinstance(name, str), "parallel.strategies", f"must be a list of strategy names, got {name!r}")
+        _require(name in available, "parallel.strategies", f"unknown strategy {name!r}; available: {', '.join(available)}")
+
+
 def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     """Every range and cross-field rule; raises :class:`ConfigError` on the first broken one."""
     m, p, d, o, t = cfg.model, cfg.parallel, cfg.data, cfg.optim, cfg.train
+    check_finite(cfg)
     _require(bool(m.family), "model.family", "must name a model family")
     _require(bool(m.formulation), "model.formulation", "must name a formulation (edm, rectified-flow, ...)")
     for name in ("pp", "dp_replicate", "cp", "tp"):
         _require(getattr(p, name) >= 1, f"parallel.{name}", f"must be >= 1, got {getattr(p, name)}")
     _require(p.dp_shard >= 1 or p.dp_shard == -1, "parallel.dp_shard", f"must be >= 1 or -1 (fill), got {p.dp_shard}")
-    _require(all(isinstance(s, str) for s in p.strategies), "parallel.strategies", "must be a list of strategy names")
+    check_strategies(p.strategies)
     _require(p.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule", f"must be one of {', '.join(PP_SCHEDULES)}, got {p.pp_schedule!r}")
     _require(p.pp_microbatches >= 0, "parallel.pp_microbatches", f"must be >= 0 (0 = pp), got {p.pp_microbatches}")
     _require(p.pp == 1 or p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}")
@@ -346,6 +382,8 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
              f"must be 0 or parallel.cp = {p.cp} (one chunk per CP rank's shard), got {t.noise_chunks}")
     _require(not (d.packing and t.noise_chunks > 1), "train.noise_chunks", "chunked noise needs dense batches, not packing")
     _require(0 <= t.cond_dropout < 1, "train.cond_dropout", f"must be in [0, 1) (0 = off), got {t.cond_dropout}")
+    _require(t.max_nonfinite_steps >= 1, "train.max_nonfinite_steps",
+             f"must be >= 1 (non-finite steps in a row that stop the run), got {t.max_nonfinite_steps}")
     _require(0 <= t.stop_at <= t.steps, "train.stop_at", f"must be in [0, train.steps = {t.steps}], got {t.stop_at}")
     _require(bool(t.out_dir), "train.out_dir", "must be a folder path")
     _require(cfg.precision.dtype in DTYPES, "precision.dtype", f"must be one of {', '.join(DTYPES)}, got {cfg.precision.dtype!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
@@ -45,6 +46,16 @@ class ResumableLoader(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class NonFiniteTrainingError(RuntimeError):
+    """``train.max_nonfinite_steps`` steps in a row had a non-finite loss or gradient norm."""
+
+
+def _sample_keys(batch: dict[str, Any]) -> list[str]:
+    """The sample keys a micro-batch carries (``keys``, as vfm-data names them), else none."""
+    keys = batch.get("keys", batch.get("__key__"))
+    return [str(k) for k in keys] if isinstance(keys, (list, tuple)) else []
 
 
 def _count_samples(batch: dict[str, Any]) -> int:
@@ -277,6 +288,7 @@ class _Run:
         self.batches = iter(self.parts.loader)
         self.throughput = _Throughput()
         self.pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
+        self.nonfinite_run: list[int] = []  # the steps skipped in a row for a non-finite loss or gradient norm
         self.model.train()
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -310,6 +322,7 @@ class _Run:
         """Forward and backward over the micro-batches, clip, update, EMA; figures stay on the device."""
         cfg, o = self.cfg, self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
+        self.step_keys: list[str] = []
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -326,16 +339,20 @@ class _Run:
                     p.grad.div_(o.grad_accum)
         self.pm.sync_grads()
         grad_norm = _grad_norm(self.params, o.grad_clip, self.stage_group, self.replicated)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.ema is not None:
-            self.ema.update(self.named)
-        # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage).
-        stats = torch.stack([loss_sum / o.grad_accum, loss_sum.new_full((), float(tokens)), loss_sum.new_full((), holds_loss)])
+        # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage);
+        # the last entry counts the ranks whose loss or gradient norm is not finite.
+        local_bad = ~(torch.isfinite(loss_sum) & torch.isfinite(grad_norm.to(loss_sum.device)))
+        stats = torch.stack([loss_sum / o.grad_accum, loss_sum.new_full((), float(tokens)), loss_sum.new_full((), holds_loss),
+                             local_bad.to(torch.float64)])
         if dist.is_initialized():
             dist.all_reduce(stats)
         done = step + 1
-        self.pending.append((done, stats, grad_norm.to(stats.device, torch.float64), lr))
+        if self._finite(done, stats, grad_norm, local_bad):
+            self.optimizer.step()
+            if self.ema is not None:
+                self.ema.update(self.named)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.pending.append((done, stats[:3], grad_norm.to(stats.device, torch.float64), lr))
         interval = cfg.checkpoint.interval
         save = (interval and done % interval == 0) or done == self.last
         if done == self.start + 1 or save or done % cfg.logging.interval == 0:
@@ -344,11 +361,52 @@ class _Run:
             self.result.checkpoint = _save(cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts, self.coords)
             self.throughput.flush(0.0, counted=False)  # saving is not training time
 
+    def _finite(self, done: int, stats: torch.Tensor, grad_norm: torch.Tensor, local_bad: torch.Tensor) -> bool:
+        """Whether step ``done`` may update the weights: no rank saw a non-finite loss or gradient
+        norm (``stats[3]``, summed over all ranks, so every rank decides alike).
+
+        The one host sync per step: the update depends on it. Otherwise the step is skipped (no
+        optimizer step, so AdamW's moments, step count and weight decay are untouched; no EMA
+        update) with a warning, and ``train.max_nonfinite_steps`` such steps in a row raise
+        :class:`NonFiniteTrainingError` naming the steps and the samples."""
+        if stats[3].item() == 0:
+            self.nonfinite_run = []
+            return True
+        self.nonfinite_run.append(done)
+        samples = self._nonfinite_samples(local_bad)
+        limit = self.cfg.train.max_nonfinite_steps
+        loss = (stats[0] / stats[2].clamp(min=1)).item()
+        what = f"loss {loss:g}, gradient norm {grad_norm.item():g}; samples: {samples}"
+        if len(self.nonfinite_run) >= limit:
+            steps = self.nonfinite_run
+            label = f"step {steps[0]}" if len(steps) == 1 else f"steps {', '.join(map(str, steps))}"
+            raise NonFiniteTrainingError(
+                f"{label} had a non-finite loss or gradient norm (last: {what}); stopped after "
+                f"train.max_nonfinite_steps = {limit} in a row, without updating the weights on them or exporting")
+        if self.rank == 0:
+            warnings.warn(f"step {done} skipped: non-finite {what} ({len(self.nonfinite_run)} in a row of "
+                          f"train.max_nonfinite_steps = {limit}); weights, optimizer state and EMA unchanged",
+                          RuntimeWarning, stacklevel=2)
+        return False
+
+    def _nonfinite_samples(self, local_bad: torch.Tensor) -> str:
+        """The keys of the samples of this step on the ranks whose own loss or norm was not finite
+        (a collective, run only on a skipped step, which every rank takes together)."""
+        mine = (self.rank, bool(local_bad), self.step_keys)
+        everyone = [mine]
+        if dist.is_initialized():
+            everyone = [None] * self.world
+            dist.all_gather_object(everyone, mine)
+        bad = [r for r in everyone if r[1]] or everyone
+        named = [f"rank {rank}: {', '.join(keys)}" for rank, _, keys in bad if keys]
+        return "; ".join(named) if named else "the batches carry no sample keys"
+
     def _micro_step(self, step: int, micro: int) -> tuple[torch.Tensor | None, int]:
         """(loss or None on a non-last pipeline stage, tokens) of one micro-batch, backward done."""
         cfg, parts, device = self.cfg, self.parts, self.device
         global_micro = micro * self.coords.dp_size + self.coords.dp_rank
         batch = batches_mod.to_device(next(self.batches), device)
+        self.step_keys.extend(_sample_keys(batch))
         batch = batches_mod.drop_conditions(batch, parts.null_cond, cfg.train.cond_dropout,
                                             cond_dropout_generator(cfg.train.seed, step, global_micro, device))
         gen_t, gen_n, noise = _draws(cfg, step, global_micro, batch, parts.patch, device)
