@@ -3,21 +3,31 @@
 Each package (vfm_models, vfm_parallel, vfm_data, vfm_curator, vfm_infer) makes one
 :class:`PluginHost` with its own project name; this package holds the code they share and the one
 set of errors they raise. It needs only pluggy, so vfm-models and vfm-parallel can both depend on
-it without depending on each other.
+it without depending on each other. It also holds the process plumbing every package shares (stdlib
+only): one owner per output folder (:class:`FolderLock`) and children that end with their parent
+(:func:`exit_with_parent`).
 """
 
 from vfm_plugins.errors import DuplicateNameError, PluginError, UnknownNameError
+from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
 from vfm_plugins.host import DISABLE_ENV, Entry, FailedPlugin, PluginHost, Register, autoload_disabled
+from vfm_plugins.parent_watch import exit_with_parent
 
 __all__ = [
     "DISABLE_ENV",
     "DuplicateNameError",
     "Entry",
     "FailedPlugin",
+    "FolderLock",
+    "FolderLockedError",
+    "LOCK_NAME",
+    "LockHolder",
     "PluginError",
     "PluginHost",
     "Register",
+    "StaleLockWarning",
     "UnknownNameError",
     "autoload_disabled",
+    "exit_with_parent",
 ]
 __version__ = "0.1.0"

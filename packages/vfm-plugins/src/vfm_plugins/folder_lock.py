@@ -1,0 +1,259 @@
+"""One owner per output folder: a lock file that names its holder (pid, host, start time, command).
+
+Every vfm command that writes a folder (``vfm train``'s run folder, ``vfm generate``, ``vfm curate``,
+``vfm shard``) holds :class:`FolderLock` on it, so a second run into the same folder is refused with
+a one-line error naming the first, instead of both writing the same files.
+
+How it decides (POSIX):
+
+- The lock is ``fcntl.flock`` on ``FOLDER/.vfm-lock``, held on an open descriptor for as long as the
+  run lives. The kernel drops it when the holder's process dies, however it dies (kill -9 included),
+  so a lock that cannot be taken means a live holder, and one that can means none.
+- The file's content (one JSON line) names the holder. A taker that finds content left behind by a
+  holder on *this* host knows that holder is dead (the kernel released its lock): it takes over with
+  a :class:`StaleLockWarning` naming it.
+- Content left by a holder on *another* host is never taken over: some shared filesystems do not
+  carry flock between hosts, so this host cannot tell whether that run still lives. The run is
+  refused, naming that host and the file to delete once that run is known to be gone.
+- Where the filesystem has no flock at all, the content alone decides: a holder on this host whose
+  pid is gone is stale; a live pid or another host refuses.
+
+A clean release deletes the file. The lock is re-entrant within one process (a command that holds
+it may call a library function that takes it again), and a forked child never releases its parent's
+lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: the content decides alone
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".vfm-lock"
+# errors that mean "this filesystem has no flock", as opposed to "someone holds it"
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+class FolderLockedError(RuntimeError):
+    """The folder is held by another run; ``holder`` names it, ``path`` is the lock file."""
+
+    def __init__(self, folder: Path, path: Path, holder: "LockHolder | None", why: str = "") -> None:
+        self.folder, self.path, self.holder = folder, path, holder
+        who = holder.describe() if holder else "a run that is still starting (no holder written yet)"
+        super().__init__(f"{folder} is in use by another run: {who}{why} (lock file {path})")
+
+
+class StaleLockWarning(UserWarning):
+    """A lock left by a run that died was taken over."""
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds (or held) a folder."""
+
+    pid: int
+    host: str
+    started: str
+    command: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on host {self.host}, started {self.started}, command {self.command!r}"
+
+    @classmethod
+    def me(cls, command: str | None) -> "LockHolder":
+        if command is None:
+            argv = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
+            command = shlex.join(argv)
+        if len(command) > 300:
+            command = command[:297] + "..."
+        return cls(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), command)
+
+    @classmethod
+    def parse(cls, text: str) -> "LockHolder | None":
+        try:
+            data: Any = json.loads(text)
+            return cls(int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def dumps(self) -> str:
+        return json.dumps({"pid": self.pid, "host": self.host, "started": self.started, "command": self.command}) + "\n"
+
+
+# realpath of a lock file -> (lock, depth) held by this process (re-entrance)
+_HELD: dict[str, tuple["FolderLock", int]] = {}
+
+
+class FolderLock:
+    """``with FolderLock(folder):`` the run owns ``folder`` (created if missing) until the block ends.
+
+    Raises :class:`FolderLockedError` naming the holder when another live run owns it.
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, command: str | None = None, name: str = LOCK_NAME) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / name
+        self.command = command
+        self._fd: int | None = None
+        self._pid: int | None = None
+        self._key: str | None = None
+
+    # --- taking and giving back ------------------------------------------------------------------
+
+    def acquire(self) -> "FolderLock":
+        self.folder.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(self.path)
+        held = _HELD.get(key)
+        if held is not None and held[0]._pid == os.getpid():  # this process holds it already
+            _HELD[key] = (held[0], held[1] + 1)
+            self._key, self._pid = key, os.getpid()
+            return self
+        self._fd = self._take() if fcntl is not None else None
+        if self._fd is None:
+            self._take_without_flock()
+        self._pid, self._key = os.getpid(), key
+        _HELD[key] = (self, 1)
+        return self
+
+    def release(self) -> None:
+        """Give the folder back (deletes the lock file). A no-op in a forked child of the holder."""
+        if self._key is None or self._pid != os.getpid():
+            return
+        lock, depth = _HELD.get(self._key, (self, 1))
+        if depth > 1:
+            _HELD[self._key] = (lock, depth - 1)
+            self._key = None
+            return
+        _HELD.pop(self._key, None)
+        self._key = None
+        # Delete while still holding the lock: a taker that opened the old file finds it unlinked
+        # and retries on a fresh one (see _take), so no two runs ever both hold the folder.
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)  # for every sharer of the descriptor (forked children too)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # --- flock ------------------------------------------------------------------------------------
+
+    def _take(self) -> int | None:
+        """The locked descriptor, or None where this filesystem has no flock."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd, wait=True)
+                os.close(fd)
+                raise FolderLockedError(self.folder, self.path, holder) from None
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in _NO_FLOCK:
+                    return None
+                raise
+            # A releasing holder unlinks the file before unlocking: if ours is no longer the file at
+            # the path, our lock guards nothing; take the new file instead.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            try:
+                self._claim(fd, _read_holder(fd, wait=False))
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd
+
+    def _claim(self, fd: int, previous: "LockHolder | None") -> None:
+        """We hold the flock; ``previous`` is what a holder that did not release left behind."""
+        if previous is not None and previous.host != socket.gethostname():
+            raise FolderLockedError(self.folder, self.path, previous,
+                                    "; it may still run there (this host cannot tell): delete the lock file once it has ended")
+        if previous is not None:
+            _warn_stale(self.folder, previous, "its process ended without releasing the lock")
+        me = LockHolder.me(self.command).dumps().encode("utf-8")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, me, 0)
+        os.fsync(fd)
+
+    # --- no flock: the content decides -----------------------------------------------------------
+
+    def _take_without_flock(self) -> None:
+        me = LockHolder.me(self.command).dumps().encode("utf-8")
+        for _ in range(2):  # a second try after removing a stale file
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                previous = LockHolder.parse(_read_text(self.path))
+                if previous is None or previous.host != socket.gethostname() or _pid_alive(previous.pid):
+                    raise FolderLockedError(self.folder, self.path, previous) from None
+                _warn_stale(self.folder, previous, "its process is gone")
+                os.unlink(self.path)
+                continue
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(me)
+            return
+        raise FolderLockedError(self.folder, self.path, LockHolder.parse(_read_text(self.path)))
+
+    @property
+    def holder(self) -> "LockHolder | None":
+        """Who the lock file names now (None when there is none)."""
+        return LockHolder.parse(_read_text(self.path))
+
+
+def _read_holder(fd: int, *, wait: bool) -> "LockHolder | None":
+    """The holder named in the open lock file; a holder that has just taken the lock writes its
+    name a moment later, so a refused taker waits for it briefly."""
+    for _ in range(40 if wait else 1):
+        size = os.fstat(fd).st_size
+        holder = LockHolder.parse(os.pread(fd, size, 0).decode("utf-8", "replace")) if size else None
+        if holder is not None or not wait:
+            return holder
+        time.sleep(0.025)
+    return None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _warn_stale(folder: Path, previous: LockHolder, why: str) -> None:
+    warnings.warn(f"{folder}: taking over the lock of {previous.describe()}: {why}", StaleLockWarning, stacklevel=4)

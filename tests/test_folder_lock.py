@@ -1,0 +1,127 @@
+"""vfm_plugins.FolderLock across real processes: a live holder refuses a second run naming itself,
+a dead holder's lock is taken over with a warning, a clean exit leaves no lock behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from vfm_plugins import LOCK_NAME, FolderLock, FolderLockedError, StaleLockWarning
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from vfm_plugins import FolderLock
+    lock = FolderLock(sys.argv[1], command="holder --of the folder").acquire()
+    print("held", flush=True)
+    if sys.argv[2] == "sleep":
+        time.sleep(120)
+    elif sys.argv[2] == "release":
+        lock.release()
+    # "exit": leave without releasing (as a crash past the lock would)
+""")
+
+
+def hold(folder: Path, mode: str = "sleep") -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(folder), mode], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    proc.stdout.close()
+    return proc
+
+
+@pytest.fixture
+def holder(tmp_path):
+    proc = hold(tmp_path / "run")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_second_run_is_refused_naming_the_holder(tmp_path, holder):
+    with pytest.raises(FolderLockedError) as caught:
+        FolderLock(tmp_path / "run").acquire()
+    message = str(caught.value)
+    assert f"pid {holder.pid} on host {socket.gethostname()}" in message
+    assert "command 'holder --of the folder'" in message and "started 20" in message
+    assert str(tmp_path / "run" / LOCK_NAME) in message and "\n" not in message
+    assert caught.value.holder.pid == holder.pid
+
+
+def test_the_lock_of_a_killed_run_is_taken_over_with_a_warning(tmp_path, holder):
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with pytest.warns(StaleLockWarning, match=f"pid {holder.pid}"):
+        lock = FolderLock(tmp_path / "run", command="second").acquire()
+    assert lock.holder.pid == os.getpid() and lock.holder.command == "second"
+    lock.release()
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+def test_a_clean_release_leaves_no_lock_and_no_warning(tmp_path, recwarn):
+    hold(tmp_path / "run", "release").wait()
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    with FolderLock(tmp_path / "run"):
+        assert (tmp_path / "run" / LOCK_NAME).is_file()
+    assert not [w for w in recwarn.list if issubclass(w.category, StaleLockWarning)]
+
+
+def test_the_kernel_releases_the_lock_when_the_holder_exits_without_releasing(tmp_path):
+    proc = hold(tmp_path / "run", "exit")
+    assert proc.wait() == 0
+    with pytest.warns(StaleLockWarning, match="ended without releasing"):
+        FolderLock(tmp_path / "run").acquire().release()
+
+
+def test_a_lock_left_on_another_host_is_never_taken_over_silently(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    other = {"pid": 4242, "host": "elsewhere-node-7", "started": "2024-01-01T00:00:00+0000", "command": "vfm train x.toml"}
+    (folder / LOCK_NAME).write_text(json.dumps(other))
+    with pytest.raises(FolderLockedError, match="pid 4242 on host elsewhere-node-7.*delete the lock file"):
+        FolderLock(folder).acquire()
+    assert json.loads((folder / LOCK_NAME).read_text()) == other  # untouched
+
+
+def test_the_lock_is_reentrant_in_one_process_and_released_by_the_outermost(tmp_path, holder):
+    folder = tmp_path / "mine"
+    with FolderLock(folder):
+        with FolderLock(folder):
+            pass
+        assert (folder / LOCK_NAME).is_file()  # the inner release gave nothing back
+        probe = subprocess.run([sys.executable, "-c", HOLD, str(folder), "release"], capture_output=True, text=True)
+        assert probe.returncode == 1 and f"pid {os.getpid()}" in probe.stderr
+    assert not (folder / LOCK_NAME).exists()
+
+
+def test_two_processes_racing_for_a_folder_never_both_hold_it(tmp_path):
+    race = textwrap.dedent("""
+        import sys, time
+        from vfm_plugins import FolderLock, FolderLockedError
+        wins = 0
+        for i in range(200):
+            try:
+                with FolderLock(sys.argv[1]):
+                    with open(sys.argv[2], "a") as fh:
+                        fh.write("in\\n")
+                    time.sleep(0.001)
+                    with open(sys.argv[2], "a") as fh:
+                        fh.write("out\\n")
+                wins += 1
+            except FolderLockedError:
+                pass
+        print(wins)
+    """)
+    log = tmp_path / "log"
+    procs = [subprocess.Popen([sys.executable, "-c", race, str(tmp_path / "run"), str(log)], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    wins = [int(p.communicate()[0]) for p in procs]
+    lines = log.read_text().split()
+    assert sum(wins) > 0 and len(lines) == 2 * sum(wins)
+    assert lines == ["in", "out"] * sum(wins)  # never two "in" in a row: one holder at a time
