@@ -68,15 +68,31 @@ def _check_meta(meta: Mapping[str, Any], where: str) -> None:
         raise ValueError(f"{where}: latent_shape must be [C, T, H, W] of positive ints, got {shape!r}")
 
 
+class NonFiniteWeightsError(ValueError):
+    """Weights holding inf or nan: never written as an export, nor generated from (a black video)."""
+
+
+def check_finite(state: Mapping[str, torch.Tensor], where: str) -> None:
+    """Raise :class:`NonFiniteWeightsError` naming the tensors of ``state`` with inf or nan values."""
+    bad = [name for name, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise NonFiniteWeightsError(f"{where}: {len(bad)} of {len(state)} weight tensors hold inf or nan values ({shown}); "
+                                    "the training diverged: use an earlier checkpoint or a lower learning rate")
+
+
 def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> Path:
     """Write ``model`` (the EMA weights, or their state dict) and ``meta`` to ``folder``.
 
     ``meta["config"]`` may be the family's config dataclass or a dict of its fields.
-    ``vfm_models_version`` is filled in. Returns the folder.
+    ``vfm_models_version`` is filled in. Returns the folder. Weights with inf or nan values are
+    refused (:class:`NonFiniteWeightsError`) before anything is written.
     """
     from vfm_models import __version__
 
     _check_meta(meta, "export meta")
+    state = model.state_dict() if isinstance(model, nn.Module) else model
+    check_finite(state, f"refusing to export to {folder}")
     plain = _plain(dict(meta))
     plain["vfm_models_version"] = __version__
     try:
@@ -85,7 +101,6 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
         raise TypeError(f"export meta must be JSON-serialisable (numbers, strings, lists, dicts): {exc}") from None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    state = model.state_dict() if isinstance(model, nn.Module) else model
     save_state_dict(folder / WEIGHTS, state, {"format": "vfm-export", "family": str(meta["family"])})
     tmp = folder / (CONFIG + ".tmp")
     tmp.write_text(text + "\n")
