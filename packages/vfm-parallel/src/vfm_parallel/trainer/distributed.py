@@ -13,7 +13,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from vfm_parallel.dims import MESH_DIMS
+from vfm_parallel.dims import MESH_DIMS, ParallelDims
+from vfm_parallel.parallel_model import ParallelModel, parallelize
 from vfm_parallel.trainer.config import ParallelConfig
 
 
@@ -78,36 +79,16 @@ def default_strategies(cfg: ParallelConfig, sizes: dict[str, int]) -> list[str]:
     return names
 
 
-class Parallelized:
-    """What the trainer needs from :func:`vfm_parallel.parallelize`'s result (contracts.md section 4)."""
-
-    def __init__(self, model: torch.nn.Module, mesh: Any = None, schedule: Any = None, sync_grads=None, pm: Any = None) -> None:
-        self.model, self.mesh, self.schedule = model, mesh, schedule
-        self._sync = sync_grads
-        self._pm = pm  # the ParallelModel (pipeline_step, stage_info, plan) when there is one
-
-    def sync_grads(self) -> None:
-        if self._sync is not None:
-            self._sync()
-
-    def pipeline_step(self, x, t, cond, target):
-        return self._pm.pipeline_step(x, t, cond, target)
-
-    @property
-    def stage_info(self) -> dict:
-        return dict(getattr(self._pm, "stage_info", None) or {})
-
-    @property
-    def plan(self) -> Any:
-        return getattr(self._pm, "plan", None)
-
-
-def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[str, int], device: torch.device, tokens: int | None = None) -> Parallelized:
-    """Apply the configured strategies with :func:`vfm_parallel.parallelize`; one process needs none."""
+def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[str, int], device: torch.device,
+                      tokens: int | None = None) -> ParallelModel:
+    """Apply the configured strategies with :func:`vfm_parallel.parallelize`; one process needs none
+    (then the model is returned as it is, in the same :class:`ParallelModel` wrapper)."""
     strategies = list(cfg.strategies) or default_strategies(cfg, sizes)
     if not dist.is_initialized() and not strategies:
-        return Parallelized(model.to(device))
-    from vfm_parallel import ParallelDims, parallelize  # the core API (contracts.md section 4)
+        model = model.to(device)
+        plan = model.parallel_plan() if hasattr(model, "parallel_plan") else None
+        return ParallelModel(model=model, inner=model, mesh=None, dims=ParallelDims(), plan=plan,
+                             device_type=device.type, strategies=[])
 
     options = {}
     if "pp" in strategies:
@@ -118,7 +99,7 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
     pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type, tokens=tokens,
                      options=options)
     _hook_packed_forward(pm.model)
-    return Parallelized(pm.model, pm.mesh, getattr(pm, "schedule", None), pm.sync_grads, pm)
+    return pm
 
 
 def _hook_packed_forward(model: torch.nn.Module) -> None:
