@@ -11,6 +11,7 @@ encodes prompts with the encoder the shards were made with.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,24 @@ def _check_name(kind: str, name: str, key: str) -> None:
     names = vfm_models.host.names(kind)
     if name not in names:
         raise ConfigError(key, f"unknown {_SINGULAR[kind]} {name!r}; available: {', '.join(names)}")
+
+
+def _check_formulation_options(cfg: TrainConfig) -> None:
+    """``model.formulation_options`` are options the formulation takes, with values it accepts
+    (it is built once here, which costs nothing: a formulation holds a few numbers)."""
+    name, options = cfg.model.formulation, dict(cfg.model.formulation_options)
+    cls = vfm_models.get_formulation(name)
+    params = inspect.signature(cls).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ConfigError(f"model.formulation_options.{unknown[0]}",
+                              f"unknown option of formulation {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+    try:
+        cls(**options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("model.formulation_options", f"formulation {name!r} refuses {options}: {exc}") from None
 
 
 # --- what the shards hold ----------------------------------------------------------------------------
@@ -94,7 +113,21 @@ def _first_sample(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict]
     return tuple(latent.shape), tuple(text.shape), json.loads(parts["json"])
 
 
+def check_trusted(cfg: TrainConfig) -> None:
+    """The blend or shard folders hold only metadata vfm writes (docs/security.md), unless the
+    config trusts their code; before anything (energon included) reads them further."""
+    from vfm_data.trust import UntrustedDatasetError, check_dataset
+
+    key = "data.blend" if cfg.data.blend else "data.shards"
+    try:
+        for path in [cfg.data.blend] if cfg.data.blend else cfg.data.shards:
+            check_dataset(path, trust_dataset_code=cfg.data.trust_dataset_code)
+    except UntrustedDatasetError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
 def probe_shards(cfg: TrainConfig) -> ShardInfo:
+    check_trusted(cfg)
     folders = dataset_folders(cfg)
     samples = [_first_sample(f) for f in folders]
     text_dims = {text[1] for _, text, _ in samples}
@@ -200,6 +233,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     probed = require_data or data_available(cfg)
     r = resolve(cfg, probe=probed)
     _check_name("formulations", cfg.model.formulation, "model.formulation")
+    _check_formulation_options(cfg)
     # Names left to the shards ("") can only be checked with the shards at hand.
     if r.tokenizer:
         _check_name("tokenizers", r.tokenizer, "model.tokenizer")
@@ -266,11 +300,12 @@ class ShardBatches:
 
     def __iter__(self):
         for batch in self.loader:
+            # "keys": the samples' keys, which the trainer names when a step's loss is not finite
             if hasattr(batch, "latents"):  # VideoBatch: one bucket, stacked
-                yield {"x0": batch.latents.float(), "cond": self._cond(batch)}
+                yield {"x0": batch.latents.float(), "cond": self._cond(batch), "keys": list(batch.keys)}
             else:  # PackedBatch: padded packs of patch tokens -> the samples' latents
                 x0s = unpack(batch.patches.float(), batch.seq_ids, batch.grids, self.mcfg.in_channels, self.mcfg.patch)
-                yield {"x0s": x0s, "cond": self._cond(batch), "num_tokens": int(batch.num_tokens)}
+                yield {"x0s": x0s, "cond": self._cond(batch), "num_tokens": int(batch.num_tokens), "keys": list(batch.keys)}
 
     def state_dict(self) -> dict[str, Any]:
         return self.loader.state_dict()
@@ -291,7 +326,7 @@ def _shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatche
     pt, ph, _ = r.mcfg.patch
     common = dict(patch_size=ph, temporal_patch=pt, batch_size=d.micro_batch, num_workers=d.workers,
                   latent_channels=r.mcfg.in_channels, seed=cfg.train.seed, dp_rank=ctx.coords.dp_rank,
-                  dp_world=ctx.coords.dp_size)
+                  dp_world=ctx.coords.dp_size, trust_dataset_code=d.trust_dataset_code)
     if d.packing:
         loader = make_loader(path, max_seq_len=d.max_seq_len, blender="weighted", **common)
     else:

@@ -76,7 +76,16 @@ def train(
         sinks.append(ConsoleSink(cfg.train.steps))
     from vfm_parallel.process_group import shutdown_distributed
 
-    result = run(cfg, compose.build_parts, sinks=sinks)
+    from vfm_models.export import NonFiniteWeightsError
+    from vfm_parallel.trainer.trainer import NonFiniteTrainingError
+
+    try:
+        result = run(cfg, compose.build_parts, sinks=sinks)
+    except (NonFiniteTrainingError, NonFiniteWeightsError) as exc:  # NaN training: nothing was exported
+        for sink in sinks:  # the progress bar's last line ends before the error
+            sink.close()
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     if rank0:
         _summary(result)
     shutdown_distributed()
