@@ -18,6 +18,7 @@ from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 from vfm_data.blenders import get_blender
 from vfm_data.state_codec import decode_state, encode_state
 from vfm_data.task_encoder import VideoTaskEncoder
+from vfm_data.trust import check_dataset
 
 # energon's loader always asks for pinned memory; on a machine without an accelerator torch warns
 # about it once per loader, which is noise (pinning is simply skipped there).
@@ -45,6 +46,12 @@ class LoaderSpec:
     streams: int = 2
     dp_rank: int = 0
     dp_world: int = 1
+    # Skip vfm_data.trust's check of the dataset metadata, letting energon build what it names.
+    trust_dataset_code: bool = False
+
+    def __post_init__(self) -> None:
+        # Before energon ever reads the path: its YAML can name objects to build and code to run.
+        check_dataset(self.path, trust_dataset_code=self.trust_dataset_code)
 
 
 class Stream:

@@ -40,6 +40,7 @@ def train(
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Device peak TFLOP/s for MFU (default: table / measured)."),
     validate_only: bool = typer.Option(False, "--validate", help="Validate the config and exit."),
     world_size: Optional[int] = typer.Option(None, "--world-size", help="With --validate: check the mesh for this many ranks."),
+    trust_dataset_code: bool = typer.Option(False, "--trust-dataset-code", help="Let energon build the objects and run the code the datasets' and blend's YAML name (default: refused; docs/security.md)."),
 ) -> None:
     """Train a model: 4D-parallel under torchrun, exact resume from DCP checkpoints, TensorBoard, MFU."""
     from vfm_parallel.trainer import config as config_mod
@@ -48,6 +49,8 @@ def train(
     items = list(overrides or [])
     if peak_tflops is not None:
         items.append(f"logging.peak_tflops={peak_tflops}")
+    if trust_dataset_code:
+        items.append("data.trust_dataset_code=true")
     try:
         world = world_size or env_world_size()
         cfg = config_mod.load(config, items, world)

@@ -71,6 +71,9 @@ class DataConfig:
     packing: bool = False  # false: bucketed dense batches (one shape each); true: packed THD sequences
     durations: list = field(default_factory=list)  # latent frame counts of the buckets; [] = those in the shards
     workers: int = 0  # data worker processes (0 = in the training process)
+    # Let energon build the objects and run the code a dataset's or blend's YAML names (docs/security.md);
+    # false: vfm_data.trust refuses metadata vfm did not write.
+    trust_dataset_code: bool = False
     # synthetic: the samples' (C, T, H, W); shards: only for `vfm train --validate` away from the shards
     latent_shape: list = field(default_factory=lambda: [3, 1, 8, 8])
     # synthetic source only:
