@@ -1,8 +1,11 @@
 """Text (or class) to video: noise -> sampler with guidance -> latents -> decoded pixels.
 
-Everything that can be wrong with a request (an export that does not match its config, a size the
-tokenizer or the model cannot take, an unknown sampler or one for another formulation) is checked
-by :meth:`VideoPipeline.prepare` before any denoising starts.
+Everything that can be wrong with a request (an export that does not match its config or holds
+non-finite weights, a size the tokenizer or the model cannot take or the device cannot hold, an
+unknown sampler or one for another formulation, a non-finite guidance scale, a seed out of range)
+is checked by :meth:`VideoPipeline.prepare` before any denoising starts; :func:`check_spec` checks
+what needs no model, before one is loaded. A sampler that still produces inf or nan raises
+:class:`NonFiniteOutputError` instead of giving a black video.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +23,7 @@ import torch
 
 from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
+from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
 from vfm_infer.samplers.base import Sampler, StepCallback
 
@@ -62,6 +67,14 @@ class ExportError(ValueError):
     """An inference export that is missing, malformed or does not match its model config."""
 
 
+class NonFiniteOutputError(ValueError):
+    """The sampler or the decoder produced inf or nan values (which would write a black video)."""
+
+
+#: Seeds a torch generator takes; prompt i draws its noise with seed + i.
+MAX_SEED = 2**64 - 1
+
+
 @dataclass(frozen=True)
 class GenerationSpec:
     """What to generate; ``frames``/``size`` default to the shape of the training data."""
@@ -76,6 +89,22 @@ class GenerationSpec:
     sampler_options: Mapping[str, Any] = field(default_factory=dict)
     decode_chunk_frames: int | None = None
     decode_tile: int | None = None
+
+
+def check_spec(spec: GenerationSpec, num_prompts: int = 1) -> None:
+    """What a request can get wrong without a model: steps, guidance, seed range, decode sizes.
+    Raises ValueError naming the option and what is accepted."""
+    if not isinstance(spec.steps, int) or spec.steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {spec.steps!r}")
+    if spec.guidance is not None and not math.isfinite(spec.guidance):
+        raise ValueError(f"guidance must be a finite number (1 = off), got {spec.guidance}")
+    last = spec.seed + max(num_prompts, 1) - 1
+    if spec.seed < 0 or last > MAX_SEED:
+        raise ValueError(f"seed must be in [0, {MAX_SEED - max(num_prompts, 1) + 1}] for {num_prompts} prompt(s) "
+                         f"(prompt i uses seed + i, at most 2**64 - 1), got {spec.seed}")
+    for name, value in (("decode tile", spec.decode_tile), ("decode chunk", spec.decode_chunk_frames)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1 latent {'pixels' if name.endswith('tile') else 'frames'}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -154,10 +183,16 @@ class VideoPipeline:
                               "(expected a folder with model.safetensors and config.json)")
         from vfm_models.export import load_export
 
+        from vfm_models.export import NonFiniteWeightsError, check_finite
+
         try:
             model, meta = load_export(folder)
         except Exception as exc:  # noqa: BLE001 - any loading failure is reported as a bad export
             raise ExportError(f"checkpoint {folder} does not match its model config: {exc}") from exc
+        try:  # NaN weights sample a NaN latent, which decodes to a black video
+            check_finite(model.state_dict(), f"export {folder}")
+        except NonFiniteWeightsError as exc:
+            raise ExportError(str(exc)) from None
         return cls(model, meta, **kwargs)
 
     # --- checks ----------------------------------------------------------------------------------
@@ -217,19 +252,40 @@ class VideoPipeline:
                 continue
         raise ValueError(f"cannot find a frame count that the tokenizer maps to {t_lat} latent frames; pass frames")
 
-    def prepare(self, spec: GenerationSpec, prompts: Sequence[str]) -> Prepared:
-        """Check the whole request before any work; raises ValueError naming what is wrong."""
+    def prepare(self, spec: GenerationSpec, prompts: Sequence[str], *, token_shards: int = 1) -> Prepared:
+        """Check the whole request before any work; raises ValueError naming what is wrong.
+
+        ``token_shards``: context-parallel ranks that will share the tokens (for the memory estimate)."""
         if not prompts:
             raise ValueError("no prompts given")
+        check_spec(spec, len(prompts))
         sampler = self.make_sampler(spec.sampler, spec.steps, spec.sampler_options)
         shape = self.latent_shape(spec.frames, spec.size)
         for p in prompts:
             self.conditioner.check(p, spec.negative_prompt)
         if spec.guidance is None:
             spec = dataclasses.replace(spec, guidance=default_scale(self.meta))
+            if not math.isfinite(spec.guidance):
+                raise ExportError(f"the export's default guidance is {spec.guidance}; pass a finite --guidance")
         if self.parallel.cfg_group is not None and self.conditioner.kind == "none":
             raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
+        self.check_memory(shape, spec, token_shards)
         return Prepared(sampler, shape, spec)
+
+    def check_memory(self, shape: tuple[int, int, int, int], spec: GenerationSpec, token_shards: int = 1) -> None:
+        """Refuse a request whose estimated peak (:mod:`vfm_infer.memory`) exceeds the device's free memory."""
+        tok = self.tokenizer
+        _, t, h, w = shape
+        pixels = (getattr(tok, "channels", 3), t * tok.temporal_compression,
+                  h * tok.spatial_compression, w * tok.spatial_compression)
+        both_branches = self.conditioner.kind != "none" and spec.guidance != 1.0 and self.parallel.cfg_group is None
+        need = memory.estimate(self.model.config, shape, pixels, batch=2 if both_branches else 1, dtype=self.dtype,
+                               token_shards=token_shards)
+        free, where = memory.available(self.device)
+        if need.total > free:
+            c, t_px, h_px, w_px = pixels
+            raise ValueError(f"{t_px} frames at {h_px}x{w_px} (latent {'x'.join(map(str, shape))}) need {need.describe()} "
+                             f"but {where}; ask for fewer frames or a smaller size")
 
     # --- generation ------------------------------------------------------------------------------
 
@@ -262,12 +318,15 @@ class VideoPipeline:
         generator = torch.Generator().manual_seed(spec.seed + index)
         noise = torch.randn((1, *prepared.latent_shape), generator=generator).to(self.device)
         with torch.inference_mode(), self._autocast():
-            return prepared.sampler.sample(denoiser, noise, generator=generator, callback=callback)
+            latent = prepared.sampler.sample(denoiser, noise, generator=generator, callback=callback)
+        _check_finite(latent, f"the sampler's latent for prompt {index} ({prompt!r})")
+        return latent
 
     def decode(self, latent: torch.Tensor, spec: GenerationSpec) -> torch.Tensor:
         """Pixels (C, T, H, W) in [-1, 1] from a latent (1, C', T', H', W')."""
         with torch.inference_mode():
             video = decode(self.tokenizer, latent, chunk_frames=spec.decode_chunk_frames, tile=spec.decode_tile)
+        _check_finite(video, "the decoded video")
         return video[0].clamp(-1, 1)
 
     def generate(self, prompt: str, spec: GenerationSpec | None = None, *, index: int = 0,
@@ -276,3 +335,11 @@ class VideoPipeline:
         spec = spec or GenerationSpec()
         prepared = self.prepare(spec, [prompt])
         return self.decode(self.sample_latent(prepared, prompt, index=index, callback=callback), spec)
+
+
+def _check_finite(x: torch.Tensor, what: str) -> None:
+    """One host sync per video: inf or nan here would be written as a black (or garbage) video."""
+    bad = (~torch.isfinite(x)).sum().item()
+    if bad:
+        raise NonFiniteOutputError(f"{what} has {bad} of {x.numel()} values inf or nan; no video written "
+                                   "(check the export's weights, the guidance scale and the sampler settings)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -15,6 +17,22 @@ def _parse_size(size: Optional[str]) -> Optional[tuple[int, int]]:
     if len(parts) != 2 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
         raise typer.BadParameter(f"expected HxW with positive integers (e.g. 256x448), got {size!r}", param_hint="--size")
     return int(parts[0]), int(parts[1])
+
+
+def _output_problem(out: Path, fps: float) -> str | None:
+    """What is wrong with ``--out`` or ``--fps`` (checked before any work), or None."""
+    if not (math.isfinite(fps) and fps >= 0.001):
+        return f"--fps must be a finite number >= 0.001 frames per second, got {fps}"
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file; name a folder (it is made if missing)"
+    existing = out
+    while not existing.exists():  # the nearest folder that exists: the one the output is made in
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"--out {out} cannot be made: {existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out} cannot be written: no write permission on {existing}"
+    return None
 
 
 def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
@@ -63,8 +81,8 @@ def generate(
 
     import time
 
-    from vfm_infer.distributed import setup_inference
-    from vfm_infer.pipeline import DTYPES, ExportError, GenerationSpec, VideoPipeline
+    from vfm_infer.distributed import layout_sizes, setup_inference
+    from vfm_infer.pipeline import DTYPES, ExportError, GenerationSpec, NonFiniteOutputError, VideoPipeline, check_spec
     from vfm_infer.plugins import host
     from vfm_infer.video.contact_sheet import contact_sheet, write_png
     from vfm_infer.video.frames import to_uint8_frames
@@ -76,15 +94,26 @@ def generate(
 
     if dtype is not None and dtype not in DTYPES:
         raise typer.BadParameter(f"expected one of {', '.join(DTYPES)}, got {dtype!r}", param_hint="--dtype")
+    # Every option that needs no model, before the export loads (and long before sampling).
+    problem = _output_problem(out, fps)
+    if problem:
+        fail(problem)
+    spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
+                          negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile)
+    try:
+        check_spec(spec, len(prompt_list))
+        from vfm_parallel.process_group import env_world_size
+
+        _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
+    except ValueError as exc:
+        fail(str(exc))
     try:
         host.get("samplers", sampler) if sampler else None
         pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks)
     except (ExportError, KeyError, ValueError) as exc:
         fail(str(exc))
-    spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
-                          negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile)
-    try:
-        prepared = pipe.prepare(spec, prompt_list)
+    try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory
+        prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
         fail(str(exc))
@@ -97,12 +126,16 @@ def generate(
         for i, text in enumerate(prompt_list):
             task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
             start = time.perf_counter()
-            latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
-            pipe.synchronize()
-            step_seconds.append((time.perf_counter() - start) / steps)
-            if rank != 0:
-                continue
-            frames_u8 = to_uint8_frames(pipe.decode(latent, spec))
+            try:  # an inf or nan latent or video is an error, not a black MP4
+                latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
+                pipe.synchronize()
+                step_seconds.append((time.perf_counter() - start) / steps)
+                if rank != 0:
+                    continue
+                frames_u8 = to_uint8_frames(pipe.decode(latent, spec))
+            except NonFiniteOutputError as exc:
+                progress.stop()
+                fail(str(exc))
             written.append(write_mp4(out / f"{i:04d}.mp4", frames_u8, fps=fps))
             written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
     if rank == 0:
