@@ -1,4 +1,5 @@
-"""How a model family *describes* its parallelization, so that vfm-parallel can *apply* it.
+"""How a model family *describes* its parallelization, so that vfm-parallel can *apply* it;
+and the builder the transformer families share (``transformer_plan``).
 
 vfm-models never imports vfm-parallel (nor the reverse). A model's ``parallel_plan()`` returns this
 plain description; vfm-parallel reads its fields by name. Module paths are dotted attribute paths;
@@ -8,7 +9,9 @@ paths inside ``tp`` and ``attention`` are relative to one transformer block.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Dict, Mapping
+
+from vfm_models.blocks.mlp import mlp_tp_plan
 
 TP_STYLES = ("colwise", "rowwise")
 ATTENTION_KINDS = ("full", "spatial", "temporal", "cross")
@@ -51,3 +54,29 @@ class ParallelPlan:
         bad_attn = {k: v for k, v in kinds.items() if v not in ATTENTION_KINDS}
         if bad_attn:
             raise ValueError(f"attention kinds must be one of {ATTENTION_KINDS}; got {bad_attn}")
+
+
+def attention_tp(prefix: str) -> Dict[str, str]:
+    """q/k/v projections are column-parallel (heads split), the output projection row-parallel."""
+    return {f"{prefix}.q": "colwise", f"{prefix}.k": "colwise", f"{prefix}.v": "colwise", f"{prefix}.o": "rowwise"}
+
+
+def transformer_plan(model, attention: Dict[str, str], overrides=None) -> ParallelPlan:
+    """The plan of a ``DiffusionTransformer``: TP pairs for every attention in ``attention`` and the MLP."""
+    cfg = model.config
+    tp: Dict[str, str] = {}
+    for core_path in attention:
+        tp.update(attention_tp(core_path.rsplit(".", 1)[0]))
+    tp.update(mlp_tp_plan(cfg.mlp))
+    return ParallelPlan(
+        blocks="blocks",
+        tp=tp,
+        attention=attention,
+        attention_overrides=overrides or {},
+        conditioning=model.conditioning_modules(),
+        pre_blocks=("x_embedder",),
+        post_blocks=("final_layer",),
+        num_heads=cfg.num_heads,
+        num_kv_heads=cfg.kv_heads,
+        num_layers=cfg.depth,
+    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from vfm_models.blocks.transformer import DiTBlock
 from vfm_models.families.base import DiffusionTransformer
 from vfm_models.families.config import DIT_SIZES, TransformerConfig
-from vfm_models.families.plans import transformer_plan
+from vfm_models.families.plan import transformer_plan
 from vfm_models.families.spec import ModelFamily
 
 

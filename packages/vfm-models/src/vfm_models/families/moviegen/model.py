@@ -8,7 +8,7 @@ from typing import Optional
 from vfm_models.blocks.transformer import DiTBlock
 from vfm_models.families.base import DiffusionTransformer
 from vfm_models.families.config import TransformerConfig
-from vfm_models.families.plans import transformer_plan
+from vfm_models.families.plan import transformer_plan
 from vfm_models.families.spec import ModelFamily
 
 
