@@ -14,12 +14,23 @@ def env_world_size() -> int:
 
 def init_distributed(device_type: str) -> tuple[int, int]:
     """(rank, world size); starts the process group (gloo on CPU, nccl on CUDA) under torchrun."""
+    exit_with_launcher()
     world = env_world_size()
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def exit_with_launcher() -> None:
+    """Under torchrun, end this rank soon after the launcher dies. torchrun starts each rank in a
+    session of its own, so killing the launcher, or its process group, would leave the ranks
+    training as orphans to the end; the launcher (torchrun's elastic agent) is the rank's parent."""
+    if os.environ.get("TORCHELASTIC_RUN_ID") is not None:
+        from vfm_plugins import exit_with_parent
+
+        exit_with_parent(what=f"rank {os.environ.get('RANK', '?')}")
 
 
 def ensure_process_group(device_type: str) -> None:

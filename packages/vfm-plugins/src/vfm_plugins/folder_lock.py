@@ -75,8 +75,7 @@ class LockHolder:
     @classmethod
     def me(cls, command: str | None) -> "LockHolder":
         if command is None:
-            argv = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
-            command = shlex.join(argv)
+            command = shlex.join(_command_line())
         if len(command) > 300:
             command = command[:297] + "..."
         return cls(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), command)
@@ -110,10 +109,12 @@ class FolderLock:
         self._fd: int | None = None
         self._pid: int | None = None
         self._key: str | None = None
+        self._created = False
 
     # --- taking and giving back ------------------------------------------------------------------
 
     def acquire(self) -> "FolderLock":
+        self._created = not self.folder.exists()
         self.folder.mkdir(parents=True, exist_ok=True)
         key = os.path.realpath(self.path)
         held = _HELD.get(key)
@@ -149,6 +150,11 @@ class FolderLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)  # for every sharer of the descriptor (forked children too)
             os.close(self._fd)
             self._fd = None
+        if self._created:  # a run that wrote nothing (e.g. it failed validation) leaves no folder behind
+            try:
+                self.folder.rmdir()
+            except OSError:
+                pass
 
     def __enter__(self) -> "FolderLock":
         return self.acquire()
@@ -161,7 +167,11 @@ class FolderLock:
     def _take(self) -> int | None:
         """The locked descriptor, or None where this filesystem has no flock."""
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # a releasing run removed the folder it had created: make it again
+                self.folder.mkdir(parents=True, exist_ok=True)
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -224,6 +234,15 @@ class FolderLock:
     def holder(self) -> "LockHolder | None":
         """Who the lock file names now (None when there is none)."""
         return LockHolder.parse(_read_text(self.path))
+
+
+def _command_line() -> list[str]:
+    """This process's command as a user would recognise it: ``vfm train ...``, ``python -m vfm_cli.main train ...``."""
+    orig = list(getattr(sys, "orig_argv", []))
+    if "-m" in orig[:-1]:
+        i = orig.index("-m")
+        return ["python", "-m", orig[i + 1], *sys.argv[1:]]
+    return [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
 
 
 def _read_holder(fd: int, *, wait: bool) -> "LockHolder | None":

@@ -27,6 +27,7 @@ from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pic
 from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
+from vfm_parallel.trainer.run_folder import hold_run_folder
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.streams import cond_dropout_generator, micro_batch_generators, noise_generators, sharded_noise
 
@@ -232,8 +233,15 @@ def train(
 
     Single process under ``python``; under ``torchrun`` every rank calls this with the same config.
     The phases, in order: :meth:`_Run.set_up`, :meth:`_Run.step` for each step (flushing figures
-    and saving checkpoints when due), :meth:`_Run.finish` (means, export, loss curve).
+    and saving checkpoints when due), :meth:`_Run.finish` (means, export, loss curve). Rank 0 holds
+    ``train.out_dir`` for the whole run: a second run into it fails with ``FolderLockedError``.
     """
+    with hold_run_folder(cfg.train.out_dir):
+        return _train(cfg, build, sinks, parallelize)
+
+
+def _train(cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
+           parallelize: Callable[..., Any]) -> TrainResult:
     run = _Run(cfg, build, sinks, parallelize)
     try:
         for step in range(run.start, run.last):
