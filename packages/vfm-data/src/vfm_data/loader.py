@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any, Iterator
 
 import torch
+from vfm_plugins import exit_with_parent
 
 from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches
@@ -29,6 +30,9 @@ DEFAULT_STREAMS = 4
 def _worker_main(spec: LoaderSpec, streams: list[int], states: dict, first_chunk: int, stride: int,
                  out: "multiprocessing.Queue") -> None:
     """Produce this worker's chunks in increasing chunk order: (chunk, batch, state, counts)."""
+    # A worker blocked on a full queue would wait forever once the reading process is gone (kill -9):
+    # end with it (the process that started us, also under forkserver).
+    exit_with_parent(multiprocessing.parent_process().pid, what="data worker")
     torch.set_num_threads(1)
     try:
         built = {s: Stream(spec, s, states.get(s)) for s in streams}
