@@ -1,8 +1,9 @@
 """Energon loader states as JSON-ready values, so checkpoints hold them without pickle.
 
 Energon states are nested dicts (``FlexState``), lists, bytes (RNG states) and small dataclasses
-from ``megatron.energon``. Dataclasses are tagged with their import path and rebuilt only from
-``megatron.energon`` modules; nothing is unpickled.
+from ``megatron.energon``. Dataclasses are tagged with their import path and rebuilt only when that
+path is in :data:`ALLOWED_CLASSES` (a checkpoint is data: it never names what gets built); nothing
+is unpickled.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any
 
 from megatron.energon.state import FlexState
 
-_ALLOWED_PREFIX = "megatron.energon."
+#: The dataclasses energon's loader states contain (found by encoding real states of every blender,
+#: packed and bucketed: tests/data/test_state_codec.py keeps this list and energon in step).
+ALLOWED_CLASSES = frozenset({
+    "megatron.energon.savable_loader:SavableDataLoaderState",
+    "megatron.energon.flavors.webdataset.sample_loader:SliceState",
+})
 
 
 def encode_state(value: Any) -> Any:
@@ -34,8 +40,11 @@ def encode_state(value: Any) -> Any:
         return [encode_state(v) for v in value]
     if dataclasses.is_dataclass(value):
         cls = type(value)
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        if name not in ALLOWED_CLASSES:  # refused when saving, not only when a resume reads it back
+            raise TypeError(f"cannot encode loader state class {name}; accepted: {', '.join(sorted(ALLOWED_CLASSES))}")
         return {
-            "__dataclass__": f"{cls.__module__}:{cls.__qualname__}",
+            "__dataclass__": name,
             "fields": {f.name: encode_state(getattr(value, f.name)) for f in dataclasses.fields(value)},
         }
     raise TypeError(f"cannot encode loader state value of type {type(value).__name__}")
@@ -57,9 +66,10 @@ def decode_state(value: Any) -> Any:
     if "__tuple__" in value:
         return tuple(decode_state(v) for v in value["__tuple__"])
     if "__dataclass__" in value:
-        module, _, qualname = value["__dataclass__"].partition(":")
-        if not module.startswith(_ALLOWED_PREFIX):
-            raise ValueError(f"loader state names class {value['__dataclass__']!r}; only {_ALLOWED_PREFIX}* classes are accepted")
+        name = value["__dataclass__"]
+        if name not in ALLOWED_CLASSES:
+            raise ValueError(f"loader state names class {name!r}; accepted: {', '.join(sorted(ALLOWED_CLASSES))}")
+        module, _, qualname = name.partition(":")
         cls: Any = importlib.import_module(module)
         for part in qualname.split("."):
             cls = getattr(cls, part)
