@@ -52,7 +52,7 @@ def estimate(model_config: Any, latent_shape: tuple[int, int, int, int], pixel_s
     c, t, h, w = latent_shape
     pt, ph, pw = model_config.patch
     tokens = -(-(t // pt) * (h // ph) * (w // pw) // token_shards)
-    width = model_config.hidden * (BLOCK_ACTIVATIONS + float(getattr(model_config, "mlp_ratio", 4.0)))
+    width = getattr(model_config, "hidden", 0) * (BLOCK_ACTIVATIONS + float(getattr(model_config, "mlp_ratio", 4.0)))
     activations = int(batch * tokens * width * torch.finfo(dtype).bits // 8)
     latent = LATENT_COPIES * c * t * h * w * 4
     pc, pt_, ph_, pw_ = pixel_shape
