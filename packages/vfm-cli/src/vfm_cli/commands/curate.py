@@ -24,6 +24,7 @@ def curate(
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.api import curate as run
     from vfm_curator.config import CurateConfig
+    from vfm_plugins import FolderLockedError
 
     err = Console(stderr=True)
     try:
@@ -33,8 +34,8 @@ def curate(
     apply_run_options(cfg, runner, ray_address, num_cpus)
     try:
         summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress())
-    except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+    except (ValueError, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
+        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
     table = figures_table((
         ("videos", summary.videos),

@@ -55,6 +55,7 @@ def read_prompts_file(path: Path) -> List[str]:
 
 
 def generate(
+    ctx: typer.Context,
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json)."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="One prompt (a class index for class-conditional models)."),
     prompts: Optional[Path] = typer.Option(None, "--prompts", help="A text file with one prompt per line."),
@@ -107,6 +108,19 @@ def generate(
         _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
     except ValueError as exc:
         fail(str(exc))
+    # One run per output folder, held by the rank that writes it from before the export loads
+    # until the command ends (vfm_plugins.FolderLock; the kernel frees it if the process dies).
+    import os
+
+    from vfm_plugins import FolderLock, FolderLockedError
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        try:
+            ctx.call_on_close(FolderLock(out).acquire().release)
+        except FolderLockedError as exc:
+            fail(str(exc))
+        except OSError as exc:  # e.g. -o names a file
+            fail(f"cannot write the output folder {out}: {exc.strerror or exc}")
     try:
         host.get("samplers", sampler) if sampler else None
         pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks)

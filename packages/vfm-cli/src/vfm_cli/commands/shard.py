@@ -27,6 +27,7 @@ def shard(
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.pipelines.sharding import ShardConfig
     from vfm_curator.pipelines.sharding import shard as run
+    from vfm_plugins import FolderLockedError
 
     err = Console(stderr=True)
     try:
@@ -39,8 +40,8 @@ def shard(
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder,
                       progress=None if no_progress else StageProgress())
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+    except (ValueError, KeyError, FileNotFoundError, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
+        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
     buckets = Table(title=f"vfm shard -> {summary.out}")
     for column in ("bucket (HxWxT)", "samples", "tokens", "shards", "MB"):

@@ -19,6 +19,7 @@ from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.tasks import VideoTask
+from vfm_plugins import FolderLock
 
 
 class Progress(Protocol):
@@ -74,14 +75,23 @@ def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
 def run_clipping(
     inputs: list[str], out: str | Path, config: CurateConfig | None = None, *, progress: Progress | None = None,
 ) -> Summary:
-    config = config or CurateConfig()
+    """Holds ``out``'s lock for the whole run: a second run into it fails with ``FolderLockedError``
+    naming this one, before it reads or deletes anything."""
     out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    with FolderLock(out):
+        return _run_clipping(inputs, out, config, progress=progress)
+
+
+def _run_clipping(inputs: list[str], out: Path, config: CurateConfig | None, *, progress: Progress | None) -> Summary:
+    config = config or CurateConfig()
     sources = expand(list(inputs))
     if not sources:
         raise ValueError(f"no video found in {', '.join(map(str, inputs))}")
     specs = stage_specs(config, out)
-    for leftover in out.rglob(".*.tmp"):  # half-written files of a killed run (never under a final name)
+    # Half-written files (never under a final name). We hold the folder's lock and have not started
+    # any work, so none is a live run's or our own: each is left by a run that died (the kernel freed
+    # its lock). Workers of a dead driver are ended with it (Ray ends a job's workers with its driver).
+    for leftover in out.rglob(".*.tmp"):
         leftover.unlink(missing_ok=True)
     done = state.finished(out)
     todo = [s for s in sources if VideoTask(s.path).vid not in done]

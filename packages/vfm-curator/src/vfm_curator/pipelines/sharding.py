@@ -30,6 +30,7 @@ from vfm_curator.pipelines.clipping import Progress
 from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
 from vfm_curator.stages.shard_decode import Bucket, check_buckets
 from vfm_curator.stages.shard_task import ShardTask
+from vfm_plugins import FolderLock
 
 SHARD_STAGES = ("shard_decode", "shard_tokenize", "shard_text")
 #: What a sample's latent and text depend on: a folder is only resumed with the same values.
@@ -163,14 +164,22 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
 
 def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | None = None, *,
                  progress: Progress | None = None) -> ShardSummary:
+    """Holds ``out``'s lock for the whole run: a second run into it fails with ``FolderLockedError``
+    naming this one, before it reads or deletes anything."""
+    out = Path(out).resolve()
+    with FolderLock(out):
+        return _run_sharding(clips_dir, out, config, progress=progress)
+
+
+def _run_sharding(clips_dir: str | Path, out: Path, config: ShardConfig | None, *, progress: Progress | None) -> ShardSummary:
     config = config or ShardConfig()
-    clips_dir, out = Path(clips_dir).resolve(), Path(out).resolve()
+    clips_dir = Path(clips_dir).resolve()
     specs = config.stage_specs()
     tokenizer = _check_buckets(config)
     tasks = read_clip_table(clips_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, config)
-    remove_leftovers(out)
+    remove_leftovers(out)  # we hold the lock and have written nothing: every temporary shard is a dead run's
     done = set().union(*finished_keys(out).values())
     todo = [t for t in tasks if t.id not in done]
     summary = ShardSummary(out=str(out), clips=len(tasks), skipped=len(tasks) - len(todo))
