@@ -43,7 +43,7 @@ def checkpoint(tmp_path_factory):
 
 def test_cosmos_checkpoint_encodes_and_decodes_like_the_module_it_was_saved_from(checkpoint):
     ref, folder = checkpoint
-    tok = vfm_models.get_tokenizer("cosmos")(folder)
+    tok = vfm_models.get_tokenizer("cosmos")(folder, allow_torchscript=True)
     assert (tok.temporal_compression, tok.spatial_compression, tok.latent_channels) == (4, 8, 6)
     video = torch.rand(2, 3, 9, 24, 16) * 2 - 1  # other sizes than the traced example
     latent = tok.encode(video)
@@ -55,16 +55,16 @@ def test_cosmos_checkpoint_encodes_and_decodes_like_the_module_it_was_saved_from
 
 def test_cosmos_errors_name_the_problem(checkpoint, tmp_path):
     _, folder = checkpoint
-    tok = vfm_models.get_tokenizer("cosmos")(folder)
+    tok = vfm_models.get_tokenizer("cosmos")(folder, allow_torchscript=True)
     with pytest.raises(ValueError, match=r"accepts 1 \+ k\*4 frames"):
         tok.encode(torch.zeros(1, 3, 4, 16, 16))
     with pytest.raises(FileNotFoundError, match="no encoder.jit"):
-        vfm_models.get_tokenizer("cosmos")(tmp_path)
+        vfm_models.get_tokenizer("cosmos")(tmp_path, allow_torchscript=True)
     renamed = tmp_path / "my-tokenizer"
     renamed.mkdir()
     for name in ("encoder.jit", "decoder.jit"):
         (renamed / name).write_bytes((folder / name).read_bytes())
     with pytest.raises(ValueError, match="pass temporal_compression and spatial_compression"):
-        vfm_models.get_tokenizer("cosmos")(renamed)
-    explicit = vfm_models.get_tokenizer("cosmos")(renamed, temporal_compression=4, spatial_compression=8)
+        vfm_models.get_tokenizer("cosmos")(renamed, allow_torchscript=True)
+    explicit = vfm_models.get_tokenizer("cosmos")(renamed, temporal_compression=4, spatial_compression=8, allow_torchscript=True)
     assert explicit.latent_channels == 6

@@ -150,7 +150,7 @@ class VideoPipeline:
 
     def __init__(self, model, meta: Mapping[str, Any], *, device: str | torch.device = "cpu",
                  dtype: str | torch.dtype | None = None, parallel: ParallelLayout | None = None,
-                 compile: bool = False) -> None:
+                 compile: bool = False, allow_torchscript: bool = False) -> None:
         import vfm_models
 
         missing = [k for k in ("formulation", "tokenizer", "latent_shape") if not meta.get(k)]
@@ -166,7 +166,10 @@ class VideoPipeline:
 
             get_strategy("compile").apply(self.model, None, self.model.parallel_plan())
         self.formulation = vfm_models.get_formulation(meta["formulation"])(**(meta.get("formulation_options") or {}))
-        self.tokenizer = vfm_models.get_tokenizer(meta["tokenizer"])(**(meta.get("tokenizer_options") or {}))
+        tokenizer_cls = vfm_models.get_tokenizer(meta["tokenizer"])
+        # Only the caller opts in to TorchScript (docs/security.md); export_paths drops an export's own say.
+        opt_in = {"allow_torchscript": True} if allow_torchscript and "allow_torchscript" in inspect.signature(tokenizer_cls).parameters else {}
+        self.tokenizer = tokenizer_cls(**{**(meta.get("tokenizer_options") or {}), **opt_in})
         if isinstance(self.tokenizer, torch.nn.Module):  # decoding runs on the device, in float32
             self.tokenizer = self.tokenizer.to(self.device).eval()
         self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,
@@ -174,8 +177,10 @@ class VideoPipeline:
         self.parallel = parallel or ParallelLayout()
 
     @classmethod
-    def from_export(cls, folder: str | Path, **kwargs: Any) -> "VideoPipeline":
-        """Load an inference export folder (``model.safetensors`` + ``config.json``)."""
+    def from_export(cls, folder: str | Path, *, weights_roots: Sequence[str | Path] = (), **kwargs: Any) -> "VideoPipeline":
+        """Load an inference export folder (``model.safetensors`` + ``config.json``). Every path its
+        config names must lie inside it or inside one of ``weights_roots``; ``allow_torchscript=True``
+        lets a TorchScript tokenizer (cosmos) load (docs/security.md)."""
         folder = Path(folder)
         missing = [n for n in ("model.safetensors", "config.json") if not (folder / n).is_file()]
         if missing:
@@ -185,8 +190,12 @@ class VideoPipeline:
 
         from vfm_models.export import NonFiniteWeightsError, check_finite
 
+        from vfm_models.export_paths import ExportPathError
+
         try:
-            model, meta = load_export(folder)
+            model, meta = load_export(folder, weights_roots=weights_roots)
+        except ExportPathError as exc:
+            raise ExportError(f"export {folder}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any loading failure is reported as a bad export
             raise ExportError(f"checkpoint {folder} does not match its model config: {exc}") from exc
         try:  # NaN weights sample a NaN latent, which decodes to a black video

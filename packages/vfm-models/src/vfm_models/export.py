@@ -13,12 +13,13 @@ import json
 import os
 from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
 from torch import nn
 
 from vfm_models.checkpoint import CheckpointMismatchError, differences, load_state_dict, mismatch, save_state_dict
+from vfm_models.export_paths import check_export_paths
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -118,15 +119,20 @@ def read_meta(folder: str | PathLike) -> dict[str, Any]:
     return meta
 
 
-def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> tuple[nn.Module, dict[str, Any]]:
+def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, *,
+                weights_roots: Iterable[str | PathLike] = ()) -> tuple[nn.Module, dict[str, Any]]:
     """Rebuild the model of an export by family name and load its weights -> (model in eval mode, meta).
+
+    Before anything is built, every path in ``config.json`` must resolve inside the export folder or
+    one of ``weights_roots`` (:mod:`vfm_models.export_paths`, raising ``ExportPathError`` naming the
+    key and the path); the returned meta holds them as absolute paths.
 
     Weights that do not fit the config raise :class:`~vfm_models.checkpoint.CheckpointMismatchError`
     naming the missing and unexpected keys and the differing shapes.
     """
     import vfm_models
 
-    meta = read_meta(folder)
+    meta = check_export_paths(folder, read_meta(folder), weights_roots)
     family = vfm_models.get_family(meta["family"])
     config = family.config(**_tuples(meta["config"]))
     model = family.build(config)

@@ -75,6 +75,8 @@ def generate(
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Transformer precision: bf16 or fp32 (default: bf16 on CUDA, fp32 on CPU)."),
     compile_blocks: bool = typer.Option(False, "--compile", help="torch.compile each transformer block (the first video pays for compiling)."),
     out: Path = typer.Option(Path("videos"), "-o", "--out", help="Output folder for MP4s and contact sheets."),
+    weights_root: Optional[List[Path]] = typer.Option(None, "--weights-root", help="A folder outside the export that its config.json may name paths in (repeatable; default: only the export folder)."),
+    trust_torchscript: bool = typer.Option(False, "--trust-torchscript", help="Let a TorchScript tokenizer (cosmos) load: it is code (default: refused; docs/security.md)."),
 ) -> None:
     """Generate videos from an inference export; writes OUT/<i>.mp4 and OUT/<i>.png (a contact sheet)."""
     prompt_list = _read_prompts(prompt, prompts)
@@ -123,7 +125,8 @@ def generate(
             fail(f"cannot write the output folder {out}: {exc.strerror or exc}")
     try:
         host.get("samplers", sampler) if sampler else None
-        pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks)
+        pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
+                                         weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
     except (ExportError, KeyError, ValueError) as exc:
         fail(str(exc))
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory

@@ -1,7 +1,10 @@
 """``cosmos``: NVIDIA Cosmos tokenizer checkpoints (TorchScript ``encoder.jit`` / ``decoder.jit``).
 
 Loads from a local folder (e.g. a downloaded ``Cosmos-Tokenizer-CV4x8x8``) with ``torch.jit.load``,
-which reads TorchScript code and tensors, never pickled Python objects.
+which reads TorchScript code and tensors, never pickled Python objects. TorchScript is code all the
+same (it runs when the tokenizer encodes and decodes, and a crafted archive can do anything
+TorchScript can), so it loads only when the caller says so: ``allow_torchscript=True``
+(``vfm generate --trust-torchscript``; docs/security.md).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from vfm_models.tokenizers._shapes import check_latent, video_latent_shape
 #: Cosmos folder names carry the compression: CV4x8x8 (video: time x height x width), CI8x8 (image).
 _VIDEO_NAME = re.compile(r"[CD]V(\d+)x(\d+)x(\d+)")
 _IMAGE_NAME = re.compile(r"[CD]I(\d+)x(\d+)")
+
+
+class TorchScriptNotAllowedError(ValueError):
+    """A TorchScript checkpoint that the user did not opt in to loading."""
 
 
 def _jit_load(path: Path, device: str) -> torch.jit.ScriptModule:
@@ -43,6 +50,7 @@ class CosmosTokenizer:
     The compression factors come from the folder name (``CV4x8x8`` -> time 4, space 8) unless given;
     ``latent_channels`` is found by encoding a tiny input unless given. Inputs are (B, 3, T, H, W)
     in [-1, 1], run in the checkpoint's dtype (``dtype`` overrides) and returned as float32.
+    ``allow_torchscript`` must be True: the checkpoint is TorchScript, code that vfm cannot check.
     """
 
     def __init__(
@@ -54,10 +62,17 @@ class CosmosTokenizer:
         channels: int = 3,
         device: str = "cpu",
         dtype: torch.dtype | str | None = None,
+        allow_torchscript: bool = False,
     ) -> None:
         folder = Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"cosmos tokenizer: {folder} is not a folder (expected encoder.jit and decoder.jit in it)")
+        if not allow_torchscript:
+            raise TorchScriptNotAllowedError(
+                f"cosmos tokenizer: {folder} holds TorchScript (encoder.jit, decoder.jit), code that runs when "
+                "loaded and called; refused unless you trust it: vfm generate --trust-torchscript, "
+                "or tokenizer option allow_torchscript = true in your own vfm shard config / CosmosTokenizer(..., allow_torchscript=True)"
+            )
         self.encoder = _jit_load(folder / "encoder.jit", device)
         self.decoder = _jit_load(folder / "decoder.jit", device)
         named = _compression_from_name(folder.name)
