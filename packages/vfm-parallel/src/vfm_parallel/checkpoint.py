@@ -8,11 +8,17 @@ A checkpoint is a folder ``<root>/step_<N>/``:
   under another, or in one process. Nothing is unpickled on load.
 - ``state.json``: step, the optimizer's non-tensor settings (param groups), anything else global.
 - ``ranks/rank_<r>.json``: per-rank state (the loader position of that data-parallel rank).
+- ``manifest.json``: every other file with its size and sha256, written last (checkpoint_integrity).
 
 Atomicity: everything is written under ``<root>/.tmp-step_<N>/`` and renamed to ``step_<N>`` only
 after every rank has finished; the rename is the commit. A process killed during a save leaves a
 ``.tmp-*`` folder that loading ignores and the next save of that step replaces, so the last good
-checkpoint is never touched. Older checkpoints beyond ``keep`` are removed after the commit.
+checkpoint is never touched. Re-saving a committed step renames the old folder aside
+(``.old-step_<N>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes the old.
+Older checkpoints beyond ``keep`` are removed after the commit.
+
+Loading is whole or refused: the files against the manifest, the step in ``state.json`` against the
+folder, every tensor's chunks complete, and the saved names, shapes and dtypes against the model's.
 """
 
 from __future__ import annotations
@@ -38,7 +44,22 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch import nn
 
+from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are part of this module's interface)
+    CheckpointError,
+    DamagedCheckpointError,
+    IncompatibleCheckpointError,
+    NotCommittedError,
+    check_tensors,
+    folder_step,
+    read_manifest,
+    valid_step,
+    verify_files,
+    verify_tensors,
+    write_manifest,
+)
+
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
+_ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})$")
 _OPTIM_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
@@ -56,12 +77,16 @@ def step_dir(root: Path, step: int) -> Path:
 
 
 def list_checkpoints(root: str | Path) -> list[Path]:
-    """Committed checkpoints under ``root``, oldest first (``.tmp-*`` leftovers are not listed)."""
+    """Checkpoint folders under ``root``, oldest first (``.tmp-*`` leftovers are not listed; a
+    ``.old-step_<N>`` is, while no ``step_<N>`` exists: a re-save died between its two renames)."""
     root = Path(root)
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and _STEP_DIR.match(p.name)]
-    return sorted(found, key=lambda p: int(_STEP_DIR.match(p.name).group(1)))
+    found = {int(m.group(1)): p for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))}
+    for p in root.iterdir():
+        if p.is_dir() and (m := _ASIDE_DIR.match(p.name)):
+            found.setdefault(int(m.group(1)), p)
+    return [found[k] for k in sorted(found)]
 
 
 def latest(root: str | Path) -> Path | None:
@@ -78,11 +103,11 @@ def _write_json(path: Path, data: Any) -> None:
         os.fsync(f.fileno())
 
 
-def _fsync_tree(folder: Path) -> None:
+def _fsync_dirs(folder: Path) -> None:
+    """The folders' entries (the files themselves are synced while the manifest hashes them)."""
     for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            with path.open("rb") as f:
-                os.fsync(f.fileno())
+        if path.is_dir():
+            _fsync_dir(path)
     _fsync_dir(folder)
 
 
@@ -139,19 +164,32 @@ def save(
     if rank_state is not None:
         key = rank if rank_key is None else rank_key
         _write_json(tmp / "ranks" / f"rank_{key:05d}.json", rank_state)
-    _barrier()
     if rank == 0:
-        _write_json(tmp / "state.json", {"step": step, "optimizer": optim_other, **(state or {})})
-        _fsync_tree(tmp)
-        if final.exists():  # re-saving a step that was committed before (e.g. after a resume)
-            shutil.rmtree(final)
-        os.rename(tmp, final)  # the commit
-        _fsync_dir(root)
+        _write_json(tmp / "state.json", {**(state or {}), "step": step, "optimizer": optim_other})
+    _barrier()
+    write_manifest(tmp, step)  # last: hashes (and fsyncs) every file, each rank its share
+    if rank == 0:
+        _fsync_dirs(tmp)
+        _commit(tmp, final)
         if keep > 0:
             for old in list_checkpoints(root)[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
+
+
+def _commit(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``. A committed ``final`` (a re-save of its step) is renamed aside
+    first and deleted only after the new one is in, so that the step always has a checkpoint."""
+    aside = final.parent / f".old-{final.name}"
+    if final.exists():
+        if aside.exists():  # an older aside copy: ``final`` is newer
+            shutil.rmtree(aside)
+        os.rename(final, aside)
+    os.rename(tmp, final)  # the commit
+    _fsync_dir(final.parent)
+    if aside.exists():
+        shutil.rmtree(aside)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -166,6 +204,36 @@ def _restore_tuples(template: dict[str, Any], loaded: dict[str, Any]) -> dict[st
     return {k: (tuple(v) if isinstance(template.get(k), tuple) else v) for k, v in loaded.items()}
 
 
+def read_state(path: str | Path) -> dict[str, Any]:
+    """``state.json`` of a committed checkpoint, its ``step`` checked: a whole number >= 0 equal to
+    the manifest's and to the folder name's. Raises :class:`DamagedCheckpointError` naming the file."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    try:
+        state = json.loads((path / "state.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: state.json is not readable JSON ({exc})") from None
+    if not isinstance(state, dict):
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: state.json is not a JSON object")
+    step, named = state.get("step"), folder_step(path)
+    if not valid_step(step) or step != manifest["step"] or (named is not None and step != named):
+        want = f"{named}, as the folder name says" if named is not None else f"{manifest['step']}, as the manifest says"
+        raise DamagedCheckpointError(f"checkpoint {path}: state.json has step {step!r}; expected {want}")
+    if not isinstance(state.get("optimizer", {}), dict):
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: state.json 'optimizer' is not an object")
+    return state
+
+
+def verify(path: str | Path) -> dict[str, Any]:
+    """Check that ``path`` is whole: every file as the manifest lists it, a valid step, every tensor
+    completely saved. Collective when a process group is up. Returns the global state."""
+    path = Path(path)
+    verify_files(path)
+    state = read_state(path)
+    verify_tensors(path)
+    return state
+
+
 def load(
     path: str | Path,
     *,
@@ -173,21 +241,28 @@ def load(
     optimizer: torch.optim.Optimizer | None = None,
     ema: Any = None,
     rank_key: int | None = None,
+    check_files: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Load a checkpoint into the (already parallelized) ``model``, ``optimizer`` and ``ema``.
 
-    Works for any layout: DCP reads the slices this rank's tensors cover. Returns
-    (global state, this rank's state or None when the checkpoint has no file for ``rank_key``).
+    Works for any layout: DCP reads the slices this rank's tensors cover. Refuses (with one line,
+    see :mod:`vfm_parallel.checkpoint_integrity`) a checkpoint that is not whole, unless
+    ``check_files`` is False because the caller has just run :func:`verify`, and one whose tensors
+    of the parts asked for (model; optimizer and EMA when given) differ in name, shape or dtype.
+    Returns (global state, this rank's state or None when the checkpoint has no file for ``rank_key``).
     """
     path = Path(path)
-    state_file = path / "state.json"
-    if not state_file.is_file():
-        raise FileNotFoundError(f"{path} is not a committed checkpoint (no state.json)")
-    state = json.loads(state_file.read_text())
+    state = verify(path) if check_files else read_state(path)
     tensors, _ = _gather_tensors(model, optimizer, ema)
+    prefixes = ("model.",) + (("optim.",) if optimizer is not None else ()) + (("ema.",) if ema is not None else ())
+    check_tensors(path, {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}, prefixes)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-        dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")))
+        try:
+            dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")))
+        except Exception as exc:  # after the checks above this is unexpected: still one line naming the folder
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed ({type(exc).__name__}: {first})") from exc
     set_model_state_dict(model, {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")})
     if optimizer is not None:
         template = get_optimizer_state_dict(model, optimizer, options=_OPTIM_OPTIONS)
@@ -197,9 +272,17 @@ def load(
     if ema is not None:
         ema.load_state_dict({k[len("ema."):]: v for k, v in tensors.items() if k.startswith("ema.")})
     key = _rank() if rank_key is None else rank_key
+    return state, _read_rank_state(path, key)
+
+
+def _read_rank_state(path: Path, key: int) -> Any:
     rank_file = path / "ranks" / f"rank_{key:05d}.json"
-    rank_state = json.loads(rank_file.read_text()) if rank_file.is_file() else None
-    return state, rank_state
+    if not rank_file.is_file():
+        return None
+    try:
+        return json.loads(rank_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: ranks/{rank_file.name} is not readable JSON ({exc})") from None
 
 
 def rank_states(path: str | Path) -> dict[int, dict[str, Any]]:

@@ -127,7 +127,9 @@ class EMAConfig:
 class CheckpointConfig:
     interval: int = 0  # steps between saves; 0 = only at the end
     keep: int = 3  # newest complete checkpoints kept
-    resume: str = "auto"  # auto (newest in out_dir/checkpoints) | none | a checkpoint folder
+    resume: str = "auto"  # auto (newest intact one in out_dir/checkpoints) | none | a checkpoint folder
+    # Groups of saved settings a resume may find changed (trainer/resume.py): model, seed, batch, data, layout
+    allow_changes: list = field(default_factory=list)
     export: bool = True  # write the EMA (or plain) weights as an inference export at the end
 
 
@@ -278,6 +280,7 @@ DTYPES = ("auto", "fp32", "bf16")
 SOURCES = ("shards", "synthetic")
 OPTIMIZERS = ("adamw",)
 PP_SCHEDULES = ("gpipe", "1f1b")
+RESUME_CHANGES = ("model", "seed", "batch", "data", "layout")  # checkpoint.allow_changes (trainer/resume.py)
 
 
 def _require(ok: bool, key: str, reason: str) -> None:
@@ -395,6 +398,8 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(c.interval >= 0, "checkpoint.interval", f"must be >= 0 (0 = only at the end), got {c.interval}")
     _require(c.keep >= 1, "checkpoint.keep", f"must be >= 1, got {c.keep}")
     _require(bool(c.resume), "checkpoint.resume", "must be auto, none or a checkpoint folder")
+    _require(all(g in RESUME_CHANGES for g in c.allow_changes), "checkpoint.allow_changes",
+             f"must name groups of settings among {', '.join(RESUME_CHANGES)}, got {c.allow_changes}")
     _require(cfg.logging.interval >= 1, "logging.interval", f"must be >= 1, got {cfg.logging.interval}")
     _require(cfg.logging.peak_tflops >= 0, "logging.peak_tflops", f"must be >= 0, got {cfg.logging.peak_tflops}")
 

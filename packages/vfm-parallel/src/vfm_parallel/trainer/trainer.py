@@ -27,6 +27,7 @@ from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pic
 from vfm_parallel.trainer.ema import EMA, clean_fqn
 from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
+from vfm_parallel.trainer import resume as resume_mod
 from vfm_parallel.trainer.run_folder import hold_run_folder
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.streams import cond_dropout_generator, micro_batch_generators, noise_generators, sharded_noise
@@ -120,15 +121,8 @@ def full_weights(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.T
 
 
 def _resolve_resume(cfg: TrainConfig, root: Path) -> Path | None:
-    resume = cfg.checkpoint.resume
-    if resume == "none":
-        return None
-    if resume == "auto":
-        return ckpt.latest(root)
-    path = Path(resume)
-    if not (path / "state.json").is_file():
-        raise FileNotFoundError(f"checkpoint.resume = {resume!r} is not a committed checkpoint folder (no state.json)")
-    return path
+    """The checkpoint to resume from, verified whole (``resume = "auto"``: the newest intact one)."""
+    return resume_mod.choose_checkpoint(cfg, root)
 
 
 def _autocast(cfg: TrainConfig, device: torch.device):
@@ -302,17 +296,20 @@ class _Run:
     # --- set-up ------------------------------------------------------------------------------------
 
     def _resume(self) -> int:
-        """The step to start from: 0, or a checkpoint's (its model, optimizer, EMA and loader state loaded)."""
-        resume_from = _resolve_resume(self.cfg, self.root)
-        if resume_from is None:
+        """The step to start from: 0, or a checkpoint's, verified whole and saved with this run's
+        settings (trainer.resume), with its model, optimizer, EMA and loader state loaded."""
+        path = _resolve_resume(self.cfg, self.root)
+        if path is None:
             return 0
-        state, rank_state = ckpt.load(resume_from, model=self.named, optimizer=self.optimizer, ema=self.ema,
-                                      rank_key=self.coords.dp_rank)
-        if rank_state is None:  # a different DP size: the loader state is global, take DP rank 0's
-            rank_state = ckpt.rank_states(resume_from).get(0)
-        if rank_state is not None:
-            self.parts.loader.load_state_dict(rank_state["loader"])
-        return int(state["step"])
+        state = ckpt.read_state(path)
+        resume_mod.check_settings(path, state, self.cfg, self.coords.sizes)
+        resume_mod.check_step(path, state["step"], self.cfg)
+        key = resume_mod.loader_rank(state, self.coords.dp_rank, self.coords.dp_size)
+        state, rank_state = ckpt.load(path, model=self.named, optimizer=self.optimizer, ema=self.ema,
+                                      rank_key=key, check_files=False)  # verified by _resolve_resume
+        resume_mod.restore_loader(path, self.parts.loader, key, rank_state)
+        resume_mod.announce(path, state["step"])
+        return state["step"]
 
     def _open_sinks(self, sinks: Iterable[Any]) -> None:
         """Rank 0 logs (and measures the device's peak for MFU); other ranks neither."""

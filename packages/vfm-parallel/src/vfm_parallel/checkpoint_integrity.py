@@ -1,0 +1,247 @@
+"""Whole or refused: the manifest a checkpoint commits with, and the checks that loading runs.
+
+``manifest.json`` (written last, just before the commit rename) lists every other file of the
+checkpoint with its size and sha256. A folder without one is not a committed checkpoint. Hashing
+is split over the ranks, file by file, so that each rank reads about 1/world of the bytes (sha256
+runs at about 0.8 GB/s on one core); the verdicts are gathered, so every rank raises the same error
+and none is left waiting in a collective.
+
+Errors are one line: :class:`DamagedCheckpointError` (files missing, changed, unreadable, a bad
+step: ``resume = "auto"`` may fall back to an older checkpoint) and
+:class:`IncompatibleCheckpointError` (an intact checkpoint of another model or run: never skipped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch.distributed as dist
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+_FOLDER_STEP = re.compile(r"^(?:\.old-)?step_(\d{8})$")
+_SHOWN = 3  # names listed per kind of difference
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used; the message is one line naming the folder and what is wrong."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """Files missing, changed or unreadable, or a bad step: the checkpoint is not what was committed."""
+
+
+class NotCommittedError(DamagedCheckpointError, FileNotFoundError):
+    """No manifest (or no folder): a save that never committed, or not a checkpoint at all."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """An intact checkpoint that does not fit this model or run (names, shapes, dtypes, settings)."""
+
+
+def _rank_world() -> tuple[int, int]:
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_gather(value: Any) -> list[Any]:
+    if not dist.is_initialized():
+        return [value]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def folder_step(folder: Path) -> int | None:
+    """The step a folder's name says (``step_00000004`` or its aside copy ``.old-step_00000004``)."""
+    match = _FOLDER_STEP.match(Path(folder).name)
+    return int(match.group(1)) if match else None
+
+
+def valid_step(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def hash_file(path: Path, sync: bool = False) -> dict[str, Any]:
+    """{"size", "sha256"} of a file; ``sync`` also flushes it to disk (the save's fsync, done here
+    so that it is split over the ranks too)."""
+    digest = hashlib.sha256()
+    buffer = bytearray(4 << 20)
+    view = memoryview(buffer)
+    size = 0
+    with path.open("rb") as f:
+        while n := f.readinto(buffer):
+            digest.update(view[:n])
+            size += n
+        if sync:
+            os.fsync(f.fileno())
+    return {"size": size, "sha256": digest.hexdigest()}
+
+
+def _files(folder: Path) -> list[str]:
+    """Every regular file under ``folder`` but the manifest, as sorted POSIX paths relative to it."""
+    names = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return sorted(n for n in names if n != MANIFEST)
+
+
+def _hash_share(folder: Path, names: list[str], sync: bool) -> dict[str, Any]:
+    """This rank's share of ``names`` hashed: {name: entry, or "unreadable: ..."}."""
+    rank, world = _rank_world()
+    out: dict[str, Any] = {}
+    for name in names[rank::world]:
+        try:
+            out[name] = hash_file(folder / name, sync)
+        except OSError as exc:
+            out[name] = f"unreadable ({exc.strerror or exc})"
+    return out
+
+
+def write_manifest(folder: str | Path, step: int) -> Path:
+    """Hash (and fsync) every file of ``folder`` and write its manifest; collective when a process
+    group is up (every rank hashes its share, rank 0 writes). Call it after every file is written."""
+    folder = Path(folder)
+    names = _files(folder)
+    hashed: dict[str, Any] = {}
+    for share in _all_gather(_hash_share(folder, names, sync=True)):
+        hashed.update(share)
+    bad = {n: e for n, e in hashed.items() if isinstance(e, str)}
+    if bad:
+        name, why = next(iter(bad.items()))
+        raise DamagedCheckpointError(f"cannot commit checkpoint {folder}: {name} is {why}")
+    path = folder / MANIFEST
+    if _rank_world()[0] == 0:
+        manifest = {"format": MANIFEST_FORMAT, "step": step, "files": {n: hashed[n] for n in names}}
+        with path.open("w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+    return path
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest, its shape checked (raises :class:`NotCommittedError` or :class:`DamagedCheckpointError`)."""
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        raise NotCommittedError(f"{folder} is not a committed checkpoint (no such folder)")
+    if not path.is_file():
+        raise NotCommittedError(f"{folder} is not a committed checkpoint (no {MANIFEST}: the save did not finish)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {MANIFEST} is not readable JSON ({exc})") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    well_formed = (
+        isinstance(files, dict) and manifest.get("format") == MANIFEST_FORMAT and valid_step(manifest.get("step"))
+        and all(isinstance(e, dict) and valid_step(e.get("size")) and isinstance(e.get("sha256"), str) for e in files.values())
+    )
+    if not well_formed:
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {MANIFEST} is not a format-{MANIFEST_FORMAT} "
+                                     "manifest (format, step, files: name -> size, sha256)")
+    return manifest
+
+
+def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
+    """Missing, resized, unlisted and checksum-failing files (collective: the hashing is shared)."""
+    listed: dict[str, Any] = manifest["files"]
+    present = set(_files(folder))
+    problems = [f"{n} is missing" for n in sorted(set(listed) - present)]
+    problems += [f"{n} is not in the manifest" for n in sorted(present - set(listed))]
+    same_size = []
+    for name in sorted(set(listed) & present):
+        size = (folder / name).stat().st_size
+        if size != listed[name]["size"]:
+            problems.append(f"{name} has {size} bytes, the manifest says {listed[name]['size']}")
+        else:
+            same_size.append(name)
+    for name, entry in _hash_share(folder, same_size, sync=False).items():
+        if isinstance(entry, str):
+            problems.append(f"{name} is {entry}")
+        elif entry["sha256"] != listed[name]["sha256"]:
+            problems.append(f"{name} has sha256 {entry['sha256'][:12]}..., the manifest says {listed[name]['sha256'][:12]}...")
+    return problems
+
+
+def verify_files(folder: str | Path) -> dict[str, Any]:
+    """Check ``folder`` against its manifest: every file present with its size and sha256, no other
+    file. Collective when a process group is up; every rank raises the same one-line error. Returns
+    the manifest."""
+    folder = Path(folder)
+    try:
+        manifest, problems, error = read_manifest(folder), [], None
+    except DamagedCheckpointError as exc:
+        manifest, problems, error = None, [], exc
+    if manifest is not None:
+        problems = _file_problems(folder, manifest)
+    gathered = _all_gather((str(error) if error else None, type(error).__name__ if error else None, problems))
+    for message, kind, _ in gathered:
+        if message is not None:
+            raise (NotCommittedError if kind == NotCommittedError.__name__ else DamagedCheckpointError)(message)
+    problems = sorted({p for _, _, ps in gathered for p in ps})
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {problems[0]}{more}")
+    return manifest
+
+
+# --- tensors against the model ---------------------------------------------------------------------------
+
+def saved_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str, float]]:
+    """{name: (global shape, dtype, fraction of the elements the saved chunks cover)} from the
+    safetensors headers (DCP's view of the checkpoint)."""
+    from torch.distributed.checkpoint import HuggingFaceStorageReader
+
+    try:
+        metadata = HuggingFaceStorageReader(str(folder / "tensors")).read_metadata()
+    except Exception as exc:  # any header that does not parse: name the folder, not torch's internals
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: its tensor headers do not read "
+                                     f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    out = {}
+    for name, meta in metadata.state_dict_metadata.items():
+        shape = tuple(getattr(meta, "size", ()))
+        chunks = getattr(meta, "chunks", [])
+        covered = sum(math.prod(c.sizes) for c in chunks)
+        total = math.prod(shape)
+        out[name] = (shape, str(getattr(meta.properties, "dtype", "?")).removeprefix("torch."),
+                     covered / total if total else 1.0)
+    return out
+
+
+def verify_tensors(folder: Path) -> None:
+    """Every saved tensor fully covered by its chunks (a rank's file missing leaves holes)."""
+    holes = sorted(n for n, (_, _, covered) in saved_tensors(folder).items() if covered < 1.0)
+    if holes:
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {len(holes)} tensors are only partly saved "
+                                     f"({_names(holes)})")
+
+
+def _names(names: Iterable[str]) -> str:
+    names = list(names)
+    shown = ", ".join(names[:_SHOWN])
+    return shown + (f", ... {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+
+
+def check_tensors(folder: Path, expected: dict[str, tuple[tuple[int, ...], str]], prefixes: tuple[str, ...]) -> None:
+    """Raise :class:`IncompatibleCheckpointError` unless the saved tensors under ``prefixes`` are
+    exactly ``expected`` (name -> (global shape, dtype)), gathered over the ranks (under pipeline
+    parallelism each stage expects only its own blocks). Collective when a process group is up."""
+    wanted: dict[str, tuple[tuple[int, ...], str]] = {}
+    for part in _all_gather(expected):
+        wanted.update(part)
+    saved = {n: v[:2] for n, v in saved_tensors(folder).items() if n.startswith(prefixes)}
+    missing = sorted(set(wanted) - set(saved))
+    unexpected = sorted(set(saved) - set(wanted))
+    both = sorted(set(saved) & set(wanted))
+    shapes = [f"{n}: checkpoint {saved[n][0]} vs model {wanted[n][0]}" for n in both if saved[n][0] != wanted[n][0]]
+    dtypes = [f"{n}: checkpoint {saved[n][1]} vs model {wanted[n][1]}" for n in both if saved[n][1] != wanted[n][1]]
+    parts = [f"{len(items)} {label} ({_names(items)})" for label, items in
+             (("missing", missing), ("unexpected", unexpected), ("with another shape", shapes),
+              ("with another dtype", dtypes)) if items]
+    if parts:
+        raise IncompatibleCheckpointError(f"checkpoint {folder} does not fit the model: tensors " + "; ".join(parts))

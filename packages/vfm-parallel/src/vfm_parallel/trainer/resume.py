@@ -1,0 +1,144 @@
+"""Resuming a run: which checkpoint (the newest intact one), whether it was saved by a run with the
+same settings, and the data loader's position.
+
+A resume continues the saved run's sample sequence exactly, so the settings that decide that
+sequence must match (``checkpoint.allow_changes`` names the groups the user changes on purpose):
+
+- ``model``: the model section and ``ema.enabled`` (names, shapes and dtypes are checked anyway);
+- ``seed``: ``train.seed``;
+- ``batch``: ``data.micro_batch``, ``data.max_seq_len``, ``data.packing`` and the global
+  micro-batches per step (``optim.grad_accum`` x data-parallel degree);
+- ``data``: the data source and shards, ``train.cond_dropout``, and the noise chunks
+  (``train.noise_chunks``, else ``parallel.cp``: the noise is drawn per chunk);
+- ``layout``: the data-parallel degree, because each DP rank's loader position is saved on its own.
+
+Everything else may change: tp, cp (with the same noise chunks), pp and the split of DP into
+dp_replicate x dp_shard (DCP reshards every tensor), the optimizer's lr and schedule, train.steps,
+logging, checkpoint interval and keep.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.trainer.config import TrainConfig
+
+_DP_DEGREE = "data-parallel degree (parallel.dp_replicate x dp_shard)"
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _say(line: str, err: bool = False) -> None:
+    if _rank() == 0:
+        print(line, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
+    """The checkpoint to resume from, verified whole (collective), or None to start at step 0.
+
+    ``resume = "auto"`` takes the newest intact checkpoint under ``root``, warning about each newer
+    damaged one; if every one is damaged that is an error, not a fresh start. A checkpoint named
+    explicitly must be whole.
+    """
+    resume = cfg.checkpoint.resume
+    if resume == "none":
+        return None
+    if resume != "auto":
+        ckpt.verify(resume)
+        return Path(resume)
+    damaged: list[ckpt.DamagedCheckpointError] = []
+    for path in reversed(ckpt.list_checkpoints(root)):
+        try:
+            ckpt.verify(path)
+        except ckpt.DamagedCheckpointError as exc:
+            damaged.append(exc)
+            continue
+        for exc in damaged:
+            _say(f"warning: {exc}; using {path.name}, the newest intact checkpoint", err=True)
+        return path
+    if damaged:
+        raise ckpt.DamagedCheckpointError(f"every checkpoint under {root} is damaged (the newest: {damaged[0]}); "
+                                          'set checkpoint.resume = "none" to start over')
+    return None
+
+
+def settings(config: dict[str, Any], sizes: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """What a resume compares, by ``checkpoint.allow_changes`` group, from a config dict and mesh sizes."""
+    m, d, o, t, p = (config.get(k, {}) for k in ("model", "data", "optim", "train", "parallel"))
+    dp = sizes.get("dp_replicate", 1) * sizes.get("dp_shard", 1)
+    data = {f"data.{k}": d.get(k) for k in ("source", "blend", "shards", "durations")}
+    if d.get("source") == "synthetic":  # these describe the synthetic samples only
+        data.update({f"data.{k}": d.get(k) for k in ("latent_shape", "num_samples", "num_classes")})
+    data["train.cond_dropout"] = t.get("cond_dropout")
+    data["noise chunks (train.noise_chunks, else parallel.cp)"] = t.get("noise_chunks") or p.get("cp", 1)
+    return {
+        "model": {**{f"model.{k}": v for k, v in m.items()}, "ema.enabled": config.get("ema", {}).get("enabled")},
+        "seed": {"train.seed": t.get("seed")},
+        "batch": {"data.micro_batch": d.get("micro_batch"), "data.max_seq_len": d.get("max_seq_len"),
+                  "data.packing": d.get("packing"),
+                  "global micro-batches per step (optim.grad_accum x data-parallel degree)": o.get("grad_accum", 1) * dp},
+        "data": data,
+        "layout": {_DP_DEGREE: dp},
+    }
+
+
+def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: dict[str, int]) -> None:
+    """Refuse a checkpoint saved with other settings than this run's, except the allowed groups;
+    say when the layout changed in ways that are free (DCP reshards)."""
+    saved = settings(state.get("config") or {}, state.get("sizes") or {})
+    now = settings(cfg.to_dict(), sizes)
+    allowed = set(cfg.checkpoint.allow_changes)
+    changes = [(group, key, saved[group].get(key), value) for group in now for key, value in now[group].items()
+               if saved[group].get(key) != value and group not in allowed]
+    if changes:
+        listed = "; ".join(f'{key} {old!r} -> {new!r} ("{group}")' for group, key, old, new in changes)
+        groups = ", ".join(f'"{g}"' for g in dict.fromkeys(g for g, *_ in changes))
+        raise ckpt.IncompatibleCheckpointError(
+            f"checkpoint {path} was saved by a run with other settings: {listed}; resuming would not continue "
+            f"its sample sequence. To resume anyway: checkpoint.allow_changes = [{groups}]")
+    before, after = state.get("sizes"), {k: sizes[k] for k in sizes}
+    if before and before != after:
+        _say(f"layout {_mesh(before)} -> {_mesh(after)}: the checkpoint's tensors are resharded")
+
+
+def _mesh(sizes: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def loader_rank(state: dict[str, Any], dp_rank: int, dp_size: int) -> int:
+    """Whose loader position this DP rank continues: its own, or (the DP degree changed, which
+    ``allow_changes = ["layout"]`` permits) DP rank 0's, for loaders whose position is global."""
+    sizes = state.get("sizes") or {}
+    saved_dp = sizes.get("dp_replicate", 1) * sizes.get("dp_shard", 1)
+    return dp_rank if saved_dp == dp_size else 0
+
+
+def restore_loader(path: Path, loader: Any, key: int, rank_state: dict[str, Any] | None) -> None:
+    """Give the loader its saved position; a missing or unfitting one is an error, never sample 0."""
+    name = f"ranks/rank_{key:05d}.json"
+    if not isinstance(rank_state, dict) or not isinstance(rank_state.get("loader"), dict):
+        what = "missing" if rank_state is None else "not a loader state"
+        raise ckpt.DamagedCheckpointError(f"checkpoint {path}: {name} is {what}: it holds the loader position of "
+                                          f"data-parallel rank {key}, without which the data would restart at sample 0")
+    try:
+        loader.load_state_dict(rank_state["loader"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ckpt.IncompatibleCheckpointError(f"checkpoint {path}: the loader state in {name} does not fit this "
+                                               f"run's loader ({exc})") from exc
+
+
+def check_step(path: Path, step: int, cfg: TrainConfig) -> None:
+    if step > cfg.train.steps:
+        raise ckpt.IncompatibleCheckpointError(f"checkpoint {path} is at step {step}, past train.steps = "
+                                               f"{cfg.train.steps}; raise train.steps to continue it")
+
+
+def announce(path: Path, step: int) -> None:
+    _say(f"resuming from step {step} ({path})")
