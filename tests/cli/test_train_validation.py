@@ -39,6 +39,13 @@ def test_validate_refuses_the_setting_naming_the_key(override, message):
     assert "Traceback" not in result.output
 
 
+def test_validate_refuses_an_out_dir_that_cannot_be_made(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for out_dir, message in ((tmp_path / "file", "is a file; name a folder"), (tmp_path / "file" / "run", "cannot be made")):
+        result = _train("--validate", sets=[f"train.out_dir={out_dir}"])
+        assert result.exit_code == 1 and f"config key 'train.out_dir': {out_dir}" in result.output and message in result.output
+
+
 def test_a_run_that_trains_into_nan_exits_1_naming_the_steps_and_exports_nothing(tmp_path):
     # A finite but absurd learning rate: the first update throws the weights to ~1e30, and every
     # later step's loss is inf or nan.

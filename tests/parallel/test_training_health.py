@@ -46,9 +46,10 @@ class _Poisoned:
 
     def __iter__(self):
         for n, batch in enumerate(self.loader, start=1):
+            keys = [f"batch{n}-sample{i}" for i in range(batch["x0"].shape[0])]  # as vfm-data's batches carry them
             if n in self.bad:
                 batch = {**batch, "x0": torch.full_like(batch["x0"], self.value)}
-            yield batch
+            yield {**batch, "keys": keys}
 
     def state_dict(self):
         return self.loader.state_dict()
@@ -95,6 +96,7 @@ def test_all_infinite_latents_stop_the_run_naming_the_steps_and_export_nothing(t
         train(from_dict(data), _poisoned_parts(set(range(1, 100)), float("inf"), exported=exported))
     message = str(info.value)
     assert "steps 1, 2, 3" in message and "train.max_nonfinite_steps = 3" in message
+    assert "samples: rank 0: batch3-sample0, batch3-sample1" in message
     assert exported == [] and not (tmp_path / "export").exists()
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
 
@@ -139,4 +141,5 @@ def test_ranks_agree_to_skip_a_step_that_one_rank_saw_as_nan_and_stop_together(t
     results = spawn(_two_ranks, 2, tmp_path)
     assert all(r["equal"] for r in results)
     assert all(r["loss2"] != r["loss2"] for r in results)  # NaN, logged as it was
-    assert all(r["error"] and "steps 1, 2, 3" in r["error"] for r in results)
+    # Named on both ranks: the steps, and the samples of the rank whose loss was not finite.
+    assert all(r["error"] and "steps 1, 2, 3" in r["error"] and "samples: rank 1: batch3-sample0" in r["error"] for r in results)

@@ -230,6 +230,11 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     and (with ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The
     model is built on the meta device, so a 28B config costs nothing; a bad config fails before any
     process group starts. ``require_data=False`` skips the shard checks when the shards are not here."""
+    from vfm_cli.paths import folder_problem
+
+    problem = folder_problem(Path(cfg.train.out_dir))
+    if problem:
+        raise ConfigError("train.out_dir", problem)
     probed = require_data or data_available(cfg)
     r = resolve(cfg, probe=probed)
     _check_name("formulations", cfg.model.formulation, "model.formulation")

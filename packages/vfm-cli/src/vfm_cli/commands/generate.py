@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -21,18 +20,12 @@ def _parse_size(size: Optional[str]) -> Optional[tuple[int, int]]:
 
 def _output_problem(out: Path, fps: float) -> str | None:
     """What is wrong with ``--out`` or ``--fps`` (checked before any work), or None."""
+    from vfm_cli.paths import folder_problem
+
     if not (math.isfinite(fps) and fps >= 0.001):
         return f"--fps must be a finite number >= 0.001 frames per second, got {fps}"
-    if out.exists() and not out.is_dir():
-        return f"--out {out} is a file; name a folder (it is made if missing)"
-    existing = out
-    while not existing.exists():  # the nearest folder that exists: the one the output is made in
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"--out {out} cannot be made: {existing} is a file"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"--out {out} cannot be written: no write permission on {existing}"
-    return None
+    problem = folder_problem(out)
+    return f"--out {problem}" if problem else None
 
 
 def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
