@@ -81,9 +81,7 @@ def train(
 
     from vfm_models.export import NonFiniteWeightsError
     from vfm_parallel.trainer.trainer import NonFiniteTrainingError
-
-    try:
-        from vfm_plugins import FolderLockedError
+    from vfm_plugins import FolderLockedError
 
     try:
         result = run(cfg, compose.build_parts, sinks=sinks)
