@@ -284,6 +284,7 @@ def _two_rank_scenarios(rank, world, root):
     out["fsdp_manifest"] = sorted(json.loads((folder / "manifest.json").read_text())["files"])
     dist.barrier()
     if rank == 0:
+        shutil.copytree(root / "fsdp", root / "fsdp2")  # an intact copy for the single-process tests
         out["deleted"] = _tensor_files(folder)[-1].name
         _tensor_files(folder)[-1].unlink()
     dist.barrier()
@@ -293,9 +294,13 @@ def _two_rank_scenarios(rank, world, root):
         out["fsdp_error"] = None
     except ckpt.CheckpointError as exc:
         out["fsdp_error"] = str(exc)
-    # TP 2 (data-parallel degree 1) for the single-process resume below; and FSDP 2 intact
+    # TP 2 (data-parallel degree 1) for the single-process resume below
     run_config(tiny_config(root / "tp", train={"steps": 4, "stop_at": 2}, parallel={"tp": 2, "dp_shard": 1}))
-    run_config(tiny_config(root / "fsdp2", train={"steps": 4, "stop_at": 2}))
+    # pipeline stages each hold their own blocks: the name check takes every stage's together
+    pp = tiny_config(root / "pp", train={"steps": 4, "stop_at": 2}, parallel={"pp": 2, "dp_shard": 1})
+    run_config(pp)
+    pp["train"]["stop_at"] = 0
+    out["pp_start"] = run_config(pp).start_step
     return out if rank == 0 else None
 
 
@@ -310,6 +315,11 @@ def test_a_two_rank_fsdp_checkpoint_missing_one_ranks_tensor_file_is_refused(two
     assert len([f for f in out["fsdp_manifest"] if f.startswith("tensors/")]) == 2  # both ranks' files
     assert out["fsdp_error"] is not None, "resumed with half the weights"
     assert out["deleted"] in out["fsdp_error"] and "missing" in out["fsdp_error"]
+
+
+def test_a_pipeline_parallel_run_resumes_with_every_stage_checked_against_the_whole_checkpoint(two_ranks):
+    _, out = two_ranks
+    assert out["pp_start"] == 2
 
 
 def test_a_layout_change_keeping_the_data_parallel_degree_resumes(two_ranks):

@@ -80,19 +80,25 @@ def train(
     from vfm_parallel.process_group import shutdown_distributed
 
     from vfm_models.export import NonFiniteWeightsError
+    from vfm_parallel.checkpoint import CheckpointError
     from vfm_parallel.trainer.trainer import NonFiniteTrainingError
     from vfm_plugins import FolderLockedError
 
     try:
         result = run(cfg, compose.build_parts, sinks=sinks)
+    except (NonFiniteTrainingError, NonFiniteWeightsError) as exc:  # NaN training: nothing was exported
+        for sink in sinks:  # the progress bar's last line ends before the error
+            sink.close()
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     except FolderLockedError as exc:  # another run owns train.out_dir (rank 0 holds it for the job)
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    except (NonFiniteTrainingError, NonFiniteWeightsError) as exc:  # NaN training: nothing was exported
-        for sink in sinks:  # the progress bar's last line ends before the error
-            sink.close()
+    except CheckpointError as exc:  # damaged, incompatible or from a run with other settings: nothing was trained
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     if rank0:
