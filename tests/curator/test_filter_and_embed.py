@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vfm_curator.embedders import get_embedder
+from vfm_curator.io.video import frames_at
 from vfm_curator.stages.decode import DecodeStage
 from vfm_curator.stages.filter import FilterStage
 from vfm_curator.stages.split import SplitStage
@@ -43,7 +44,8 @@ def test_histogram_embedder_separates_shots(tmp_path):
     task = VideoTask(str(tmp_path / "v.mp4"))
     make_video(task.source, [20, 20], seed=9)
     DecodeStage().process([task])
-    e = get_embedder("histogram").embed(task.small[[18, 19, 20]])  # adjacent frames; a cut at 20
+    frames = frames_at(task.source, [18, 19, 20], width=task.small_size[0], height=task.small_size[1])
+    e = get_embedder("histogram").embed(np.stack([frames[18], frames[19], frames[20]]))  # a cut at 20
     assert e.shape == (3, 144) and np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
     assert e[0] @ e[1] > 0.9 > e[1] @ e[2]
     with pytest.raises(Exception, match="unknown embedder 'nope'; available: clip, histogram"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vfm_curator.io.video import frames_at
 from vfm_curator.stages.decode import DecodeStage
 from vfm_curator.stages.shot_detection import content_scores, detect_cuts, fixed_stride, limit_lengths, shots_from_cuts
 from vfm_curator.stages.split import SplitStage
@@ -51,7 +52,8 @@ def test_content_scores_peak_only_at_cuts_of_a_moving_pattern(tmp_path):
     truth = make_video(path, [30, 30], seed=3)
     task = VideoTask(str(path))
     DecodeStage().process([task])
-    scores = content_scores(task.small)
+    scores = task.cut_scores
+    assert np.allclose(scores, content_scores(frames_at(task.source, range(60), width=64, height=42).values()))
     assert int(np.argmax(scores)) == truth[0]
     inside = np.delete(scores, truth[0])
     assert inside.max() < 27.0 < scores[truth[0]]

@@ -51,8 +51,12 @@ class VideoTask:
     vid: str = ""
     caption: str | None = None  # an existing caption from the manifest or a sidecar file
     meta: dict[str, Any] = field(default_factory=dict)  # fps, frames, width, height, duration, rotation
-    small: np.ndarray | None = None  # (T, h, w, 3) uint8 RGB, downscaled frames for detection/motion
+    # Per-frame figures from the decode stage's single streaming pass (no frames are kept, so a
+    # task's size grows by 16 bytes per frame, not by its pixels); pixels again: io.video.frames_at.
     times: np.ndarray | None = None  # (T,) float64 presentation time of each frame in seconds
+    cut_scores: np.ndarray | None = None  # (T,) float32 HSV content change from the previous frame
+    motion: np.ndarray | None = None  # (T,) float32 mean |grey(i) - grey(i-1)| / 255, in [0, 1]
+    small_size: tuple[int, int] | None = None  # (width, height) of the downscaled frames scored
     clips: list[Clip] = field(default_factory=list)
     failure: dict[str, str] | None = None  # {"stage": ..., "reason": ...}
     timings: dict[str, float] = field(default_factory=dict)  # seconds spent per stage

@@ -7,6 +7,7 @@ NVIDIA device is present; otherwise decoding is on the CPU. Both give the same f
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -92,8 +93,45 @@ def iter_frames(
     upright. With ``width``/``height`` the frame is scaled by FFmpeg (given as *display* size).
 
     A decoding error after the first frame ends the stream there (a truncated file keeps the frames
-    it has); an error before any frame raises :class:`InputError`.
+    it has); an error before any frame raises :class:`InputError`. One frame is held at a time.
     """
+    import av
+
+    count = 0
+    with closing(_decoded(path, hwaccel)) as decoded:
+        for t, frame in decoded:
+            try:
+                rgb = _to_rgb(frame, width, height)
+            except (av.FFmpegError, ValueError) as exc:  # a frame that cannot be converted: as a decoding error
+                if count == 0:
+                    raise InputError(f"cannot decode any frame: {exc}") from exc
+                return
+            count += 1
+            yield t, rgb
+
+
+def frames_at(
+    path: str, indices, *, width: int | None = None, height: int | None = None, hwaccel: str | None = None
+) -> dict[int, np.ndarray]:
+    """The frames of the given indices (same numbering and size as :func:`iter_frames`), from one
+    decoding pass that stops after the last one and converts only the frames asked for; indices
+    past the end are missing from the result."""
+    wanted = set(int(i) for i in indices)
+    out: dict[int, np.ndarray] = {}
+    if not wanted:
+        return out
+    last = max(wanted)
+    with closing(_decoded(path, hwaccel)) as decoded:
+        for i, (_, frame) in enumerate(decoded):
+            if i in wanted:
+                out[i] = _to_rgb(frame, width, height)
+            if i >= last:
+                break
+    return out
+
+
+def _decoded(path: str, hwaccel: str | None) -> Iterator[tuple[float, "object"]]:
+    """``(time_s, av.VideoFrame)`` in presentation order, with the error rules of :func:`iter_frames`."""
     import av
 
     container = open_container(path, hwaccel)
@@ -103,22 +141,27 @@ def iter_frames(
         count = 0
         try:
             for frame in container.decode(stream):
-                rotation = int(round(frame.rotation)) % 360
-                w, h = width, height
-                if w and h and rotation % 180 == 90:
-                    w, h = h, w  # scale in coded orientation, then rotate
-                if w and h:
-                    rgb = frame.reformat(width=w, height=h, format="rgb24").to_ndarray()
-                else:
-                    rgb = frame.to_ndarray(format="rgb24")
                 t = float(frame.time) if frame.time is not None else count / max(float(stream.average_rate or 25), 1e-6)
                 count += 1
-                yield t, upright(rgb, rotation)
+                yield t, frame
         except (av.FFmpegError, ValueError) as exc:
             if count == 0:
                 raise InputError(f"cannot decode any frame: {exc}") from exc
     finally:
         container.close()
+
+
+def _to_rgb(frame, width: int | None, height: int | None) -> np.ndarray:
+    """An av.VideoFrame as upright (H, W, 3) uint8 RGB, scaled to the display size ``width x height``."""
+    rotation = int(round(frame.rotation)) % 360
+    w, h = width, height
+    if w and h and rotation % 180 == 90:
+        w, h = h, w  # scale in coded orientation, then rotate
+    if w and h:
+        rgb = frame.reformat(width=w, height=h, format="rgb24").to_ndarray()
+    else:
+        rgb = frame.to_ndarray(format="rgb24")
+    return upright(rgb, rotation)
 
 
 def small_size(width: int, height: int, target_width: int) -> tuple[int, int]:

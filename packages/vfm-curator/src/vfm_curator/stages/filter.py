@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from vfm_curator.stages.base import Resources, Stage
+from vfm_curator.stages.shot_detection import motion_between
 from vfm_curator.tasks import Clip, VideoTask
 
 
-def motion_score(small: np.ndarray, start: int, end: int) -> float:
-    """Mean absolute difference of consecutive downscaled grey frames in ``[start, end)``, in [0, 1]."""
-    if end - start < 2:
-        return 0.0
-    grey = small[start:end].astype(np.float32).mean(axis=-1)  # (T, h, w)
-    return float(np.abs(np.diff(grey, axis=0)).mean() / 255.0)
+def motion_score(task: VideoTask, start: int, end: int) -> float:
+    """Mean absolute difference of consecutive downscaled grey frames in ``[start, end)``, in [0, 1]
+    (from the decode stage's per-frame ``task.motion``)."""
+    return motion_between(task.motion, start, end)
 
 
 class FilterStage(Stage):
@@ -48,7 +47,7 @@ class FilterStage(Stage):
 
     def process_one(self, task: VideoTask) -> None:
         for clip in task.clips:
-            clip.scores["motion"] = motion_score(task.small, clip.start, clip.end)
+            clip.scores["motion"] = motion_score(task, clip.start, clip.end)
             for name, scorer, _, _ in self.scorers:
                 clip.scores[name] = float(scorer(clip, task))
             clip.rejected = self._why_rejected(clip)
@@ -73,4 +72,4 @@ class MotionScorer:
     """The frame-difference motion score as a pluggable scorer (same as ``scores["motion"]``)."""
 
     def __call__(self, clip: Clip, task: VideoTask) -> float:
-        return motion_score(task.small, clip.start, clip.end)
+        return motion_score(task, clip.start, clip.end)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from vfm_curator.stages.base import InputError, Resources, Stage
-from vfm_curator.stages.shot_detection import content_scores, detect_cuts, fixed_stride, limit_lengths, shots_from_cuts
+from vfm_curator.stages.shot_detection import detect_cuts, fixed_stride, limit_lengths, shots_from_cuts
 from vfm_curator.tasks import Clip, VideoTask, clip_id
 
 
 class SplitStage(Stage):
     """Fills ``task.clips`` with spans of at least ``min_clip_s`` and at most ``max_clip_s`` seconds.
 
-    ``method="content"``: shot boundaries from HSV changes of the downscaled frames (see
+    ``method="content"``: shot boundaries from the decode stage's per-frame HSV change scores (see
     :mod:`shot_detection`); ``method="stride"``: spans of ``stride_s`` seconds.
     """
 
@@ -27,11 +27,10 @@ class SplitStage(Stage):
     }
 
     def process_one(self, task: VideoTask) -> None:
-        n, fps = len(task.small), float(task.meta["fps"])
+        n, fps = len(task.times), float(task.meta["fps"])
         if self.opt["method"] == "content":
-            scores = content_scores(task.small)
             cuts = detect_cuts(
-                scores,
+                task.cut_scores,
                 threshold=float(self.opt["threshold"]),
                 min_shot=max(1, round(float(self.opt["min_shot_s"]) * fps)),
                 adaptive_ratio=float(self.opt["adaptive_ratio"]),

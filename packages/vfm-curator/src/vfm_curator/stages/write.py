@@ -101,8 +101,7 @@ def jpeg(frame) -> bytes:
 
 
 def strip(task: VideoTask) -> None:
-    task.small = None
-    task.times = None
+    task.times = task.cut_scores = task.motion = None
     for clip in task.clips:
         clip.mp4 = None
         clip.samples = []
