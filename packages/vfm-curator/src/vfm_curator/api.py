@@ -15,11 +15,14 @@ def curate(
     config: CurateConfig | dict[str, Any] | str | Path | None = None,
     *,
     progress: Progress | None = None,
+    retry_failed: str | None = None,
 ) -> Summary:
     """Cut ``inputs`` (video files, directories, globs, .jsonl/.csv manifests) into clips in ``out``.
 
     ``config``: a :class:`CurateConfig`, a dict of the same shape, or a .toml/.json file. Returns a
-    :class:`Summary`. Re-running with the same ``out`` skips videos that finished before.
+    :class:`Summary`. Re-running with the same ``out`` skips videos that finished before; failed
+    ones are run again by the rule of :mod:`vfm_curator.failures` (``retry_failed``: ``"all"``, a
+    cause ``input``/``config``/``machine`` or a reason kind forces it).
     """
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
@@ -27,4 +30,4 @@ def curate(
         config = CurateConfig.load(config)
     elif isinstance(config, dict):
         config = CurateConfig.from_dict(config)
-    return run_clipping([str(i) for i in inputs], out, config, progress=progress)
+    return run_clipping([str(i) for i in inputs], out, config, progress=progress, retry_failed=retry_failed)

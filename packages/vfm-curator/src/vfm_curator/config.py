@@ -8,6 +8,9 @@
     ray_address = ""        # empty: an embedded local Ray; else a cluster address
     num_cpus = 0            # local Ray's CPUs (0: this machine's count)
     queue_size = 2
+    max_attempts = 3        # tries of a video whose worker crashed, ran out of memory or timed out
+    stage_timeout_s = 3600  # a stage call running longer is cancelled (Ray runner): cause "machine"
+    connect_timeout_s = 30  # how long to try reaching --ray-address before a one-line error
     [options.split]
     method = "content"
     threshold = 27.0
@@ -21,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_STAGES = ("decode", "split", "stitch", "transcode", "embed", "caption", "filter", "write")
-RUN_KEYS = {"runner", "ray_address", "num_cpus", "num_gpus", "queue_size", "balance_interval_s", "workers"}
+RUN_KEYS = {"runner", "ray_address", "num_cpus", "num_gpus", "queue_size", "balance_interval_s", "workers",
+            "max_attempts", "stage_timeout_s", "connect_timeout_s"}
 
 
 @dataclass
@@ -35,6 +39,9 @@ class CurateConfig:
     queue_size: int = 2
     balance_interval_s: float = 2.0
     workers: dict[str, int] = field(default_factory=dict)  # fixed worker counts (bypass the balancer)
+    max_attempts: int = 3  # tries of a video failed by the machine (crash, out of memory, timeout)
+    stage_timeout_s: float = 3600.0  # longest one stage call may run (Ray runner)
+    connect_timeout_s: float = 30.0  # longest wait to reach a Ray cluster at ray_address
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CurateConfig":
@@ -70,3 +77,42 @@ class CurateConfig:
 
     def stage_options(self, name: str) -> dict[str, Any]:
         return dict(self.options.get(name, {}))
+
+    def check(self) -> None:
+        """Range-check the ``[run]`` values and the stage names (``ValueError`` naming the value and
+        what is accepted). Stage options are checked when the stages are built (``Stage.check_options``);
+        :func:`vfm_curator.pipelines.clipping.stage_specs` does both, before any work."""
+        from vfm_curator.plugins import host
+
+        def number(key: str, value: Any, *, lo: float, lo_open: bool = False, integer: bool = False) -> None:
+            kind = "an integer" if integer else "a number"
+            ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+            if isinstance(value, bool) or not ok or value != value or (value <= lo if lo_open else value < lo):
+                raise ValueError(f"config [run] {key} = {value!r}; accepted: {kind} {'>' if lo_open else '>='} {lo:g}")
+
+        if not isinstance(self.stages, list) or not all(isinstance(s, str) for s in self.stages) or not self.stages:
+            raise ValueError(f"config: stages must be a non-empty list of stage names; got {self.stages!r}")
+        known = host.names("stages")
+        unknown = [s for s in self.stages if s not in known]
+        if unknown:
+            raise ValueError(f"config: unknown stage(s) {', '.join(map(repr, unknown))}; available: {', '.join(known)}")
+        stray = sorted(set(self.options) - set(self.stages))
+        if stray:
+            raise ValueError(f"config [options.{stray[0]}]: no stage {stray[0]!r} in this pipeline; stages: {', '.join(self.stages)}")
+        number("queue_size", self.queue_size, lo=1, integer=True)
+        number("balance_interval_s", self.balance_interval_s, lo=0, lo_open=True)
+        number("max_attempts", self.max_attempts, lo=1, integer=True)
+        number("stage_timeout_s", self.stage_timeout_s, lo=0, lo_open=True)
+        number("connect_timeout_s", self.connect_timeout_s, lo=0, lo_open=True)
+        if self.num_cpus is not None:
+            number("num_cpus", self.num_cpus, lo=0, lo_open=True)
+        if self.num_gpus is not None:
+            number("num_gpus", self.num_gpus, lo=0)
+        if self.ray_address is not None and not isinstance(self.ray_address, str):
+            raise ValueError(f"config [run] ray_address = {self.ray_address!r}; accepted: a string (host:port, ray://host:port, auto)")
+        if not isinstance(self.workers, dict):
+            raise ValueError(f"config [run] workers = {self.workers!r}; accepted: a table of stage = count")
+        for name, count in self.workers.items():
+            if name not in self.stages:
+                raise ValueError(f"config [run] workers: no stage {name!r} in this pipeline; stages: {', '.join(self.stages)}")
+            number(f"workers.{name}", count, lo=1, integer=True)

@@ -1,7 +1,32 @@
-"""The error that marks an input unusable; raised by video I/O and by stages, recorded per task."""
+"""Errors the pipelines tell apart: an unusable input, an input a configured limit excludes, and a
+condition that stops the whole run (disk full)."""
 
 from __future__ import annotations
 
 
 class InputError(Exception):
-    """The input itself is unusable (not a video, too short...); its message is the reason recorded."""
+    """The input itself is unusable (not a video, cannot be decoded...); its message is the reason recorded."""
+
+    cause = "input"
+    kind = "unusable-input"
+
+
+class LimitError(InputError):
+    """The input is fine but a configured limit excludes it (shorter than ``min_clip_s``, every clip
+    filtered...): a run with other options may succeed, so the failure is recorded with cause ``config``."""
+
+    cause = "config"
+    kind = "no-clips"
+
+    def __init__(self, message: str, kind: str = "no-clips") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class StopRun(Exception):
+    """A condition no other video would escape (disk full): the run stops with this one-line message,
+    keeping what it finished."""
+
+
+class DiskFullError(StopRun):
+    """No space left on the device while writing a file."""

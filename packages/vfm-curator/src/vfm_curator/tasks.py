@@ -11,7 +11,8 @@ import numpy as np
 
 def video_id(source: str) -> str:
     """A stable id for a source video (its resolved path or URI)."""
-    return hashlib.sha1(source.encode("utf-8")).hexdigest()[:16]
+    # surrogateescape: a file name that is not UTF-8 still gets an id (its record says why it failed)
+    return hashlib.sha1(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def clip_id(source: str, start: int, end: int) -> str:
@@ -58,8 +59,11 @@ class VideoTask:
     motion: np.ndarray | None = None  # (T,) float32 mean |grey(i) - grey(i-1)| / 255, in [0, 1]
     small_size: tuple[int, int] | None = None  # (width, height) of the downscaled frames scored
     clips: list[Clip] = field(default_factory=list)
-    failure: dict[str, str] | None = None  # {"stage": ..., "reason": ...}
+    failure: dict[str, str] | None = None  # {"stage", "reason", "cause": input|config|machine, "kind"}
     timings: dict[str, float] = field(default_factory=dict)  # seconds spent per stage
+    # set by the driver, copied into the record: attempt (1, 2, ...), input_stamp (size, mtime_ns),
+    # options_hashes (stage -> hash of the options up to it; see vfm_curator.failures)
+    context: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.vid:
@@ -69,6 +73,6 @@ class VideoTask:
     def duration(self) -> float:
         return float(self.meta.get("duration", 0.0))
 
-    def fail(self, stage: str, reason: str) -> None:
+    def fail(self, stage: str, reason: str, cause: str = "input", kind: str = "error") -> None:
         if self.failure is None:
-            self.failure = {"stage": stage, "reason": reason}
+            self.failure = {"stage": stage, "reason": reason, "cause": cause, "kind": kind}

@@ -16,31 +16,40 @@ def curate(
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
+    retry_failed: Optional[str] = typer.Option(
+        None, "--retry-failed", metavar="WHAT",
+        help="Run failed videos again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
 ) -> None:
     """Cut videos into clips: decode, split into shots, stitch, transcode to H264, embed, caption,
-    filter, write. Re-running on the same output folder skips videos that finished."""
+    filter, write. Re-running on the same output folder skips videos that finished; clips.parquet
+    holds every finished video of the folder. Failed videos run again when the machine failed them
+    (up to run.max_attempts), when the options that failed them or the file changed, or with --retry-failed."""
     from rich.console import Console
 
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.api import curate as run
     from vfm_curator.config import CurateConfig
+    from vfm_curator.errors import StopRun
+    from vfm_curator.pipelines.clipping import stage_specs
     from vfm_plugins import FolderLockedError
 
     err = Console(stderr=True)
     try:
         cfg = CurateConfig.load(config) if config is not None else CurateConfig()
+        stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     apply_run_options(cfg, runner, ray_address, num_cpus)
     try:
-        summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress())
-    except (ValueError, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
+        summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
+    except (ValueError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT; StopRun: disk full
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
     table = figures_table((
         ("videos", summary.videos),
         ("processed now", summary.processed),
         ("skipped (finished before)", summary.skipped),
+        ("failed before, run again", summary.retried),
         ("failures", summary.failures),
         ("clips", summary.clips),
         ("hours in", f"{summary.hours_in:.4f}"),

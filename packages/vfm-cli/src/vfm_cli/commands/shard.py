@@ -18,20 +18,27 @@ def shard(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run on this Ray cluster instead of a local one."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
+    retry_failed: Optional[str] = typer.Option(
+        None, "--retry-failed", metavar="WHAT",
+        help="Run failed clips again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
 ) -> None:
     """Tokenize curated clips and encode their captions into WebDataset shards, one sub-dataset per
-    (height, width, frames) bucket, listed in blend.yaml. Re-running skips clips already sharded."""
+    (height, width, frames) bucket, listed in blend.yaml. Re-running skips clips already sharded and
+    clips that failed (unless --retry-failed, a machine failure, or changed options or clips), and
+    rebuilds any bucket's energon index that does not match its shards."""
     from rich.console import Console
     from rich.table import Table
 
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.pipelines.sharding import ShardConfig
     from vfm_curator.pipelines.sharding import shard as run
+    from vfm_curator.errors import StopRun
     from vfm_plugins import FolderLockedError
 
     err = Console(stderr=True)
     try:
         cfg = ShardConfig.load(config) if config is not None else ShardConfig()
+        cfg.execution.check()  # [run] ranges and stage names before any work (the run checks the same)
     except (OSError, ValueError, TypeError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     if tokenizer is None and config is None or text_encoder is None and config is None:
@@ -39,8 +46,8 @@ def shard(
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder,
-                      progress=None if no_progress else StageProgress())
-    except (ValueError, KeyError, FileNotFoundError, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
+                      progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
+    except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
     buckets = Table(title=f"vfm shard -> {summary.out}")
@@ -53,6 +60,8 @@ def shard(
         ("clips", summary.clips),
         ("written now", summary.written),
         ("skipped (sharded before)", summary.skipped),
+        ("skipped (failed before)", summary.failed_before),
+        ("failed before, run again", summary.retried),
         ("failures", summary.failures),
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("throughput (samples/s)", f"{summary.throughput:.2f}"),

@@ -13,7 +13,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from vfm_curator.errors import StopRun
 from vfm_curator.execution.balancer import AutoBalancer, StageCost
+from vfm_curator.failures import classify_worker_error
 from vfm_curator.execution.spec import StageSpec, cached_stage
 
 
@@ -35,6 +37,7 @@ class _Call:
     inputs: list  # object refs of the input batches (kept to recover the tasks if the call dies)
     out: Any
     items: int
+    started: float = 0.0  # time.monotonic() at launch, for the stage timeout
 
 
 class RayRunner:
@@ -43,7 +46,9 @@ class RayRunner:
     ``queue_size``: most items waiting in front of a stage per worker of that stage (backpressure:
     an upstream stage stops launching when its downstream queue is full). ``on_progress(stage, n)``
     is called when ``n`` items leave ``stage``; ``on_decision(dict)`` on every balancer change.
-    ``failure(task, stage, reason)`` marks a task whose whole call died (e.g. a crashed worker).
+    ``failure(task, stage, reason, cause, kind)`` marks a task whose whole call died (a crashed or
+    out-of-memory worker, a call cancelled after ``stage_timeout_s``; see :mod:`vfm_curator.failures`).
+    A :class:`~vfm_curator.errors.StopRun` raised in a worker (disk full) stops the run here too.
     """
 
     def __init__(
@@ -57,7 +62,8 @@ class RayRunner:
         fixed_workers: dict[str, int] | None = None,
         on_progress: Callable[[str, int], None] | None = None,
         on_decision: Callable[[dict], None] | None = None,
-        failure: Callable[[Any, str, str], None] | None = None,
+        failure: Callable[[Any, str, str, str, str], None] | None = None,
+        stage_timeout_s: float | None = None,
     ) -> None:
         import ray
 
@@ -74,6 +80,7 @@ class RayRunner:
         self.fixed = dict(fixed_workers or {})
         self.on_progress = on_progress
         self.failure = failure
+        self.stage_timeout_s = stage_timeout_s
         self._remote = [
             ray.remote(_run_stage).options(num_returns=2, max_retries=1, **s.declared().ray_options()) for s in specs
         ]
@@ -124,7 +131,7 @@ class RayRunner:
                         items += k
                     queued[i] -= items
                     out, stats = self._remote[i].remote(self.specs[i], *refs)
-                    running[stats] = _Call(i, refs, out, items)
+                    running[stats] = _Call(i, refs, out, items, time.monotonic())
                     calls[i] += 1
                     running_items[i] += items
                     self.peak_workers[self.specs[i].name] = max(self.peak_workers[self.specs[i].name], calls[i])
@@ -132,17 +139,38 @@ class RayRunner:
                 if exhausted and not any(queues):
                     break
                 continue
-            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
-            for ref in done:
+            wait_s = 1.0
+            if self.stage_timeout_s:  # wake up at the earliest deadline, so a late call is caught on time
+                earliest = min(c.started for c in running.values()) + self.stage_timeout_s
+                wait_s = max(0.0, min(wait_s, earliest - time.monotonic()))
+            done, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
+            now = time.monotonic()
+            late = [r for r, c in running.items() if r not in done and self.stage_timeout_s and now - c.started > self.stage_timeout_s]
+            for ref in [*done, *late]:
                 call = running.pop(ref)
                 i, name = call.stage, self.specs[call.stage].name
                 calls[i] -= 1
                 running_items[i] -= call.items
                 out = call.out
+                if ref in late:  # a stage call that runs too long: cancel it, fail its tasks (cause: machine)
+                    ray.cancel(call.out, force=True)
+                    out = ray.put(self._fail_inputs(call, name, TimeoutError(
+                        f"no result after {self.stage_timeout_s:g} s (run.stage_timeout_s); cancelled")))
+                    if self.on_progress:
+                        self.on_progress(name, call.items)
+                    if i + 1 < n:
+                        queues[i + 1].append((out, call.items))
+                        queued[i + 1] += call.items
+                    else:
+                        yield from ray.get(out)
+                    continue
                 try:
                     stats = ray.get(ref)
                     self.balancer.observe(name, stats["seconds"], stats["items"])
                 except Exception as exc:  # the call itself died: fail its tasks, keep going
+                    stop = getattr(exc, "cause", None)
+                    if isinstance(stop, StopRun):  # disk full: no other task would escape it
+                        raise stop from None
                     out = ray.put(self._fail_inputs(call, name, exc))
                 if self.on_progress:
                     self.on_progress(name, call.items)
@@ -157,8 +185,12 @@ class RayRunner:
         import ray
 
         tasks = [t for batch in ray.get(call.inputs) for t in batch]
-        reason = f"{stage} worker failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        cause, kind = ("machine", "timeout") if isinstance(exc, TimeoutError) else classify_worker_error(exc)
+        inner = getattr(exc, "cause", None)
+        shown = inner if isinstance(inner, BaseException) else exc
+        first = str(shown).strip().splitlines()[0] if str(shown).strip() else ""
+        reason = f"{stage} worker failed: {type(shown).__name__}: {first}"
         for task in tasks:
             if self.failure is not None:
-                self.failure(task, stage, reason)
+                self.failure(task, stage, reason, cause, kind)
         return tasks

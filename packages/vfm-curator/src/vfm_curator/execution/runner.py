@@ -31,12 +31,13 @@ def open_runner(specs: list[StageSpec], config: CurateConfig, out: Path,
         with open(safe_join(out, "balancer.jsonl"), "a", encoding="utf-8") as fh:
             fh.write(json.dumps(decision) + "\n")
 
-    owned = ensure_ray(config.ray_address, config.num_cpus, config.num_gpus)
+    owned = ensure_ray(config.ray_address, config.num_cpus, config.num_gpus, connect_timeout_s=config.connect_timeout_s)
     try:
         check_feasible(specs)
         yield RayRunner(specs, queue_size=config.queue_size, balance_interval_s=config.balance_interval_s,
                         fixed_workers=config.workers, on_progress=on_progress, on_decision=log_decision,
-                        failure=lambda task, stage, reason: task.fail(stage, reason))
+                        stage_timeout_s=config.stage_timeout_s,
+                        failure=lambda task, stage, reason, cause, kind: task.fail(stage, reason, cause, kind))
     finally:
         if owned:
             import ray

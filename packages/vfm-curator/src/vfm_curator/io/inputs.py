@@ -21,35 +21,56 @@ class Source:
     caption: str | None = None
 
 
-def expand(inputs: list[str]) -> list[Source]:
+def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]:
     """Every source named by ``inputs``, deduplicated, in a stable order.
 
     A directory contributes its video files (by extension, recursively); a glob its matches; a
     ``.jsonl``/``.csv`` manifest its ``path`` entries (relative to the manifest) and their optional
     ``caption``; any other path is taken as a video as given. Raises ``ValueError`` for an input
     that names nothing (a glob without matches, a missing path) or a manifest without a path column.
+
+    ``exclude`` (the output folder) and everything under it is never input: directories and globs
+    skip it, and a file named there explicitly is an error (it would read a run's clips back as input).
     """
     out: dict[str, Source] = {}
+    skip = os.path.realpath(exclude) if exclude is not None else None
     for item in inputs:
-        for source in _expand_one(str(item)):
+        for source in _expand_one(str(item), skip):
             out.setdefault(source.path, source)
     return list(out.values())
 
 
-def _expand_one(item: str) -> list[Source]:
+def _inside(path: str | Path, folder: str | None) -> bool:
+    if folder is None:
+        return False
+    real = os.path.realpath(path)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Source]:
     path = Path(item)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
-        return [Source(_resolve(p)) for p in files]
+        return [Source(_resolve(p)) for p in files if not _inside(p, skip)]
     if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
-        return read_manifest(path)
+        sources = read_manifest(path)
+        for source in sources:
+            if _inside(source.path, skip):
+                raise ValueError(f"{path}: entry {source.path!r} is inside the output folder {skip}; accepted: "
+                                 "videos outside it (a run never reads its own output)")
+        return sources
     if path.exists():
+        if _inside(path, skip):
+            if not explicit:
+                return []
+            raise ValueError(f"input {item!r} is inside the output folder {skip}; accepted: videos outside it "
+                             "(a run never reads its own output)")
         return [Source(_resolve(path))]
     if glob.has_magic(item):
         matches = sorted(glob.glob(item, recursive=True))
         if not matches:
             raise ValueError(f"input glob {item!r} matches no file")
-        return [s for m in matches if Path(m).is_file() for s in _expand_one(m)]
+        return [s for m in matches if Path(m).is_file() for s in _expand_one(m, skip, explicit=False)]
     raise ValueError(f"input {item!r} does not exist (accepted: video files, directories, globs, .jsonl/.csv manifests)")
 
 
@@ -74,11 +95,16 @@ def read_manifest(path: Path) -> list[Source]:
             rows = list(csv.DictReader(fh))
     sources = []
     for n, row in enumerate(rows, 1):
-        value = row.get("path") or row.get("video")
-        if not value:
+        key = "path" if row.get("path") is not None else "video"
+        value = row.get(key)
+        if value is None or value == "":
             raise ValueError(f"{path}: entry {n} has no 'path' (columns/keys: {', '.join(map(str, row))})")
-        p = Path(value)
+        if not isinstance(value, str):
+            raise ValueError(f"{path}: entry {n}: {key!r} is {type(value).__name__} {value!r}; accepted: a string (a file path)")
         caption = row.get("caption")
+        if caption is not None and not isinstance(caption, str):
+            raise ValueError(f"{path}: entry {n}: 'caption' is {type(caption).__name__} {caption!r}; accepted: a string or null")
+        p = Path(value)
         sources.append(Source(_resolve(p if p.is_absolute() else base / p), caption if caption else None))
     return sources
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
+
+from vfm_curator.errors import DiskFullError
 
 
 def safe_join(root: str | Path, *parts: str) -> Path:
@@ -17,11 +20,34 @@ def safe_join(root: str | Path, *parts: str) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write then rename, so a killed run never leaves a half-written file under the final name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write then rename, so a killed run never leaves a half-written file under the final name.
+    A full disk raises :class:`DiskFullError` naming the file (and leaves no temporary file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(path) from exc
+        raise
+
+
+def disk_full(path: Path) -> DiskFullError:
+    return DiskFullError(f"no space left on the device writing {path}: free space there (or choose another -o) "
+                         "and run again; what finished is kept")
+
+
+def check_out_folder(out: Path, option: str = "-o") -> None:
+    """An output folder must be a folder (new, or an earlier output): one line otherwise."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {out} is a file; accepted: a folder (new, or the output of an earlier run)")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{option} {out}: {parent} is a file; accepted: a folder path")
+            break

@@ -1,8 +1,12 @@
 """Resume state: one small JSON record per finished video under ``OUT/.state/videos/``.
 
-A video counts as finished (and is skipped on the next run) once its record exists; the record is
-written last, after its clips and metadata part, so a killed run loses nothing that was finished
-and a half-done video is simply done again (its clip ids are deterministic, so nothing doubles).
+A video counts as finished once its record exists; the record is written last, after its clips and
+metadata part, so a killed run loses nothing that was finished and a half-done video is simply done
+again (its clip ids are deterministic, so nothing doubles). ``clips.parquet`` is rebuilt from every
+``ok`` record's part at the end of each run: the union of all runs into the folder.
+
+A failed video's record carries ``failure = {stage, reason, cause, kind, attempts, options_hash,
+input_stamp}``; :func:`vfm_curator.failures.should_retry` decides whether a later run does it again.
 """
 
 from __future__ import annotations
@@ -28,7 +32,42 @@ def write_record(out: str | Path, vid: str, record: dict[str, Any]) -> None:
     atomic_write(record_path(out, vid), json.dumps(record, sort_keys=True).encode("utf-8"))
 
 
+def video_record(task: Any, **extra: Any) -> dict[str, Any]:
+    """The record of a finished task (ok or failed), with what the retry rule needs on a failure."""
+    failure = None
+    if task.failure is not None:
+        ctx = task.context
+        hashes = ctx.get("options_hashes", {})
+        failure = {
+            **task.failure,
+            "attempts": int(ctx.get("attempt", 1)),
+            "options_hash": hashes.get(task.failure.get("stage"), hashes.get("*")),
+            "input_stamp": ctx.get("input_stamp"),
+        }
+    return {
+        "video_id": task.vid,
+        "source": display_name(task.source),
+        "status": "failed" if failure else "ok",
+        "failure": failure,
+        "duration_s": task.duration,
+        "clips": 0,
+        "meta": {k: v for k, v in task.meta.items() if k != "cuts"},
+        "timings": task.timings,
+        **extra,
+    }
+
+
+def display_name(path: str) -> str:
+    """``path`` as text that encodes to UTF-8 (bytes that are not UTF-8 shown as ``\\udcXX``, as repr does)."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def finished(out: str | Path) -> set[str]:
+    """Ids of the videos with a record (ok or failed)."""
     folder = safe_join(out, STATE, "videos")
     return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
 
@@ -40,3 +79,10 @@ def records(out: str | Path) -> Iterator[dict[str, Any]]:
             yield json.loads(path.read_text(encoding="utf-8"))
         except ValueError:  # a record is written atomically; a broken one means someone edited it
             continue
+
+
+def load_record(out: str | Path, vid: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(record_path(out, vid).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -1,7 +1,9 @@
 """The clipping pipeline: raw videos -> ``clips/*.mp4`` + ``clips.parquet`` + ``failures.jsonl``.
 
 decode -> split -> stitch -> transcode -> embed -> caption -> filter -> write, on Ray (or in
-process). Videos that already have a record in ``OUT/.state`` are skipped, so a re-run resumes.
+process). Videos with a record in ``OUT/.state`` are skipped, so a re-run resumes; a failed one is
+done again when :func:`vfm_curator.failures.should_retry` says so. ``clips.parquet`` is the union of
+every finished video in the folder, whichever run made it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from typing import Any, Protocol
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
+from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
 from vfm_curator.io import state
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, check_out_folder, safe_join
 from vfm_curator.tasks import VideoTask
 from vfm_plugins import FolderLock
 
@@ -39,9 +42,10 @@ class Summary:
     out: str
     videos: int = 0  # inputs named this time
     processed: int = 0  # videos run this time
-    skipped: int = 0  # already finished by an earlier run
+    skipped: int = 0  # finished (or failed for good) in an earlier run
+    retried: int = 0  # failed before and run again this time (--retry-failed, machine cause, changed config/input)
     failures: int = 0  # failed videos in the output folder
-    clips: int = 0  # clips in clips.parquet
+    clips: int = 0  # clips in clips.parquet (every finished video of the folder)
     hours_in: float = 0.0  # video hours of every finished input (ok ones)
     hours_out: float = 0.0  # clip hours written
     wall_s: float = 0.0
@@ -55,8 +59,10 @@ class Summary:
 
 
 def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
+    """The configured stages, built once here to check every option (ranges included) before any work."""
     from vfm_curator.plugins import host
 
+    config.check()
     specs = []
     for name in config.stages:
         options = config.stage_options(name)
@@ -74,55 +80,120 @@ def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
 
 def run_clipping(
     inputs: list[str], out: str | Path, config: CurateConfig | None = None, *, progress: Progress | None = None,
+    retry_failed: str | None = None,
 ) -> Summary:
-    """Holds ``out``'s lock for the whole run: a second run into it fails with ``FolderLockedError``
-    naming this one, before it reads or deletes anything."""
+    """Check the options, the output folder and the inputs, then hold ``out``'s lock for the whole
+    run: a second run into it fails with ``FolderLockedError`` naming this one, before it reads or
+    deletes anything. ``retry_failed``: ``"all"``, a cause or a reason kind to run again."""
     out = Path(out).resolve()
-    with FolderLock(out):
-        return _run_clipping(inputs, out, config, progress=progress)
-
-
-def _run_clipping(inputs: list[str], out: Path, config: CurateConfig | None, *, progress: Progress | None) -> Summary:
     config = config or CurateConfig()
-    sources = expand(list(inputs))
-    if not sources:
-        raise ValueError(f"no video found in {', '.join(map(str, inputs))}")
+    retry = check_retry(retry_failed)
+    check_out_folder(out)
     specs = stage_specs(config, out)
+    sources = expand(list(inputs), exclude=out)
+    if not sources:
+        raise ValueError(f"no video found in {', '.join(map(str, inputs))} (the output folder {out} is never read as input)")
+    with FolderLock(out):
+        return _run_clipping(sources, out, specs, config, progress=progress, retry=retry)
+
+
+def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], config: CurateConfig, *,
+                  progress: Progress | None, retry: str | None) -> Summary:
     # Half-written files (never under a final name). We hold the folder's lock and have not started
     # any work, so none is a live run's or our own: each is left by a run that died (the kernel freed
     # its lock). Workers of a dead driver are ended with it (Ray ends a job's workers with its driver).
     for leftover in out.rglob(".*.tmp"):
         leftover.unlink(missing_ok=True)
-    done = state.finished(out)
-    todo = [s for s in sources if VideoTask(s.path).vid not in done]
-    summary = Summary(out=str(out), videos=len(sources), skipped=len(sources) - len(todo))
+    summary = Summary(out=str(out), videos=len(sources))
+    hashes = _options_hashes(specs)
+    todo: list[VideoTask] = []
+    for source in sources:
+        task = VideoTask(source.path, caption=source.caption)
+        if not _encodable(source.path):
+            _record_bad_name(out, task)
+            summary.skipped += 1
+            continue
+        record = state.load_record(out, task.vid)
+        attempt = _attempt(out, record, task, hashes, config, retry)
+        if attempt is None:
+            summary.skipped += 1
+            continue
+        summary.retried += record is not None
+        task.context = {"attempt": attempt, "input_stamp": input_stamp(source.path), "options_hashes": hashes}
+        todo.append(task)
     t0 = time.perf_counter()
     if todo:
         _execute(todo, specs, config, out, summary, progress)
     summary.wall_s = time.perf_counter() - t0
-    finalize(out, sources, summary)
+    finalize(out, summary)
     return summary
 
 
-def _execute(todo: list[Source], specs: list[StageSpec], config: CurateConfig, out: Path, summary: Summary, progress) -> None:
+def _options_hashes(specs: list[StageSpec]) -> dict[str, str]:
+    """stage -> hash of the options of the stages up to it ("*": all), recorded with a failure."""
+    pairs = [(s.name, s.options) for s in specs]
+    return {"*": options_hash(pairs, ""), **{name: options_hash(pairs, name) for name, _ in pairs}}
+
+
+def _attempt(out: Path, record: dict | None, task: VideoTask, hashes: dict[str, str], config: CurateConfig,
+             retry: str | None) -> int | None:
+    """The attempt number to run ``task`` as, or None to skip it (finished, or failed for good)."""
+    if record is None:
+        return 1
+    if record.get("status") == "ok":
+        # an ok record whose metadata part is gone (edited by hand) is redone, not silently dropped
+        return None if state.part_path(out, task.vid).exists() else 1
+    failure = record.get("failure") or {}
+    stage = failure.get("stage")
+    if not should_retry(failure, retry=retry, max_attempts=config.max_attempts,
+                        options_digest=hashes.get(stage, hashes["*"]), stamp=input_stamp(task.source)):
+        return None
+    automatic = failure.get("cause") == "machine" and retry is None
+    return int(failure.get("attempts", 1)) + 1 if automatic else 1
+
+
+def _encodable(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _record_bad_name(out: Path, task: VideoTask) -> None:
+    """A file name that is not UTF-8 fails that one file (its name shown as repr); the rest runs."""
+    task.fail("input", f"file name is not UTF-8: {task.source!r}; rename it to UTF-8 text", "input", "bad-name")
+    state.write_record(out, task.vid, state.video_record(task))
+
+
+def _execute(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig, out: Path, summary: Summary, progress) -> None:
+    """Run ``todo``; a video failed by the machine (crash, out of memory, timeout) is run again, up to
+    ``config.max_attempts`` attempts in all."""
     from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
         if progress is not None:
             progress.advance(stage, n)
 
-    tasks = (VideoTask(s.path, caption=s.caption) for s in todo)
     with open_runner(specs, config, out, advance) as runner:
         if progress is not None:
             progress.start([s.name for s in specs], len(todo))
         try:
-            for task in runner.run(tasks):
-                summary.processed += 1
-                summary.video_s_processed += task.duration
-                if task.failure is not None and not state.record_path(out, task.vid).exists():
-                    # the write stage itself never ran for it (its worker died): record the failure here
-                    state.write_record(out, task.vid, {"video_id": task.vid, "source": task.source, "status": "failed",
-                                                       "failure": task.failure, "duration_s": task.duration, "clips": 0})
+            pending = todo
+            while pending:
+                again = []
+                for task in runner.run(iter(pending)):
+                    summary.processed += not task.context.get("requeued", False)
+                    summary.video_s_processed += task.duration
+                    if task.failure is not None and not _recorded_as(out, task):
+                        # the write stage never ran for it (its worker died): record the failure here
+                        state.write_record(out, task.vid, state.video_record(task))
+                    failure = task.failure or {}
+                    attempt = int(task.context.get("attempt", 1))
+                    if failure.get("cause") == "machine" and attempt < config.max_attempts:
+                        again.append(VideoTask(task.source, caption=task.caption,
+                                               context={**task.context, "attempt": attempt + 1, "requeued": True}))
+                pending = again
         finally:
             if progress is not None:
                 progress.stop()
@@ -130,17 +201,25 @@ def _execute(todo: list[Source], specs: list[StageSpec], config: CurateConfig, o
     summary.decisions = list(runner.decisions)
 
 
-def finalize(out: Path, sources: list[Source], summary: Summary) -> None:
-    """Merge the metadata parts of the named inputs, write failures.jsonl, summary.json, report.html."""
+def _recorded_as(out: Path, task: VideoTask) -> bool:
+    """Whether the record on disk is this attempt's (the write stage wrote it)."""
+    record = state.load_record(out, task.vid)
+    if record is None or record.get("status") == "ok":
+        return record is not None
+    return int((record.get("failure") or {}).get("attempts", 0)) == int(task.context.get("attempt", 1))
+
+
+def finalize(out: Path, summary: Summary) -> None:
+    """Rebuild ``clips.parquet`` from every finished video of the folder (the union of all runs), and
+    write failures.jsonl, summary.json and report.html over the whole folder."""
     from vfm_curator.io.report import write_report
 
-    wanted = {VideoTask(s.path).vid for s in sources}
-    records = [r for r in state.records(out) if r.get("video_id") in wanted]
-    ok = [r for r in records if r.get("status") == "ok"]
+    records = list(state.records(out))
+    ok = [r for r in records if r.get("status") == "ok" and state.part_path(out, r["video_id"]).exists()]
     failed = [r for r in records if r.get("status") != "ok"]
-    parts = [state.part_path(out, r["video_id"]) for r in ok if state.part_path(out, r["video_id"]).exists()]
+    parts = [state.part_path(out, r["video_id"]) for r in ok]
     summary.clips = merge(parts, safe_join(out, "clips.parquet"))
-    lines = [json.dumps({"source": r["source"], **(r.get("failure") or {})}, sort_keys=True) for r in failed]
+    lines = [json.dumps(failure_line(r), sort_keys=True) for r in failed]
     atomic_write(safe_join(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(failed)
     summary.hours_in = sum(r.get("duration_s", 0.0) for r in ok) / 3600
@@ -148,3 +227,10 @@ def finalize(out: Path, sources: list[Source], summary: Summary) -> None:
     summary.throughput = summary.video_s_processed / summary.wall_s if summary.wall_s > 0 else 0.0
     atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
     write_report(out, summary, ok, failed)
+
+
+def failure_line(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's line in failures.jsonl: source, stage, reason, cause, kind, attempts."""
+    failure = record.get("failure") or {}
+    keep = ("stage", "reason", "cause", "kind", "attempts")
+    return {"source": record.get("source", ""), **{k: failure[k] for k in keep if k in failure}}

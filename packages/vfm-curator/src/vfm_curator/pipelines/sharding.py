@@ -10,13 +10,15 @@ vfm-data shard writer (see :mod:`vfm_curator.pipelines.shard_files`). Output::
     SHARDS/failures.jsonl  clips that failed (decode, missing caption, ...), one JSON object per line
     SHARDS/summary.json
 
-Re-running skips clips already in finished shards; a killed run leaves only complete shards.
+Re-running skips clips already in finished shards and clips that failed (``SHARDS/.state/failed``)
+unless :func:`vfm_curator.failures.should_retry` says to do them again (``--retry-failed``, a
+machine failure under ``run.max_attempts``, changed options or a changed clip); a killed run leaves
+only complete shards. Every run checks each bucket's energon index against its shards on disk and
+rebuilds it when they differ (a run killed before or inside ``prepare_dataset``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -25,7 +27,9 @@ from typing import Any, Callable
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.failures import check_retry, options_hash, should_retry
+from vfm_curator.io.paths import atomic_write, check_out_folder, safe_join
+from vfm_curator.pipelines import shard_index, shard_state
 from vfm_curator.pipelines.clipping import Progress
 from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
 from vfm_curator.stages.shard_decode import Bucket, check_buckets
@@ -104,6 +108,7 @@ class ShardConfig:
         """The configured stages, each given the ``[shard]`` values it has an option for."""
         from vfm_curator.plugins import host
 
+        self.execution.check()
         shared = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "execution"}
         specs = []
         for name in self.execution.stages:
@@ -121,9 +126,12 @@ class ShardSummary:
     out: str
     clips: int = 0  # rows in the clip table
     skipped: int = 0  # already in finished shards
+    failed_before: int = 0  # failed in an earlier run and not run again (see vfm_curator.failures)
+    retried: int = 0  # failed before and run again this time
     processed: int = 0  # run through the stages this time
     written: int = 0  # samples written this time
-    failures: int = 0
+    failures: int = 0  # failed clips of the table (this run's and earlier ones not retried)
+    reindexed: list[str] = field(default_factory=list)  # buckets whose energon index was (re)built
     samples: int = 0
     tokens: int = 0  # patch tokens at (temporal_patch, patch_size, patch_size)
     bytes: int = 0  # of all shards
@@ -163,41 +171,67 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
 
 
 def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | None = None, *,
-                 progress: Progress | None = None) -> ShardSummary:
-    """Holds ``out``'s lock for the whole run: a second run into it fails with ``FolderLockedError``
-    naming this one, before it reads or deletes anything."""
+                 progress: Progress | None = None, retry_failed: str | None = None) -> ShardSummary:
+    """Check the options and folders, then hold ``out``'s lock for the whole run: a second run into
+    it fails with ``FolderLockedError`` naming this one, before it reads or deletes anything.
+    ``retry_failed``: ``"all"``, a cause or a reason kind of failed clips to run again."""
     out = Path(out).resolve()
-    with FolderLock(out):
-        return _run_sharding(clips_dir, out, config, progress=progress)
-
-
-def _run_sharding(clips_dir: str | Path, out: Path, config: ShardConfig | None, *, progress: Progress | None) -> ShardSummary:
     config = config or ShardConfig()
+    retry = check_retry(retry_failed)
+    check_out_folder(out)
     clips_dir = Path(clips_dir).resolve()
     specs = config.stage_specs()
+    with FolderLock(out):
+        return _run_sharding(clips_dir, out, config, specs, progress=progress, retry=retry)
+
+
+def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[StageSpec], *,
+                  progress: Progress | None, retry: str | None) -> ShardSummary:
     tokenizer = _check_buckets(config)
     tasks = read_clip_table(clips_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, config)
     remove_leftovers(out)  # we hold the lock and have written nothing: every temporary shard is a dead run's
     done = set().union(*finished_keys(out).values())
-    todo = [t for t in tasks if t.id not in done]
-    summary = ShardSummary(out=str(out), clips=len(tasks), skipped=len(tasks) - len(todo))
-    failures: list[dict[str, Any]] = []
+    hashes = _options_hashes(specs, config)
+    summary = ShardSummary(out=str(out), clips=len(tasks))
+    todo = []
+    for task in tasks:
+        if task.id in done:
+            summary.skipped += 1
+            continue
+        record = shard_state.load_failure(out, task.id)
+        if record is not None:
+            digest = hashes.get(record.get("stage"), hashes["*"])
+            if not should_retry(record, retry=retry, max_attempts=config.execution.max_attempts,
+                                options_digest=digest, stamp=shard_state.clip_stamp(task)):
+                summary.failed_before += 1
+                continue
+            summary.retried += 1
+            automatic = record.get("cause") == "machine" and retry is None
+            task.attempt = int(record.get("attempts", 1)) + 1 if automatic else 1
+        todo.append(task)
     if config.require_captions:
         for task in todo:
             if not (task.caption or "").strip():
-                task.fail("caption", "no caption (captions are required; set require_captions = false to shard uncaptioned clips)")
-                failures.append(task.failure_record())
+                task.fail("caption", "no caption (captions are required; set require_captions = false to shard uncaptioned clips)",
+                          "config", "no-caption")
+                shard_state.write_failure(out, task, hashes["caption"])
         todo = [t for t in todo if t.failure is None]
-    before = {d.name: [s.name for s in shards(d)] for d in bucket_dirs(out)}
     t0 = time.perf_counter()
     if todo:
-        _execute(todo, specs, config, out, summary, failures, progress)
+        _execute(todo, specs, config, out, summary, hashes, progress)
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.written / summary.wall_s if summary.wall_s > 0 else 0.0
-    _finalize(out, summary, failures, before, lambda b: _tokens_per_sample(tokenizer, b, config))
+    _finalize(out, summary, {t.id for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
+
+
+def _options_hashes(specs: list[StageSpec], config: ShardConfig) -> dict[str, str]:
+    """stage -> hash of the options up to it (``"*"``: all; ``"caption"``: require_captions)."""
+    pairs = [(s.name, s.options) for s in specs]
+    return {"*": options_hash(pairs, ""), "caption": options_hash([("caption", {"require_captions": config.require_captions})], "caption"),
+            **{name: options_hash(pairs, name) for name, _ in pairs}}
 
 
 def _check_buckets(config: ShardConfig):
@@ -243,7 +277,7 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
 
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
-             failures: list[dict[str, Any]], progress: Progress | None) -> None:
+             hashes: dict[str, str], progress: Progress | None) -> None:
     from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
@@ -262,9 +296,10 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 if task.failure is None and (task.latent is None or task.text is None):
                     task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
                 if task.failure is not None:
-                    failures.append(task.failure_record())
+                    shard_state.write_failure(out, task, hashes.get(task.failure["stage"], hashes["*"]))
                 else:
                     writers.write(task)
+                    shard_state.clear_failure(out, task.id)
                     summary.written += 1
                 advance("write", 1)
         except BaseException:
@@ -279,16 +314,14 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
     summary.decisions = list(runner.decisions)
 
 
-def _finalize(out: Path, summary: ShardSummary, failures: list[dict[str, Any]], before: dict[str, list[str]],
-              tokens_per_sample: Callable[[Bucket], int]) -> None:
-    """Energon metadata for changed buckets, bucket table, blend file, failures, summary."""
-    from vfm_data import prepare_dataset, write_blend
+def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_sample: Callable[[Bucket], int]) -> None:
+    """Energon index of every bucket whose index differs from its shards, bucket table, blend file,
+    failures (of the clips in the table), summary."""
+    from vfm_data import write_blend
 
     for folder in bucket_dirs(out):
-        names = [s.name for s in shards(folder)]
-        if names and (names != before.get(folder.name) or not (folder / ".nv-meta" / "dataset.yaml").exists()):
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # energon's bars
-                prepare_dataset(folder)
+        if shard_index.refresh(folder):
+            summary.reindexed.append(folder.name)
     counts = finished_keys(out)
     for folder in bucket_dirs(out):
         if not counts.get(folder.name):
@@ -303,6 +336,7 @@ def _finalize(out: Path, summary: ShardSummary, failures: list[dict[str, Any]], 
     summary.samples = sum(b["samples"] for b in summary.buckets.values())
     summary.tokens = sum(b["tokens"] for b in summary.buckets.values())
     summary.bytes = sum(b["bytes"] for b in summary.buckets.values())
+    failures = [f for f in shard_state.failures(out) if f.get("id") in table_ids and f.get("id") not in set().union(*counts.values())]
     summary.failures = len(failures)
     if summary.buckets:
         blend = safe_join(out, "blend.yaml")
@@ -311,18 +345,20 @@ def _finalize(out: Path, summary: ShardSummary, failures: list[dict[str, Any]], 
         atomic_write(blend, (header + blend.read_text(encoding="utf-8")).encode("utf-8"))
         summary.blend = str(blend)
     atomic_write(safe_join(out, "buckets.json"), json.dumps(summary.buckets, indent=2).encode("utf-8"))
-    lines = "".join(json.dumps(f, sort_keys=True) + "\n" for f in failures)
+    keep = ("id", "path", "source", "stage", "reason", "cause", "kind", "attempts")
+    lines = "".join(json.dumps({k: f[k] for k in keep if k in f}, sort_keys=True) + "\n" for f in failures)
     atomic_write(safe_join(out, "failures.jsonl"), lines.encode("utf-8"))
     atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
 
 
 def shard(clips_dir: str | Path, out: str | Path, config: ShardConfig | dict[str, Any] | str | Path | None = None, *,
-          progress: Progress | None = None, **overrides: Any) -> ShardSummary:
+          progress: Progress | None = None, retry_failed: str | None = None, **overrides: Any) -> ShardSummary:
     """Shard the curated clips of ``clips_dir`` (``vfm curate``'s output) into ``out``.
 
     ``config``: a :class:`ShardConfig`, a dict of the same shape, or a .toml/.json file;
     ``overrides``: :class:`ShardConfig` fields (``tokenizer="causal3d"``, ``frames=[17]``, ...) that
-    replace the config's. Re-running with the same ``out`` skips clips already in finished shards.
+    replace the config's. Re-running with the same ``out`` skips clips already in finished shards;
+    ``retry_failed`` (``"all"``, a cause or a reason kind) runs failed clips again.
     """
     if isinstance(config, (str, Path)):
         config = ShardConfig.load(config)
@@ -334,4 +370,4 @@ def shard(clips_dir: str | Path, out: str | Path, config: ShardConfig | dict[str
     if unknown:
         raise TypeError(f"shard(): unknown option(s) {', '.join(sorted(unknown))}; accepted: {', '.join(sorted(names))}")
     config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
-    return run_sharding(clips_dir, out, config, progress=progress)
+    return run_sharding(clips_dir, out, config, progress=progress, retry_failed=retry_failed)

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from vfm_curator.errors import InputError
+from vfm_curator.errors import InputError, LimitError, StopRun
+
+__all__ = ["InputError", "LimitError", "Resources", "Stage", "StageSetupError", "run_guarded"]
+
+
+class StageSetupError(ValueError):
+    """A stage could not be built (a model or option its setup needs): the config's fault."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,9 @@ class Stage:
     Subclasses set ``name``, ``resources``, ``batch_size`` and ``defaults`` and implement :meth:`process_one`
     (or :meth:`process` for real batching). ``setup`` runs once per worker process before the first
     call (load models there). A stage never raises for one bad task: the runner turns an exception
-    into ``task.fail(stage, reason)`` and later stages pass failed tasks through untouched.
+    into ``task.fail(stage, reason, cause, kind)`` (see :mod:`vfm_curator.failures`) and later stages
+    pass failed tasks through untouched. :class:`LimitError` marks a failure a configured limit
+    decided; :class:`StopRun` (disk full) stops the whole run.
     """
 
     name: ClassVar[str] = "stage"
@@ -44,11 +52,33 @@ class Stage:
                 f"accepted: {', '.join(sorted(self.defaults)) or '(none)'}"
             )
         self.opt: dict[str, Any] = {**self.defaults, **options}
+        self.check_options()
         self._ready = False
+
+    def check_options(self) -> None:
+        """Raise ``ValueError`` naming an option outside its accepted range (runs when the stage is
+        built, in the driver before any work: the same check for the API, the CLI and ``--config``)."""
+
+    def option_range(self, key: str, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+                     integer: bool = False) -> None:
+        """Check ``self.opt[key]`` is a number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+        value = self.opt[key]
+        kind = "an integer" if integer else "a number"
+        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or value != value:
+            raise ValueError(f"stage {self.name!r}: option {key} must be {kind}, got {value!r}")
+        below = lo is not None and (value <= lo if lo_open else value < lo)
+        if below or (hi is not None and value > hi):
+            left = "(" if lo_open else "["
+            raise ValueError(f"stage {self.name!r}: option {key} = {value!r} is out of range; accepted: "
+                             f"{kind} in {left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]")
 
     def ensure_setup(self) -> None:
         if not self._ready:
-            self.setup()
+            try:
+                self.setup()
+            except Exception as exc:
+                raise StageSetupError(f"stage {self.name!r} could not be set up: {type(exc).__name__}: {exc}") from exc
             self._ready = True
 
     def setup(self) -> None:
@@ -66,15 +96,21 @@ class Stage:
 
 
 def run_guarded(stage: str, task: Any, fn) -> None:
-    """Call ``fn(task)``; an exception marks that task failed with a reason instead of stopping the run."""
+    """Call ``fn(task)``; an exception marks that task failed with a reason (and its cause) instead
+    of stopping the run. :class:`StopRun` (disk full) is the exception: no other task would escape it."""
     import time
+
+    from vfm_curator.failures import classify
 
     t0 = time.perf_counter()
     try:
         fn(task)
-    except Exception as exc:  # bad input must never stop the run
+    except StopRun:
+        raise
+    except (Exception, MemoryError) as exc:  # bad input must never stop the run
         reason = str(exc) or type(exc).__name__
-        task.fail(stage, f"{type(exc).__name__}: {reason}" if not isinstance(exc, InputError) else reason)
+        cause, kind = classify(exc)
+        task.fail(stage, f"{type(exc).__name__}: {reason}" if not isinstance(exc, InputError) else reason, cause, kind)
     finally:
         timings = getattr(task, "timings", None)
         if timings is not None:

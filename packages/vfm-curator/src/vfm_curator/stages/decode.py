@@ -7,7 +7,7 @@ from array import array
 import numpy as np
 
 from vfm_curator.io.video import iter_frames, probe, small_size
-from vfm_curator.stages.base import InputError, Resources, Stage
+from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.stages.shot_detection import FrameScorer
 from vfm_curator.tasks import VideoTask
 
@@ -24,6 +24,10 @@ class DecodeStage(Stage):
     resources = Resources(cpus=1.0, memory_mb=1024)
     defaults = {"width": 64, "hwaccel": None, "min_frames": 2}
 
+    def check_options(self) -> None:
+        self.option_range("width", lo=2, hi=4096, integer=True)
+        self.option_range("min_frames", lo=1, integer=True)
+
     def process_one(self, task: VideoTask) -> None:
         info = probe(task.source)
         w, h = small_size(info.width, info.height, int(self.opt["width"]))
@@ -33,7 +37,8 @@ class DecodeStage(Stage):
             times.append(t)
             scorer.push(frame)
         if len(times) < int(self.opt["min_frames"]):
-            raise InputError(f"too short: {len(times)} decodable frame(s)")
+            raise LimitError(f"too short: {len(times)} decodable frame(s), under min_frames={self.opt['min_frames']}",
+                             kind="too-short")
         task.times = np.frombuffer(times, np.float64).copy()
         task.cut_scores, task.motion = scorer.content, scorer.motion
         task.small_size = (w, h)

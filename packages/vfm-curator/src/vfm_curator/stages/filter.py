@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfm_curator.stages.base import Resources, Stage
+from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.stages.shot_detection import motion_between
 from vfm_curator.tasks import Clip, VideoTask
 
@@ -35,6 +35,17 @@ class FilterStage(Stage):
         "scorers": [],
     }
 
+    def check_options(self) -> None:
+        for lo, hi in (("min_duration_s", "max_duration_s"), ("min_motion", "max_motion")):
+            self.option_range(lo, lo=0)
+            self.option_range(hi, lo=0)
+            if self.opt[hi] < self.opt[lo]:
+                raise ValueError(f"stage 'filter': {hi} = {self.opt[hi]} is under {lo} = {self.opt[lo]}; accepted: {hi} >= {lo}")
+        self.option_range("min_width", lo=0, integer=True)
+        self.option_range("min_height", lo=0, integer=True)
+        if not isinstance(self.opt["scorers"], list) or not all(isinstance(s, dict) and "name" in s for s in self.opt["scorers"]):
+            raise ValueError(f"stage 'filter': scorers must be a list of tables with a 'name'; got {self.opt['scorers']!r}")
+
     def setup(self) -> None:
         from vfm_curator.plugins import host
 
@@ -51,6 +62,8 @@ class FilterStage(Stage):
             for name, scorer, _, _ in self.scorers:
                 clip.scores[name] = float(scorer(clip, task))
             clip.rejected = self._why_rejected(clip)
+        if task.clips and all(c.rejected is not None for c in task.clips):
+            raise LimitError(f"all {len(task.clips)} clip(s) filtered out (first: {task.clips[0].rejected})", kind="all-filtered")
 
     def _why_rejected(self, clip: Clip) -> str | None:
         o = self.opt

@@ -27,16 +27,17 @@ class ShardTask:
     frames: np.ndarray | None = None  # (T, H, W, 3) uint8, exactly what the tokenizer gets
     latent: np.ndarray | None = None  # (C, T', H', W') float32
     text: np.ndarray | None = None  # (L, D) float32, real tokens only
-    failure: dict[str, str] | None = None  # {"stage": ..., "reason": ...}
+    failure: dict[str, str] | None = None  # {"stage", "reason", "cause": input|config|machine, "kind"}
     timings: dict[str, float] = field(default_factory=dict)
+    attempt: int = 1  # 1 for a first try; counts machine failures across runs (see vfm_curator.failures)
 
-    def fail(self, stage: str, reason: str) -> None:
+    def fail(self, stage: str, reason: str, cause: str = "input", kind: str = "error") -> None:
         if self.failure is None:
-            self.failure = {"stage": stage, "reason": reason}
+            self.failure = {"stage": stage, "reason": reason, "cause": cause, "kind": kind}
 
     def failure_record(self) -> dict[str, Any]:
         """The line this task gets in ``failures.jsonl``."""
-        return {"id": self.id, "path": self.path, "source": self.source, **(self.failure or {})}
+        return {"id": self.id, "path": self.path, "source": self.source, **(self.failure or {}), "attempts": self.attempt}
 
 
 def credit_time(tasks: list[ShardTask], stage: str, seconds: float) -> None:

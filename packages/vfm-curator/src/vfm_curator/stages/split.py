@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vfm_curator.stages.base import InputError, Resources, Stage
+from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.stages.shot_detection import detect_cuts, fixed_stride, limit_lengths, shots_from_cuts
 from vfm_curator.tasks import Clip, VideoTask, clip_id
 
@@ -26,6 +26,19 @@ class SplitStage(Stage):
         "max_clip_s": 20.0,
     }
 
+    def check_options(self) -> None:
+        if self.opt["method"] not in ("content", "stride"):
+            raise ValueError(f"stage 'split': unknown method {self.opt['method']!r}; accepted: content, stride")
+        self.option_range("threshold", lo=0)
+        self.option_range("adaptive_ratio", lo=0)
+        self.option_range("min_shot_s", lo=0)
+        self.option_range("stride_s", lo=0, lo_open=True)
+        self.option_range("min_clip_s", lo=0)
+        self.option_range("max_clip_s", lo=0, lo_open=True)
+        if self.opt["max_clip_s"] < self.opt["min_clip_s"]:
+            raise ValueError(f"stage 'split': max_clip_s = {self.opt['max_clip_s']} is under min_clip_s = "
+                             f"{self.opt['min_clip_s']}; accepted: max_clip_s >= min_clip_s")
+
     def process_one(self, task: VideoTask) -> None:
         n, fps = len(task.times), float(task.meta["fps"])
         if self.opt["method"] == "content":
@@ -44,8 +57,12 @@ class SplitStage(Stage):
         min_len = max(1, round(float(self.opt["min_clip_s"]) * fps))
         max_len = max(min_len, round(float(self.opt["max_clip_s"]) * fps))
         if n < min_len:
-            raise InputError(f"too short: {task.duration:.2f} s is under min_clip_s={self.opt['min_clip_s']}")
+            raise LimitError(f"too short: {task.duration:.2f} s is under min_clip_s={self.opt['min_clip_s']}", kind="too-short")
         task.clips = [make_clip(task, a, b) for a, b in limit_lengths(spans, min_len, max_len)]
+        if not task.clips:
+            longest = max((b - a for a, b in spans), default=0) / fps if fps > 0 else 0.0
+            raise LimitError(f"no clip: {len(spans)} shot(s) ({len(spans) - 1} cuts in {n} frames), the longest "
+                             f"{longest:.2f} s, all under min_clip_s={self.opt['min_clip_s']}")
 
 
 def make_clip(task: VideoTask, start: int, end: int) -> Clip:

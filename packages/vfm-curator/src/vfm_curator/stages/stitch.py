@@ -20,6 +20,10 @@ class StitchStage(Stage):
     resources = Resources(cpus=0.5, memory_mb=512)
     defaults = {"embedder": "histogram", "embedder_options": {}, "threshold": 0.9, "max_clip_s": 20.0}
 
+    def check_options(self) -> None:
+        self.option_range("threshold", lo=-1, hi=1)
+        self.option_range("max_clip_s", lo=0, lo_open=True)
+
     def setup(self) -> None:
         from vfm_curator.embedders import get_embedder
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vfm_curator.io.encode import H264Writer, mux_audio, pick_codec, resize
 from vfm_curator.io.video import iter_frames
-from vfm_curator.stages.base import Resources, Stage
+from vfm_curator.stages.base import InputError, Resources, Stage
 from vfm_curator.tasks import VideoTask
 
 
@@ -22,6 +22,12 @@ class TranscodeStage(Stage):
     resources = Resources(cpus=1.0, memory_mb=1024)
     defaults = {"encoder": "libx264", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None,
                 "keep_audio": False}
+
+    def check_options(self) -> None:
+        self.option_range("crf", lo=0, hi=51, integer=True)
+        self.option_range("sample_size", lo=1, integer=True)
+        if self.opt["encoder"] not in ("auto", "libx264", "h264_nvenc"):
+            raise ValueError(f"stage 'transcode': unknown encoder {self.opt['encoder']!r}; accepted: auto, libx264, h264_nvenc")
 
     def setup(self) -> None:
         self.codec = pick_codec(self.opt["encoder"])
@@ -51,6 +57,8 @@ class TranscodeStage(Stage):
             k = self._finish(clips[k], writer, k)
             writer = None
         task.clips = [c for c in clips if c.mp4 is not None]
+        if not task.clips:
+            raise InputError(f"no clip could be encoded: the file ended or broke before any of the {len(clips)} span(s) was complete")
         if self.opt["keep_audio"]:
             for clip in task.clips:
                 clip.mp4 = mux_audio(clip.mp4, task.source, clip.start / fps, clip.end / fps)

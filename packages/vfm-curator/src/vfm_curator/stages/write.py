@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, safe_join
-from vfm_curator.io.state import part_path, write_record
-from vfm_curator.stages.base import Resources, Stage, run_guarded
+from vfm_curator.io.state import part_path, video_record, write_record
+from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask
 
 
@@ -47,27 +47,19 @@ class WriteStage(Stage):
             if self.opt["thumbnails"] and clip.samples:
                 atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(clip.samples[len(clip.samples) // 2]))
             rows.append(row(task, clip))
+        if not rows:  # every stage before let it through with nothing: still say why it gave no clip
+            raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
         atomic_write(part_path(out, task.vid), to_parquet_bytes(rows))
 
     def _record(self, task: VideoTask) -> None:
         kept = [c for c in task.clips if c.rejected is None and c.mp4 is not None] if task.failure is None else []
-        write_record(
-            self.opt["out"],
-            task.vid,
-            {
-                "video_id": task.vid,
-                "source": task.source,
-                "status": "failed" if task.failure else "ok",
-                "failure": task.failure,
-                "duration_s": task.duration,
-                "clips": len(kept),
-                "clip_seconds": sum(c.end_s - c.start_s for c in kept),
-                "rejected": sum(c.rejected is not None for c in task.clips),
-                "thumbs": [thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.samples],
-                "meta": {k: v for k, v in task.meta.items() if k != "cuts"},
-                "timings": task.timings,
-            },
-        )
+        write_record(self.opt["out"], task.vid, video_record(
+            task,
+            clips=len(kept),
+            clip_seconds=sum(c.end_s - c.start_s for c in kept),
+            rejected=sum(c.rejected is not None for c in task.clips),
+            thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.samples],
+        ))
 
 
 def row(task: VideoTask, clip: Clip) -> dict:
