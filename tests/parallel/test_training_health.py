@@ -121,16 +121,25 @@ def test_a_single_nan_step_is_skipped_and_training_recovers(tmp_path):
     assert not _same(_state(later), _state(skipped))
 
 
+#: Two-rank layouts the skip is checked under: FSDP (the default), TP and PP.
+LAYOUTS = {"fsdp": {}, "tp": {"tp": 2, "dp_shard": 1}, "pp": {"pp": 2, "dp_shard": 1}}
+
+
 def _two_ranks(rank, world, root):
-    """Rank 1 alone sees a NaN batch at step 2: both ranks skip it. Then rank 1 alone sees only
-    infinite batches: both ranks stop with the same error."""
+    """Under each layout, rank 1 alone sees a NaN batch at step 2: both ranks skip it (weights
+    after step 2 = after step 1). Then rank 1 alone sees only infinite batches: both ranks stop."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
-    cfg = lambda name, **train_: from_dict(tiny_config(root / name, train={"steps": 4, **train_}), world)  # noqa: E731
-    one = train(cfg("one", stop_at=1), build_parts)
-    two = train(cfg("two", stop_at=2), _poisoned_parts({2}, ranks=(1,)))
-    out = {"equal": _same(_state(one), _state(two)), "loss2": two.losses[2]}
+
+    def cfg(name, layout, **train_):
+        return from_dict(tiny_config(root / name, parallel=layout, train={"steps": 4, **train_}), world)
+
+    out = {}
+    for name, layout in LAYOUTS.items():
+        one = train(cfg(f"{name}-one", layout, stop_at=1), build_parts)
+        two = train(cfg(f"{name}-two", layout, stop_at=2), _poisoned_parts({2}, ranks=(1,)))
+        out[name] = {"equal": _same(_state(one), _state(two)), "loss2": two.losses[2]}
     try:
-        train(cfg("stop"), _poisoned_parts(set(range(1, 100)), float("inf"), ranks=(1,)))
+        train(cfg("stop", {}), _poisoned_parts(set(range(1, 100)), float("inf"), ranks=(1,)))
         out["error"] = None
     except NonFiniteTrainingError as exc:
         out["error"] = str(exc)
@@ -139,7 +148,8 @@ def _two_ranks(rank, world, root):
 
 def test_ranks_agree_to_skip_a_step_that_one_rank_saw_as_nan_and_stop_together(tmp_path):
     results = spawn(_two_ranks, 2, tmp_path)
-    assert all(r["equal"] for r in results)
-    assert all(r["loss2"] != r["loss2"] for r in results)  # NaN, logged as it was
+    for name in LAYOUTS:
+        assert all(r[name]["equal"] for r in results), name
+        assert all(r[name]["loss2"] != r[name]["loss2"] for r in results), name  # NaN, logged as it was
     # Named on both ranks: the steps, and the samples of the rank whose loss was not finite.
     assert all(r["error"] and "steps 1, 2, 3" in r["error"] and "samples: rank 1: batch3-sample0" in r["error"] for r in results)
