@@ -1,5 +1,6 @@
 """``vfm train`` resuming: a damaged or mismatched checkpoint is one line on stderr and exit 1, a
-fallback is a warning line, and the resume is announced."""
+fallback is a warning line, the resume is announced, and a torchrun job killed (SIGKILL) during its
+saves leaves a newest checkpoint that verifies whole and resumes."""
 
 from __future__ import annotations
 
@@ -40,3 +41,66 @@ def test_vfm_train_refuses_a_damaged_or_mismatched_checkpoint_in_one_line_and_fa
     resumed = _train(tmp_path)
     assert resumed.exit_code == 0, resumed.output
     assert f"resuming from step 2 ({tmp_path / 'checkpoints' / 'step_00000002'})" in resumed.output
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc: this machine's test processes only)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def test_torchrun_killed_during_saves_leaves_a_newest_checkpoint_that_verifies_and_resumes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from vfm_parallel import checkpoint as ckpt
+
+    items = [*SMALL, "train.steps=400", "checkpoint.interval=1", "checkpoint.keep=2", f"train.out_dir={tmp_path}"]
+    args = [arg for item in items for arg in ("--set", item)]
+    launcher = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                                 "-m", "vfm_cli.main", "train", str(CONFIGS / "tiny.toml"), *args],
+                                env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = tmp_path / "checkpoints"
+    try:
+        deadline = time.monotonic() + 240
+        while not (len(ckpt.list_checkpoints(root)) >= 2 and any(p.name.startswith(".tmp-") for p in root.iterdir())):
+            assert time.monotonic() < deadline and launcher.poll() is None, "no save under way"
+            time.sleep(0.01)
+        doomed = [launcher.pid, *_descendants(launcher.pid)]  # the ranks run in process groups of their own
+        for pid in doomed:  # launcher and both ranks, mid-save
+            os.kill(pid, signal.SIGKILL)
+        launcher.wait(timeout=30)
+        while any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in doomed[1:]):
+            assert time.monotonic() < deadline + 30, "a rank outlived SIGKILL"
+            time.sleep(0.01)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    newest = ckpt.latest(root)
+    state = ckpt.verify(newest)  # whole: every file as its manifest lists it
+    resumed = _train(tmp_path, "train.steps=400", f"train.stop_at={state['step'] + 1}", "optim.grad_accum=2",
+                     'checkpoint.allow_changes=["layout"]')  # one process continues the 2-rank run's batches
+    assert resumed.exit_code == 0, resumed.output
+    assert f"resuming from step {state['step']} ({newest})" in resumed.output
