@@ -1,53 +1,285 @@
-"""``report.html``: the run's summary, its failures and a contact sheet of clip thumbnails.
+"""``report.html``: what a curator reads after a run, over the whole output folder.
 
-Every link is relative (``thumbs/<id>.jpg``, ``clips/<id>.mp4``), so the folder can be moved.
+Figures with units; every clip (kept or filtered, with why) in a table that sorts and filters in the
+browser; histograms of clip length and of each score; time per stage; failures grouped by reason
+with what to do. One self-contained file: inline CSS, script and SVG, relative links
+(``thumbs/<id>.jpg``, ``clips/<id>.mp4``) so the folder can be moved. File names and captions are
+data from outside: every one is escaped.
 """
 
 from __future__ import annotations
 
 import html
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vfm_curator.io import report_charts as charts
 from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.report_assets import CSS, ERROR_HOOK, SCRIPT
+
+e = html.escape
+
+#: What to do about a failure, by its kind (see vfm_curator.failures); then by its cause.
+ADVICE = {
+    "unusable-input": "The file is not a readable video (damaged, empty, or not video at all). Re-encode or replace it; "
+                      "a changed file is tried again on the next run.",
+    "bad-name": "The file name cannot be encoded. Rename the file (UTF-8) and run again.",
+    "no-clips": "No shot is as long as split.min_clip_s. Lower min_clip_s (or min_shot_s / threshold) if these "
+                "videos should give clips; a changed config retries them.",
+    "too-short": "The video is shorter than split.min_clip_s. Lower min_clip_s if such short videos are wanted.",
+    "all-filtered": "Every clip was filtered out. Check the filter limits against the scores in the clip table; "
+                    "a changed config retries these videos.",
+    "no-caption": "The video has no caption. Add one (manifest, <video>.txt / .json sidecar) or set a captioner.",
+    "worker-crash": "A worker process died (killed or crashed). Retried automatically up to run.max_attempts; "
+                    "else run again with --retry-failed machine.",
+    "out-of-memory": "Ran out of memory. Give the stage more memory or fewer workers, then --retry-failed out-of-memory.",
+    "timeout": "A stage took longer than its time limit. Raise the limit or check the machine, then --retry-failed timeout.",
+    "stage-setup": "A stage could not start (a model path or an option it needs). Fix the config and run again.",
+}
+CAUSE_ADVICE = {
+    "input": "The input file caused it: fix or replace the file (a changed file is retried), or leave it out.",
+    "config": "The configuration caused it: change the option named in the reason; a changed config retries it.",
+    "machine": "The machine caused it (crash, memory, time): run again with --retry-failed machine.",
+}
+
+
+@dataclass
+class ClipRow:
+    """One line of the clip table."""
+
+    id: str
+    source: str
+    start_s: float
+    end_s: float
+    start_frame: int
+    end_frame: int
+    width: int
+    height: int
+    caption: str | None
+    scores: dict[str, float]
+    why: str | None = None  # None: kept
+    path: str | None = None  # relative clip file, when it exists
+    thumb: str | None = None  # relative thumbnail, when it exists
+    bytes: int = 0
+
+    @property
+    def duration(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class ReportData:
+    clips: list[ClipRow] = field(default_factory=list)
+    ok: list[dict] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
 
 
 def write_report(out: Path, summary: Any, ok: list[dict], failed: list[dict]) -> Path:
-    e = html.escape
-    rows = "".join(
-        f"<tr><th>{e(k)}</th><td>{e(_fmt(v))}</td></tr>"
-        for k, v in summary.as_dict().items()
-        if k not in ("decisions",)
-    )
-    fails = "".join(
-        f"<tr><td>{e(r['source'])}</td><td>{e(str((r.get('failure') or {}).get('stage', '')))}</td>"
-        f"<td>{e(str((r.get('failure') or {}).get('reason', '')))}</td></tr>"
-        for r in failed
-    )
-    cells = []
-    for r in ok:
-        for thumb in r.get("thumbs", []):
-            clip = "clips/" + Path(thumb).stem + ".mp4"
-            if safe_join(out, thumb).exists():
-                cells.append(
-                    f'<a href="{e(clip)}" title="{e(Path(r["source"]).name)}"><img src="{e(thumb)}" loading="lazy"></a>'
-                )
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>vfm curate report</title>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;
-padding:2px 8px;text-align:left}} .sheet img{{height:96px;margin:2px}}</style></head><body>
-<h1>vfm curate</h1>
-<h2>Summary</h2><table>{rows}</table>
-<h2>Failures ({len(failed)})</h2><table><tr><th>source</th><th>stage</th><th>reason</th></tr>{fails}</table>
-<h2>Contact sheet ({len(cells)} clips)</h2><div class="sheet">{''.join(cells)}</div>
-</body></html>
-"""
+    """Write ``out/report.html`` from the folder's records (``ok``, ``failed``), its ``clips.parquet``
+    and the run's ``summary``; returns the path."""
+    out = Path(out)
+    data = ReportData(clips=collect_clips(out, ok, failed), ok=ok, failed=failed)
+    page = render(data, summary, title=out.name)
     path = safe_join(out, "report.html")
     atomic_write(path, page.encode("utf-8"))
     return path
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def collect_clips(out: Path, ok: list[dict], failed: list[dict]) -> list[ClipRow]:
+    """Kept clips from ``clips.parquet``, filtered ones from the records (the write stage lists them)."""
+    names = {r.get("video_id"): str(r.get("source", "")) for r in [*ok, *failed]}
+    rows: list[ClipRow] = []
+    table = safe_join(out, "clips.parquet")
+    if table.exists():
+        import pyarrow.parquet as pq
+
+        columns = ["id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width",
+                   "height", "caption", "scores"]
+        for r in pq.read_table(table, columns=columns).to_pylist():
+            rows.append(ClipRow(
+                id=str(r["id"]), source=names.get(r["video_id"], str(r["source"])), start_s=float(r["start_s"]),
+                end_s=float(r["end_s"]), start_frame=int(r["start_frame"]), end_frame=int(r["end_frame"]),
+                width=int(r["width"] or 0), height=int(r["height"] or 0), caption=r["caption"],
+                scores=_scores(r["scores"]), path=str(r["path"]),
+            ))
+    for record in [*ok, *failed]:
+        for c in record.get("filtered") or []:
+            rows.append(ClipRow(
+                id=str(c.get("id", "")), source=str(record.get("source", "")), start_s=float(c.get("start_s", 0.0)),
+                end_s=float(c.get("end_s", 0.0)), start_frame=int(c.get("start_frame", 0)),
+                end_frame=int(c.get("end_frame", 0)), width=int(c.get("width") or 0), height=int(c.get("height") or 0),
+                caption=c.get("caption"), scores=_scores(c.get("scores")), why=str(c.get("rejected") or "filtered"),
+            ))
+    for row in rows:
+        _attach_files(out, row)
+    return rows
+
+
+def _scores(value: Any) -> dict[str, float]:
+    """A scores cell: a dict, or parquet's map as a list of (key, value) pairs."""
+    if not value:
+        return {}
+    items = value.items() if isinstance(value, dict) else value
+    return {str(k): float(v) for k, v in items if v is not None}
+
+
+def _attach_files(out: Path, row: ClipRow) -> None:
+    """Keep links only to files that exist inside the folder (a link that does not resolve is worse than none)."""
+    try:
+        if row.path:
+            clip = safe_join(out, row.path)
+            row.path, row.bytes = (row.path, clip.stat().st_size) if clip.is_file() else (None, 0)
+        thumb = f"thumbs/{row.id}.jpg"
+        row.thumb = thumb if safe_join(out, thumb).is_file() else None
+    except (ValueError, OSError):  # a path from the table that leaves the folder: no link
+        row.path, row.thumb = None, None
+
+
+def render(data: ReportData, summary: Any, *, title: str) -> str:
+    score_names = sorted({name for c in data.clips for name in c.scores})
+    body = "".join([
+        f"<h1>vfm curate report <span class=\"muted\">{e(title)}</span></h1>",
+        "<h2>Figures</h2>", figures(data, summary),
+        "<h2>Clip length and scores</h2><div class=\"charts\">",
+        charts.histogram([c.duration for c in data.clips], title="clip length", unit="s"),
+        *[charts.histogram([c.scores[n] for c in data.clips if n in c.scores], title=f"score: {n}") for n in score_names],
+        "</div>",
+        "<h2>Time per stage</h2>", stage_chart(data, summary),
+        f"<h2>Failures <span class=\"muted\">({len(data.failed)} videos)</span></h2>", failures(data.failed),
+        f"<h2>Clips <span class=\"muted\">({len(data.clips)})</span></h2>", clip_table(data.clips, score_names),
+    ])
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>vfm curate report: {e(title)}</title>
+<script>{ERROR_HOOK}</script>
+<style>{CSS}</style></head><body>
+{body}
+<script>{SCRIPT}</script>
+</body></html>
+"""
+
+
+def figures(data: ReportData, summary: Any) -> str:
+    kept = [c for c in data.clips if c.why is None]
+    filtered = len(data.clips) - len(kept)
+    input_s = sum(float(r.get("duration_s") or 0.0) for r in data.ok)
+    clip_s = sum(c.duration for c in kept)
+    wall_s = float(getattr(summary, "wall_s", 0.0) or 0.0)
+    processed_s = float(getattr(summary, "video_s_processed", 0.0) or 0.0)
+    items = [
+        ("videos", f"{len(data.ok) + len(data.failed)}", f"{len(data.ok)} ok, {len(data.failed)} failed"),
+        ("input video", charts.duration(input_s), f"{input_s / 3600:.2f} h of videos that gave clips"),
+        ("clips kept", f"{len(kept)}", f"{filtered} filtered out"),
+        ("clip video", charts.duration(clip_s), f"{clip_s / input_s:.0%} of the input" if input_s else ""),
+        ("clip files", charts.size(sum(c.bytes for c in kept)), "H264 in clips/"),
+        ("this run", f"{int(getattr(summary, 'processed', 0) or 0)} videos",
+         f"{int(getattr(summary, 'skipped', 0) or 0)} skipped (finished before)"),
+        ("wall time", charts.duration(wall_s), f"{processed_s / wall_s:.2f} s of video per s" if wall_s > 0 else ""),
+    ]
+    cells = "".join(f"<li><span>{e(label)}</span><b>{e(value)}</b><span class=\"muted\">{e(note)}</span></li>"
+                    for label, value, note in items)
+    return f"<ul class=\"figures\">{cells}</ul>"
+
+
+def stage_chart(data: ReportData, summary: Any) -> str:
+    """Mean seconds per video of each stage (from the records), with the workers the balancer gave it."""
+    totals: dict[str, list[float]] = {}
+    for record in [*data.ok, *data.failed]:
+        for stage, seconds in (record.get("timings") or {}).items():
+            totals.setdefault(str(stage), []).append(float(seconds))
+    workers = dict(getattr(summary, "workers", {}) or {})
+    decisions = list(getattr(summary, "decisions", []) or [])
+    measured = decisions[-1].get("seconds_per_item", {}) if decisions else {}
+    order = list(workers) + [s for s in totals if s not in workers]
+    items = []
+    for stage in order:
+        if stage not in totals:
+            continue
+        note = []
+        if stage in workers:
+            note.append(f"{workers[stage]} worker{'s' if workers[stage] != 1 else ''}")
+        if stage in measured:
+            note.append(f"balancer measured {charts.number(float(measured[stage]))} s per call")
+        items.append((stage, sum(totals[stage]) / len(totals[stage]), ", ".join(note)))
+    videos = max((len(v) for v in totals.values()), default=0)
+    title = f"seconds per video, mean over {videos} videos" + (f"; {len(decisions)} balancer decisions" if decisions else "")
+    return charts.bars(items, title=title, unit="s")
+
+
+def failures(failed: list[dict]) -> str:
+    if not failed:
+        return "<p>None: every video gave clips.</p>"
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for record in failed:
+        failure = record.get("failure") or {}
+        key = (str(failure.get("kind", "error")), str(failure.get("cause", "input")))
+        groups.setdefault(key, []).append(record)
+    rows = []
+    for (kind, cause), records in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        stages = sorted({str((r.get("failure") or {}).get("stage", "")) for r in records})
+        advice = ADVICE.get(kind, CAUSE_ADVICE.get(cause, "See the reasons."))
+        items = "".join(
+            f"<li><span title=\"{e(str(r.get('source', '')))}\">{e(_name(r.get('source', '')))}</span>: "
+            f"<span class=\"why\">{e(str((r.get('failure') or {}).get('reason', '')))}</span></li>"
+            for r in records[:50]
+        )
+        more = f"<li class=\"muted\">and {len(records) - 50} more (failures.jsonl)</li>" if len(records) > 50 else ""
+        rows.append(
+            f"<tr data-kind=\"{e(kind)}\"><td><b>{e(kind)}</b><br><span class=\"muted\">cause: {e(cause)}; stage: "
+            f"{e(', '.join(stages))}</span></td><td class=\"num\">{len(records)}</td>"
+            f"<td class=\"advice\">{e(advice)}</td><td><ul>{items}{more}</ul></td></tr>"
+        )
+    return ("<table class=\"failures\"><thead><tr><th>reason</th><th>videos</th><th>what to do</th><th>which</th>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def clip_table(clips: list[ClipRow], score_names: list[str]) -> str:
+    if not clips:
+        return "<p>No clips.</p>"
+    heads = [("clip", "text"), ("source", "text"), ("span", "num"), ("duration s", "num"), ("resolution", "num"),
+             ("caption", "text"), *[(f"score: {n}", "num") for n in score_names], ("status", "text")]
+    head = "<th>thumbnail</th>" + "".join(
+        f"<th data-type=\"{kind}\"><button type=\"button\">{e(label)}</button></th>" for label, kind in heads
+    )
+    rows = "".join(_clip_row(c, score_names) for c in clips)
+    controls = (
+        "<div class=\"controls\"><label>search <input id=\"clip-search\" type=\"search\" "
+        "placeholder=\"source, caption, id, reason\"></label>"
+        "<label>status <select id=\"clip-status\"><option value=\"all\">all</option><option value=\"kept\">kept</option>"
+        "<option value=\"filtered\">filtered</option></select></label>"
+        "<label>min duration (s) <input id=\"clip-min-duration\" type=\"number\" min=\"0\" step=\"0.5\" value=\"0\"></label>"
+        "<span id=\"clip-shown\" class=\"muted\"></span></div>"
+    )
+    return f"{controls}<table id=\"clips\"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _clip_row(c: ClipRow, score_names: list[str]) -> str:
+    status = "kept" if c.why is None else "filtered"
+    img = f"<img src=\"{e(c.thumb)}\" alt=\"\" loading=\"lazy\">" if c.thumb else ""
+    thumb = f"<a href=\"{e(c.path)}\">{img or 'clip'}</a>" if c.path else img
+    label = f"<a href=\"{e(c.path)}\">{e(c.id)}</a>" if c.path else e(c.id)
+    span = f"{c.start_s:.2f}–{c.end_s:.2f} s (frames {c.start_frame}–{c.end_frame})"
+    scores = "".join(
+        f"<td class=\"num\" data-v=\"{c.scores[n]!r}\">{e(charts.number(c.scores[n]))}</td>" if n in c.scores
+        else "<td class=\"num\" data-v=\"\"></td>"
+        for n in score_names
+    )
+    why = "kept" if c.why is None else f"filtered: {c.why}"
+    text = " ".join([c.id, _name(c.source), c.caption or "", c.why or ""]).lower()
+    return (
+        f"<tr class=\"{status}\" data-status=\"{status}\" data-duration=\"{c.duration!r}\" data-text=\"{e(text)}\">"
+        f"<td class=\"thumb\">{thumb}</td>"
+        f"<td data-v=\"{e(c.id)}\">{label}{f' <span class=muted>({charts.size(c.bytes)})</span>' if c.bytes else ''}</td>"
+        f"<td data-v=\"{e(_name(c.source))}\" title=\"{e(c.source)}\">{e(_name(c.source))}</td>"
+        f"<td class=\"num\" data-v=\"{c.start_s!r}\">{e(span)}</td>"
+        f"<td class=\"num\" data-v=\"{c.duration!r}\">{c.duration:.2f}</td>"
+        f"<td class=\"num\" data-v=\"{c.width * c.height}\">{f'{c.width}×{c.height}' if c.width else ''}</td>"
+        f"<td class=\"caption\" data-v=\"{e(c.caption or '')}\">{e(c.caption) if c.caption else '<span class=muted>none</span>'}</td>"
+        f"{scores}"
+        f"<td data-v=\"{e(why)}\" class=\"{'why' if c.why else ''}\">{e(why)}</td></tr>"
+    )
+
+
+def _name(source: Any) -> str:
+    return os.path.basename(str(source)) or str(source)

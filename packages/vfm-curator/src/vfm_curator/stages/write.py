@@ -5,6 +5,7 @@ from __future__ import annotations
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.io.state import part_path, video_record, write_record
+from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask
 
@@ -33,23 +34,33 @@ class WriteStage(Stage):
         for task in tasks:
             if task.failure is None:
                 run_guarded(self.name, task, self.process_one)
+            elif task.clips:
+                run_guarded(self.name, task, self._filtered_thumbs)
             self._record(task)
             strip(task)
         return tasks
 
     def process_one(self, task: VideoTask) -> None:
         out = self.opt["out"]
+        self._filtered_thumbs(task)
         rows = []
         for clip in task.clips:
             if clip.rejected is not None or clip.mp4 is None:
                 continue
             atomic_write(safe_join(out, clip_relpath(clip)), clip.mp4)
             if self.opt["thumbnails"] and clip.samples:
-                atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(clip.samples[len(clip.samples) // 2]))
+                atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(representative_frame(clip.samples)))
             rows.append(row(task, clip))
         if not rows:  # every stage before let it through with nothing: still say why it gave no clip
             raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
         atomic_write(part_path(out, task.vid), to_parquet_bytes(rows))
+
+    def _filtered_thumbs(self, task: VideoTask) -> None:
+        """Thumbnails of the filtered clips too (also of a video whose every clip was filtered out):
+        the report shows what was dropped and why."""
+        for clip in task.clips:
+            if clip.rejected is not None and self.opt["thumbnails"] and clip.samples:
+                atomic_write(safe_join(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(clip.samples)))
 
     def _record(self, task: VideoTask) -> None:
         kept = [c for c in task.clips if c.rejected is None and c.mp4 is not None] if task.failure is None else []
@@ -59,6 +70,7 @@ class WriteStage(Stage):
             clip_seconds=sum(c.end_s - c.start_s for c in kept),
             rejected=sum(c.rejected is not None for c in task.clips),
             thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.samples],
+            filtered=[filtered_entry(c) for c in task.clips if c.rejected is not None],
         ))
 
 
@@ -80,6 +92,13 @@ def row(task: VideoTask, clip: Clip) -> dict:
         "caption": clip.caption,
         "scores": dict(clip.scores),
     }
+
+
+def filtered_entry(clip: Clip) -> dict:
+    """A filtered clip as the record keeps it for the report (no file is written for it)."""
+    return {"id": clip.id, "start_frame": clip.start, "end_frame": clip.end, "start_s": clip.start_s,
+            "end_s": clip.end_s, "width": clip.width, "height": clip.height, "caption": clip.caption,
+            "scores": dict(clip.scores), "rejected": clip.rejected}
 
 
 def jpeg(frame) -> bytes:
