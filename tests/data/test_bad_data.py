@@ -31,11 +31,15 @@ def test_corrupt_member_missing_key_and_wrong_dtype_are_skipped_and_counted(tmp_
         _add(tar, "intlatent.latent.npy", encode_array(good, "npy").replace(b"<f4", b"<i4"))
         _add(tar, "intlatent.text.npy", text)
         _add(tar, "intlatent.json", json.dumps(js).encode())
+        # one good sample: a shard with none decodable is an error (tests/data/test_loader_ends.py)
+        _add(tar, "good6.latent.npy", encode_array(good, "npy"))
+        _add(tar, "good6.text.npy", text)
+        _add(tar, "good6.json", json.dumps(js).encode())
     quiet(prepare_dataset, tmp_path)
     loader = make_loader(tmp_path, patch_size=2, batch_size=2, streams=1, shuffle_buffer=None)
     with pytest.warns(UserWarning) as record:
         keys = [k for _ in range(6) for k in next(loader).keys]
-    assert set(keys) == {f"good{i}" for i in range(6)}
+    assert set(keys) == {f"good{i}" for i in range(7)}
     assert loader.counts["corrupt"] >= 1 and loader.counts["missing_key"] >= 1 and loader.counts["dtype"] >= 1
     messages = " ".join(str(r.message) for r in record)
     assert "shard-000001.tar" in messages and "'corrupt'" in messages and "latent.npy" in messages

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,29 +87,19 @@ def dataset_folders(cfg: TrainConfig) -> list[Path]:
 
 
 def _first_sample(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict]:
-    """(latent shape, text shape, metadata) of the first sample of the first shard in ``folder``."""
-    import json
-
-    from vfm_data.format import LATENT_PARTS, TEXT_PARTS, decode_array
+    """(latent shape, text shape, metadata) of the first decodable sample in ``folder`` (bad ones are
+    skipped and warned as the loader does; a damaged shard is an error naming it)."""
+    from vfm_data.errors import ShardError
+    from vfm_data.sample import first_sample
 
     shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
     if not shards or not (folder / ".nv-meta").is_dir():
         raise ConfigError("data", f"{folder} is not a prepared shard folder (needs *.tar shards and .nv-meta/)")
-    parts: dict[str, bytes] = {}
-    with tarfile.open(shards[0]) as tar:
-        key = None
-        for member in tar:
-            name_key, _, part = member.name.partition(".")
-            key = key or name_key
-            if name_key != key:
-                break
-            parts[part] = tar.extractfile(member).read()
-    found = {p: next((x for x in names if x in parts), None) for p, names in (("latent", LATENT_PARTS), ("text", TEXT_PARTS))}
-    if None in found.values() or "json" not in parts:
-        raise ConfigError("data", f"the first sample {key!r} of {shards[0]} lacks latent, text or json members")
-    latent = decode_array(parts[found["latent"]], found["latent"].split(".")[-1])
-    text = decode_array(parts[found["text"]], found["text"].split(".")[-1])
-    return tuple(latent.shape), tuple(text.shape), json.loads(parts["json"])
+    try:
+        sample = first_sample(folder)
+    except ShardError as exc:
+        raise ConfigError("data", str(exc)) from None
+    return tuple(sample.latent.shape), tuple(sample.text.shape), sample.meta
 
 
 def check_trusted(cfg: TrainConfig) -> None:

@@ -43,10 +43,20 @@ class SampleMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # Shards are data written by anyone: every field is checked, each error names the field.
+        for name in ("source", "caption", "tokenizer", "text_encoder"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"metadata {name} must be a string, got {getattr(self, name)!r}")
         if self.modality not in MODALITIES:
             raise ValueError(f"modality must be one of {MODALITIES}, got {self.modality!r}")
-        self.span = tuple(float(s) for s in self.span)  # type: ignore[assignment]
-        self.size = tuple(int(s) for s in self.size)  # type: ignore[assignment]
+        self.span = _numbers("span", self.span, float)  # type: ignore[assignment]
+        self.size = _numbers("size", self.size, int)  # type: ignore[assignment]
+        self.fps = _numbers("fps", [self.fps], float, count=1)[0]
+        if isinstance(self.text_length, bool) or not isinstance(self.text_length, (int, np.integer)) or self.text_length < 0:
+            raise ValueError(f"metadata text_length must be an integer >= 0 (0: all rows), got {self.text_length!r}")
+        self.text_length = int(self.text_length)
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"metadata extra must be an object, got {type(self.extra).__name__}")
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -55,11 +65,23 @@ class SampleMeta:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SampleMeta":
+        """From a parsed ``<key>.json``; a missing or mistyped field is a ``KeyError`` / ``ValueError`` naming it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"metadata must be a JSON object, got {type(data).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in data and f.name not in ("text_length", "extra")]
         if missing:
             raise KeyError(f"metadata lacks {', '.join(missing)}; required: {', '.join(sorted(names - {'extra'}))}")
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _numbers(name: str, value: Any, kind: type, count: int = 2) -> tuple:
+    """``count`` finite numbers (not bools, not strings) converted to ``kind``, or a ValueError naming ``name``."""
+    ok = isinstance(value, (list, tuple)) and len(value) == count and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+    if not ok:
+        raise ValueError(f"metadata {name} must be {count} finite number{'s' if count > 1 else ''}, got {value!r}")
+    return tuple(kind(v) for v in value)
 
 
 def encode_array(value: torch.Tensor | np.ndarray, fmt: str) -> bytes:

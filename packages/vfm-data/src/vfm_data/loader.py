@@ -13,18 +13,47 @@ it: restoring rebuilds the streams from those states, in any number of worker pr
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import queue as queue_mod
+import time
+import traceback
+import warnings
 from collections import Counter
 from typing import Any, Iterator
 
 import torch
 from vfm_plugins import exit_with_parent
 
+from vfm_data.errors import DataError, data_error_in
+from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
 from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches
 
 STATE_VERSION = 1
 DEFAULT_STREAMS = 4
+
+
+def _next_of(stream: Stream) -> tuple[Any, Any, dict]:
+    """The stream's next (batch, state, counts); a vfm DataError that energon wrapped on its way out
+    comes out as itself (one line naming the shards)."""
+    try:
+        return stream.next()
+    except Exception as exc:
+        found = data_error_in(exc)
+        if found is None or found is exc:
+            raise
+        raise found from None
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The error to hand to the main process: the DataError inside ``exc`` or ``exc`` itself, if it
+    pickles; else a RuntimeError with its text."""
+    err = data_error_in(exc) or exc
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        return RuntimeError(f"{type(err).__name__}: {err}")
 
 
 def _worker_main(spec: LoaderSpec, streams: list[int], states: dict, first_chunk: int, stride: int,
@@ -40,11 +69,17 @@ def _worker_main(spec: LoaderSpec, streams: list[int], states: dict, first_chunk
         while True:
             s = c % spec.streams
             if s in built:
-                out.put((c, *built[s].next()))
+                out.put((c, *_next_of(built[s])))
             c += stride
-    except BaseException as exc:  # hand the error to the main process instead of dying silently
-        out.put((-1, f"{type(exc).__name__}: {exc}", None, None))
-        raise
+    except Exception as exc:  # hand the error itself to the main process instead of dying silently
+        err = _portable(exc)
+        if not isinstance(err, DataError):  # a DataError is one line the main process raises as is
+            traceback.print_exc()
+        out.put((-1, err, None, None))
+        # Stay until the main process stops us (close(), or its exit: we are a daemon): the batches
+        # still queued share their tensors through this process, which must live until they are read.
+        while True:
+            time.sleep(60)
 
 
 class ResumableLoader:
@@ -61,7 +96,9 @@ class ResumableLoader:
         self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
         self.step = 0
         self.states: dict[int, Any] = {}  # stream -> JSON state after its last consumed batch
-        self.counts: Counter[str] = Counter()  # bad data skipped, overlong dropped / cropped
+        self.counts: Counter[str] = Counter()  # bad data skipped, overlong dropped / cropped, by reason
+        self.shard_counts: dict[str, Counter[str]] = {}  # the same per shard (dataset folder/shard file)
+        self._summarized_at, self._summarized = time.monotonic(), 0
         self.bytes_read = 0  # bytes this rank read from shards
         self._streams: dict[int, Stream] | None = None
         self._workers: list[Any] = []
@@ -80,7 +117,7 @@ class ResumableLoader:
         chunk = self.step * self.group_size + self.group_rank
         batch, state, counts = self._fetch(chunk)
         self.states[chunk % self.spec.streams] = state
-        self.counts.update(counts)
+        self._add_counts(counts)
         self.bytes_read += batch.nbytes
         if self.group is not None:
             batch = gather_batches(batch, self.group)
@@ -92,7 +129,7 @@ class ResumableLoader:
         if self.num_workers == 0:
             if self._streams is None:
                 self._streams = {s: Stream(self.spec, s, self.states.get(s)) for s in self.local_streams}
-            return self._streams[stream].next()
+            return _next_of(self._streams[stream])
         if not self._workers:
             self._start_workers(chunk)
         q = self._queues[self.local_streams.index(stream) % len(self._queues)]
@@ -104,8 +141,9 @@ class ResumableLoader:
                 dead = [w for w in self._workers if not w.is_alive()]
                 if dead:
                     raise RuntimeError(f"data worker {dead[0].name} exited with code {dead[0].exitcode}")
-        if c < 0:
-            raise RuntimeError(f"data worker failed: {batch}")
+        if c < 0:  # the worker's own error (a DataError names the shards); the loader is done
+            self.close()
+            raise batch
         assert c == chunk, f"data worker returned chunk {c}, expected {chunk}"
         return batch, state, counts
 
@@ -125,6 +163,31 @@ class ResumableLoader:
             w.start()
             self._workers.append(w)
             self._queues.append(q)
+
+    # --- what was skipped ----------------------------------------------------------------------
+
+    def _add_counts(self, counts: dict[str, int]) -> None:
+        by_reason, by_shard = split_counts(counts)
+        self.counts.update(by_reason)
+        for shard, c in by_shard.items():
+            self.shard_counts.setdefault(shard, Counter()).update(c)
+        skipped = self.skipped
+        if skipped > self._summarized and time.monotonic() - self._summarized_at >= WARN_INTERVAL_S:
+            self._summarized_at, self._summarized = time.monotonic(), skipped
+            warnings.warn(self.skip_summary(), stacklevel=3)
+
+    @property
+    def skipped(self) -> int:
+        """Samples skipped so far (undecodable or over ``max_seq_len``); crops are not skips."""
+        return sum(n for reason, n in self.counts.items() if reason != "overlong_crop")
+
+    def skip_summary(self) -> str:
+        """One line: what was skipped, per reason and per shard."""
+        return f"vfm_data: skipped {self.skipped} samples so far: {format_counts(self.counts, self.shard_counts)}"
+
+    def metrics(self) -> dict[str, float]:
+        """Counts for the trainer's metrics: ``data_skipped`` and ``data_<reason>``."""
+        return {"data_skipped": float(self.skipped), **{f"data_{r}": float(n) for r, n in sorted(self.counts.items())}}
 
     def close(self) -> None:
         """Stop worker processes (also done at exit: they are daemons)."""
@@ -146,14 +209,16 @@ class ResumableLoader:
         returns the states of all streams."""
         states = dict(self.states)
         counts = dict(self.counts)
+        shard_counts = {f"{r}@{s}": n for s, c in self.shard_counts.items() for r, n in c.items()}
         if self.group is not None:
             gathered: list[Any] = [None] * self.group_size
-            torch.distributed.all_gather_object(gathered, (states, counts), group=self.group)
-            states, counts = {}, Counter()
-            for s, c in gathered:
+            torch.distributed.all_gather_object(gathered, (states, counts, shard_counts), group=self.group)
+            states, counts, shard_total = {}, Counter(), Counter()
+            for s, c, sc in gathered:
                 states.update(s)
                 counts.update(c)
-            counts = dict(counts)
+                shard_total.update(sc)
+            counts, shard_counts = dict(counts), dict(shard_total)
         return {
             "version": STATE_VERSION,
             "step": self.step,
@@ -163,6 +228,7 @@ class ResumableLoader:
             "group_size": self.group_size,
             "stream_states": {str(s): v for s, v in sorted(states.items())},
             "counts": counts,
+            "shard_counts": shard_counts,  # "reason@shard" -> n
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -177,6 +243,7 @@ class ResumableLoader:
         self.step = int(state["step"])
         self.states = {int(s): v for s, v in state["stream_states"].items()}
         self.counts = Counter(state.get("counts", {}))
+        self.shard_counts = split_counts(state.get("shard_counts", {}))[1]
 
 
 def make_loader(

@@ -1,22 +1,27 @@
 """The typed sample and the cooker that decodes a raw shard entry into it, skipping bad data.
 
-Bad data (a corrupt tar member, a missing key, a wrong dtype or rank) is skipped and counted, with
-a warning naming the shard and the key. A latent whose channel count disagrees with the model is an
-error, not a skip: it means the whole dataset was made for another model.
+Bad data (an unreadable or corrupt tar member, a missing key, a wrong dtype or rank, metadata that
+is not what :class:`~vfm_data.format.SampleMeta` accepts) is skipped and counted by the stream's
+:class:`~vfm_data.skips.SkipLog`, which names the shard and the key and stops the loader when a
+shard or the stream has nothing decodable. A latent whose channel count disagrees with the model is
+an error, not a skip: it means the whole dataset was made for another model.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
-from collections import Counter
-from typing import Any
+import tarfile
+from pathlib import Path
+from typing import Any, NoReturn
 
 import torch
 from megatron.energon import Sample, SkipSample, edataclass
-from megatron.energon.errors import FatalSampleError
+from megatron.energon.source_info import SourceInfo
 
+from vfm_data.errors import DataError, ShardError
 from vfm_data.format import FLOAT_DTYPES, LATENT_PARTS, META_PART, TEXT_PARTS, SampleMeta, decode_array
+from vfm_data.skips import SkipLog, shard_label
+from vfm_data.tar_guard import UNREADABLE, tar_head_problem
 
 
 @edataclass
@@ -32,35 +37,42 @@ class VideoSample(Sample):
     grid: tuple = ()  # (T', H', W') patch grid, set by the task encoder
 
 
-class ChannelMismatchError(FatalSampleError):
+class ChannelMismatchError(DataError):
     """The latent has another channel count than the model expects."""
+
+
+def shard_of(raw: dict) -> str:
+    """The shard label (dataset folder / file name) of a raw or decoded sample."""
+    sources = raw.get("__sources__") if isinstance(raw, dict) else getattr(raw, "__sources__", None)
+    for source in sources or ():
+        if getattr(source, "shard_name", None):
+            return shard_label(source.dataset_path, source.shard_name)
+    return str(raw.get("__shard__", "?")) if isinstance(raw, dict) else "?"
 
 
 class SampleDecoder:
     """Turns energon's crude sample (raw bytes per tar member) into a :class:`VideoSample`.
 
-    ``counts`` records what was skipped, by reason (``corrupt``, ``missing_key``, ``dtype``, ``shape``).
+    ``counts`` records what was skipped, by reason (``unreadable``, ``truncated``, ``corrupt``,
+    ``missing_key``, ``dtype``, ``shape``) and by ``reason@shard``; see :mod:`vfm_data.skips`.
     """
 
-    def __init__(self, latent_channels: int | None = None) -> None:
+    def __init__(self, latent_channels: int | None = None, skips: SkipLog | None = None) -> None:
         self.latent_channels = latent_channels
-        self.counts: Counter[str] = Counter()
+        self.skips = skips if skips is not None else SkipLog()
 
-    def _skip(self, reason: str, raw: dict, key: str, detail: str) -> None:
-        self.counts[reason] += 1
-        warnings.warn(
-            f"vfm_data: skipped sample {raw.get('__key__')!r} of shard {raw.get('__shard__', '?')!r}: "
-            f"{reason} in member {key!r} ({detail}); {reason} skips so far: {self.counts[reason]}",
-            stacklevel=2,
-        )
-        raise SkipSample()
+    @property
+    def counts(self):
+        return self.skips.counts
+
+    def _skip(self, reason: str, raw: dict, member: str, detail: str) -> NoReturn:
+        self.skips.skip(reason, shard=shard_of(raw), key=str(raw.get("__key__")), member=member, detail=detail)
 
     def _part(self, raw: dict, parts: tuple[str, ...]) -> tuple[str, bytes]:
         for part in parts:
             if part in raw:
                 return part, raw[part]
         self._skip("missing_key", raw, "|".join(parts), f"sample has {sorted(k for k in raw if not k.startswith('__'))}")
-        raise AssertionError  # unreachable
 
     def _array(self, raw: dict, parts: tuple[str, ...], ndim: int) -> tuple[torch.Tensor, int]:
         part, data = self._part(raw, parts)
@@ -70,11 +82,22 @@ class SampleDecoder:
             self._skip("corrupt", raw, part, f"{type(exc).__name__}: {exc}")
         if value.dtype not in FLOAT_DTYPES:
             self._skip("dtype", raw, part, f"dtype {value.dtype}, accepted {[str(d) for d in FLOAT_DTYPES]}")
-        if value.ndim != ndim:
-            self._skip("shape", raw, part, f"rank {value.ndim} shape {tuple(value.shape)}, expected rank {ndim}")
+        if value.ndim != ndim or 0 in value.shape:
+            self._skip("shape", raw, part, f"shape {tuple(value.shape)}, expected {ndim} dimensions, none empty")
         return value, len(data)
 
     def __call__(self, raw: dict[str, Any]) -> VideoSample:
+        try:
+            return self._decode(raw)
+        except (SkipSample, DataError):
+            raise
+        except Exception as exc:  # anything else the bytes provoke is a corrupt sample, not a crash
+            self._skip("corrupt", raw, "?", f"{type(exc).__name__}: {exc}")
+
+    def _decode(self, raw: dict[str, Any]) -> VideoSample:
+        if UNREADABLE in raw:  # the tar members could not be read (see vfm_data.tar_guard)
+            reason, detail = raw[UNREADABLE]
+            self._skip(reason, raw, "(tar)", detail)
         latent, n_latent = self._array(raw, LATENT_PARTS, 4)
         text, n_text = self._array(raw, TEXT_PARTS, 2)
         _, meta_bytes = self._part(raw, (META_PART,))
@@ -82,12 +105,14 @@ class SampleDecoder:
             meta = SampleMeta.from_json(json.loads(meta_bytes)).to_json()
         except Exception as exc:
             self._skip("corrupt", raw, META_PART, f"{type(exc).__name__}: {exc}")
+        if meta["text_length"] > text.shape[0]:
+            self._skip("shape", raw, META_PART, f"text_length {meta['text_length']} > {text.shape[0]} rows of the text embedding")
         if self.latent_channels is not None and latent.shape[0] != self.latent_channels:
             raise ChannelMismatchError(
-                f"sample {raw.get('__key__')!r} of shard {raw.get('__shard__', '?')!r}: latent has "
+                f"sample {raw.get('__key__')!r} of shard {shard_of(raw)}: latent has "
                 f"{latent.shape[0]} channels but the model expects {self.latent_channels}"
             )
-        length = int(meta["text_length"]) or text.shape[0]
+        self.skips.decoded(shard_of(raw))
         return VideoSample(
             __key__=raw["__key__"],
             __restore_key__=raw["__restore_key__"],
@@ -95,7 +120,64 @@ class SampleDecoder:
             __sources__=raw.get("__sources__"),
             latent=latent,
             text=text,
-            text_length=min(length, text.shape[0]),
+            text_length=meta["text_length"] or text.shape[0],
             meta=meta,
             nbytes=n_latent + n_text + len(meta_bytes),
         )
+
+
+def _raw_samples(shard: Path):
+    """(key, members) of one shard in file order, read with tarfile."""
+    key, parts = None, {}
+    with tarfile.open(shard, "r") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            member_key, _, part = member.name.rsplit("/", 1)[-1].partition(".")
+            if key is not None and member_key != key:
+                yield key, parts
+                parts = {}
+            key = member_key
+            parts[part] = tar.extractfile(member).read()
+    if key is not None:
+        yield key, parts
+
+
+def first_sample(folder: str | Path, *, max_tries: int = 100) -> VideoSample:
+    """The first decodable sample of a prepared dataset folder, in shard and file order.
+
+    What a job needs to know before it builds the model (latent and text shapes, tokenizer ids).
+    Undecodable samples are skipped and warned as the loader does; a damaged tail ends its shard; a
+    shard that is not a tar, or ``max_tries`` samples without a decodable one, is a
+    :class:`~vfm_data.errors.ShardError` naming the shards.
+    """
+    folder = Path(folder)
+    shards = sorted(folder.glob("*.tar"))
+    if not shards:
+        raise ShardError(f"vfm_data: no .tar shards in {folder}")
+    decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries))
+    for shard in shards:
+        problem = tar_head_problem(shard)
+        if problem:
+            raise ShardError(f"vfm_data: shard {shard_label(folder, shard.name)} {problem}: it is not a readable "
+                             f"tar file; re-write it or remove it from the dataset")
+        source = (SourceInfo(dataset_path=folder, index=0, shard_name=shard.name, file_names=()),)
+        samples, after = _raw_samples(shard), "the start"
+        while True:
+            try:
+                key, parts = next(samples)
+            except StopIteration:
+                break
+            except (tarfile.TarError, OSError, EOFError) as exc:  # a damaged tail: count it, next shard
+                raw = {"__key__": f"(after {after})", "__sources__": source,
+                       UNREADABLE: ("unreadable", f"{type(exc).__name__}: {exc}")}
+                parts, key = None, None
+            try:
+                if parts is None:
+                    decoder(raw)
+                return decoder({"__key__": key, "__restore_key__": (), "__sources__": source, **parts})
+            except SkipSample:
+                if parts is None:
+                    break
+                after = repr(key)
+    raise ShardError(f"vfm_data: no decodable sample in {folder} ({decoder.skips.summary()})")

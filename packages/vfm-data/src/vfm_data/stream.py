@@ -16,6 +16,7 @@ from typing import Any
 from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
 from vfm_data.blenders import get_blender
+from vfm_data.errors import raise_sample_error
 from vfm_data.state_codec import decode_state, encode_state
 from vfm_data.task_encoder import VideoTaskEncoder
 from vfm_data.trust import check_dataset
@@ -74,6 +75,9 @@ class Stream:
             world_size=spec.dp_world * spec.streams,
             num_workers=0,
             seed_offset=spec.seed,
+            # vfm's cooker skips and counts bad data itself; anything else stops with one line
+            # (energon's default prints a traceback and the sample, up to 100 times in a row)
+            global_error_handler=raise_sample_error,
         )
         bucketed = hasattr(self.encoder.blender, "frames_bucket")
         dataset = get_train_dataset(

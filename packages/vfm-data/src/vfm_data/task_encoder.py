@@ -8,19 +8,20 @@ the packing hooks ``select_samples_to_pack`` / ``pack_selected_samples``, ``batc
 from __future__ import annotations
 
 import types
-import warnings
 from collections import Counter
 from typing import Any, Sequence
 
 import torch
-from megatron.energon import Cooker, DefaultTaskEncoder, SkipSample, stateless
+from megatron.energon import Cooker, DefaultTaskEncoder, stateless
 from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
 
 from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
 from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
-from vfm_data.sample import SampleDecoder, VideoSample
+from vfm_data.sample import SampleDecoder, VideoSample, shard_of
+from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
+from vfm_data.tar_guard import guard_readers
 
 OVERLONG_POLICIES = ("drop", "crop")
 
@@ -44,6 +45,9 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         overlong: what to do with a sample of more than ``max_seq_len`` tokens: ``"drop"`` (skip
             it, counted and warned) or ``"crop"`` (fewer frames, then fewer rows; counted).
         blender: how datasets are mixed (see :mod:`vfm_data.blenders`); default weighted.
+        warn_interval: seconds between two warnings of one skip reason (the first is always shown).
+        max_consecutive_undecodable: undecodable samples in a row that stop the loader; a shard or
+            a stream with no usable sample stops it earlier (see :mod:`vfm_data.skips`).
     """
 
     decoder = None  # vfm decodes its own members (no pickle, bad data counted)
@@ -57,6 +61,8 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         max_seq_len: int | None = None,
         overlong: str = "drop",
         blender: Blender | None = None,
+        warn_interval: float = WARN_INTERVAL_S,
+        max_consecutive_undecodable: int = MAX_CONSECUTIVE_UNDECODABLE,
     ) -> None:
         super().__init__()
         if overlong not in OVERLONG_POLICIES:
@@ -67,8 +73,10 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         self.max_seq_len, self.overlong = max_seq_len, overlong
         self.blender = blender or WeightedBlender()
         self.progress_scale = 1  # streams in the job, set by the loader (for scheduled blends)
-        self.decode = SampleDecoder(latent_channels)
-        self.counts: Counter[str] = self.decode.counts  # skipped / dropped / cropped, by reason
+        self.skips = SkipLog(warn_interval=warn_interval, max_consecutive=max_consecutive_undecodable)
+        self.decode = SampleDecoder(latent_channels, self.skips)
+        # skipped / dropped / cropped, by reason and by reason@shard (see vfm_data.skips)
+        self.counts: Counter[str] = self.skips.counts
         self.cookers = [Cooker(self._cook)]
         if hasattr(self.blender, "frames_bucket"):
             # Only bucketed blends group batches; energon checks whether the hook is overridden.
@@ -88,21 +96,24 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
         tokens = grid[0] * grid[1] * grid[2]
         if self.max_seq_len is not None and tokens > self.max_seq_len:
-            self.counts[f"overlong_{self.overlong}"] += 1
-            if self.overlong == "drop":
-                warnings.warn(
-                    f"vfm_data: dropped sample {sample.__key__!r} ({tokens} tokens > max_seq_len "
-                    f"{self.max_seq_len}); dropped so far: {self.counts['overlong_drop']}",
-                    stacklevel=2,
-                )
-                raise SkipSample()
+            if self.overlong == "drop":  # counted, warned at a bounded rate; all dropped ends the loader
+                self.skips.skip("overlong_drop", shard=shard_of(sample), key=str(sample.__key__), member="",
+                                detail=f"{tokens} tokens > max_seq_len {self.max_seq_len}")
+            self.counts["overlong_crop"] += 1
             latent = crop_to_tokens(latent, self.max_seq_len, self.patch_size, self.temporal_patch)
             grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
             tokens = grid[0] * grid[1] * grid[2]
         pt, p = self.temporal_patch, self.patch_size
         sample.latent = latent[:, : grid[0] * pt, : grid[1] * p, : grid[2] * p]
         sample.grid, sample.num_tokens = grid, tokens
+        self.skips.used()
         return sample
+
+    def build_cook_crude_sample(self, dataset, **kwargs):
+        # Every crude dataset (each of a blend) is cooked here: guard its tar readers first, so a
+        # damaged tar gives counted skips or an error naming the shard (vfm_data.tar_guard).
+        guard_readers(dataset, self.skips)
+        return super().build_cook_crude_sample(dataset, **kwargs)
 
     # --- packing (energon's hooks) -------------------------------------------------------------
 

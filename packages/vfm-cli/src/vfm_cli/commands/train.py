@@ -79,11 +79,15 @@ def train(
         sinks.append(ConsoleSink(cfg.train.steps))
     from vfm_parallel.process_group import shutdown_distributed
 
+    import importlib
+
     from vfm_models.export import NonFiniteWeightsError
     from vfm_parallel.checkpoint import CheckpointError
     from vfm_parallel.trainer.trainer import NonFiniteTrainingError
     from vfm_plugins import FolderLockedError
 
+    # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)
+    data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
     try:
         result = run(cfg, compose.build_parts, sinks=sinks)
     except (NonFiniteTrainingError, NonFiniteWeightsError) as exc:  # NaN training: nothing was exported
@@ -96,7 +100,7 @@ def train(
             getattr(sink, "close", lambda: None)()
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    except CheckpointError as exc:  # damaged, incompatible or from a run with other settings: nothing was trained
+    except (CheckpointError, *data_errors) as exc:  # a damaged or incompatible checkpoint, or unusable shards
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
         typer.echo(f"error: {exc}", err=True)

@@ -1,0 +1,196 @@
+"""What a loader stream skips: counted per reason and shard, warned at a bounded rate, and stopped
+when a shard or the whole stream gives nothing usable.
+
+Skipping is for a few bad samples among good ones. Two rules make a loader always end:
+
+- **a shard with no decodable sample** is an error naming it, once every sample this stream reads
+  from it was undecodable (its part of the shard read once; a sample seen undecodable twice before
+  any good one also means a full pass);
+- **a stream with no usable sample** is an error naming the shards that were skipped, once every
+  sample of the stream (all its shards, one pass) was skipped since the last usable one (this also
+  catches "every sample is over ``max_seq_len``"), or after ``max_consecutive`` undecodable samples
+  in a row, whichever comes first.
+
+Warnings: the first skip of each reason is one line naming the shard, the sample and the member;
+later ones of that reason are counted and at most one line per ``warn_interval`` seconds (per
+stream) says how many were skipped since; the loader adds a summary line at that interval. ``counts`` holds ``reason`` totals and ``reason@shard`` details.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, NoReturn
+
+from megatron.energon import SkipSample
+
+from vfm_data.errors import ShardError
+
+WARN_INTERVAL_S = 60.0
+MAX_CONSECUTIVE_UNDECODABLE = 10_000
+#: Reasons a sample is skipped although it decoded (they do not count against its shard).
+NOT_UNDECODABLE = ("overlong_drop",)
+
+
+def shard_label(dataset_path: Any, shard_name: str) -> str:
+    """The name a shard goes by in counts and messages: its dataset folder and file name."""
+    return f"{str(dataset_path).rstrip('/')}/{shard_name}" if dataset_path else str(shard_name)
+
+
+def split_counts(counts: Mapping[str, int]) -> tuple[Counter[str], dict[str, Counter[str]]]:
+    """``counts`` (``reason`` and ``reason@shard`` keys) -> (per reason, per shard per reason)."""
+    by_reason: Counter[str] = Counter()
+    by_shard: dict[str, Counter[str]] = {}
+    for key, n in counts.items():
+        reason, at, shard = key.partition("@")
+        if at:
+            by_shard.setdefault(shard, Counter())[reason] += n
+        else:
+            by_reason[reason] += n
+    return by_reason, by_shard
+
+
+def format_counts(by_reason: Mapping[str, int], by_shard: Mapping[str, Mapping[str, int]], *, shards: int = 5) -> str:
+    """``missing_key 30 (a/shard-000000.tar 20, a/shard-000001.tar 10); corrupt 1 (...)``."""
+    parts = []
+    for reason, total in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+        where = sorted(((c[reason], s) for s, c in by_shard.items() if c.get(reason)), reverse=True)
+        shown = ", ".join(f"{s} {n}" for n, s in where[:shards]) + (f", {len(where) - shards} more shards" if len(where) > shards else "")
+        parts.append(f"{reason} {total}" + (f" ({shown})" if shown else ""))
+    return "; ".join(parts) if parts else "nothing"
+
+
+class _RateLimiter:
+    """May a warning of this reason be printed now, and how many were held back?"""
+
+    def __init__(self) -> None:
+        self.last: dict[str, float] = {}
+        self.held: Counter[str] = Counter()
+
+    def due(self, reason: str, interval: float, now: float) -> int | None:
+        """None while held back; else how many of this reason were held back since the last line."""
+        last = self.last.get(reason)
+        if last is not None and now - last < interval:
+            self.held[reason] += 1
+            return None
+        self.last[reason] = now
+        return self.held.pop(reason, 0)
+
+
+@dataclass
+class _ShardTally:
+    owned: int = 0  # samples this stream reads from the shard per pass (0: not known)
+    good: int = 0  # decodable samples seen
+    bad: set = field(default_factory=set)  # undecodable sample keys, kept only while good == 0
+    first: str = ""  # the first skip, for the error message
+
+
+class SkipLog:
+    """Skips of one loader stream (shared by its decoder and task encoder)."""
+
+    def __init__(self, *, warn_interval: float = WARN_INTERVAL_S,
+                 max_consecutive: int = MAX_CONSECUTIVE_UNDECODABLE) -> None:
+        if max_consecutive < 1:
+            raise ValueError(f"max_consecutive must be >= 1, got {max_consecutive}")
+        self.counts: Counter[str] = Counter()
+        self.warn_interval, self.max_consecutive = float(warn_interval), int(max_consecutive)
+        self._shards: dict[str, _ShardTally] = {}
+        self._since_usable: set = set()  # (shard, key) skipped since the last usable sample
+        self._consecutive = 0  # undecodable samples in a row
+        self._limiter = _RateLimiter()
+
+    def add_shards(self, owned: Mapping[str, int]) -> None:
+        """Register how many samples of each shard the stream reads per pass (a dataset listed
+        twice in a blend reads the same samples: the larger count holds)."""
+        for shard, n in owned.items():
+            tally = self._shards.setdefault(shard, _ShardTally())
+            tally.owned = max(tally.owned, int(n))
+
+    @property
+    def stream_samples(self) -> int:
+        return sum(t.owned for t in self._shards.values())
+
+    # --- outcomes ------------------------------------------------------------------------------
+
+    def decoded(self, shard: str) -> None:
+        tally = self._shards.setdefault(shard, _ShardTally())
+        tally.good += 1
+        if tally.bad:
+            tally.bad = set()
+        self._consecutive = 0
+
+    def used(self) -> None:
+        """A sample reached packing / batching."""
+        self._since_usable.clear()
+
+    def skip(self, reason: str, *, shard: str, key: str, member: str, detail: str) -> NoReturn:
+        """Count, maybe warn, apply the two rules, then skip the sample (``SkipSample``)."""
+        self.counts[reason] += 1
+        self.counts[f"{reason}@{shard}"] += 1
+        where = f" in member {member!r}" if member else ""
+        what = f"sample {key!r} of shard {shard}: {reason}{where} ({detail})"
+        self._warn(reason, what)
+        sample = (shard, key)
+        if reason not in NOT_UNDECODABLE:
+            self._consecutive += 1
+            self._check_shard(shard, sample, what)
+        self._since_usable.add(sample)
+        self._check_stream()
+        raise SkipSample()
+
+    # --- reporting -----------------------------------------------------------------------------
+
+    def summary(self, shards: Iterable[str] | None = None) -> str:
+        """Counts per reason and shard (of ``shards`` only, if given), on one line."""
+        by_reason, by_shard = split_counts(self.counts)
+        if shards is not None:
+            by_shard = {s: by_shard[s] for s in shards if s in by_shard}
+            by_reason = sum(by_shard.values(), Counter())
+        return format_counts(by_reason, by_shard)
+
+    def _warn(self, reason: str, what: str) -> None:
+        held = self._limiter.due(reason, self.warn_interval, time.monotonic())
+        if held is None:
+            return
+        by_reason, by_shard = split_counts(self.counts)
+        if self.counts[reason] == 1:
+            tail = f"further {reason} skips are counted (loader.counts) and warned at most every {self.warn_interval:g} s"
+        else:
+            tail = (f"{held} more {reason} skips since the last warning; skipped by this stream so far: "
+                    f"{format_counts({reason: by_reason[reason]}, by_shard)}")
+        verb = "dropped" if reason in NOT_UNDECODABLE else "skipped"
+        warnings.warn(f"vfm_data: {verb} {what}; {tail}", stacklevel=3)
+
+    # --- the two rules -------------------------------------------------------------------------
+
+    def _check_shard(self, shard: str, sample: tuple, what: str) -> None:
+        tally = self._shards.setdefault(shard, _ShardTally())
+        if tally.good:
+            return
+        tally.first = tally.first or what
+        seen_before = sample in tally.bad
+        tally.bad.add(sample)
+        if seen_before or (tally.owned and len(tally.bad) >= tally.owned):
+            _, by_shard = split_counts(self.counts)
+            raise ShardError(
+                f"vfm_data: shard {shard} has no decodable sample: all {len(tally.bad)} samples this loader "
+                f"stream reads from it were skipped ({format_counts(by_shard.get(shard, {}), {})}; first: "
+                f"{tally.first}). Re-write the shard or remove it from the dataset"
+            )
+
+    def _check_stream(self) -> None:
+        total = self.stream_samples
+        full_pass = total > 0 and len(self._since_usable) >= total
+        if not full_pass and self._consecutive < self.max_consecutive:
+            return
+        skipped = {s for s, _ in self._since_usable}
+        shards = sorted(skipped)
+        named = ", ".join(shards[:5]) + (f" and {len(shards) - 5} more" if len(shards) > 5 else "")
+        why = (f"all {len(self._since_usable)} samples it reads (one pass over its shards)" if full_pass
+               else f"{self._consecutive} undecodable samples in a row")
+        raise ShardError(
+            f"vfm_data: a loader stream has no usable sample: {why} were skipped, from {named} "
+            f"({self.summary(shards)})"
+        )

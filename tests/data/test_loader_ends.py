@@ -1,0 +1,188 @@
+"""A loader always ends: damaged shards (written by vfm's writer, then broken) give counted skips or an
+error naming the shard, within a bounded time, in the main process and in worker processes."""
+
+import io
+import json
+import shutil
+import tarfile
+import warnings
+
+import pytest
+from tests.data.helpers import quiet, write_dataset
+from vfm_data import make_loader, prepare_dataset
+
+OPTIONS = dict(patch_size=2, batch_size=2, max_seq_len=64, shuffle_buffer=None)
+
+
+def _shards(folder):
+    return sorted(folder.glob("*.tar"))
+
+
+def _rewrite(shard, change):
+    """Rewrite a shard's members through ``change(name, bytes) -> bytes | None`` (None drops it)."""
+    with tarfile.open(shard) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(shard, "w") as tar:
+        for info, data in members:
+            data = change(info.name, data)
+            if data is not None:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def _reprepare(folder):
+    shutil.rmtree(folder / ".nv-meta")
+    quiet(prepare_dataset, folder)
+
+
+def _no_json(name, data):
+    return None if name.endswith(".json") else data
+
+
+def _text_length_abc(name, data):
+    return json.dumps({**json.loads(data), "text_length": "abc"}).encode() if name.endswith(".json") else data
+
+
+def _batches(loader, n):
+    keys = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(n):
+                keys += next(loader).keys
+    finally:
+        loader.close()
+    return keys
+
+
+# --- a shard or stream with nothing decodable stops the loader, naming the shard ----------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("damage", [_no_json, _text_length_abc], ids=["no-json-members", "text_length-abc"])
+def test_a_shard_with_no_decodable_sample_ends_the_loader_with_an_error_naming_it(tmp_path, damage, workers):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    _rewrite(shard, damage)
+    _reprepare(tmp_path)
+    loader = make_loader(tmp_path, num_workers=workers, **OPTIONS)
+    with pytest.raises(ValueError, match=rf"shard {tmp_path}/shard-000000.tar has no decodable sample") as err:
+        _batches(loader, 5)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_bad_shard_among_good_ones_is_named_alone(tmp_path, workers):
+    write_dataset(tmp_path, 24, max_shard_bytes=40_000)
+    shards = _shards(tmp_path)
+    assert len(shards) >= 2
+    _rewrite(shards[1], _text_length_abc)
+    _reprepare(tmp_path)
+    loader = make_loader(tmp_path, num_workers=workers, **OPTIONS)
+    with pytest.raises(ValueError, match=rf"shard {tmp_path}/{shards[1].name} has no decodable sample.*text_length") as err:
+        _batches(loader, 200)
+    assert shards[0].name not in str(err.value)
+
+
+@pytest.mark.timeout(60)
+def test_every_sample_over_max_seq_len_ends_the_loader_after_one_pass(tmp_path):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20, hw=8)  # 16..64 tokens per sample at patch 2
+    loader = make_loader(tmp_path, **{**OPTIONS, "max_seq_len": 8}, streams=1)
+    with pytest.raises(ValueError, match=r"no usable sample: all 12 samples .*overlong_drop 12 .*shard-000000.tar"):
+        _batches(loader, 3)
+
+
+# --- damaged tars ----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_garbage_tar_ends_the_loader_with_an_error_naming_it(tmp_path, workers):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    shard.write_bytes(bytes(range(256)) * (shard.stat().st_size // 256))  # same size, no tar header
+    loader = make_loader(tmp_path, num_workers=workers, **OPTIONS)
+    with pytest.raises(ValueError, match=rf"shard {tmp_path}/shard-000000.tar does not start with a tar header"):
+        _batches(loader, 3)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_truncated_tail_is_skipped_and_counted_per_shard(tmp_path, workers):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) // 2])
+    loader = make_loader(tmp_path, num_workers=workers, streams=2, **OPTIONS)
+    keys = set(_batches(loader, 12))
+    assert keys and keys <= {f"k{i:05d}" for i in range(7)}  # only the samples before the cut
+    label = f"{tmp_path}/shard-000000.tar"
+    assert loader.counts["truncated"] > 0 and loader.shard_counts[label]["truncated"] == loader.counts["truncated"]
+    assert "truncated" in loader.skip_summary() and label in loader.skip_summary()
+    assert loader.metrics()["data_truncated"] == loader.counts["truncated"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_bad_first_sample_is_skipped_and_counted(tmp_path, workers):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    _rewrite(shard, lambda name, data: b"{not json" if name == "k00000.json" else data)
+    _reprepare(tmp_path)
+    loader = make_loader(tmp_path, num_workers=workers, streams=1, **OPTIONS)
+    keys = _batches(loader, 6)
+    assert "k00000" not in keys and set(keys) >= {"k00001", "k00002"}
+    assert loader.counts["corrupt"] >= 1
+    assert loader.shard_counts[f"{tmp_path}/shard-000000.tar"]["corrupt"] == loader.counts["corrupt"]
+
+
+# --- warnings --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_skip_warnings_are_one_line_per_reason_however_many_skips(tmp_path):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    bad = {f"k{i:05d}.json" for i in range(0, 12, 2)}  # every other sample
+    _rewrite(shard, lambda name, data: _text_length_abc(name, data) if name in bad else data)
+    _reprepare(tmp_path)
+    loader = make_loader(tmp_path, streams=1, **OPTIONS)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(30):
+            next(loader)
+    ours = [str(w.message) for w in record if "vfm_data" in str(w.message)]
+    assert loader.counts["corrupt"] >= 30  # the 6 bad samples, over several passes
+    assert len(ours) == 1 and "text_length" in ours[0] and "shard-000000.tar" in ours[0]
+    assert loader.state_dict()["shard_counts"] == {f"corrupt@{tmp_path}/shard-000000.tar": loader.counts["corrupt"]}
+
+
+# --- the probe that reads the first sample before the model is built ----------------------------------
+
+
+def test_first_sample_skips_a_bad_first_sample_and_names_a_garbage_shard(tmp_path):
+    from vfm_data.sample import first_sample
+
+    write_dataset(tmp_path, 6, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    _rewrite(shard, lambda name, data: b"\x00garbage" if name == "k00000.latent.npy" else data)
+    with pytest.warns(UserWarning, match=r"skipped sample 'k00000' of shard .*shard-000000.tar: corrupt"):
+        sample = first_sample(tmp_path)
+    assert sample.__key__ == "k00001" and sample.latent.shape[0] == 4
+    shard.write_bytes(b"\x17" * 4096)
+    with pytest.raises(ValueError, match=rf"shard {tmp_path}/shard-000000.tar does not start with a tar header"):
+        first_sample(tmp_path)
+
+
+def test_first_sample_of_a_folder_with_no_decodable_sample_names_it(tmp_path):
+    from vfm_data.sample import first_sample
+
+    write_dataset(tmp_path, 4, max_shard_bytes=1 << 20)
+    _rewrite(_shards(tmp_path)[0], _no_json)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=rf"no decodable sample in {tmp_path} \(missing_key 4 \(.*shard-000000.tar 4\)"):
+            first_sample(tmp_path)
+
