@@ -8,6 +8,7 @@ every finished video in the folder, whichever run made it.
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,7 +21,7 @@ from vfm_curator.failures import check_retry, input_stamp, options_hash, should_
 from vfm_curator.io import state
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
-from vfm_curator.io.paths import atomic_write, check_out_folder, safe_join
+from vfm_curator.io.paths import atomic_write, check_out_folder, disk_full, safe_join
 from vfm_curator.tasks import VideoTask
 from vfm_plugins import FolderLock
 
@@ -93,8 +94,13 @@ def run_clipping(
     sources = expand(list(inputs), exclude=out)
     if not sources:
         raise ValueError(f"no video found in {', '.join(map(str, inputs))} (the output folder {out} is never read as input)")
-    with FolderLock(out):
-        return _run_clipping(sources, out, specs, config, progress=progress, retry=retry)
+    try:
+        with FolderLock(out):
+            return _run_clipping(sources, out, specs, config, progress=progress, retry=retry)
+    except OSError as exc:  # the lock file, the table...: a full disk is one line wherever it shows
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(out) from exc
+        raise
 
 
 def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], config: CurateConfig, *,

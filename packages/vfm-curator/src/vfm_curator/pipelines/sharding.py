@@ -19,6 +19,7 @@ rebuilds it when they differ (a run killed before or inside ``prepare_dataset``)
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -28,7 +29,7 @@ from typing import Any, Callable
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, options_hash, should_retry
-from vfm_curator.io.paths import atomic_write, check_out_folder, safe_join
+from vfm_curator.io.paths import atomic_write, check_out_folder, disk_full, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
 from vfm_curator.pipelines.clipping import Progress
 from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
@@ -181,8 +182,13 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
     check_out_folder(out)
     clips_dir = Path(clips_dir).resolve()
     specs = config.stage_specs()
-    with FolderLock(out):
-        return _run_sharding(clips_dir, out, config, specs, progress=progress, retry=retry)
+    try:
+        with FolderLock(out):
+            return _run_sharding(clips_dir, out, config, specs, progress=progress, retry=retry)
+    except OSError as exc:  # the lock file, a shard, an index...: a full disk is one line wherever it shows
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(out) from exc
+        raise
 
 
 def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[StageSpec], *,
