@@ -77,3 +77,16 @@ def test_validate_skips_a_bad_first_sample_and_names_a_garbage_shard(tmp_path):
     assert result.exit_code == 1
     assert f"shard {tmp_path}/i/{first.name} does not start with a tar header" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.timeout(120)
+def test_skipped_samples_are_counted_in_the_training_metrics(tmp_path):
+    _write_bucket(tmp_path, "i", IMAGE, 16, seed=2)
+    for shard in sorted((tmp_path / "i").glob("*.tar")):  # one bad sample per shard, the rest good
+        first = f"{tarfile.open(shard).getnames()[0].split('.')[0]}.json"
+        _rewrite(shard, lambda name, data, first=first: b"[]" if name == first else data)
+    config = _config(tmp_path, tmp_path / "i", steps=4)
+    result = _train(config)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["data_corrupt"] >= 1 and rows[-1]["data_skipped"] == rows[-1]["data_corrupt"]

@@ -307,6 +307,10 @@ class ShardBatches:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.loader.load_state_dict(state)
 
+    def metrics(self) -> dict[str, float]:
+        """Samples the loader skipped, for the trainer's metrics (``data_skipped``, ``data_<reason>``)."""
+        return self.loader.metrics()
+
 
 def _shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches:
     from vfm_data import make_loader

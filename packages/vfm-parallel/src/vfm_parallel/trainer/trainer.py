@@ -441,6 +441,7 @@ class _Run:
                 row = {"loss": result.losses[done], "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
                        "tokens_per_s_per_device": tps / world, "step_time_s": seconds / len(self.pending)}
                 row.update(self._mfu(tps))
+                row.update(getattr(self.parts.loader, "metrics", dict)())  # e.g. vfm-data's skip counts (this rank's)
                 result.last_metrics = row
                 for sink in self.sinks:
                     sink.log(done, row)
