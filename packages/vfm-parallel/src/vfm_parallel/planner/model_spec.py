@@ -1,0 +1,94 @@
+"""What the planner knows about a model: plain numbers (vfm-parallel never imports vfm-models; the
+CLI reads them off the family and hands them over)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+class SpecError(ValueError):
+    """A model description with a missing or impossible number."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer as the planner sees it.
+
+    ``flops_per_token``: training (forward + backward) model FLOPs per latent token; 0 = the DiT
+    convention 6 N + 12 L h S (docs/design.md section 6, ``vfm_models.flops.model_flops_per_token``).
+    ``tp_regions``: column/row-parallel pairs per block (self-attention, cross-attention, MLP), each
+    one SP all-gather in and one reduce-scatter out. ``full_attention_layers``: blocks whose
+    self-attention sees the whole sequence (the ones ring CP moves K/V for); -1 = all.
+    ``act_bytes_per_token``: bf16 activations a block keeps for backward, per token, in units of the
+    hidden size (see docs/plan.md for the count); ``selective_act_bytes_per_token`` the same under
+    selective checkpointing (matmul and attention outputs only).
+    """
+
+    name: str
+    params: int
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    kv_heads: int = 0  # 0 = heads
+    text_len: int = 0
+    flops_per_token: float = 0.0
+    tp_regions: int = 3
+    full_attention_layers: int = -1
+    act_bytes_per_token: float = 54.0
+    selective_act_bytes_per_token: float = 28.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "name":
+                continue
+            if f.name in ("kv_heads", "text_len", "flops_per_token"):
+                ok = value >= 0
+            elif f.name == "full_attention_layers":
+                ok = value >= -1
+            else:
+                ok = value > 0
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok:
+                raise SpecError(f"model spec '{f.name}' must be a {'non-negative' if f.name in ('kv_heads', 'text_len') else 'positive'} number, got {value!r}")
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def num_heads(self) -> int:  # read by ParallelDims.validate as a plan
+        return self.heads
+
+    @property
+    def num_layers(self) -> int:
+        return self.layers
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def full_layers(self) -> int:
+        return self.layers if self.full_attention_layers < 0 else self.full_attention_layers
+
+    @property
+    def model_flops_per_token(self) -> float:
+        """6 N + 12 L h S unless the caller gave its own count."""
+        if self.flops_per_token:
+            return self.flops_per_token
+        return 6.0 * self.params + 12.0 * self.layers * self.hidden * self.seq_len
+
+    @property
+    def attention_flops_per_token(self) -> float:
+        """The attention-product share of the per-token FLOPs (12 L h S: QK^T and AV, fwd + bwd)."""
+        return 12.0 * self.full_layers * self.hidden * self.seq_len
+
+    def with_seq_len(self, seq_len: int) -> "ModelSpec":
+        from dataclasses import replace
+
+        scale = seq_len / self.seq_len
+        flops = self.flops_per_token
+        if flops:  # keep a caller's count consistent: only the attention term grows with S
+            flops = flops + self.attention_flops_per_token * (scale - 1)
+        return replace(self, seq_len=seq_len, flops_per_token=flops)

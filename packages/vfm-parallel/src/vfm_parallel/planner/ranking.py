@@ -1,0 +1,145 @@
+"""The plan: predict every candidate layout, drop the ones vfm refuses or that run out of memory
+(saying so), rank the rest by tokens/s/GPU, and say why each loses to the winner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vfm_parallel.planner.hardware import HardwareProfile
+from vfm_parallel.planner.layouts import Layout, enumerate_layouts, vfm_rejects
+from vfm_parallel.planner.memory import Memory, memory
+from vfm_parallel.planner.model_spec import ModelSpec
+from vfm_parallel.planner.timing import StepTime, step_time
+
+GIB = 2**30
+#: Step-time components, as the reasons name them.
+_COMPONENT_NAMES = {
+    "compute": "more compute per token (activation recompute)",
+    "tp_comm": "exposed TP communication",
+    "cp_comm": "exposed CP communication",
+    "dp_comm": "exposed FSDP/DDP communication",
+    "pp_bubble": "pipeline bubble",
+    "pp_comm": "pipeline sends",
+    "optimizer": "optimizer step",
+}
+
+
+class PlanError(ValueError):
+    """No layout fits, or the request itself is wrong (GPU count, batch)."""
+
+
+@dataclass
+class Prediction:
+    layout: Layout
+    memory: Memory
+    time: StepTime | None
+    rejected: str = ""  # why vfm refuses it ('' = accepted)
+    oom: bool = False
+    reason: str = ""  # why it loses to the winner
+
+    @property
+    def feasible(self) -> bool:
+        return not self.rejected and not self.oom
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.time.tokens_per_s_per_gpu if self.time else 0.0
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        return self.time.tflops_per_gpu if self.time else 0.0
+
+    def to_dict(self) -> dict:
+        out = {"layout": self.layout.short(), "parallel": self.layout.parallel_table(), "micro_batch": self.layout.micro_batch,
+               "grad_accum": self.layout.grad_accum, "memory_gib": self.memory.as_gib(), "rejected": self.rejected,
+               "oom": self.oom, "reason": self.reason}
+        if self.time:
+            out.update(tokens_per_s_per_gpu=round(self.tokens_per_s_per_gpu, 1), tflops_per_gpu=round(self.tflops_per_gpu, 1),
+                       step_s=round(self.time.total, 4), breakdown_s={k: round(v, 4) for k, v in self.time.breakdown().items()},
+                       crosses_nodes=self.time.crosses_nodes)
+        return out
+
+
+@dataclass
+class Plan:
+    spec: ModelSpec
+    hardware: HardwareProfile
+    world: int
+    global_batch: int
+    ranked: list[Prediction] = field(default_factory=list)  # feasible, best first
+    others: list[Prediction] = field(default_factory=list)  # refused by vfm or out of memory
+
+    @property
+    def best(self) -> Prediction:
+        return self.ranked[0]
+
+    def distinct(self, key=lambda p: p.layout.model_parallel()) -> list[Prediction]:
+        """The best prediction per ``key`` (default: per (tp, cp, pp), what the published tables name)."""
+        seen, out = set(), []
+        for p in self.ranked:
+            k = key(p)
+            if k not in seen:
+                seen.add(k)
+                out.append(p)
+        return out
+
+    def rank_of(self, match) -> int | None:
+        """1-based rank among :meth:`distinct` of the first prediction ``match`` accepts (None if none)."""
+        for i, p in enumerate(self.distinct(), 1):
+            if match(p.layout):
+                return i
+        return None
+
+    def find(self, match, include_infeasible: bool = True) -> list[Prediction]:
+        pool = self.ranked + (self.others if include_infeasible else [])
+        return [p for p in pool if match(p.layout)]
+
+
+def predict(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool = True, framework: str = "vfm") -> Prediction:
+    """Memory and step time of one layout. ``framework="megatron"`` predicts what NeMo/Megatron-Core
+    would do with it (no vfm rules, no EMA copy), for checking against published figures."""
+    rejected = vfm_rejects(layout, spec) if framework == "vfm" else ""
+    ema = ema and framework == "vfm"
+    mem = memory(spec, layout, ema=ema)
+    oom = mem.total > hw.usable_bytes
+    pred = Prediction(layout, mem, step_time(spec, layout, hw, ema=ema), rejected=rejected, oom=oom)
+    if rejected:
+        pred.reason = f"vfm refuses it: {rejected}"
+    elif oom:
+        pred.reason = f"OOM at {mem.total / GIB:.0f} GiB (usable {hw.usable_bytes / GIB:.0f} GiB)"
+    return pred
+
+
+def plan(spec: ModelSpec, world: int, hw: HardwareProfile, *, global_batch: int, ema: bool = True,
+         framework: str = "vfm", **enumerate_options) -> Plan:
+    """Enumerate, predict and rank every layout of ``world`` GPUs for ``spec``."""
+    if world < 1:
+        raise PlanError(f"--gpus must be >= 1, got {world}")
+    if global_batch < 1:
+        raise PlanError(f"the global batch must be >= 1 sample, got {global_batch}")
+    enumerate_options.setdefault("gpus_per_node", hw.gpus_per_node)
+    result = Plan(spec, hw, world, global_batch)
+    for layout in enumerate_layouts(world, spec, global_batch, framework=framework, **enumerate_options):
+        pred = predict(spec, layout, hw, ema=ema, framework=framework)
+        (result.ranked if pred.feasible else result.others).append(pred)
+    if not result.ranked and not result.others:
+        raise PlanError(f"no layout of {world} GPUs splits a global batch of {global_batch} samples: "
+                        "the data-parallel degree must divide it (use --global-batch)")
+    result.ranked.sort(key=lambda p: -p.tokens_per_s_per_gpu)
+    result.others.sort(key=lambda p: (bool(p.rejected), p.memory.total))
+    if result.ranked:
+        for p in result.ranked[1:]:
+            p.reason = why_slower(p, result.best)
+    return result
+
+
+def why_slower(pred: Prediction, best: Prediction) -> str:
+    """The step-time component (per token) that most exceeds the winner's, named; plus TP across nodes."""
+    mine = {k: v / pred.time.tokens_per_step for k, v in pred.time.breakdown().items()}
+    theirs = {k: v / best.time.tokens_per_step for k, v in best.time.breakdown().items()}
+    worst = max(mine, key=lambda k: mine[k] - theirs[k])
+    share = mine[worst] / sum(mine.values())
+    text = f"{_COMPONENT_NAMES[worst]} ({share:.0%} of its step)"
+    if pred.time.crosses_nodes.get("tp"):
+        text = f"TP across nodes; {text}"
+    return text
