@@ -108,20 +108,41 @@ def test_a_garbage_tar_ends_the_loader_with_an_error_naming_it(tmp_path, workers
         _batches(loader, 3)
 
 
+def _cut_in_half(shard):
+    """Truncate ``shard`` to half its bytes; returns the keys that lost a member."""
+    data = shard.read_bytes()
+    cut = len(data) // 2
+    with tarfile.open(shard) as tar:
+        lost = {m.name.split(".")[0] for m in tar.getmembers() if m.offset_data + m.size > cut}
+    shard.write_bytes(data[:cut])
+    return lost
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_truncated_tail_is_skipped_and_counted_per_shard(tmp_path, workers):
-    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
-    (shard,) = _shards(tmp_path)
-    data = shard.read_bytes()
-    shard.write_bytes(data[: len(data) // 2])
-    loader = make_loader(tmp_path, num_workers=workers, streams=2, **OPTIONS)
-    keys = set(_batches(loader, 12))
-    assert keys and keys <= {f"k{i:05d}" for i in range(7)}  # only the samples before the cut
-    label = f"{tmp_path}/shard-000000.tar"
+    write_dataset(tmp_path, 48, max_shard_bytes=30_000)  # ~10 shards; 4 streams read 12 samples each
+    shard = _shards(tmp_path)[1]
+    lost = _cut_in_half(shard)
+    loader = make_loader(tmp_path, num_workers=workers, streams=4, **OPTIONS)
+    keys = set(_batches(loader, 40))
+    assert lost and not keys & lost
+    label = f"{tmp_path}/{shard.name}"
     assert loader.counts["truncated"] > 0 and loader.shard_counts[label]["truncated"] == loader.counts["truncated"]
     assert "truncated" in loader.skip_summary() and label in loader.skip_summary()
     assert loader.metrics()["data_truncated"] == loader.counts["truncated"]
+
+
+@pytest.mark.timeout(60)
+def test_a_stream_whose_whole_part_is_truncated_stops_naming_the_shard(tmp_path):
+    # one shard, 4 streams of 3 samples: the last streams read only the lost half and can never
+    # give a batch, which is an error (the loader's order needs every stream), not an endless skip
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
+    (shard,) = _shards(tmp_path)
+    _cut_in_half(shard)
+    loader = make_loader(tmp_path, streams=4, **OPTIONS)
+    with pytest.raises(ValueError, match=rf"a loader stream has no usable sample: all 3 samples .*{shard.name} .*truncated 3"):
+        _batches(loader, 8)
 
 
 @pytest.mark.timeout(60)
@@ -186,3 +207,16 @@ def test_first_sample_of_a_folder_with_no_decodable_sample_names_it(tmp_path):
         with pytest.raises(ValueError, match=rf"no decodable sample in {tmp_path} \(missing_key 4 \(.*shard-000000.tar 4\)"):
             first_sample(tmp_path)
 
+
+
+# --- energon's own error handling ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_sample_failing_after_decoding_stops_with_one_line_not_a_traceback_per_sample(tmp_path, capfd):
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20, hw=1)  # 1x1 latents: smaller than a 2x2 patch
+    loader = make_loader(tmp_path, streams=1, **OPTIONS)
+    with pytest.raises(ValueError, match=rf"sample 'k00000' of shard {tmp_path}/shard-000000.tar failed: .*smaller than one patch"):
+        _batches(loader, 1)
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err and len(out + err) < 2000  # energon's default: a traceback per sample, 100 times

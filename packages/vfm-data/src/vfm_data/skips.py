@@ -3,9 +3,11 @@ when a shard or the whole stream gives nothing usable.
 
 Skipping is for a few bad samples among good ones. Two rules make a loader always end:
 
-- **a shard with no decodable sample** is an error naming it, once every sample this stream reads
+- **a shard with no decodable sample** is an error naming it: once every sample this stream reads
   from it was undecodable (its part of the shard read once; a sample seen undecodable twice before
-  any good one also means a full pass);
+  any good one also means a full pass), the rest of the shard is read once (``shard_has_decodable``)
+  and only if it has no decodable sample either is it an error (other streams read the rest, so a
+  truncated tail or a bad region is skipped, not fatal);
 - **a stream with no usable sample** is an error naming the shards that were skipped, once every
   sample of the stream (all its shards, one pass) was skipped since the last usable one (this also
   catches "every sample is over ``max_seq_len``"), or after ``max_consecutive`` undecodable samples
@@ -22,7 +24,7 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, NoReturn
+from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 from megatron.energon import SkipSample
 
@@ -91,7 +93,7 @@ class SkipLog:
     """Skips of one loader stream (shared by its decoder and task encoder)."""
 
     def __init__(self, *, warn_interval: float = WARN_INTERVAL_S,
-                 max_consecutive: int = MAX_CONSECUTIVE_UNDECODABLE) -> None:
+                 max_consecutive: int = MAX_CONSECUTIVE_UNDECODABLE, warn: bool = True) -> None:
         if max_consecutive < 1:
             raise ValueError(f"max_consecutive must be >= 1, got {max_consecutive}")
         self.counts: Counter[str] = Counter()
@@ -100,6 +102,9 @@ class SkipLog:
         self._since_usable: set = set()  # (shard, key) skipped since the last usable sample
         self._consecutive = 0  # undecodable samples in a row
         self._limiter = _RateLimiter()
+        self.warn = warn
+        #: shard -> whether any of its samples decodes (all of them, not only this stream's part)
+        self.shard_has_decodable: Callable[[str], bool] | None = None
 
     def add_shards(self, owned: Mapping[str, int]) -> None:
         """Register how many samples of each shard the stream reads per pass (a dataset listed
@@ -151,6 +156,8 @@ class SkipLog:
         return format_counts(by_reason, by_shard)
 
     def _warn(self, reason: str, what: str) -> None:
+        if not self.warn:
+            return
         held = self._limiter.due(reason, self.warn_interval, time.monotonic())
         if held is None:
             return
@@ -173,10 +180,14 @@ class SkipLog:
         seen_before = sample in tally.bad
         tally.bad.add(sample)
         if seen_before or (tally.owned and len(tally.bad) >= tally.owned):
+            if self.shard_has_decodable is not None and self.shard_has_decodable(shard):
+                tally.good, tally.bad = 1, set()  # other streams read its good samples
+                return
             _, by_shard = split_counts(self.counts)
             raise ShardError(
-                f"vfm_data: shard {shard} has no decodable sample: all {len(tally.bad)} samples this loader "
-                f"stream reads from it were skipped ({format_counts(by_shard.get(shard, {}), {})}; first: "
+                f"vfm_data: shard {shard} has no decodable sample: the {len(tally.bad)} samples this loader "
+                f"stream reads from it were skipped and none of the others decodes "
+                f"({format_counts(by_shard.get(shard, {}), {})}; first: "
                 f"{tally.first}). Re-write the shard or remove it from the dataset"
             )
 

@@ -88,6 +88,16 @@ class GuardedReader:
         except Exception as exc:  # tarfile.ReadError, "Unexpected end of tar file", OSError, ...
             return self._unreadable(idx, exc)
 
+    def samples_of(self, label: str) -> Iterator[Any]:
+        """Every raw sample of the shard called ``label`` (see :func:`~vfm_data.skips.shard_label`)."""
+        reader = self.reader
+        for i, info in enumerate(reader.shard_infos):
+            if shard_label(reader.base_path, info.name) == label:
+                for idx in range(reader.shard_count_cumsum[i], reader.shard_count_cumsum[i + 1]):
+                    raw = self[idx]
+                    if raw is not None:  # None: excluded by the dataset's split config
+                        yield raw
+
     def _unreadable(self, idx: int, exc: Exception) -> dict:
         reader = self.reader
         shard_idx = bisect_right(reader.shard_count_cumsum, idx) - 1
@@ -147,16 +157,16 @@ def _owned_per_shard(loader: Any, reader: Any) -> dict[str, int]:
     return owned
 
 
-def guard_readers(dataset: Any, skips: SkipLog) -> int:
-    """Wrap the tar readers of a built energon dataset; returns how many were wrapped."""
-    wrapped = 0
+def guard_readers(dataset: Any, skips: SkipLog) -> list[GuardedReader]:
+    """Wrap the tar readers of a built energon dataset; returns the wrapped readers."""
+    wrapped: list[GuardedReader] = []
     for ds in _walk(dataset, set()):
         readers = getattr(ds, "join_readers", None)
         if not readers:
             continue
         ds.join_readers = [r if isinstance(r, GuardedReader) or not hasattr(r, "shard_count_cumsum")
                            else GuardedReader(r) for r in readers]
-        wrapped += sum(isinstance(r, GuardedReader) for r in ds.join_readers)
+        wrapped += [r for r in ds.join_readers if isinstance(r, GuardedReader)]
         if len(ds.join_readers) == 1 and isinstance(ds.join_readers[0], GuardedReader):
             skips.add_shards(_owned_per_shard(ds, ds.join_readers[0].reader))
     return wrapped

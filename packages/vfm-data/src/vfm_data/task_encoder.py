@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Sequence
 
 import torch
-from megatron.energon import Cooker, DefaultTaskEncoder, stateless
+from megatron.energon import Cooker, DefaultTaskEncoder, SkipSample, stateless
 from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
 
 from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
@@ -77,6 +77,8 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         self.decode = SampleDecoder(latent_channels, self.skips)
         # skipped / dropped / cropped, by reason and by reason@shard (see vfm_data.skips)
         self.counts: Counter[str] = self.skips.counts
+        self._readers: list = []  # the guarded tar readers of this stream's datasets
+        self.skips.shard_has_decodable = self._shard_has_decodable
         self.cookers = [Cooker(self._cook)]
         if hasattr(self.blender, "frames_bucket"):
             # Only bucketed blends group batches; energon checks whether the hook is overridden.
@@ -112,8 +114,20 @@ class VideoTaskEncoder(DefaultTaskEncoder):
     def build_cook_crude_sample(self, dataset, **kwargs):
         # Every crude dataset (each of a blend) is cooked here: guard its tar readers first, so a
         # damaged tar gives counted skips or an error naming the shard (vfm_data.tar_guard).
-        guard_readers(dataset, self.skips)
+        self._readers += guard_readers(dataset, self.skips)
         return super().build_cook_crude_sample(dataset, **kwargs)
+
+    def _shard_has_decodable(self, shard: str) -> bool:
+        """Read the whole shard once (only when this stream's part of it was all undecodable)."""
+        probe = SampleDecoder(self.decode.latent_channels, SkipLog(warn=False))
+        for reader in self._readers:
+            for raw in reader.samples_of(shard):
+                try:
+                    probe(raw)
+                    return True
+                except SkipSample:
+                    continue
+        return False
 
     # --- packing (energon's hooks) -------------------------------------------------------------
 
