@@ -1,0 +1,130 @@
+"""vfm plan's model against the seeds' two DiT throughput tables (issue 16's done-when), and the
+planner's own rules: vfm-accepted layouts only, OOM and rule reasons, the [parallel] block."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from vfm_parallel.planner import Layout, ModelSpec, load_profile, parallel_block, plan, predict
+from vfm_parallel.planner.measure import spearman
+from vfm_parallel.trainer.config import from_dict
+
+# The seeds' dit-cross presets (vfm_models: 32 x 3072 and 48 x 5120, head_dim 128), counted on the meta device.
+DIT_7B = dict(name="dit-cross-7B", params=6_876_691_520, layers=32, hidden=3072, heads=24)
+DIT_28B = dict(name="dit-cross-28B", params=27_264_910_400, layers=48, hidden=5120, heads=40)
+MODELS = {"7B": DIT_7B, "28B": DIT_28B}
+TOKENS = {"8k": 8192, "64k": 65536, "74k": 73728}  # 32 x 16 x 16; 64 Ki; 32 x 48 x 48 latent patches
+GPUS = 256  # 32 DGX H100 nodes of 8
+# One assumption for every row (the tables do not say): 1024 samples per optimizer step.
+GLOBAL_BATCH = 1024
+
+# (table, model, context, (tp, cp, pp), activation checkpointing (None = either), tokens/s/GPU)
+# table A: seeds/000 (blog, Table 1); table B: seeds/004 (framework docs).
+ROWS = [
+    ("A", "7B", "8k", (1, 2, 1), None, 8969),
+    ("B", "7B", "8k", (2, 1, 1), None, 10052),
+    ("A", "7B", "74k", (4, 4, 1), None, 2933),
+    ("B", "7B", "74k", (2, 4, 1), None, 3409),
+    ("A", "28B", "8k", (2, 1, 2), None, 2392),
+    ("B", "28B", "8k", (4, 1, 4), None, 2510),
+    ("A", "28B", "74k", (8, 4, 4), None, 994),
+    ("B", "28B", "64k", (1, 1, 1), True, 1386),
+]
+# Rows whose published layout the model does not (yet) put in its top 3 of (tp, cp, pp) shapes:
+# the model finds several shapes within a few percent of each other there (docs/plan.md, "Where
+# the model falls short"). Strict: the day one of them passes, the marker must go.
+NOT_TOP3 = {("A", "7B", "8k"), ("B", "28B", "8k"), ("A", "28B", "74k"), ("B", "28B", "64k")}
+
+
+def _id(row):
+    return f"{row[0]}-{row[1]}-{row[2]}-tp{row[3][0]}cp{row[3][1]}pp{row[3][2]}"
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_profile("h100")
+
+
+_PLANS: dict = {}
+
+
+def seeds_plan(model: str, context: str, hw):
+    """The tables were measured with NeMo/Megatron-Core: plan with its data-parallel kinds and rules."""
+    key = (model, context)
+    if key not in _PLANS:
+        spec = ModelSpec(seq_len=TOKENS[context], **MODELS[model])
+        _PLANS[key] = plan(spec, GPUS, hw, global_batch=GLOBAL_BATCH, framework="megatron")
+    return _PLANS[key]
+
+
+def _matches(mp, ac):
+    return lambda layout: layout.model_parallel() == mp and (ac is None or layout.activation_checkpointing == ac)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_id)
+def test_published_layout_predicted_within_25_percent_of_published_tokens_per_s(row, h100):
+    _, model, context, mp, ac, published = row
+    result = seeds_plan(model, context, h100)
+    fits = [p for p in result.ranked if _matches(mp, ac)(p.layout)]
+    assert fits, f"the published layout {mp} is predicted not to fit"
+    predicted = fits[0].tokens_per_s_per_gpu
+    assert abs(predicted / published - 1) <= 0.25, (predicted, published)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_id)
+def test_published_layout_among_top_3_predicted(row, h100, request):
+    table, model, context, mp, ac, _ = row
+    if (table, model, context) in NOT_TOP3:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="near-ties between (tp, cp, pp) shapes: docs/plan.md"))
+    rank = seeds_plan(model, context, h100).rank_of(_matches(mp, ac))
+    assert rank is not None and rank <= 3, rank
+
+
+def test_published_baseline_without_optimization_is_predicted_oom(h100):
+    """Both tables: DiT 7B at 8k, 'baseline, no optimization' (plain data parallelism) is OOM."""
+    spec = ModelSpec(seq_len=8192, **DIT_7B)
+    for framework in ("vfm", "megatron"):
+        baseline = predict(spec, Layout(dp_replicate=GPUS, grad_accum=GLOBAL_BATCH // GPUS), h100, framework=framework)
+        assert baseline.oom and baseline.reason.startswith("OOM at "), baseline.reason
+
+
+def test_every_ranked_layout_is_one_vfm_train_accepts(h100):
+    spec = ModelSpec(seq_len=8192, **DIT_7B)
+    result = plan(spec, 64, h100, global_batch=128)
+    assert result.ranked
+    for p in result.ranked[:40]:
+        table = p.layout.parallel_table()
+        from_dict({"parallel": table, "data": {"source": "synthetic", "micro_batch": p.layout.micro_batch},
+                   "optim": {"grad_accum": p.layout.grad_accum}}, 64)
+        p.layout.dims.validate(64, spec, spec.seq_len)
+    refused = [p for p in result.others if p.rejected]
+    assert any("context parallelism" in p.reason for p in refused)  # pp with cp is refused, with vfm's words
+
+
+def test_tp_across_nodes_is_named_as_the_reason_it_loses(h100):
+    spec = ModelSpec(name="llama-ish-7B", params=7_000_000_000, layers=32, hidden=4096, heads=32, seq_len=8192)
+    result = plan(spec, 64, h100, global_batch=128, max_tp=16)
+    cross = [p for p in result.ranked if p.layout.tp == 16]
+    assert cross and all(p.reason.startswith("TP across nodes") for p in cross)
+
+
+def test_winner_block_is_valid_toml_that_vfm_train_accepts(h100):
+    spec = ModelSpec(seq_len=8192, **DIT_7B)
+    result = plan(spec, 16, h100, global_batch=32)
+    block = tomllib.loads(parallel_block(result.best))
+    from_dict({"parallel": block["parallel"], "data": {"source": "synthetic", "micro_batch": result.best.layout.micro_batch},
+               "optim": {"grad_accum": result.best.layout.grad_accum}}, 16)
+
+
+def test_more_gpu_memory_turns_an_oom_layout_into_a_fitting_one():
+    spec = ModelSpec(seq_len=8192, **DIT_7B)
+    layout = Layout(tp=2, dp_replicate=8)  # DDP: fp32 states unsharded
+    assert predict(spec, layout, load_profile("h100")).oom
+    assert not predict(spec, layout, load_profile("h200")).oom
+
+
+def test_spearman_is_one_for_the_same_order_and_minus_one_for_the_reverse():
+    assert spearman([3, 2, 1], [30, 20, 10]) == pytest.approx(1.0)
+    assert spearman([3, 2, 1], [10, 20, 30]) == pytest.approx(-1.0)
