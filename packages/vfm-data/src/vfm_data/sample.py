@@ -97,7 +97,7 @@ class SampleDecoder:
     def _decode(self, raw: dict[str, Any]) -> VideoSample:
         if UNREADABLE in raw:  # the tar members could not be read (see vfm_data.tar_guard)
             reason, detail = raw[UNREADABLE]
-            self._skip(reason, raw, "(tar)", detail)
+            self._skip(reason, raw, "", detail)
         latent, n_latent = self._array(raw, LATENT_PARTS, 4)
         text, n_text = self._array(raw, TEXT_PARTS, 2)
         _, meta_bytes = self._part(raw, (META_PART,))

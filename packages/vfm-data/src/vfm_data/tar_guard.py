@@ -75,6 +75,8 @@ class GuardedReader:
         self._bad_heads: dict[int, str | None] = {}  # shard index -> tar_head_problem (checked once)
 
     def __getattr__(self, name: str) -> Any:  # everything else is the wrapped reader's
+        if name == "reader":  # not set yet (e.g. while unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.reader, name)
 
     def __len__(self) -> int:
