@@ -67,8 +67,9 @@ def run_layout(config: Path, overrides: list[str], layout, gpus: int, steps: int
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         metrics = Path(tmp) / "metrics.jsonl"
         if proc.returncode != 0 or not metrics.is_file():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise RuntimeError(f"{layout.short()}: exit {proc.returncode}: {tail[0]}")
+            lines = (proc.stderr + proc.stdout).strip().splitlines()
+            errors = [ln for ln in lines if "Error:" in ln or ln.startswith("error:")]
+            raise RuntimeError(f"{layout.short()}: exit {proc.returncode}: {(errors or lines or ['no output'])[-1].strip()}")
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
         rates = sorted(r["tokens_per_s_per_device"] for r in rows[1:] if r.get("tokens_per_s_per_device"))
         if not rates:
@@ -143,6 +144,12 @@ def _calibrate(hw, out: Path) -> None:
     from vfm_parallel.planner.calibrate import calibrate as run
     from vfm_parallel.planner.hardware import to_toml
 
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under torchrun: measure the collectives too
+        import torch
+
+        from vfm_parallel.process_group import ensure_process_group
+
+        ensure_process_group("cuda" if torch.cuda.is_available() else "cpu")
     profile, measured = run(hw)
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0:

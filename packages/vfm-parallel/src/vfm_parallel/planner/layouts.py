@@ -30,6 +30,8 @@ class Layout:
     activation_checkpointing: bool = False
     micro_batch: int = 1  # samples per rank per micro-step (data.micro_batch)
     grad_accum: int = 1  # micro-steps per optimizer step (optim.grad_accum)
+    #: Sequence parallelism with TP (``sp``); vfm runs CP with plain ``tp`` (sp + cp is not supported).
+    sp: bool = True
     #: Megatron's distributed optimizer instead of FSDP (framework="megatron" only: not a vfm strategy).
     distopt: bool = False
 
@@ -69,7 +71,7 @@ class Layout:
         if self.pp > 1:
             names.append("pp")
         if self.tp > 1:
-            names.append("sp")
+            names.append("sp" if self.sp else "tp")
         if self.cp > 1:
             names.append(self.cp_strategy or "cp-ring")
         if self.activation_checkpointing:
@@ -115,6 +117,10 @@ def vfm_rejects(layout: Layout, spec: ModelSpec) -> str:
         layout.dims.validate(layout.world_size, spec, spec.seq_len)
     except LayoutError as exc:
         return str(exc).split(": ", 1)[-1]
+    if layout.dp_kind == "ddp" and layout.tp > 1:  # vfm_parallel/strategies/data_parallel.py refuses it at apply time
+        return f"ddp does not compose with tp={layout.tp} (DTensor parameters); use fsdp or hsdp"
+    if layout.sp and layout.tp > 1 and layout.cp > 1:
+        return "sp does not combine with context parallelism (use tp with cp)"
     if layout.cp_strategy == "cp-ulysses" and (spec.heads // layout.tp) % layout.cp:
         return f"cp-ulysses needs heads per TP rank ({spec.heads // layout.tp}) divisible by cp {layout.cp}"
     parallel = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in layout.parallel_table().items()))
@@ -174,7 +180,7 @@ def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_pe
                                     yield Layout(tp=tp, cp=cp, pp=pp, dp_shard=dp_shard, dp_replicate=dp_replicate,
                                                  cp_strategy=cp_strategy, pp_schedule=schedule, pp_microbatches=n_micro,
                                                  activation_checkpointing=ac, micro_batch=mb, grad_accum=per_rank // mb,
-                                                 distopt=bool(distopt and distopt[0]))
+                                                 distopt=bool(distopt and distopt[0]), sp=framework == "megatron" or cp == 1)
 
 
 def _dp_splits(dp: int, inner: int, gpus_per_node: int) -> list[tuple[int, int]]:

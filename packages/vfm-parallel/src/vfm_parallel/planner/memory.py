@@ -19,6 +19,8 @@ FSDP_LIVE_BLOCKS = 2
 #: Bytes per token per hidden unit that a checkpointed block keeps: its input, the residual stream,
 #: which is bf16 under autocast (the patch embedding's output already is).
 CHECKPOINT_BYTES = 2
+#: Share of a block's activations that TP without sequence parallelism does not split (10 / 34).
+NO_SP_UNSPLIT = 10 / 34
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ def activation_bytes(spec: ModelSpec, layout: Layout) -> float:
     samples = layout.micro_batch / layout.n_micro
     tokens = samples * spec.seq_len / (layout.cp * layout.tp)
     per_block = spec.act_bytes_per_token * spec.hidden * tokens
+    if layout.tp > 1 and not layout.sp:
+        # without SP the norm/residual regions hold all S/cp tokens on every TP rank: about 10 of
+        # the 34 bytes of Korthikanti et al.'s per-layer count stay unsplit
+        per_block *= layout.tp * NO_SP_UNSPLIT + (1 - NO_SP_UNSPLIT)
     if layout.activation_checkpointing:
         kept = layers * CHECKPOINT_BYTES * spec.hidden * tokens
         peak = kept + per_block  # one block's activations live again while it is recomputed

@@ -15,6 +15,7 @@ GIB = 2**30
 #: Step-time components, as the reasons name them.
 _COMPONENT_NAMES = {
     "compute": "more compute per token (activation recompute)",
+    "kernels": "more, smaller kernels (fixed cost per kernel)",
     "tp_comm": "exposed TP communication",
     "cp_comm": "exposed CP communication",
     "dp_comm": "exposed FSDP/DDP communication",

@@ -9,7 +9,7 @@ from vfm_parallel.planner.ranking import GIB, Plan, Prediction
 
 def _row(rank: str, p: Prediction) -> list[str]:
     tps = f"{p.tokens_per_s_per_gpu:,.0f}" if p.time else "-"
-    tfl = f"{p.tflops_per_gpu:,.0f}" if p.time else "-"
+    tfl = (f"{p.tflops_per_gpu:,.0f}" if p.tflops_per_gpu >= 10 else f"{p.tflops_per_gpu:.3g}") if p.time else "-"
     return [rank, p.layout.short(), tps, tfl, f"{p.memory.total / GIB:.1f}", p.reason or "best"]
 
 

@@ -34,6 +34,7 @@ class StepTime:
     """Seconds per optimizer step, split into what the step spends them on (exposed parts only)."""
 
     compute: float
+    kernels: float
     tp_comm: float
     cp_comm: float
     dp_comm: float
@@ -47,7 +48,7 @@ class StepTime:
 
     @property
     def total(self) -> float:
-        return self.compute + self.tp_comm + self.cp_comm + self.dp_comm + self.pp_bubble + self.pp_comm + self.optimizer
+        return self.compute + self.kernels + self.tp_comm + self.cp_comm + self.dp_comm + self.pp_bubble + self.pp_comm + self.optimizer
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -59,7 +60,7 @@ class StepTime:
         return self.tokens_per_s_per_gpu * self.model_flops_per_token / 1e12
 
     def breakdown(self) -> dict[str, float]:
-        keys = ("compute", "tp_comm", "cp_comm", "dp_comm", "pp_bubble", "pp_comm", "optimizer")
+        keys = ("compute", "kernels", "tp_comm", "cp_comm", "dp_comm", "pp_bubble", "pp_comm", "optimizer")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -168,17 +169,16 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     kernels = runs * (layers * KERNELS_PER_BLOCK * (passes + 1) / 2
                       + (full_layers * (cp - 1) * RING_KERNELS_PER_HOP * (passes + 1) / 2 if cp > 1 and layout.cp_strategy != "cp-ulysses" else 0))
     t_kernels = kernels * cal.kernel_overhead_us * 1e-6
-    t_compute += t_kernels
     if pp > 1:
         t_bubble += t_kernels * (pp - 1) / layout.n_micro
 
-    micro = t_compute + t_tp + t_cp + t_dp + t_bubble + t_pp
+    micro = t_compute + t_kernels + t_tp + t_cp + t_dp + t_bubble + t_pp
     # --- optimizer: AdamW + EMA read and write every sharded state once (memory bound) --------------
     shards = layout.dp * cp if layout.distopt else layout.fsdp_shards
     state_bytes = p_rank / shards * (4 + 4 + 8 + (4 if ema and not layout.distopt else 0)) * 2
     t_opt = state_bytes / (hw.hbm_gbps * 1e9)
     ga = layout.grad_accum
-    return StepTime(compute=ga * t_compute, tp_comm=ga * t_tp, cp_comm=ga * t_cp, dp_comm=ga * t_dp,
+    return StepTime(compute=ga * t_compute, kernels=ga * t_kernels, tp_comm=ga * t_tp, cp_comm=ga * t_cp, dp_comm=ga * t_dp,
                     pp_bubble=ga * t_bubble, pp_comm=ga * t_pp, optimizer=t_opt,
                     tokens_per_step=layout.dp * mb * ga * S, world=layout.world_size,
                     model_flops_per_token=spec.model_flops_per_token, crosses_nodes=crosses)
