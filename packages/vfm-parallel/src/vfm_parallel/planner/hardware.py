@@ -32,8 +32,6 @@ class Calibration:
     dp_overlap: float = 0.9
     #: Fixed cost per kernel (launch gap and the tail of small kernels), microseconds.
     kernel_overhead_us: float = 5.0
-    #: Extra compute of selective activation checkpointing (element-wise recompute), fraction of a step.
-    selective_recompute: float = 0.05
     source: str = ""
 
 

@@ -20,8 +20,8 @@ class ModelSpec:
     one SP all-gather in and one reduce-scatter out. ``full_attention_layers``: blocks whose
     self-attention sees the whole sequence (the ones ring CP moves K/V for); -1 = all.
     ``act_bytes_per_token``: bf16 activations a block keeps for backward, per token, in units of the
-    hidden size (see docs/plan.md for the count); ``selective_act_bytes_per_token`` the same under
-    selective checkpointing (matmul and attention outputs only).
+    hidden size (see docs/plan.md for the count). Selective checkpointing is not planned: a train
+    config can only switch full checkpointing on (``parallel.activation_checkpointing``).
     """
 
     name: str
@@ -36,7 +36,6 @@ class ModelSpec:
     tp_regions: int = 3
     full_attention_layers: int = -1
     act_bytes_per_token: float = 54.0
-    selective_act_bytes_per_token: float = 28.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
