@@ -169,3 +169,18 @@ def small_size(width: int, height: int, target_width: int) -> tuple[int, int]:
     w = max(2, min(target_width, width) // 2 * 2)
     h = max(2, int(round(height * w / max(width, 1))) // 2 * 2)
     return w, h
+
+
+def release_freed_memory() -> None:
+    """Collect cycles (PyAV containers hold some) and hand freed heap back to the system (glibc's
+    ``malloc_trim``; a no-op elsewhere). Called after each encoder closes: without it, the freed
+    buffers of one 720p libx264 encoder after another fragment the heap and the resident size
+    grows with the number of clips (255 MB vs 206 MB transcoding a 10-minute 720p video)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

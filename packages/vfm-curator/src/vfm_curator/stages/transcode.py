@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vfm_curator.io.encode import H264Writer, mux_audio, pick_codec, resize
-from vfm_curator.io.video import iter_frames
+from vfm_curator.io.video import iter_frames, release_freed_memory
 from vfm_curator.stages.base import InputError, Resources, Stage
 from vfm_curator.tasks import VideoTask
 
@@ -71,4 +71,6 @@ class TranscodeStage(Stage):
             clip.height, clip.width = writer.stream.height, writer.stream.width
         elif writer is not None:
             writer.close()  # fewer frames than detected: drop the clip instead of writing a short one
+        if writer is not None:
+            release_freed_memory()
         return k + 1
