@@ -1,0 +1,102 @@
+"""A :class:`TrainConfig` from TOML or nested dicts: types checked per key, ``--set`` overrides applied."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any
+
+from vfm_parallel.trainer.config.sections import ConfigError, TrainConfig
+
+
+_SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}
+
+
+def _field_type(cls: type, f: dataclasses.Field) -> Any:
+    hints = typing.get_type_hints(cls)
+    return hints[f.name]
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    accepted = _SCALARS.get(kind)
+    if accepted is None:
+        return value
+    # bool is an int subclass in Python; TOML keeps them apart and so do we.
+    ok = isinstance(value, accepted) and (kind is bool) == isinstance(value, bool)
+    if not ok:
+        raise ConfigError(key, f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+    return float(value) if kind is float else value
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(prefix, f"expected a table, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise ConfigError(where, f"unknown key; accepted: {', '.join(fields)}")
+    values = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else name
+        kind = _field_type(cls, fields[name])
+        if dataclasses.is_dataclass(kind):
+            values[name] = _build(kind, value, key)
+        else:
+            values[name] = _coerce(key, value, kind)
+    return cls(**values)
+
+
+def from_dict(data: dict[str, Any], world_size: int | None = None) -> TrainConfig:
+    """A validated config from nested dicts (as TOML parses them)."""
+    return _build(TrainConfig, data, "").validate(world_size)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``"optim.lr=1e-4"`` -> (["optim", "lr"], 1e-4). The value is read as TOML, else a string."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(item, "an override must look like section.key=value")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # bare words: --set model.family=dit
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``--set`` items to nested dicts (a copy); unknown keys are caught by validation."""
+    out = _deepcopy(data)
+    for item in overrides:
+        path, value = parse_override(item)
+        node = out
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(".".join(path), f"'{part}' is a value, not a table")
+            node = child
+        node[path[-1]] = value
+    return out
+
+
+def _deepcopy(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _deepcopy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deepcopy(v) for v in data]
+    return data
+
+
+def load(path: str | Path, overrides: list[str] = (), world_size: int | None = None) -> TrainConfig:
+    """Read a TOML config, apply ``--set`` overrides, validate."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError("<file>", f"no config file at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("<file>", f"{path} is not valid TOML: {exc}") from None
+    return from_dict(apply_overrides(data, list(overrides)), world_size)

@@ -1,0 +1,159 @@
+"""The training config's sections: one dataclass per TOML table, with its defaults and what each key means."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config value is wrong: names the dotted key and says what is accepted."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"config key '{key}': {reason}")
+        self.key = key
+        self.reason = reason
+
+
+@dataclass
+class ModelConfig:
+    family: str = "dit"
+    preset: str = ""  # "" = the family's dataclass defaults
+    options: dict = field(default_factory=dict)  # dims that override the preset (depth, hidden, ...)
+    formulation: str = "edm"
+    formulation_options: dict = field(default_factory=dict)
+    tokenizer: str = ""  # "" = the one the shards were made with (synthetic data: pixel)
+    tokenizer_options: dict = field(default_factory=dict)
+    text_encoder: str = ""  # "" = the shards' (text-conditional families) or none
+    text_encoder_options: dict = field(default_factory=dict)
+
+
+@dataclass
+class ParallelConfig:
+    """Mesh sizes, outermost first (pp, dp_replicate, dp_shard, cp, tp); dp_shard = -1 fills the rest."""
+
+    pp: int = 1
+    dp_replicate: int = 1
+    dp_shard: int = -1
+    cp: int = 1
+    tp: int = 1
+    strategies: list = field(default_factory=list)  # [] = what vfm_parallel.parallelize picks for the dims
+    activation_checkpointing: bool = False
+    compile: bool = False
+    pp_schedule: str = "1f1b"  # gpipe | 1f1b
+    pp_microbatches: int = 0  # pipeline microbatches per micro-batch; 0 = pp (must divide data.micro_batch)
+
+    def resolved(self, world_size: int) -> dict[str, int]:
+        """The five sizes with dp_shard filled in for ``world_size``."""
+        fixed = self.pp * self.dp_replicate * self.cp * self.tp
+        dp_shard = self.dp_shard if self.dp_shard != -1 else max(world_size // fixed, 1)
+        return {"pp": self.pp, "dp_replicate": self.dp_replicate, "dp_shard": dp_shard, "cp": self.cp, "tp": self.tp}
+
+
+@dataclass
+class DataConfig:
+    source: str = "shards"  # "shards" (vfm-data loader) | "synthetic" (in-memory, for tiny runs and tests)
+    blend: str = ""  # a blend file (vfm-data), or
+    shards: list = field(default_factory=list)  # prepared dataset folders (vfm-data / energon)
+    micro_batch: int = 1  # per rank per micro-step: samples (dense) or packs of max_seq_len tokens (packing)
+    max_seq_len: int = 0  # tokens per packed sequence; 0 = no packing
+    packing: bool = False  # false: bucketed dense batches (one shape each); true: packed THD sequences
+    durations: list = field(default_factory=list)  # latent frame counts of the buckets; [] = those in the shards
+    workers: int = 0  # data worker processes (0 = in the training process)
+    # Let energon build the objects and run the code a dataset's or blend's YAML names (docs/security.md);
+    # false: vfm_data.trust refuses metadata vfm did not write.
+    trust_dataset_code: bool = False
+    # synthetic: the samples' (C, T, H, W); shards: only for `vfm train --validate` away from the shards
+    latent_shape: list = field(default_factory=lambda: [3, 1, 8, 8])
+    # synthetic source only:
+    num_samples: int = 64
+    num_classes: int = 10
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"
+    lr: float = 1e-4
+    betas: list = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0  # cosine decays from lr to lr * min_lr_ratio at the last step
+    grad_clip: float = 1.0  # 0 = no clipping
+    grad_accum: int = 1
+
+
+@dataclass
+class TrainSection:
+    steps: int = 100  # the schedule's length
+    stop_at: int = 0  # stop (and checkpoint) after this step, e.g. a time-limited job; 0 = run to steps
+    seed: int = 0
+    out_dir: str = "runs/vfm"
+    # Token chunks the noise is drawn in, chunk j from the noise stream at cp = j (seed table 3);
+    # 0 = parallel.cp. Set it to a CP run's cp to reproduce that run's noise on fewer ranks.
+    noise_chunks: int = 0
+    # Condition dropout: each sample trains on the null condition (the null class, or the text
+    # encoder's embedding of the empty caption) with this probability, so that classifier-free
+    # guidance has a trained unconditional branch. 0 = off (then guidance defaults to 1).
+    cond_dropout: float = 0.1
+    # A step whose loss or gradient norm is not finite is skipped (no update, no EMA); this many
+    # such steps in a row stop the run with an error naming them, before anything is exported.
+    max_nonfinite_steps: int = 3
+
+
+@dataclass
+class PrecisionConfig:
+    dtype: str = "auto"  # auto (fp32 on CPU, bf16 autocast on GPU) | fp32 | bf16
+
+
+@dataclass
+class EMAConfig:
+    enabled: bool = True
+    decay: float = 0.999
+
+
+@dataclass
+class CheckpointConfig:
+    interval: int = 0  # steps between saves; 0 = only at the end
+    keep: int = 3  # newest complete checkpoints kept
+    resume: str = "auto"  # auto (newest intact one in out_dir/checkpoints) | none | a checkpoint folder
+    # Groups of saved settings a resume may find changed (trainer/resume.py): model, seed, batch, data, layout
+    allow_changes: list = field(default_factory=list)
+    export: bool = True  # write the EMA (or plain) weights as an inference export at the end
+
+
+@dataclass
+class LoggingConfig:
+    interval: int = 1
+    tensorboard: bool = True
+    loss_curve: bool = True
+    progress: bool = True
+    peak_tflops: float = 0.0  # 0 = the device table (GPU) or a measured matmul peak (CPU)
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainSection = field(default_factory=TrainSection)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    ema: EMAConfig = field(default_factory=EMAConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def noise_chunks(self) -> int:
+        """Token chunks the trainer draws the noise in (1 = the formulation draws it whole)."""
+        return self.train.noise_chunks or self.parallel.cp
+
+    def validate(self, world_size: int | None = None) -> "TrainConfig":
+        """Range and cross-field checks; ``world_size`` also checks the mesh. Returns self."""
+        from vfm_parallel.trainer.config.validation import validate  # validation reads these sections
+
+        validate(self, world_size)
+        return self
