@@ -115,7 +115,7 @@ def test_a_packed_step_equals_the_unpacked_step_on_the_same_samples(shards, tmp_
                                  data={"blend": "", "shards": [str(root / "v")], "packing": True, "max_seq_len": 96}))
     r = compose.resolve(cfg)
     from vfm_parallel.trainer.distributed import Coordinates
-    from vfm_parallel.trainer.trainer import RunContext
+    from vfm_parallel.trainer import RunContext
 
     ctx = RunContext(Coordinates.of(0, {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1}), torch.device("cpu"), cfg)
     loader = compose._shard_loader(cfg, ctx, r)

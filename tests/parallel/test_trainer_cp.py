@@ -18,7 +18,7 @@ from tests.parallel.trainer_helpers import SHAPE, build_parts, tiny_config
 from vfm_models.formulations import EDM
 from vfm_parallel import rng
 from vfm_parallel.trainer import from_dict, train
-from vfm_parallel.trainer.trainer import full_weights
+from vfm_parallel.trainer.saving import full_weights
 
 STEPS = 3
 PATCH = (1, 2, 2)  # SHAPE (3, 2, 4, 4) -> grid (2, 2, 2): 8 tokens, cp chunk j = latent frame j

@@ -18,7 +18,7 @@ from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.trainer import RunContext, from_dict
 from vfm_parallel.trainer.distributed import Coordinates, parallelize_model
 from vfm_parallel.trainer.ema import EMA
-from vfm_parallel.trainer.trainer import full_weights
+from vfm_parallel.trainer.saving import full_weights
 
 STEPS = 4
 

@@ -13,7 +13,7 @@ import torch
 
 from tests.gloo import spawn
 from tests.parallel.trainer_helpers import run_config, tiny_config, tiny_model
-from vfm_parallel.trainer.trainer import full_weights
+from vfm_parallel.trainer.saving import full_weights
 
 STEPS = 3
 CLIP = {"grad_clip": 0.3}  # below the tiny run's gradient norms (~0.4-0.6): clipping needs the norm over both stages

@@ -13,7 +13,8 @@ import torch
 from tests.gloo import spawn
 from tests.parallel.trainer_helpers import build_parts, tiny_config
 from vfm_parallel.trainer import ConfigError, TrainParts, from_dict, train
-from vfm_parallel.trainer.trainer import NonFiniteTrainingError, full_weights
+from vfm_parallel.trainer import NonFiniteTrainingError
+from vfm_parallel.trainer.saving import full_weights
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,7 @@ def train(
 
     from vfm_models.export import NonFiniteWeightsError
     from vfm_parallel.checkpoint import CheckpointError
-    from vfm_parallel.trainer.trainer import NonFiniteTrainingError
+    from vfm_parallel.trainer import NonFiniteTrainingError
     from vfm_plugins import FolderLockedError
 
     # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)

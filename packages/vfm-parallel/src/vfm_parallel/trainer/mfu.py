@@ -61,3 +61,26 @@ def measured_matmul_tflops(n: int = 1024, repeats: int = 12) -> float:
 def mfu(flops_per_token: float, tokens_per_second: float, world_size: int, peak_tflops: float) -> float:
     """Fraction of the cluster's peak reached: achieved FLOP/s / (world_size * peak FLOP/s)."""
     return flops_per_token * tokens_per_second / (world_size * peak_tflops * 1e12)
+
+
+class Throughput:
+    """Tokens/s over the steps after the first (which pays for warm-up and compilation).
+
+    Step results stay on the device until a flush (a logged step, a checkpoint, the end), so the
+    host queues step after step without waiting for the device; each flush times the steps since
+    the last one together.
+    """
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.seconds = 0.0
+        self.mark = time.perf_counter()
+
+    def flush(self, tokens: float, counted: bool) -> float:
+        """Seconds since the last flush (the device is idle now); counted unless ``counted`` is False."""
+        now = time.perf_counter()
+        seconds, self.mark = now - self.mark, now
+        if counted:
+            self.tokens += tokens
+            self.seconds += seconds
+        return seconds

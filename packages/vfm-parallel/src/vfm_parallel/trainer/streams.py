@@ -71,3 +71,19 @@ def sharded_noise(shape: Sequence[int], patch: Sequence[int], generators: Sequen
               for g in generators]  # piece j: (B, S/chunks, C*pt*ph*pw)
     seq = torch.cat(pieces, dim=1)  # (B, S, C*pt*ph*pw)
     return torch.stack([unpatchify(sample, grid, c, patch) for sample in seq])  # (B, C, T, H, W)
+
+
+def draws(cfg: "TrainConfig", step: int, global_micro: int, batch: dict[str, Any], patch, device: torch.device):
+    """(timestep generator, noise generator or None, noise tensor or None) of one micro-batch.
+
+    With one noise chunk the formulation draws the noise from the stream at cp = 0. With cp
+    chunks every CP rank assembles the same full noise, chunk j from the stream at cp = j, so the
+    model's input agrees on all CP ranks (CP shards only after ``model.embed``) while each rank's
+    shard of the sequence has noise from its own CP stream (seed table 3).
+    """
+    chunks = cfg.noise_chunks()
+    gen_t, gen_n = micro_batch_generators(cfg.train.seed, step, global_micro, 0, device)
+    if chunks == 1:
+        return gen_t, gen_n, None
+    gens = noise_generators(cfg.train.seed, step, global_micro, chunks, device)
+    return gen_t, None, sharded_noise(batch["x0"].shape, patch, gens, device)

@@ -1,123 +1,38 @@
 """The training loop: parallelized model, AdamW with warm-up + cosine, gradient accumulation, EMA,
 exact resume from DCP checkpoints, metrics with tokens/s and MFU.
 
-Everything model- or data-specific arrives by injection (:class:`TrainParts`): vfm-parallel never
-imports vfm-models or vfm-data; ``vfm_cli.compose`` builds the parts from a config.
+Everything model- or data-specific arrives by injection (:class:`~vfm_parallel.trainer.parts.TrainParts`):
+vfm-parallel never imports vfm-models or vfm-data; ``vfm_cli.compose`` builds the parts from a config.
+The pieces a step uses live beside it: ``optimizer`` (AdamW, gradient norm), ``streams`` (random
+draws), ``health`` (non-finite steps), ``saving`` (checkpoints, export weights), ``resume``, ``mfu``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.process_group import init_distributed
 from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
-from vfm_parallel.trainer.config import TrainConfig
-from vfm_parallel.process_group import init_distributed
-from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
-from vfm_parallel.trainer.ema import EMA, clean_fqn
-from vfm_parallel.trainer.mfu import device_peak_tflops, mfu
-from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer import resume as resume_mod
+from vfm_parallel.trainer.config import TrainConfig
+from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
+from vfm_parallel.trainer.ema import EMA
+from vfm_parallel.trainer.health import NonFiniteGuard
+from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
+from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm
+from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
+from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer.run_folder import hold_run_folder
+from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpoint
 from vfm_parallel.trainer.schedule import lr_at
-from vfm_parallel.trainer.streams import cond_dropout_generator, micro_batch_generators, noise_generators, sharded_noise
-
-
-class Formulation(Protocol):
-    # ``noise``: an explicit noise tensor instead of noise_generator (chunked noise under CP)
-    def loss(self, model: nn.Module, x0: torch.Tensor, cond: dict, generator: torch.Generator,
-             noise_generator: torch.Generator | None = None, *, noise: torch.Tensor | None = None) -> torch.Tensor: ...
-
-    # packed micro-batches only (docs/contracts.md section 2)
-    def loss_packed(self, model: nn.Module, x0s: list, cond: dict, generator: torch.Generator, noise_generator: torch.Generator | None = None) -> torch.Tensor: ...
-
-
-class ResumableLoader(Protocol):
-    def __iter__(self): ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class NonFiniteTrainingError(RuntimeError):
-    """``train.max_nonfinite_steps`` steps in a row had a non-finite loss or gradient norm."""
-
-
-def _sample_keys(batch: dict[str, Any]) -> list[str]:
-    """The sample keys a micro-batch carries (``keys``, as vfm-data names them), else none."""
-    keys = batch.get("keys", batch.get("__key__"))
-    return [str(k) for k in keys] if isinstance(keys, (list, tuple)) else []
-
-
-def _count_samples(batch: dict[str, Any]) -> int:
-    """The default count when the parts give none: ``num_tokens`` if the batch has it, else samples."""
-    if "num_tokens" in batch:
-        return int(batch["num_tokens"])
-    return len(batch["x0s"]) if "x0s" in batch else batch["x0"].shape[0]
-
-
-@dataclass
-class TrainParts:
-    """What the trainer is given: built on every rank after seeding, before parallelization."""
-
-    model: nn.Module  # the whole model, identically initialised on every rank
-    formulation: Formulation
-    loader: ResumableLoader  # micro-batches of this DP rank, dense or packed (see trainer.batches)
-    flops_per_token: float  # training FLOPs (fwd + bwd) per token by the seeds' convention, 6 N + 12 L h S
-    #: the matmul FLOPs (fwd + bwd) per token the step really executes (vfm_models.flops.flops_per_token):
-    #: adaLN and embedder linears once per sample, text keys/values once per text token
-    executed_flops_per_token: float | None = None
-    count_tokens: Callable[[dict[str, Any]], int] = _count_samples  # tokens in one micro-batch
-    seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
-    patch: tuple[int, int, int] | None = None  # (pt, ph, pw): needed to draw the noise per CP shard
-    export: Callable[[Path, dict[str, torch.Tensor]], None] | None = None  # (folder, full weights)
-    null_cond: batches_mod.NullCond | None = None  # condition dropout's substitute (None: unconditional)
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """Handed to the parts builder: where this rank sits and what it runs on."""
-
-    coords: Coordinates
-    device: torch.device
-    config: TrainConfig
-
-
-@dataclass
-class TrainResult:
-    losses: dict[int, float] = field(default_factory=dict)  # step -> loss (all steps run in this call)
-    last_metrics: dict[str, float] = field(default_factory=dict)
-    mean_tokens_per_s: float = 0.0
-    mean_mfu: float = 0.0  # the seeds' convention (6 N + 12 L h S), comparable with published tables
-    mean_mfu_executed: float = 0.0  # the FLOPs the device really executed
-    peak_tflops: float = 0.0
-    peak_source: str = ""
-    start_step: int = 0
-    final_step: int = 0
-    checkpoint: Path | None = None
-    export: Path | None = None
-    loss_curve: Path | None = None
-    model: nn.Module | None = None
-
-
-def full_weights(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Unsharded CPU copies (collective under FSDP/TP: every rank must call it)."""
-    out = {}
-    for name, t in named:
-        t = t.full_tensor() if hasattr(t, "full_tensor") else t
-        out[clean_fqn(name)] = t.detach().to("cpu", copy=True)
-    return out
+from vfm_parallel.trainer.streams import cond_dropout_generator, draws
 
 
 def _resolve_resume(cfg: TrainConfig, root: Path) -> Path | None:
@@ -130,90 +45,6 @@ def _autocast(cfg: TrainConfig, device: torch.device):
     if dtype == "bf16" or (dtype == "auto" and device.type == "cuda"):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
-
-
-def _grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None, replicated: frozenset = frozenset()) -> torch.Tensor:
-    """Global L2 norm of all gradients (a device tensor: no host sync), then clip to ``clip``
-    (0 = no clipping) as torch does.
-
-    Under TP some parameters are DTensors (sharded) and others plain tensors (replicated, their
-    gradients already reduced by ``sync_grads``); torch's clip_grad_norm_ cannot mix them, so the
-    norm is taken per device mesh and combined. Under PP (``stage_group``) each stage holds its own
-    parameters, whose squared norms are summed over the stages, and copies of the conditioning
-    embedders (ids in ``replicated``), counted once.
-    """
-    groups: dict[Any, list[torch.Tensor]] = {}
-    for p in params:
-        if p.grad is not None:
-            groups.setdefault((getattr(p.grad, "device_mesh", None), id(p) in replicated), []).append(p.grad)
-    device = params[0].device if params else torch.device("cpu")
-    local = torch.zeros((), dtype=torch.float64, device=device)  # this stage's own squared norm
-    shared = torch.zeros((), dtype=torch.float64, device=device)  # the replicated embedders'
-    for (_, is_replicated), grads in groups.items():
-        norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
-        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-        square = norm.to(device, torch.float64) ** 2
-        if is_replicated:
-            shared = shared + square
-        else:
-            local = local + square
-    if stage_group is not None:
-        dist.all_reduce(local, group=stage_group)
-    total = (local + shared).sqrt()
-    if clip > 0:
-        coef = (clip / (total + 1e-6)).clamp(max=1.0)  # x * 1.0 == x: unclipped gradients stay bitwise
-        for grads in groups.values():
-            if hasattr(grads[0], "device_mesh"):  # DTensor gradients take a Python scalar (TP runs only)
-                scale = float(coef)
-                for g in grads:
-                    g.mul_(scale)
-            else:
-                torch._foreach_mul_(grads, coef.to(grads[0].dtype))
-    return total
-
-
-def _draws(cfg: TrainConfig, step: int, global_micro: int, batch: dict[str, Any], patch, device: torch.device):
-    """(timestep generator, noise generator or None, noise tensor or None) of one micro-batch.
-
-    With one noise chunk the formulation draws the noise from the stream at cp = 0. With cp
-    chunks every CP rank assembles the same full noise, chunk j from the stream at cp = j, so the
-    model's input agrees on all CP ranks (CP shards only after ``model.embed``) while each rank's
-    shard of the sequence has noise from its own CP stream (seed table 3).
-    """
-    chunks = cfg.noise_chunks()
-    gen_t, gen_n = micro_batch_generators(cfg.train.seed, step, global_micro, 0, device)
-    if chunks == 1:
-        return gen_t, gen_n, None
-    gens = noise_generators(cfg.train.seed, step, global_micro, chunks, device)
-    return gen_t, None, sharded_noise(batch["x0"].shape, patch, gens, device)
-
-
-class _Throughput:
-    """Tokens/s over the steps after the first (which pays for warm-up and compilation).
-
-    Step results stay on the device until a flush (a logged step, a checkpoint, the end), so the
-    host queues step after step without waiting for the device; each flush times the steps since
-    the last one together.
-    """
-
-    def __init__(self) -> None:
-        self.tokens = 0.0
-        self.seconds = 0.0
-        self.mark = time.perf_counter()
-
-    def flush(self, tokens: float, counted: bool) -> float:
-        """Seconds since the last flush (the device is idle now); counted unless ``counted`` is False."""
-        now = time.perf_counter()
-        seconds, self.mark = now - self.mark, now
-        if counted:
-            self.tokens += tokens
-            self.seconds += seconds
-        return seconds
-
-
-def _fused_adamw(params: list[torch.Tensor], device: torch.device) -> bool:
-    """torch's fused AdamW kernel: on CUDA for plain (non-DTensor) parameters."""
-    return device.type == "cuda" and not any(hasattr(p, "device_mesh") for p in params)
 
 
 def train(
@@ -271,9 +102,7 @@ class _Run:
                       if self.pipelined else self.model)
         o = cfg.optim
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=o.lr, betas=tuple(o.betas), eps=o.eps,
-                                           weight_decay=o.weight_decay,
-                                           fused=_fused_adamw(self.params, self.device) or None)
+        self.optimizer = adamw(self.params, o, self.device)
         self.ema = EMA(self.named, cfg.ema.decay) if cfg.ema.enabled else None
         self.start = self._resume()
         self.last = cfg.train.stop_at or cfg.train.steps
@@ -288,9 +117,9 @@ class _Run:
         if chunks > 1 and self.parts.patch is None:
             raise ValueError(f"noise in {chunks} chunks (cp / train.noise_chunks) needs TrainParts.patch, the model's (pt, ph, pw)")
         self.batches = iter(self.parts.loader)
-        self.throughput = _Throughput()
+        self.throughput = Throughput()
         self.pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
-        self.nonfinite_run: list[int] = []  # the steps skipped in a row for a non-finite loss or gradient norm
+        self.health = NonFiniteGuard(cfg.train.max_nonfinite_steps, self.rank, self.world)
         self.model.train()
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -343,7 +172,7 @@ class _Run:
                 if p.grad is not None:
                     p.grad.div_(o.grad_accum)
         self.pm.sync_grads()
-        grad_norm = _grad_norm(self.params, o.grad_clip, self.stage_group, self.replicated)
+        grad_norm = clip_grad_norm(self.params, o.grad_clip, self.stage_group, self.replicated)
         # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage);
         # the last entry counts the ranks whose loss or gradient norm is not finite.
         local_bad = ~(torch.isfinite(loss_sum) & torch.isfinite(grad_norm.to(loss_sum.device)))
@@ -352,7 +181,7 @@ class _Run:
         if dist.is_initialized():
             dist.all_reduce(stats)
         done = step + 1
-        if self._finite(done, stats, grad_norm, local_bad):
+        if self.health.allows(done, stats, grad_norm, local_bad, self.step_keys):
             self.optimizer.step()
             if self.ema is not None:
                 self.ema.update(self.named)
@@ -363,58 +192,18 @@ class _Run:
         if done == self.start + 1 or save or done % cfg.logging.interval == 0:
             self.flush()
         if save:
-            self.result.checkpoint = _save(cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts, self.coords)
+            self.result.checkpoint = save_checkpoint(cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts, self.coords)
             self.throughput.flush(0.0, counted=False)  # saving is not training time
-
-    def _finite(self, done: int, stats: torch.Tensor, grad_norm: torch.Tensor, local_bad: torch.Tensor) -> bool:
-        """Whether step ``done`` may update the weights: no rank saw a non-finite loss or gradient
-        norm (``stats[3]``, summed over all ranks, so every rank decides alike).
-
-        The one host sync per step: the update depends on it. Otherwise the step is skipped (no
-        optimizer step, so AdamW's moments, step count and weight decay are untouched; no EMA
-        update) with a warning, and ``train.max_nonfinite_steps`` such steps in a row raise
-        :class:`NonFiniteTrainingError` naming the steps and the samples."""
-        if stats[3].item() == 0:
-            self.nonfinite_run = []
-            return True
-        self.nonfinite_run.append(done)
-        samples = self._nonfinite_samples(local_bad)
-        limit = self.cfg.train.max_nonfinite_steps
-        loss = (stats[0] / stats[2].clamp(min=1)).item()
-        what = f"loss {loss:g}, gradient norm {grad_norm.item():g}; samples: {samples}"
-        if len(self.nonfinite_run) >= limit:
-            steps = self.nonfinite_run
-            label = f"step {steps[0]}" if len(steps) == 1 else f"steps {', '.join(map(str, steps))}"
-            raise NonFiniteTrainingError(
-                f"{label} had a non-finite loss or gradient norm (last: {what}); stopped after "
-                f"train.max_nonfinite_steps = {limit} in a row, without updating the weights on them or exporting")
-        if self.rank == 0:
-            warnings.warn(f"step {done} skipped: non-finite {what} ({len(self.nonfinite_run)} in a row of "
-                          f"train.max_nonfinite_steps = {limit}); weights, optimizer state and EMA unchanged",
-                          RuntimeWarning, stacklevel=2)
-        return False
-
-    def _nonfinite_samples(self, local_bad: torch.Tensor) -> str:
-        """The keys of the samples of this step on the ranks whose own loss or norm was not finite
-        (a collective, run only on a skipped step, which every rank takes together)."""
-        mine = (self.rank, bool(local_bad), self.step_keys)
-        everyone = [mine]
-        if dist.is_initialized():
-            everyone = [None] * self.world
-            dist.all_gather_object(everyone, mine)
-        bad = [r for r in everyone if r[1]] or everyone
-        named = [f"rank {rank}: {', '.join(keys)}" for rank, _, keys in bad if keys]
-        return "; ".join(named) if named else "the batches carry no sample keys"
 
     def _micro_step(self, step: int, micro: int) -> tuple[torch.Tensor | None, int]:
         """(loss or None on a non-last pipeline stage, tokens) of one micro-batch, backward done."""
         cfg, parts, device = self.cfg, self.parts, self.device
         global_micro = micro * self.coords.dp_size + self.coords.dp_rank
         batch = batches_mod.to_device(next(self.batches), device)
-        self.step_keys.extend(_sample_keys(batch))
+        self.step_keys.extend(sample_keys(batch))
         batch = batches_mod.drop_conditions(batch, parts.null_cond, cfg.train.cond_dropout,
                                             cond_dropout_generator(cfg.train.seed, step, global_micro, device))
-        gen_t, gen_n, noise = _draws(cfg, step, global_micro, batch, parts.patch, device)
+        gen_t, gen_n, noise = draws(cfg, step, global_micro, batch, parts.patch, device)
         with _autocast(cfg, device):
             if self.pipelined:  # the schedule runs forward and backward; the loss is on the last stage
                 pieces = parts.formulation.training_pieces(batch["x0"], gen_t, gen_n, noise=noise)
@@ -469,7 +258,7 @@ class _Run:
             ema, named = self.ema, self.named
             weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
             if self.pipelined:  # each stage holds its blocks: rank 0 collects the others'
-                weights = _merge_stages(weights, self.stage_group)
+                weights = merge_stages(weights, self.stage_group)
             if self.rank == 0:
                 result.export = self.out_dir / "export"
                 self.parts.export(result.export, weights)
@@ -484,22 +273,3 @@ class _Run:
             self.result.loss_curve = metrics_mod.plot_loss_curve(metrics, self.out_dir / "loss_curve.png")
 
 
-def _merge_stages(weights: dict[str, torch.Tensor], group: Any) -> dict[str, torch.Tensor]:
-    """Every pipeline stage's weights (single-process names) in one dict, on every stage."""
-    parts: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(parts, weights, group=group)
-    return {k: v for part in parts for k, v in part.items()}
-
-
-def _first_of_dp_group(coords: Coordinates) -> bool:
-    return all(coords.index[n] == 0 for n in ("pp", "cp", "tp"))
-
-
-def _save(cfg: TrainConfig, root: Path, step: int, model, optimizer, ema, parts: TrainParts, coords: Coordinates) -> Path:
-    return ckpt.save(
-        root, step, model=model, optimizer=optimizer, ema=ema,
-        state={"world_size": coords.world_size, "sizes": coords.sizes, "config": cfg.to_dict()},
-        # One file per DP rank: its TP/CP/PP peers read the same samples and would write the same file.
-        rank_state={"loader": parts.loader.state_dict()} if _first_of_dp_group(coords) else None,
-        rank_key=coords.dp_rank, keep=cfg.checkpoint.keep,
-    )

@@ -1,0 +1,61 @@
+"""The run's AdamW (torch's fused kernel where it applies) and the global gradient norm with clipping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from vfm_parallel.trainer.config import OptimConfig
+
+
+def adamw(params: list[torch.Tensor], o: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over ``params`` with the ``optim`` section's settings (lr is set per step by the schedule)."""
+    return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
+                             fused=_fused_adamw(params, device) or None)
+
+
+def _fused_adamw(params: list[torch.Tensor], device: torch.device) -> bool:
+    """torch's fused AdamW kernel: on CUDA for plain (non-DTensor) parameters."""
+    return device.type == "cuda" and not any(hasattr(p, "device_mesh") for p in params)
+
+
+def clip_grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None, replicated: frozenset = frozenset()) -> torch.Tensor:
+    """Global L2 norm of all gradients (a device tensor: no host sync), then clip to ``clip``
+    (0 = no clipping) as torch does.
+
+    Under TP some parameters are DTensors (sharded) and others plain tensors (replicated, their
+    gradients already reduced by ``sync_grads``); torch's clip_grad_norm_ cannot mix them, so the
+    norm is taken per device mesh and combined. Under PP (``stage_group``) each stage holds its own
+    parameters, whose squared norms are summed over the stages, and copies of the conditioning
+    embedders (ids in ``replicated``), counted once.
+    """
+    groups: dict[Any, list[torch.Tensor]] = {}
+    for p in params:
+        if p.grad is not None:
+            groups.setdefault((getattr(p.grad, "device_mesh", None), id(p) in replicated), []).append(p.grad)
+    device = params[0].device if params else torch.device("cpu")
+    local = torch.zeros((), dtype=torch.float64, device=device)  # this stage's own squared norm
+    shared = torch.zeros((), dtype=torch.float64, device=device)  # the replicated embedders'
+    for (_, is_replicated), grads in groups.items():
+        norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        square = norm.to(device, torch.float64) ** 2
+        if is_replicated:
+            shared = shared + square
+        else:
+            local = local + square
+    if stage_group is not None:
+        dist.all_reduce(local, group=stage_group)
+    total = (local + shared).sqrt()
+    if clip > 0:
+        coef = (clip / (total + 1e-6)).clamp(max=1.0)  # x * 1.0 == x: unclipped gradients stay bitwise
+        for grads in groups.values():
+            if hasattr(grads[0], "device_mesh"):  # DTensor gradients take a Python scalar (TP runs only)
+                scale = float(coef)
+                for g in grads:
+                    g.mul_(scale)
+            else:
+                torch._foreach_mul_(grads, coef.to(grads[0].dtype))
+    return total
