@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vfm_plugins.parent_watch import pid_exists
+
 try:
     import fcntl
 except ImportError:  # not POSIX: the content decides alone
@@ -220,7 +222,7 @@ class FolderLock:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
                 previous = LockHolder.parse(_read_text(self.path))
-                if previous is None or previous.host != socket.gethostname() or _pid_alive(previous.pid):
+                if previous is None or previous.host != socket.gethostname() or pid_exists(previous.pid):
                     raise FolderLockedError(self.folder, self.path, previous) from None
                 _warn_stale(self.folder, previous, "its process is gone")
                 os.unlink(self.path)
@@ -264,14 +266,6 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _warn_stale(folder: Path, previous: LockHolder, why: str) -> None:

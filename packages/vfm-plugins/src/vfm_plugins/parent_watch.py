@@ -35,21 +35,22 @@ def exit_with_parent(parent_pid: int | None = None, *, interval: float = 0.5, wh
         return
     parent = os.getppid() if parent_pid is None else int(parent_pid)
     is_parent = parent == os.getppid()
-    if not is_parent and not _exists(parent):
+    if not is_parent and not pid_exists(parent):
         _exit(parent, what)
     _watching[me] = parent
 
     def watch() -> None:
         while True:
             time.sleep(interval)
-            gone = os.getppid() != parent if is_parent else not _exists(parent)
+            gone = os.getppid() != parent if is_parent else not pid_exists(parent)
             if gone:
                 _exit(parent, what)
 
     threading.Thread(target=watch, name=f"vfm-exit-with-parent-{parent}", daemon=True).start()
 
 
-def _exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie counts as gone: it holds no locks and does no work)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

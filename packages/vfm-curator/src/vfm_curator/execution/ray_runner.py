@@ -156,22 +156,15 @@ class RayRunner:
                     ray.cancel(call.out, force=True)
                     out = ray.put(self._fail_inputs(call, name, TimeoutError(
                         f"no result after {self.stage_timeout_s:g} s (run.stage_timeout_s); cancelled")))
-                    if self.on_progress:
-                        self.on_progress(name, call.items)
-                    if i + 1 < n:
-                        queues[i + 1].append((out, call.items))
-                        queued[i + 1] += call.items
-                    else:
-                        yield from ray.get(out)
-                    continue
-                try:
-                    stats = ray.get(ref)
-                    self.balancer.observe(name, stats["seconds"], stats["items"])
-                except Exception as exc:  # the call itself died: fail its tasks, keep going
-                    stop = getattr(exc, "cause", None)
-                    if isinstance(stop, StopRun):  # disk full: no other task would escape it
-                        raise stop from None
-                    out = ray.put(self._fail_inputs(call, name, exc))
+                else:
+                    try:
+                        stats = ray.get(ref)
+                        self.balancer.observe(name, stats["seconds"], stats["items"])
+                    except Exception as exc:  # the call itself died: fail its tasks, keep going
+                        stop = getattr(exc, "cause", None)
+                        if isinstance(stop, StopRun):  # disk full: no other task would escape it
+                            raise stop from None
+                        out = ray.put(self._fail_inputs(call, name, exc))
                 if self.on_progress:
                     self.on_progress(name, call.items)
                 if i + 1 < n:

@@ -35,11 +35,6 @@ from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.streams import cond_dropout_generator, draws
 
 
-def _resolve_resume(cfg: TrainConfig, root: Path) -> Path | None:
-    """The checkpoint to resume from, verified whole (``resume = "auto"``: the newest intact one)."""
-    return resume_mod.choose_checkpoint(cfg, root)
-
-
 def _autocast(cfg: TrainConfig, device: torch.device):
     dtype = cfg.precision.dtype
     if dtype == "bf16" or (dtype == "auto" and device.type == "cuda"):
@@ -127,7 +122,7 @@ class _Run:
     def _resume(self) -> int:
         """The step to start from: 0, or a checkpoint's, verified whole and saved with this run's
         settings (trainer.resume), with its model, optimizer, EMA and loader state loaded."""
-        path = _resolve_resume(self.cfg, self.root)
+        path = resume_mod.choose_checkpoint(self.cfg, self.root)  # verified whole; auto: the newest intact one
         if path is None:
             return 0
         state = ckpt.read_state(path)
@@ -135,7 +130,7 @@ class _Run:
         resume_mod.check_step(path, state["step"], self.cfg)
         key = resume_mod.loader_rank(state, self.coords.dp_rank, self.coords.dp_size)
         state, rank_state = ckpt.load(path, model=self.named, optimizer=self.optimizer, ema=self.ema,
-                                      rank_key=key, check_files=False)  # verified by _resolve_resume
+                                      rank_key=key, check_files=False)  # verified by choose_checkpoint
         resume_mod.restore_loader(path, self.parts.loader, key, rank_state)
         resume_mod.announce(path, state["step"])
         return state["step"]
