@@ -90,9 +90,20 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_all_infinite_latents_stop_the_run_naming_the_steps_and_export_nothing(tmp_path):
+#: Where a skip happens: on the host (AdamW's foreach path: one sync per step) or on the device
+#: (fused AdamW's found_inf, reviewed at the logging interval: here every 4 steps, so the review
+#: comes steps after the skip it reports).
+SKIP_PATHS = {"host": {"optim": {"fused": "off"}}, "device": {"optim": {"fused": "on"}, "logging": {"interval": 4}}}
+
+
+def _paths(name: str) -> dict:
+    return SKIP_PATHS[name]
+
+
+@pytest.mark.parametrize("path", SKIP_PATHS)
+def test_all_infinite_latents_stop_the_run_naming_the_steps_and_export_nothing(tmp_path, path):
     exported: list = []
-    data = tiny_config(tmp_path, train={"steps": 6}, checkpoint={"export": True})
+    data = tiny_config(tmp_path, train={"steps": 6}, checkpoint={"export": True}, **_paths(path))
     with pytest.raises(NonFiniteTrainingError) as info:
         train(from_dict(data), _poisoned_parts(set(range(1, 100)), float("inf"), exported=exported))
     message = str(info.value)
@@ -102,28 +113,34 @@ def test_all_infinite_latents_stop_the_run_naming_the_steps_and_export_nothing(t
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
 
 
-def test_max_nonfinite_steps_sets_how_many_in_a_row_stop_the_run(tmp_path):
-    data = tiny_config(tmp_path, train={"steps": 6, "max_nonfinite_steps": 1})
+@pytest.mark.parametrize("path", SKIP_PATHS)
+def test_max_nonfinite_steps_sets_how_many_in_a_row_stop_the_run(tmp_path, path):
+    data = tiny_config(tmp_path, train={"steps": 6, "max_nonfinite_steps": 1}, **_paths(path))
     with pytest.raises(NonFiniteTrainingError, match=r"step 2 had a non-finite loss"):
         train(from_dict(data), _poisoned_parts({2}))
 
 
-def test_a_single_nan_step_is_skipped_and_training_recovers(tmp_path):
+@pytest.mark.parametrize("path", SKIP_PATHS)
+def test_a_single_nan_step_is_skipped_and_training_recovers(tmp_path, path):
     # Reference: the first two steps of the clean run.
-    clean = train(from_dict(tiny_config(tmp_path / "clean", train={"steps": 6, "stop_at": 2})), build_parts)
+    clean = train(from_dict(tiny_config(tmp_path / "clean", train={"steps": 6, "stop_at": 2}, **_paths(path))), build_parts)
     # Step 3's batch is NaN: after step 3, weights, EMA and AdamW's moments and step count are step 2's.
-    skipped = train(from_dict(tiny_config(tmp_path / "skip", train={"steps": 6, "stop_at": 3})), _poisoned_parts({3}))
+    with pytest.warns(RuntimeWarning, match=r"step 3 skipped: non-finite loss nan"):
+        skipped = train(from_dict(tiny_config(tmp_path / "skip", train={"steps": 6, "stop_at": 3}, **_paths(path))),
+                        _poisoned_parts({3}))
     assert _same(_checkpoint_tensors(clean), _checkpoint_tensors(skipped))
     assert skipped.losses[3] != skipped.losses[3]  # NaN, logged as it was
     # And the run goes on: the later steps train on finite losses.
-    later = train(from_dict(tiny_config(tmp_path / "later", train={"steps": 6})), _poisoned_parts({3}))
+    later = train(from_dict(tiny_config(tmp_path / "later", train={"steps": 6}, **_paths(path))), _poisoned_parts({3}))
     assert all(later.losses[s] == later.losses[s] for s in (4, 5, 6))
     assert all(torch.isfinite(w).all() for w in _state(later).values())
     assert not _same(_state(later), _state(skipped))
 
 
-#: Two-rank layouts the skip is checked under: FSDP (the default), TP and PP.
-LAYOUTS = {"fsdp": {}, "tp": {"tp": 2, "dp_shard": 1}, "pp": {"pp": 2, "dp_shard": 1}}
+#: Two-rank layouts the skip is checked under: FSDP (the default), TP and PP on the host path, and
+#: PP (plain parameters: fused AdamW applies) on the device path.
+LAYOUTS = {"fsdp": ({}, "host"), "tp": ({"tp": 2, "dp_shard": 1}, "host"), "pp": ({"pp": 2, "dp_shard": 1}, "host"),
+           "pp-device": ({"pp": 2, "dp_shard": 1}, "device")}
 
 
 def _two_ranks(rank, world, root):
@@ -131,13 +148,13 @@ def _two_ranks(rank, world, root):
     after step 2 = after step 1). Then rank 1 alone sees only infinite batches: both ranks stop."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
 
-    def cfg(name, layout, **train_):
-        return from_dict(tiny_config(root / name, parallel=layout, train={"steps": 4, **train_}), world)
+    def cfg(name, layout, path="host", **train_):
+        return from_dict(tiny_config(root / name, parallel=layout, train={"steps": 4, **train_}, **_paths(path)), world)
 
     out = {}
-    for name, layout in LAYOUTS.items():
-        one = train(cfg(f"{name}-one", layout, stop_at=1), build_parts)
-        two = train(cfg(f"{name}-two", layout, stop_at=2), _poisoned_parts({2}, ranks=(1,)))
+    for name, (layout, path) in LAYOUTS.items():
+        one = train(cfg(f"{name}-one", layout, path, stop_at=1), build_parts)
+        two = train(cfg(f"{name}-two", layout, path, stop_at=2), _poisoned_parts({2}, ranks=(1,)))
         out[name] = {"equal": _same(_state(one), _state(two)), "loss2": two.losses[2]}
     try:
         train(cfg("stop", {}), _poisoned_parts(set(range(1, 100)), float("inf"), ranks=(1,)))

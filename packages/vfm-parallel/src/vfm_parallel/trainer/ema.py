@@ -26,9 +26,15 @@ class EMA:
         }
 
     @torch.no_grad()
-    def update(self, model: nn.Module) -> None:
+    def update(self, model: nn.Module, keep: torch.Tensor | None = None) -> None:
+        """One blend; ``keep`` (a 0-dim device tensor, 1 or 0) scales it, so a step the optimizer
+        skipped on the device leaves the shadow exactly as it was (``x + 0 * (p - x) == x``)."""
+        weight: float | torch.Tensor = 1.0 - self.decay
+        if keep is not None:
+            weight = keep * weight
         for name, p in model.named_parameters():
-            self.shadow[clean_fqn(name)].lerp_(p.detach(), 1.0 - self.decay)
+            shadow = self.shadow[clean_fqn(name)]
+            shadow.lerp_(p.detach(), weight if isinstance(weight, float) else weight.to(shadow.dtype))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return dict(self.shadow)

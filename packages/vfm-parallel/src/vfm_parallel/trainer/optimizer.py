@@ -13,12 +13,20 @@ from vfm_parallel.trainer.config import OptimConfig
 def adamw(params: list[torch.Tensor], o: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW over ``params`` with the ``optim`` section's settings (lr is set per step by the schedule)."""
     return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
-                             fused=_fused_adamw(params, device) or None)
+                             fused=_fused_adamw(params, device, o.fused) or None)
 
 
-def _fused_adamw(params: list[torch.Tensor], device: torch.device) -> bool:
-    """torch's fused AdamW kernel: on CUDA for plain (non-DTensor) parameters."""
-    return device.type == "cuda" and not any(hasattr(p, "device_mesh") for p in params)
+def _fused_adamw(params: list[torch.Tensor], device: torch.device, mode: str = "auto") -> bool:
+    """torch's fused AdamW kernel (``optim.fused``): "auto" on CUDA, "on" on any device, for plain
+    (non-DTensor) parameters only."""
+    wanted = mode == "on" or (mode == "auto" and device.type == "cuda")
+    return wanted and not any(hasattr(p, "device_mesh") for p in params)
+
+
+def is_fused(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` runs torch's fused kernel, which can skip a step on the device
+    (its ``found_inf`` input, as GradScaler uses it)."""
+    return bool(optimizer.defaults.get("fused"))
 
 
 def clip_grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = None, replicated: frozenset = frozenset()) -> torch.Tensor:

@@ -26,7 +26,7 @@ from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pic
 from vfm_parallel.trainer.ema import EMA
 from vfm_parallel.trainer.health import NonFiniteGuard
 from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
-from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm
+from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer.run_folder import hold_run_folder
@@ -114,7 +114,7 @@ class _Run:
         self.batches = iter(self.parts.loader)
         self.throughput = Throughput()
         self.pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
-        self.health = NonFiniteGuard(cfg.train.max_nonfinite_steps, self.rank, self.world)
+        self.health = NonFiniteGuard(cfg.train.max_nonfinite_steps, self.rank, self.world, on_device=is_fused(self.optimizer))
         self.model.train()
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -176,7 +176,12 @@ class _Run:
         if dist.is_initialized():
             dist.all_reduce(stats)
         done = step + 1
-        if self.health.allows(done, stats, grad_norm, local_bad, self.step_keys):
+        if self.health.on_device:  # fused AdamW: the skip happens in the kernel, no host sync
+            keep = self.health.gate(self.optimizer, done, stats, grad_norm, local_bad, self.step_keys)
+            self.optimizer.step()
+            if self.ema is not None:
+                self.ema.update(self.named, keep)
+        elif self.health.allows(done, stats, grad_norm, local_bad, self.step_keys):
             self.optimizer.step()
             if self.ema is not None:
                 self.ema.update(self.named)
@@ -210,7 +215,9 @@ class _Run:
         return loss, parts.count_tokens(batch)
 
     def flush(self) -> None:
-        """Bring the pending steps' figures to the host (one sync) and log the due ones."""
+        """Bring the pending steps' figures to the host (one sync) and log the due ones; review the
+        steps skipped on the device since the last flush."""
+        self.health.review()
         if not self.pending:
             return
         world, result = self.world, self.result

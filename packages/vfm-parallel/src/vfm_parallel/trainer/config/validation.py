@@ -18,6 +18,7 @@ from vfm_parallel.trainer.config.sections import ConfigError, TrainConfig
 DTYPES = ("auto", "fp32", "bf16")
 SOURCES = ("shards", "synthetic")
 OPTIMIZERS = ("adamw",)
+FUSED_MODES = ("auto", "on", "off")
 PP_SCHEDULES = ("gpipe", "1f1b")
 RESUME_CHANGES = ("model", "seed", "batch", "data", "layout")  # checkpoint.allow_changes (trainer/resume.py)
 
@@ -141,6 +142,7 @@ def check_optim(cfg: TrainConfig) -> None:
     _require(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", f"must be in [0, 1], got {o.min_lr_ratio}")
     _require(o.grad_clip >= 0, "optim.grad_clip", f"must be >= 0 (0 = off), got {o.grad_clip}")
     _require(o.grad_accum >= 1, "optim.grad_accum", f"must be >= 1, got {o.grad_accum}")
+    _require(o.fused in FUSED_MODES, "optim.fused", f"must be one of {', '.join(FUSED_MODES)}, got {o.fused!r}")
 
 
 def check_train(cfg: TrainConfig) -> None:
