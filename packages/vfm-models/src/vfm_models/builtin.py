@@ -11,7 +11,7 @@ from vfm_models.plugins import hookimpl
 
 @hookimpl
 def vfm_models_register_families(register: Register) -> None:
-    """Built-in model families: dit, dit-cross, moviegen, stdit."""
+    """Built-in model families: dit, dit-cross, moviegen, stdit, wan."""
     register("dit", "vfm_models.families.dit.model:FAMILY", description="class-conditional adaLN-Zero DiT")
     register("dit-cross", "vfm_models.families.dit_cross.model:FAMILY",
              description="adaLN-Zero DiT + text cross-attention + QK-norm, optional AdaLN-LoRA (seeds' main model)")
@@ -19,6 +19,8 @@ def vfm_models_register_families(register: Register) -> None:
              description="Llama-style: RMSNorm, SwiGLU, GQA, RoPE, cross-attention, adaLN")
     register("stdit", "vfm_models.families.stdit.model:FAMILY",
              description="spatial + temporal + cross-attention per block, optional full attention blocks")
+    register("wan", "vfm_models.families.wan.model:FAMILY",
+             description="Wan 2.1 text-to-video (diffusers WanTransformer3DModel layout), 1.3B and 14B presets")
 
 
 @hookimpl
@@ -42,3 +44,11 @@ def vfm_models_register_formulations(register: Register) -> None:
     """Built-in diffusion formulations."""
     register("edm", "vfm_models.formulations.edm:EDM", description="EDM preconditioning, log-normal sigma, lambda(sigma) weight")
     register("rectified-flow", "vfm_models.formulations.rectified_flow:RectifiedFlow", description="velocity on the straight data-noise path, logit-normal s with shift")
+
+
+@hookimpl
+def vfm_models_register_adapters(register: Register) -> None:
+    """Built-in state-dict adapters (external checkpoint formats <-> vfm families)."""
+    register("diffusers-dit", "vfm_models.adapters.dit:DIFFUSERS_DIT", description="diffusers DiTTransformer2DModel <-> dit")
+    register("facebookresearch-dit", "vfm_models.adapters.dit:FACEBOOKRESEARCH_DIT",
+             description="facebookresearch/DiT models.py state dicts (.pt) <-> dit")
