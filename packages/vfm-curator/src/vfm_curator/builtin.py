@@ -16,6 +16,7 @@ _STAGES = {
     "embed": ("vfm_curator.stages.embed:EmbedStage", "clip embedding with a registered embedder"),
     "caption": ("vfm_curator.stages.caption:CaptionStage", "manifest/sidecar captions, or a registered captioner"),
     "filter": ("vfm_curator.stages.filter:FilterStage", "duration, resolution, motion and pluggable score filters"),
+    "caption_qa": ("vfm_curator.stages.caption_qa:CaptionQAStage", "caption-frame agreement (CLIP/SigLIP cosine; VLM yes/no)"),
     "write": ("vfm_curator.stages.write:WriteStage", "clips as mp4, metadata parquet parts, resume records"),
 }
 

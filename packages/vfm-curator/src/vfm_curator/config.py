@@ -14,6 +14,9 @@
     [options.split]
     method = "content"
     threshold = 27.0
+    [dedup]                 # semantic dedup over the whole folder (vfm_curator.pipelines.review)
+    enabled = false
+    threshold = 0.95        # cosine similarity of clip embeddings at or above which clips are duplicates
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ class CurateConfig:
     max_attempts: int = 3  # tries of a video failed by the machine (crash, out of memory, timeout)
     stage_timeout_s: float = 3600.0  # longest one stage call may run (Ray runner)
     connect_timeout_s: float = 30.0  # longest wait to reach a Ray cluster at ray_address
+    dedup: dict[str, Any] = field(default_factory=dict)  # [dedup]: see vfm_curator.pipelines.review.DEDUP_DEFAULTS
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CurateConfig":
-        unknown = set(data) - {"stages", "options", "run"}
+        unknown = set(data) - {"stages", "options", "run", "dedup"}
         if unknown:
-            raise ValueError(f"config: unknown section(s) {', '.join(sorted(unknown))}; accepted: stages, options, run")
+            raise ValueError(f"config: unknown section(s) {', '.join(sorted(unknown))}; accepted: stages, options, run, dedup")
         run = dict(data.get("run", {}))
         bad = set(run) - RUN_KEYS
         if bad:
@@ -57,7 +61,10 @@ class CurateConfig:
         options = data.get("options", {})
         if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
             raise ValueError("config: 'options' must map stage names to tables of options")
-        cfg = cls(options={k: dict(v) for k, v in options.items()}, **{k: v for k, v in run.items()})
+        if not isinstance(data.get("dedup", {}), dict):
+            raise ValueError("config: 'dedup' must be a table (enabled, threshold, buckets, chunk, seed)")
+        cfg = cls(options={k: dict(v) for k, v in options.items()}, dedup=dict(data.get("dedup", {})),
+                  **{k: v for k, v in run.items()})
         if "stages" in data:
             cfg.stages = list(data["stages"])
         cfg.ray_address = cfg.ray_address or None
@@ -100,6 +107,9 @@ class CurateConfig:
         if stray:
             raise ValueError(f"config [options.{stray[0]}]: no stage {stray[0]!r} in this pipeline; stages: {', '.join(self.stages)}")
         number("queue_size", self.queue_size, lo=1, integer=True)
+        from vfm_curator.pipelines.review import dedup_options
+
+        dedup_options(self.dedup)
         number("balance_interval_s", self.balance_interval_s, lo=0, lo_open=True)
         number("max_attempts", self.max_attempts, lo=1, integer=True)
         number("stage_timeout_s", self.stage_timeout_s, lo=0, lo_open=True)

@@ -16,6 +16,21 @@ def curate(
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
+    caption_qa_model: Optional[Path] = typer.Option(
+        None, "--caption-qa-model", help="Score each caption against its frames with this local CLIP or SigLIP folder "
+        "(adds the caption_qa stage)."),
+    caption_min_score: Optional[float] = typer.Option(
+        None, "--caption-min-score", help="Caption QA threshold: a z-score within the folder (default -2) or, with "
+        "--caption-qa-calibration raw, a raw cosine."),
+    caption_qa: Optional[str] = typer.Option(
+        None, "--caption-qa", metavar="flag|drop", help="What a caption under the threshold does: flag (listed in the "
+        "report, kept) or drop (taken out of clips.parquet)."),
+    caption_qa_calibration: Optional[str] = typer.Option(
+        None, "--caption-qa-calibration", metavar="z|raw", help="Read --caption-min-score as a z-score (z) or a raw cosine (raw)."),
+    dedup: Optional[bool] = typer.Option(
+        None, "--dedup/--no-dedup", help="Remove near-duplicate clips by embedding over the whole folder (off by default)."),
+    dedup_threshold: Optional[float] = typer.Option(
+        None, "--dedup-threshold", help="Cosine similarity at or above which two clips are duplicates (default 0.95); implies --dedup."),
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
         help="Run failed videos again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
@@ -31,11 +46,15 @@ def curate(
     from vfm_curator.config import CurateConfig
     from vfm_curator.errors import StopRun
     from vfm_curator.pipelines.clipping import stage_specs
+    from vfm_curator.pipelines.review import apply_options as apply_review_options
     from vfm_plugins import FolderLockedError
 
     err = Console(stderr=True)
     try:
         cfg = CurateConfig.load(config) if config is not None else CurateConfig()
+        apply_review_options(cfg, caption_qa_model=caption_qa_model, caption_min_score=caption_min_score,
+                             caption_qa=caption_qa, caption_calibration=caption_qa_calibration, dedup=dedup,
+                             dedup_threshold=dedup_threshold)
         stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
@@ -52,6 +71,8 @@ def curate(
         ("failed before, run again", summary.retried),
         ("failures", summary.failures),
         ("clips", summary.clips),
+        ("near-duplicates removed", summary.duplicates),
+        ("captions flagged / dropped", f"{summary.captions_flagged} / {summary.captions_dropped}"),
         ("hours in", f"{summary.hours_in:.4f}"),
         ("hours out", f"{summary.hours_out:.4f}"),
         ("wall seconds", f"{summary.wall_s:.1f}"),

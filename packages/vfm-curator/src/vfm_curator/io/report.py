@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vfm_curator.io import report_charts as charts
+from vfm_curator.io import report_review as review
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.io.report_assets import CSS, ERROR_HOOK, SCRIPT
 
@@ -37,7 +38,14 @@ ADVICE = {
     "out-of-memory": "Ran out of memory. Give the stage more memory or fewer workers, then --retry-failed out-of-memory.",
     "timeout": "A stage took longer than its time limit. Raise the limit or check the machine, then --retry-failed timeout.",
     "stage-setup": "A stage could not start (a model path or an option it needs). Fix the config and run again.",
+    "caption-endpoint": "The caption server did not answer, kept failing (5xx) or refused the request (4xx: URL, model, "
+                        "key or an option). Unanswered requests are retried up to run.max_attempts; fix the server or "
+                        "the [options.caption] captioner_options, then run again (--retry-failed caption-endpoint).",
 }
+#: What `vfm curate` and the report say when clips have no caption.
+UNCAPTIONED_ADVICE = ("`vfm shard` fails clips without a caption unless told otherwise: shard them unconditional with "
+                      "`vfm shard --no-require-captions`, or caption them: curate into a new output folder with a captioner "
+                      "(--captioner endpoint --caption-url URL --caption-model NAME) or with <video>.txt sidecar captions")
 CAUSE_ADVICE = {
     "input": "The input file caused it: fix or replace the file (a changed file is retried), or leave it out.",
     "config": "The configuration caused it: change the option named in the reason; a changed config retries it.",
@@ -63,6 +71,9 @@ class ClipRow:
     path: str | None = None  # relative clip file, when it exists
     thumb: str | None = None  # relative thumbnail, when it exists
     bytes: int = 0
+    caption_by: dict[str, str] = field(default_factory=dict)  # captioner (manifest, sidecar, a name), model, prompt
+    review: str | None = None  # "removed" (dedup, caption QA drop) or "flagged" (caption QA) at the end of the run
+    flag: str | None = None  # why caption QA flagged it
 
     @property
     def duration(self) -> float:
@@ -74,21 +85,26 @@ class ReportData:
     clips: list[ClipRow] = field(default_factory=list)
     ok: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
+    review: list[dict] = field(default_factory=list)  # review.jsonl: removed and flagged clips
 
 
 def write_report(out: Path, summary: Any, ok: list[dict], failed: list[dict]) -> Path:
     """Write ``out/report.html`` from the folder's records (``ok``, ``failed``), its ``clips.parquet``
     and the run's ``summary``; returns the path."""
     out = Path(out)
-    data = ReportData(clips=collect_clips(out, ok, failed), ok=ok, failed=failed)
-    page = render(data, summary, title=out.name)
+    from vfm_curator.pipelines.review import read_review
+
+    entries = read_review(out)
+    data = ReportData(clips=collect_clips(out, ok, failed, entries), ok=ok, failed=failed, review=entries)
+    page = render(data, summary, title=out.name, out=out)
     path = safe_join(out, "report.html")
     atomic_write(path, page.encode("utf-8"))
     return path
 
 
-def collect_clips(out: Path, ok: list[dict], failed: list[dict]) -> list[ClipRow]:
-    """Kept clips from ``clips.parquet``, filtered ones from the records (the write stage lists them)."""
+def collect_clips(out: Path, ok: list[dict], failed: list[dict], entries: list[dict] | None = None) -> list[ClipRow]:
+    """Kept clips from ``clips.parquet``, filtered ones from the records (the write stage lists them),
+    removed and flagged ones from the review ``entries`` (review.jsonl)."""
     names = {r.get("video_id"): str(r.get("source", "")) for r in [*ok, *failed]}
     rows: list[ClipRow] = []
     table = safe_join(out, "clips.parquet")
@@ -97,12 +113,13 @@ def collect_clips(out: Path, ok: list[dict], failed: list[dict]) -> list[ClipRow
 
         columns = ["id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width",
                    "height", "caption", "scores"]
+        columns += [c for c in ("caption_by",) if c in pq.read_schema(table).names]  # a table from before it existed
         for r in pq.read_table(table, columns=columns).to_pylist():
             rows.append(ClipRow(
                 id=str(r["id"]), source=names.get(r["video_id"], str(r["source"])), start_s=float(r["start_s"]),
                 end_s=float(r["end_s"]), start_frame=int(r["start_frame"]), end_frame=int(r["end_frame"]),
                 width=int(r["width"] or 0), height=int(r["height"] or 0), caption=r["caption"],
-                scores=_scores(r["scores"]), path=str(r["path"]),
+                scores=_scores(r["scores"]), path=str(r["path"]), caption_by=dict(r.get("caption_by") or []),
             ))
     for record in [*ok, *failed]:
         for c in record.get("filtered") or []:
@@ -111,8 +128,23 @@ def collect_clips(out: Path, ok: list[dict], failed: list[dict]) -> list[ClipRow
                 end_s=float(c.get("end_s", 0.0)), start_frame=int(c.get("start_frame", 0)),
                 end_frame=int(c.get("end_frame", 0)), width=int(c.get("width") or 0), height=int(c.get("height") or 0),
                 caption=c.get("caption"), scores=_scores(c.get("scores")), why=str(c.get("rejected") or "filtered"),
+                caption_by=dict(c.get("caption_by") or {}),
+            ))
+    flags = {str(x.get("id")): str(x.get("why", "")) for x in entries or [] if x.get("action") == "flagged"}
+    for row in rows:
+        if row.id in flags:
+            row.review, row.why = "flagged", None
+    for x in entries or []:
+        if x.get("action") == "removed":
+            rows.append(ClipRow(
+                id=str(x.get("id", "")), source=names.get(x.get("video_id"), str(x.get("source", ""))),
+                start_s=float(x.get("start_s") or 0.0), end_s=float(x.get("end_s") or 0.0),
+                start_frame=int(x.get("start_frame") or 0), end_frame=int(x.get("end_frame") or 0),
+                width=int(x.get("width") or 0), height=int(x.get("height") or 0), caption=x.get("caption"),
+                scores=_scores(x.get("scores")), why=str(x.get("why") or "removed"), path=x.get("path"), review="removed",
             ))
     for row in rows:
+        row.flag = flags.get(row.id)
         _attach_files(out, row)
     return rows
 
@@ -137,7 +169,7 @@ def _attach_files(out: Path, row: ClipRow) -> None:
         row.path, row.thumb = None, None
 
 
-def render(data: ReportData, summary: Any, *, title: str) -> str:
+def render(data: ReportData, summary: Any, *, title: str, out: Path | None = None) -> str:
     score_names = sorted({name for c in data.clips for name in c.scores})
     body = "".join([
         f"<h1>vfm curate report <span class=\"muted\">{e(title)}</span></h1>",
@@ -148,6 +180,7 @@ def render(data: ReportData, summary: Any, *, title: str) -> str:
         "</div>",
         "<h2>Time per stage</h2>", stage_chart(data, summary),
         f"<h2>Failures <span class=\"muted\">({len(data.failed)} videos)</span></h2>", failures(data.failed),
+        review_sections(data, out),
         f"<h2>Clips <span class=\"muted\">({len(data.clips)})</span></h2>", clip_table(data.clips, score_names),
     ])
     return f"""<!doctype html>
@@ -160,17 +193,35 @@ def render(data: ReportData, summary: Any, *, title: str) -> str:
 """
 
 
+def review_sections(data: ReportData, out: Path | None) -> str:
+    """Caption QA (when captions were scored) and duplicates (when any was removed)."""
+    from vfm_curator.stages.caption_qa import CLIP_SCORE, VLM_SCORE
+
+    if out is None:
+        return ""
+    scored = sum(1 for c in data.clips if CLIP_SCORE in c.scores or VLM_SCORE in c.scores)
+    parts = []
+    if scored or any(x.get("check") == "caption_qa" for x in data.review):
+        parts.append(review.caption_section(out, data.review, scored))
+    if any(x.get("check") == "dedup" for x in data.review):
+        parts.append(review.dedup_section(out, data.review))
+    return "".join(parts)
+
+
 def figures(data: ReportData, summary: Any) -> str:
     kept = [c for c in data.clips if c.why is None]
-    filtered = len(data.clips) - len(kept)
+    removed = sum(c.review == "removed" for c in data.clips)
+    filtered = len(data.clips) - len(kept) - removed
     input_s = sum(float(r.get("duration_s") or 0.0) for r in data.ok)
     clip_s = sum(c.duration for c in kept)
+    uncaptioned = sum(not (c.caption or "").strip() for c in kept)
     wall_s = float(getattr(summary, "wall_s", 0.0) or 0.0)
     processed_s = float(getattr(summary, "video_s_processed", 0.0) or 0.0)
     items = [
         ("videos", f"{len(data.ok) + len(data.failed)}", f"{len(data.ok)} ok, {len(data.failed)} failed"),
         ("input video", charts.duration(input_s), f"{input_s / 3600:.2f} h of videos that gave clips"),
-        ("clips kept", f"{len(kept)}", f"{filtered} filtered out"),
+        ("clips kept", f"{len(kept)}", f"{filtered} filtered out" + (f", {removed} removed at review" if removed else "")),
+        ("captioned", f"{len(kept) - uncaptioned} of {len(kept)}", _caption_note(kept, uncaptioned)),
         ("clip video", charts.duration(clip_s), f"{clip_s / input_s:.0%} of the input" if input_s else ""),
         ("clip files", charts.size(sum(c.bytes for c in kept)), "H264 in clips/"),
         ("this run", f"{int(getattr(summary, 'processed', 0) or 0)} videos",
@@ -179,7 +230,21 @@ def figures(data: ReportData, summary: Any) -> str:
     ]
     cells = "".join(f"<li><span>{e(label)}</span><b>{e(value)}</b><span class=\"muted\">{e(note)}</span></li>"
                     for label, value, note in items)
-    return f"<ul class=\"figures\">{cells}</ul>"
+    advice = (f"<p class=\"advice\" id=\"uncaptioned\">{uncaptioned} kept clip{'s have' if uncaptioned != 1 else ' has'} "
+              f"no caption. {e(UNCAPTIONED_ADVICE)}.</p>") if uncaptioned else ""
+    return f"<ul class=\"figures\">{cells}</ul>{advice}"
+
+
+def _caption_note(kept: list[ClipRow], uncaptioned: int) -> str:
+    """Who made the captions (``by endpoint: model-x (12), sidecar (3)``) and how many have none."""
+    makers: dict[str, int] = {}
+    for c in kept:
+        if (c.caption or "").strip():
+            by = c.caption_by.get("captioner", "unknown")
+            label = f"{by}: {c.caption_by['model']}" if c.caption_by.get("model") else by
+            makers[label] = makers.get(label, 0) + 1
+    note = ", ".join(f"{label} ({n})" for label, n in sorted(makers.items(), key=lambda kv: -kv[1]))
+    return "; ".join(x for x in (f"by {note}" if note else "", f"{uncaptioned} without" if uncaptioned else "") if x)
 
 
 def stage_chart(data: ReportData, summary: Any) -> str:
@@ -247,7 +312,7 @@ def clip_table(clips: list[ClipRow], score_names: list[str]) -> str:
         "<div class=\"controls\"><label>search <input id=\"clip-search\" type=\"search\" "
         "placeholder=\"source, caption, id, reason\"></label>"
         "<label>status <select id=\"clip-status\"><option value=\"all\">all</option><option value=\"kept\">kept</option>"
-        "<option value=\"filtered\">filtered</option></select></label>"
+        "<option value=\"filtered\">filtered</option><option value=\"removed\">removed</option></select></label>"
         "<label>min duration (s) <input id=\"clip-min-duration\" type=\"number\" min=\"0\" step=\"0.5\" value=\"0\"></label>"
         "<span id=\"clip-shown\" class=\"muted\"></span></div>"
     )
@@ -255,7 +320,7 @@ def clip_table(clips: list[ClipRow], score_names: list[str]) -> str:
 
 
 def _clip_row(c: ClipRow, score_names: list[str]) -> str:
-    status = "kept" if c.why is None else "filtered"
+    status = "removed" if c.review == "removed" else "kept" if c.why is None else "filtered"
     img = f"<img src=\"{e(c.thumb)}\" alt=\"\" loading=\"lazy\">" if c.thumb else ""
     thumb = f"<a href=\"{e(c.path)}\">{img or 'clip'}</a>" if c.path else img
     label = f"<a href=\"{e(c.path)}\">{e(c.id)}</a>" if c.path else e(c.id)
@@ -265,8 +330,10 @@ def _clip_row(c: ClipRow, score_names: list[str]) -> str:
         else "<td class=\"num\" data-v=\"\"></td>"
         for n in score_names
     )
-    why = "kept" if c.why is None else f"filtered: {c.why}"
-    text = " ".join([c.id, _name(c.source), c.caption or "", c.why or ""]).lower()
+    why = "kept" if c.why is None else f"{status}: {c.why}"
+    if c.review == "flagged":
+        why = f"kept, caption flagged: {c.flag}"
+    text = " ".join([c.id, _name(c.source), c.caption or "", c.why or "", c.flag or ""]).lower()
     return (
         f"<tr class=\"{status}\" data-status=\"{status}\" data-duration=\"{c.duration!r}\" data-text=\"{e(text)}\">"
         f"<td class=\"thumb\">{thumb}</td>"
@@ -275,10 +342,21 @@ def _clip_row(c: ClipRow, score_names: list[str]) -> str:
         f"<td class=\"num\" data-v=\"{c.start_s!r}\">{e(span)}</td>"
         f"<td class=\"num\" data-v=\"{c.duration!r}\">{c.duration:.2f}</td>"
         f"<td class=\"num\" data-v=\"{c.width * c.height}\">{f'{c.width}×{c.height}' if c.width else ''}</td>"
-        f"<td class=\"caption\" data-v=\"{e(c.caption or '')}\">{e(c.caption) if c.caption else '<span class=muted>none</span>'}</td>"
+        f"<td class=\"caption\" data-v=\"{e(c.caption or '')}\">{e(c.caption) if c.caption else '<span class=muted>none</span>'}"
+        f"{_caption_by(c) if c.caption else ''}</td>"
         f"{scores}"
         f"<td data-v=\"{e(why)}\" class=\"{'why' if c.why else ''}\">{e(why)}</td></tr>"
     )
+
+
+def _caption_by(c: ClipRow) -> str:
+    """Who made a caption, under it: the captioner and model; the prompt in the tooltip."""
+    by = c.caption_by
+    if not by:
+        return ""
+    label = " · ".join(x for x in (by.get("captioner", ""), by.get("model", "")) if x)
+    tip = f" title=\"prompt: {e(by['prompt'])}\"" if by.get("prompt") else ""
+    return f"<br><span class=\"muted caption-by\"{tip}>by {e(label)}</span>"
 
 
 def _name(source: Any) -> str:

@@ -19,7 +19,7 @@ th button{font:inherit;font-weight:600;background:none;border:0;padding:0;cursor
 th[aria-sort=ascending] button::after{content:" \\25B2"} th[aria-sort=descending] button::after{content:" \\25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.caption{max-width:28em} td.thumb img{height:54px;display:block}
-tr.filtered{background:#fff6f0} .why{color:#a24}
+tr.filtered{background:#fff6f0} tr.removed{background:#f3f0ff} .why{color:#a24}
 .controls{display:flex;gap:12px;align-items:center;margin:8px 0}
 .failures td.advice{max-width:36em}
 """

@@ -53,6 +53,9 @@ class Summary:
     video_s_processed: float = 0.0  # seconds of video run through this time
     throughput: float = 0.0  # video seconds per wall second, this run
     workers: dict[str, int] = field(default_factory=dict)  # final auto-balancer allocation
+    duplicates: int = 0  # clips taken out of clips.parquet as near-duplicates ([dedup]; review.jsonl)
+    captions_flagged: int = 0  # clips kept with a caption under the caption_qa thresholds
+    captions_dropped: int = 0  # clips taken out of clips.parquet for their caption (caption_qa action = drop)
     decisions: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -131,7 +134,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     if todo:
         _execute(todo, specs, config, out, summary, progress)
     summary.wall_s = time.perf_counter() - t0
-    finalize(out, summary)
+    finalize(out, summary, config)
     return summary
 
 
@@ -215,8 +218,9 @@ def _recorded_as(out: Path, task: VideoTask) -> bool:
     return int((record.get("failure") or {}).get("attempts", 0)) == int(task.context.get("attempt", 1))
 
 
-def finalize(out: Path, summary: Summary) -> None:
-    """Rebuild ``clips.parquet`` from every finished video of the folder (the union of all runs), and
+def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) -> None:
+    """Rebuild ``clips.parquet`` from every finished video of the folder (the union of all runs),
+    apply the whole-folder checks (caption QA thresholds, dedup: vfm_curator.pipelines.review), and
     write failures.jsonl, summary.json and report.html over the whole folder."""
     from vfm_curator.io.report import write_report
 
@@ -225,6 +229,13 @@ def finalize(out: Path, summary: Summary) -> None:
     failed = [r for r in records if r.get("status") != "ok"]
     parts = [state.part_path(out, r["video_id"]) for r in ok]
     summary.clips = merge(parts, safe_join(out, "clips.parquet"))
+    from vfm_curator.pipelines.review import review_folder
+
+    review = review_folder(out, config)
+    summary.duplicates = review.count("dedup", "removed")
+    summary.captions_flagged = review.count("caption_qa", "flagged")
+    summary.captions_dropped = review.count("caption_qa", "removed")
+    summary.clips -= len(review.removed)
     lines = [json.dumps(failure_line(r), sort_keys=True) for r in failed]
     atomic_write(safe_join(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(failed)

@@ -1,0 +1,239 @@
+"""The whole-folder pass at the end of a clipping run: caption QA thresholds and semantic dedup.
+
+Both need every clip at once (a z-score needs the folder's scores; a duplicate can come from any
+other video), so they run in :func:`vfm_curator.pipelines.clipping.finalize`, after ``clips.parquet``
+is rebuilt as the union of every finished video and before the report. Clips they remove are taken
+out of ``clips.parquet`` (what ``vfm shard`` reads); their files stay in ``clips/`` and
+``thumbs/``, so a later run with other thresholds can bring them back. ``review.jsonl`` lists each
+removed or flagged clip with why; ``summary.json`` counts them; ``report.html`` shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.state import STATE
+
+#: ``[dedup]`` of a curate config: off unless asked for (it takes clips out of clips.parquet).
+DEDUP_DEFAULTS: dict[str, Any] = {"enabled": False, "threshold": 0.95, "buckets": 0, "chunk": 1024, "seed": 0}
+REVIEW_FILE = "review.jsonl"
+META_COLUMNS = ["id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width", "height",
+                "caption", "scores"]
+
+
+def dedup_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``[dedup]`` merged over the defaults, each value checked (``ValueError`` naming it)."""
+    options = dict(options or {})
+    unknown = set(options) - set(DEDUP_DEFAULTS)
+    if unknown:
+        raise ValueError(f"config [dedup]: unknown key(s) {', '.join(sorted(unknown))}; accepted: {', '.join(DEDUP_DEFAULTS)}")
+    o = {**DEDUP_DEFAULTS, **options}
+    if not isinstance(o["enabled"], bool):
+        raise ValueError(f"config [dedup] enabled = {o['enabled']!r}; accepted: true or false")
+    t = o["threshold"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
+        raise ValueError(f"config [dedup] threshold = {t!r}; accepted: a cosine similarity in (0, 1]")
+    for key, lo in (("buckets", 0), ("chunk", 1), ("seed", 0)):
+        v = o[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"config [dedup] {key} = {v!r}; accepted: an integer >= {lo}")
+    return o
+
+
+@dataclass
+class Review:
+    """What the pass did: entries are clip rows (no embedding) with ``check``, ``action`` and ``why``."""
+
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    flagged: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)  # which ran: caption_qa, dedup
+
+    def count(self, check: str, action: str) -> int:
+        return sum(e["check"] == check for e in (self.removed if action == "removed" else self.flagged))
+
+
+def review_folder(out: Path, config: Any) -> Review:
+    """Apply caption QA thresholds (when the pipeline has a ``caption_qa`` stage) and dedup (when
+    ``[dedup] enabled``) to ``out/clips.parquet``; write ``review.jsonl``; return what was done."""
+    import pyarrow.parquet as pq
+
+    review = Review()
+    table_path = safe_join(out, "clips.parquet")
+    qa = _qa_options(config)
+    dedup = dedup_options(getattr(config, "dedup", None))
+    if table_path.exists() and (qa is not None or dedup["enabled"]):
+        rows = pq.read_table(table_path, columns=META_COLUMNS).to_pylist()
+        for r in rows:
+            r["scores"] = dict(r["scores"] or [])
+        gone: set[str] = set()
+        if qa is not None:
+            review.checks.append("caption_qa")
+            for entry in caption_review(rows, qa):
+                (review.removed if entry["action"] == "removed" else review.flagged).append(entry)
+            gone = {e["id"] for e in review.removed}
+        if dedup["enabled"]:
+            review.checks.append("dedup")
+            review.removed += dedup_review(out, table_path, rows, gone, dedup)
+            gone = {e["id"] for e in review.removed}
+        if gone:
+            _drop_rows(table_path, gone)
+    lines = [json.dumps(e, sort_keys=True) for e in [*review.removed, *review.flagged]]
+    atomic_write(safe_join(out, REVIEW_FILE), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
+    return review
+
+
+def _qa_options(config: Any) -> dict[str, Any] | None:
+    if config is None or "caption_qa" not in list(getattr(config, "stages", [])):
+        return None
+    from vfm_curator.stages.caption_qa import CaptionQAStage
+
+    return {**CaptionQAStage.defaults, **config.stage_options("caption_qa")}
+
+
+def zscores(values: np.ndarray) -> np.ndarray:
+    """``(x - mean) / std`` over ``values`` (population std); all 0 when there is no spread."""
+    values = np.asarray(values, dtype=np.float64)
+    std = values.std() if len(values) else 0.0
+    return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
+
+
+def caption_review(rows: list[dict[str, Any]], qa: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows whose caption score is under the thresholds, as review entries (``action`` removed
+    for ``drop``, flagged for ``flag``), worst first. Rows with no score (no caption) are not judged."""
+    from vfm_curator.stages.caption_qa import CLIP_SCORE, VLM_SCORE
+
+    scored = [r for r in rows if CLIP_SCORE in r["scores"]]
+    z = dict(zip((r["id"] for r in scored), zscores(np.array([r["scores"][CLIP_SCORE] for r in scored]))))
+    entries = []
+    for r in rows:
+        why = []
+        if r["id"] in z and qa["min_score"] is not None:
+            value = z[r["id"]] if qa["calibration"] == "z" else r["scores"][CLIP_SCORE]
+            if value < qa["min_score"]:
+                why.append(f"caption-frame similarity {'z-score ' if qa['calibration'] == 'z' else ''}{value:.3f} under "
+                           f"{qa['min_score']} (cosine {r['scores'][CLIP_SCORE]:.4f})")
+        if VLM_SCORE in r["scores"] and qa["min_vlm"] is not None and r["scores"][VLM_SCORE] < qa["min_vlm"]:
+            why.append(f"VLM P(yes) {r['scores'][VLM_SCORE]:.3f} under {qa['min_vlm']}")
+        if why:
+            entries.append({**_entry(r), "check": "caption_qa", "action": "removed" if qa["action"] == "drop" else "flagged",
+                            "why": "; ".join(why), "z": round(float(z.get(r["id"], 0.0)), 4)})
+    return sorted(entries, key=lambda e: (e["z"], e["id"]))
+
+
+def dedup_review(out: Path, table_path: Path, rows: list[dict[str, Any]], gone: set[str],
+                 opts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Near-duplicate clips among the rows not already ``gone``, as review entries. The embeddings
+    are streamed from the table into a memory map under ``.state/dedup`` (removed after)."""
+    import pyarrow.parquet as pq
+
+    from vfm_curator.dedup import find_duplicates
+
+    work = safe_join(out, STATE, "dedup")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    emb = None
+    try:
+        ids: list[str] = []
+        source = pq.ParquetFile(table_path)
+        for batch in source.iter_batches(columns=["id", "embedding"], batch_size=4096):
+            for cid, vec in zip(batch.column("id").to_pylist(), batch.column("embedding").to_numpy(zero_copy_only=False)):
+                if vec is None or cid in gone:
+                    continue
+                vec = np.asarray(vec, dtype=np.float32)
+                if emb is None:
+                    emb = np.lib.format.open_memmap(work / "embeddings.npy", mode="w+", dtype=np.float32,
+                                                    shape=(source.metadata.num_rows, len(vec)))
+                if len(vec) != emb.shape[1]:
+                    raise ValueError(f"clips.parquet holds embeddings of {emb.shape[1]} and {len(vec)} values: the embed "
+                                     "stage's embedder changed between runs into this folder; dedup compares one embedder's "
+                                     "embeddings (re-run the folder with one embedder, or set [dedup] enabled = false)")
+                emb[len(ids)] = vec
+                ids.append(cid)
+        if not ids:
+            return []
+        by_id = {r["id"]: r for r in rows}
+        # kept first: the longest clip, then the lowest id
+        order = sorted(range(len(ids)), key=lambda i: (-_duration(by_id[ids[i]]), ids[i]))
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[order] = np.arange(len(ids))
+        found = find_duplicates(emb[:len(ids)], rank, threshold=float(opts["threshold"]), buckets=opts["buckets"],
+                                chunk=opts["chunk"], seed=opts["seed"])
+        entries = []
+        for i in found.removed:
+            keeper = by_id[ids[found.kept_by[i]]]
+            entries.append({**_entry(by_id[ids[i]]), "check": "dedup", "action": "removed", "kept_id": keeper["id"],
+                            "kept_source": str(keeper["source"]), "similarity": round(float(found.similarity[i]), 6),
+                            "why": f"near-duplicate of {keeper['id']} (cosine {found.similarity[i]:.4f} >= {opts['threshold']})"})
+        return sorted(entries, key=lambda e: (e["kept_id"], e["id"]))
+    finally:
+        del emb
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _duration(row: dict[str, Any]) -> float:
+    return float(row["end_s"]) - float(row["start_s"])
+
+
+def _entry(row: dict[str, Any]) -> dict[str, Any]:
+    keep = ("id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width", "height", "caption")
+    return {**{k: row.get(k) for k in keep}, "scores": dict(row.get("scores") or {})}
+
+
+def _drop_rows(table_path: Path, ids: set[str]) -> None:
+    """Rewrite the table without the rows of ``ids``, batch by batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(table_path)
+    tmp = table_path.with_name(f".{table_path.name}.tmp")
+    drop = pa.array(sorted(ids), type=pa.string())
+    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
+        for batch in source.iter_batches(batch_size=4096):
+            writer.write_table(pa.Table.from_batches([batch]).filter(pc.invert(pc.is_in(batch.column("id"), value_set=drop))))
+    tmp.replace(table_path)
+
+
+def read_review(out: Path) -> list[dict[str, Any]]:
+    """The entries of ``out/review.jsonl`` (none when the file is absent)."""
+    path = safe_join(out, REVIEW_FILE)
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue
+    return entries
+
+
+def apply_options(config: Any, *, caption_qa_model: str | None = None, caption_min_score: float | None = None,
+                  caption_qa: str | None = None, caption_calibration: str | None = None, dedup: bool | None = None,
+                  dedup_threshold: float | None = None) -> None:
+    """Command-line overrides of a curate config (``vfm curate --caption-qa-model ... --dedup``). A
+    caption option without a ``caption_qa`` stage in the pipeline adds one before ``write``, which
+    then needs a model (``--caption-qa-model`` or ``[options.caption_qa]``)."""
+    qa = {"embedder_options": None, "min_score": caption_min_score, "action": caption_qa, "calibration": caption_calibration}
+    if caption_qa_model is not None or any(v is not None for v in qa.values()):
+        if "caption_qa" not in config.stages:
+            at = config.stages.index("write") if "write" in config.stages else len(config.stages)
+            config.stages.insert(at, "caption_qa")
+        options = config.options.setdefault("caption_qa", {})
+        if caption_qa_model is not None:
+            options["embedder_options"] = {**options.get("embedder_options", {}), "model_path": str(caption_qa_model)}
+        for key in ("min_score", "action", "calibration"):
+            if qa[key] is not None:
+                options[key] = qa[key]
+    if dedup is not None or dedup_threshold is not None:
+        config.dedup = dict(config.dedup or {})
+        config.dedup["enabled"] = True if dedup is None else bool(dedup)
+        if dedup_threshold is not None:
+            config.dedup["threshold"] = float(dedup_threshold)
