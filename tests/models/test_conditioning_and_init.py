@@ -1,5 +1,5 @@
 """The null condition (one definition for condition dropout and guidance), the weight
-initialisation and the refused learned-sigma outputs."""
+initialisation and the accepted output widths (in_channels, or 2 x for DiT's learned sigma)."""
 
 from __future__ import annotations
 
@@ -90,8 +90,10 @@ def test_initialisation_is_the_same_for_the_same_seed():
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-def test_learned_sigma_outputs_are_refused_with_what_is_accepted():
+def test_out_channels_other_than_in_or_learned_sigma_are_refused_with_what_is_accepted():
     family = vfm_models.get_family("dit")
-    with pytest.raises(ValueError, match=r"out_channels must equal in_channels \(4\).*learn_sigma"):
-        family.config("tiny", in_channels=4, out_channels=8)
+    with pytest.raises(ValueError, match=r"out_channels must equal in_channels \(4\), be 2 x in_channels \(8.*got 6"):
+        family.config("tiny", in_channels=4, out_channels=6)
     assert family.config("tiny", in_channels=4, out_channels=4).output_channels == 4
+    learned = family.config("tiny", in_channels=4, out_channels=8)  # DiT's learned sigma (converted checkpoints)
+    assert (learned.output_channels, learned.learned_sigma) == (8, True)

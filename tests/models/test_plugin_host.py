@@ -112,4 +112,4 @@ def test_every_host_raises_the_one_error_hierarchy_and_shares_one_register():
 
 
 def test_kinds_are_the_hosts_register_hookspecs_in_the_order_they_are_defined():
-    assert host.kinds == {kind: f"vfm_models_register_{kind}" for kind in ("families", "tokenizers", "text_encoders", "formulations")}
+    assert host.kinds == {kind: f"vfm_models_register_{kind}" for kind in ("families", "tokenizers", "text_encoders", "formulations", "adapters")}

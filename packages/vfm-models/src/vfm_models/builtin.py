@@ -44,3 +44,11 @@ def vfm_models_register_formulations(register: Register) -> None:
     """Built-in diffusion formulations."""
     register("edm", "vfm_models.formulations.edm:EDM", description="EDM preconditioning, log-normal sigma, lambda(sigma) weight")
     register("rectified-flow", "vfm_models.formulations.rectified_flow:RectifiedFlow", description="velocity on the straight data-noise path, logit-normal s with shift")
+
+
+@hookimpl
+def vfm_models_register_adapters(register: Register) -> None:
+    """Built-in state-dict adapters (external checkpoint formats <-> vfm families)."""
+    register("diffusers-dit", "vfm_models.adapters.dit:DIFFUSERS_DIT", description="diffusers DiTTransformer2DModel <-> dit")
+    register("facebookresearch-dit", "vfm_models.adapters.dit:FACEBOOKRESEARCH_DIT",
+             description="facebookresearch/DiT models.py state dicts (.pt) <-> dit")

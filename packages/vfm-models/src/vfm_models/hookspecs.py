@@ -28,3 +28,9 @@ def vfm_models_register_text_encoders(register: Register) -> None:
 @hookspec
 def vfm_models_register_formulations(register: Register) -> None:
     """Register diffusion formulations (EDM, rectified flow). Target: a factory `(**options) -> Formulation`."""
+
+
+@hookspec
+def vfm_models_register_adapters(register: Register) -> None:
+    """Register state-dict adapters, named by the external format they read and write (diffusers-dit,
+    facebookresearch-dit, ...). Target: a `vfm_models.adapters.StateDictAdapter`."""

@@ -1,4 +1,5 @@
-"""Positions on the (T', H', W') patch grid: 3D RoPE factorized over t, h, w, and 3D sin-cos embeddings."""
+"""Positions on the (T', H', W') patch grid: 3D RoPE factorized over t, h, w, 3D sin-cos embeddings,
+and DiT's 2-D sin-cos table (for converted image DiTs)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ def sincos_3d(grid: Sequence[int], dim: int, device=None) -> torch.Tensor:
     pos = grid_positions(grid, device)
     emb = torch.cat([_sincos_1d(pos[:, 0], dt), _sincos_1d(pos[:, 1], hw), _sincos_1d(pos[:, 2], hw)], dim=1)
     return emb.to(torch.float32)
+
+
+def sincos_2d(grid: Sequence[int], dim: int, device=None) -> torch.Tensor:
+    """(S, dim) DiT's 2-D sin-cos table (facebookresearch/DiT and diffusers ``get_2d_sincos_pos_embed``)
+    on a one-frame grid (1, H', W'): the first half of the dimensions encodes the column w, the
+    second half the row h (DiT's meshgrid puts w first), each as [sin | cos]."""
+    T, H, W = grid
+    if T != 1:
+        raise ValueError(f"the 2-D sin-cos table (pos_embed 'sincos2d', DiT's) is for images: it takes one latent "
+                         f"frame, got a grid of {T} frames; use pos_embed 'sincos' or 'rope' for video")
+    if dim % 4:
+        raise ValueError(f"2-D sin-cos embeddings need a dim divisible by 4, got {dim}")
+    pos = grid_positions(grid, device)
+    return torch.cat([_sincos_1d(pos[:, 2], dim // 2), _sincos_1d(pos[:, 1], dim // 2)], dim=1).to(torch.float32)

@@ -35,7 +35,7 @@ class DiTBlock(nn.Module):
             self.cross_attn = CrossAttention(
                 D, cfg.text_dim, cfg.num_heads, cfg.kv_heads, cfg.head_dim, cfg.qk_norm, cfg.attention_backend
             )
-        self.norm2 = make_norm(cfg.norm, D, affine=False)
+        self.norm2 = make_norm(cfg.norm, D, affine=False, eps=cfg.mlp_norm_eps)
         self.mlp = make_mlp(cfg.mlp, D, cfg.mlp_ratio)
         self.adaln = AdaLN(D, self.chunks, cfg.adaln_lora_rank)
 

@@ -17,7 +17,7 @@ from vfm_models.blocks.context import BlockContext
 from vfm_models.blocks.embedders import LabelEmbedder, TimestepEmbedder
 from vfm_models.blocks.final import FinalLayer
 from vfm_models.blocks.patch import PatchEmbed3D, unpatchify
-from vfm_models.blocks.position import rope_3d, sincos_3d
+from vfm_models.blocks.position import rope_3d, sincos_2d, sincos_3d
 from vfm_models.families.config import TransformerConfig
 from vfm_models.families.plan import ParallelPlan
 
@@ -34,7 +34,7 @@ class DiffusionTransformer(nn.Module):
         self.config = cfg
         D, patch = cfg.hidden, cfg.patch
         self.x_embedder = PatchEmbed3D(cfg.in_channels, D, patch)
-        self.t_embedder = TimestepEmbedder(D)
+        self.t_embedder = TimestepEmbedder(D, freq_shift=cfg.timestep_freq_shift)
         if cfg.num_classes:
             self.y_embedder = LabelEmbedder(cfg.num_classes, D)
         if cfg.adaln_lora_rank:
@@ -72,8 +72,9 @@ class DiffusionTransformer(nn.Module):
     def embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
         """(B, C, T, H, W) -> tokens (B, S, D), grid (T', H', W')."""
         tokens, grid = self.x_embedder(x)
-        if self.config.pos_embed == "sincos":
-            tokens = tokens + sincos_3d(grid, self.config.hidden, tokens.device).to(tokens.dtype)
+        if self.config.pos_embed in ("sincos", "sincos2d"):
+            table = sincos_3d if self.config.pos_embed == "sincos" else sincos_2d
+            tokens = tokens + table(grid, self.config.hidden, tokens.device).to(tokens.dtype)
         return tokens, grid
 
     def context(self, grid: Tuple[int, int, int], t: torch.Tensor, cond: Cond = None) -> BlockContext:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-POS_EMBEDS = ("sincos", "rope")
+POS_EMBEDS = ("sincos", "rope", "sincos2d")
 
 
 @dataclass
 class TransformerConfig:
     in_channels: int = 4
-    out_channels: Optional[int] = None  # None or in_channels (learned-sigma outputs are refused)
+    out_channels: Optional[int] = None  # None, in_channels, or 2 x in_channels (DiT's learned sigma: noise first)
     patch: Tuple[int, int, int] = (1, 2, 2)  # (pt, ph, pw)
     hidden: int = 384
     depth: int = 12
@@ -21,12 +21,14 @@ class TransformerConfig:
     mlp: str = "gelu"  # gelu | swiglu
     norm: str = "layer"  # layer | rms
     qk_norm: bool = False
-    pos_embed: str = "sincos"  # sincos (absolute, added to tokens) | rope (3D, in attention)
+    pos_embed: str = "sincos"  # sincos (absolute, added to tokens) | rope (3D, in attention) | sincos2d (DiT's image table)
     rope_theta: float = 10000.0
     adaln_lora_rank: int = 0  # 0: full AdaLN-Zero; r > 0: AdaLN-LoRA with rank r
     text_dim: int = 0  # > 0: cross-attention to text of this width
     num_classes: int = 0  # > 0: class-conditional (cond={"y": ...})
     attention_backend: Optional[str] = None  # None: automatic (see vfm_models.blocks.backends)
+    timestep_freq_shift: int = 0  # timestep features' frequency divisor is dim/2 - shift (DiT: 0, diffusers' DiT: 1)
+    mlp_norm_eps: float = 1e-6  # eps of the norm before the MLP (DiT: 1e-6; diffusers' DiT: its norm_eps, 1e-5)
 
     def __post_init__(self) -> None:
         self.patch = tuple(int(p) for p in self.patch)
@@ -36,11 +38,11 @@ class TransformerConfig:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by num_heads ({self.num_heads})")
         if self.num_heads % self.kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.kv_heads})")
-        if self.out_channels is not None and self.out_channels != self.in_channels:
+        if self.out_channels is not None and self.out_channels not in (self.in_channels, 2 * self.in_channels):
             raise ValueError(
-                f"out_channels must equal in_channels ({self.in_channels}) or be left unset; got {self.out_channels}. "
-                "The formulations regress the whole output to the target, so learned-sigma outputs "
-                "(out_channels = 2 x in_channels, DiT's learn_sigma) are not supported"
+                f"out_channels must equal in_channels ({self.in_channels}), be 2 x in_channels "
+                f"({2 * self.in_channels}: DiT's learned sigma, the prediction then the variance channels) "
+                f"or be left unset; got {self.out_channels}"
             )
         if self.pos_embed not in POS_EMBEDS:
             raise ValueError(f"pos_embed must be one of {', '.join(POS_EMBEDS)}; got {self.pos_embed!r}")
@@ -56,6 +58,11 @@ class TransformerConfig:
     @property
     def output_channels(self) -> int:
         return self.out_channels or self.in_channels
+
+    @property
+    def learned_sigma(self) -> bool:
+        """The output holds DiT's learned variance after the prediction (2 x in_channels channels)."""
+        return self.output_channels == 2 * self.in_channels
 
 
 #: The DiT paper's model sizes (Peebles & Xie, Table 1), shared by the DiT-like families' presets.

@@ -23,4 +23,9 @@ def vfm_models_register_formulations(register):
     register("everyhook-formulations", "vfm_plugin_everyhook.models:MARKER", description="everyhook test marker")
 
 
+@hookimpl
+def vfm_models_register_adapters(register):
+    register("everyhook-adapters", "vfm_plugin_everyhook.models:MARKER", description="everyhook test marker")
+
+
 MARKER = object()

@@ -1,0 +1,178 @@
+"""Reading external checkpoints from local paths and writing diffusers model folders.
+
+Only data is read: ``config.json`` as JSON, weights from safetensors (a diffusers folder, sharded or
+not) or, for a bare ``.pt``/``.pth`` file, ``torch.load(weights_only=True)``. A sharded index may
+name only files inside its own folder. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, adapter_names, get_adapter
+
+DIFFUSERS_WEIGHTS = "diffusion_pytorch_model.safetensors"
+DIFFUSERS_INDEX = DIFFUSERS_WEIGHTS + ".index.json"
+#: The diffusers release whose folder layout and model classes the adapters were checked against.
+DIFFUSERS_FORMAT_VERSION = "0.42.1"
+
+
+@dataclass
+class ExternalCheckpoint:
+    """An external checkpoint read into memory: its adapter, its external config and its weights."""
+
+    adapter: StateDictAdapter
+    config: dict[str, Any]
+    state_dict: dict[str, torch.Tensor]
+    source: Path
+
+    def options(self) -> dict[str, Any]:
+        """The vfm family options."""
+        return self.adapter.options_from_external(self.config)
+
+    def to_vfm(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """(vfm family options, vfm state dict); wrong keys or shapes raise ``AdapterKeyError``."""
+        options = self.options()
+        return options, self.adapter.from_external(self.state_dict, options)
+
+
+def _adapter_for_class(class_name: str | None, where: Path) -> StateDictAdapter:
+    by_class = {}
+    for name in adapter_names():
+        adapter = get_adapter(name)
+        if getattr(adapter, "diffusers_class", None):
+            by_class.setdefault(adapter.diffusers_class, adapter)
+    if class_name in by_class:
+        return by_class[class_name]
+    known = ", ".join(f"{c} ({a.name})" for c, a in sorted(by_class.items())) or "(none)"
+    raise AdapterConfigError(f"{where}: _class_name {class_name!r} has no registered adapter; known diffusers classes: "
+                             f"{known}. Name the format with --from (adapters: {', '.join(adapter_names())})")
+
+
+def _adapter_for_weights(state: Mapping[str, torch.Tensor], where: Path) -> StateDictAdapter:
+    for name in adapter_names():
+        adapter = get_adapter(name)
+        if adapter.matches(state):
+            return adapter
+    raise AdapterConfigError(f"{where}: cannot tell which format these weights are in; name it with --from "
+                             f"(adapters: {', '.join(adapter_names())})")
+
+
+def _inside(folder: Path, name: str, what: str) -> Path:
+    path = (folder / name).resolve()
+    if not path.is_relative_to(folder.resolve()) or not path.is_file():
+        raise AdapterConfigError(f"{what} names {name!r}, which is not a file inside {folder}")
+    return path
+
+
+def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    index = folder / DIFFUSERS_INDEX
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map") or {}
+        shards = sorted(set(weight_map.values()))
+        if not shards or not all(isinstance(s, str) and s.endswith(".safetensors") for s in shards):
+            raise AdapterConfigError(f"{index}: weight_map must name .safetensors shards, got {shards[:3]}")
+        state: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            state.update(load_file(str(_inside(folder, shard, str(index)))))
+        return state
+    if (folder / DIFFUSERS_WEIGHTS).is_file():
+        return load_file(str(folder / DIFFUSERS_WEIGHTS))
+    found = sorted(p.name for p in folder.glob("*.safetensors"))
+    if len(found) == 1:
+        return load_file(str(folder / found[0]))
+    others = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+    hint = f" (found {', '.join(others)}: vfm reads a model folder's weights only as safetensors)" if others else ""
+    raise FileNotFoundError(f"{folder} has no {DIFFUSERS_WEIGHTS} nor {DIFFUSERS_INDEX}"
+                            + (f" and {len(found)} .safetensors files" if found else "") + hint)
+
+
+def _file_weights(path: Path) -> dict[str, torch.Tensor]:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    if path.suffix not in (".pt", ".pth"):
+        raise AdapterConfigError(f"{path}: unknown weights file type {path.suffix!r}; accepted: a model folder, "
+                                 ".safetensors, .pt, .pth")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - anything but plain tensors is refused, whatever torch says
+        raise AdapterConfigError(f"{path} cannot be read as plain weights (torch.load with weights_only=True): "
+                                 f"{str(exc).splitlines()[0]}") from None
+    if isinstance(state, dict) and not any(isinstance(v, torch.Tensor) for v in state.values()):
+        for key in ("ema", "model", "state_dict"):  # a training checkpoint: its (EMA) model weights
+            if isinstance(state.get(key), dict):
+                state = state[key]
+                break
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise AdapterConfigError(f"{path} does not hold a state dict (names -> tensors)")
+    return state
+
+
+def load_external(path: str | PathLike, adapter: str | StateDictAdapter | None = None,
+                  config: Mapping[str, Any] | None = None) -> ExternalCheckpoint:
+    """Read an external checkpoint from a local path.
+
+    ``path``: a diffusers model folder (``config.json`` + ``diffusion_pytorch_model.safetensors`` or
+    its sharded index; a pipeline folder is read from its ``transformer/``), or a single
+    ``.safetensors`` / ``.pt`` / ``.pth`` file (``torch.load(weights_only=True)``).
+    ``adapter``: its name or object; when None, from the folder's ``_class_name`` or by recognising the
+    weights. ``config``: external config fields that override (or, for a bare file, complete) the ones
+    read.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if isinstance(adapter, str):
+        adapter = get_adapter(adapter)
+    if path.is_dir():
+        if not (path / "config.json").is_file() and (path / "transformer" / "config.json").is_file():
+            path = path / "transformer"  # a diffusers pipeline folder: the denoiser lives here
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} is not a diffusers model folder: config.json is missing")
+        external = json.loads((path / "config.json").read_text())
+        if not isinstance(external, dict):
+            raise AdapterConfigError(f"{path / 'config.json'} is not a JSON object")
+        adapter = adapter or _adapter_for_class(external.get("_class_name"), path)
+        state = _folder_weights(path)
+    else:
+        state = _file_weights(path)
+        adapter = adapter or _adapter_for_weights(state, path)
+        try:
+            external = adapter.config_from_state_dict(state)
+        except AdapterConfigError:
+            if not config:  # a format that needs config.json, and none was given
+                raise
+            external = {}
+    if (cls := external.get("_class_name")) and adapter.diffusers_class and cls != adapter.diffusers_class:
+        raise AdapterConfigError(f"{path} holds a {cls} but adapter {adapter.name!r} reads {adapter.diffusers_class}")
+    external = {k: v for k, v in external.items() if not k.startswith("_")}
+    external.update(config or {})
+    return ExternalCheckpoint(adapter, external, state, path)
+
+
+def save_diffusers_folder(folder: str | PathLike, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any],
+                          class_name: str) -> Path:
+    """Write a diffusers model folder: ``config.json`` (with ``_class_name`` and ``_diffusers_version``)
+    and ``diffusion_pytorch_model.safetensors``, loadable with ``<class_name>.from_pretrained(folder)``."""
+    from vfm_models.checkpoint import save_state_dict
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_state_dict(folder / DIFFUSERS_WEIGHTS, state_dict, {"format": "pt"})
+    text = json.dumps({"_class_name": class_name, "_diffusers_version": DIFFUSERS_FORMAT_VERSION, **config},
+                      indent=2, sort_keys=True)
+    tmp = folder / "config.json.tmp"
+    tmp.write_text(text + "\n")
+    os.replace(tmp, folder / "config.json")
+    return folder
