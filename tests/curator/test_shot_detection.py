@@ -95,5 +95,21 @@ def test_split_applies_min_and_max_clip_length_and_deterministic_ids(tmp_path):
 def test_split_rejects_unknown_method_and_options(tmp_path):
     with pytest.raises(ValueError, match="unknown option.*accepted"):
         SplitStage(treshold=3)
-    with pytest.raises(ValueError, match="unknown method 'magic'; accepted: content, stride"):
+    with pytest.raises(ValueError, match="unknown method 'magic'; accepted: adaptive, content, transnetv2, stride"):
         SplitStage(method="magic")  # refused when the stage is built, before any video is decoded
+
+
+def test_split_keeps_the_old_content_options_and_refuses_them_for_other_detectors():
+    old = SplitStage(method="content", threshold=12.0, adaptive_ratio=2.0, min_shot_s=0.5)  # an older config
+    assert old.detector.name == "content"
+    assert old.detector.opt == {"threshold": 12.0, "adaptive_ratio": 2.0, "min_shot_s": 0.5}
+    assert SplitStage().detector.opt == {"threshold": 27.0, "adaptive_ratio": 0.0, "min_shot_s": 0.25}
+    assert SplitStage(method="adaptive", min_shot_s=0.5).detector.opt["min_shot_s"] == 0.5
+    with pytest.raises(ValueError, match="threshold does not apply to method 'adaptive'.*adaptive_threshold"):
+        SplitStage(method="adaptive", threshold=3.0)
+    with pytest.raises(ValueError, match="threshold is given twice"):
+        SplitStage(threshold=20.0, detector_options={"threshold": 30.0})
+    with pytest.raises(ValueError, match="option window_width = 0 is out of range"):
+        SplitStage(method="adaptive", detector_options={"window_width": 0})
+    with pytest.raises(ValueError, match="unknown option.*window.*accepted: adaptive_ratio, min_shot_s, threshold"):
+        SplitStage(detector_options={"window": 3})

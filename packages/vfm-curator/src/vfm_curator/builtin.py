@@ -45,3 +45,14 @@ def vfm_curator_register_captioners(register: Register) -> None:
 def vfm_curator_register_scorers(register: Register) -> None:
     """Built-in clip scores."""
     register("motion", "vfm_curator.stages.filter:MotionScorer", description="mean absolute frame difference in [0, 1]")
+
+
+@hookimpl
+def vfm_curator_register_shot_detectors(register: Register) -> None:
+    """Built-in shot detectors."""
+    register("content", "vfm_curator.shot_detectors.content:ContentDetector",
+             description="HSV colour change above a threshold (PySceneDetect's ContentDetector rule)")
+    register("adaptive", "vfm_curator.shot_detectors.content:AdaptiveDetector",
+             description="HSV colour change against its rolling average (PySceneDetect's AdaptiveDetector rule)")
+    register("transnetv2", "vfm_curator.shot_detectors.transnetv2:TransNetV2Detector",
+             description="TransNet V2 network on 48x27 frames, local safetensors weights, CPU or CUDA")

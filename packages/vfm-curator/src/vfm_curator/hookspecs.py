@@ -32,3 +32,13 @@ def vfm_curator_register_captioners(register: Register) -> None:
 def vfm_curator_register_scorers(register: Register) -> None:
     """Register clip scores for the ``filter`` stage. Target: a class whose instances (built with the
     scorer's ``options``) are callables ``score(clip, task) -> float``."""
+
+
+@hookspec
+def vfm_curator_register_shot_detectors(register: Register) -> None:
+    """Register shot detectors for the ``split`` stage (``method = NAME``). Target: a
+    :class:`vfm_curator.shot_detectors.ShotDetector` subclass: built with the stage's
+    ``detector_options``, it turns one score per frame into shots with
+    ``spans(scores (T,), fps=...) -> [(start, end), ...]``; with ``frame_size = (w, h)`` it scores
+    decoded frames itself (``frame_scores(frames) -> (T,)``), else it reads the decode stage's HSV
+    content change (``task.cut_scores``)."""

@@ -16,6 +16,12 @@ def curate(
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
+    shot_detector: Optional[str] = typer.Option(
+        None, "--shot-detector", metavar="NAME", help="How the split stage finds shots: content (default), adaptive, "
+        "transnetv2, a plugin's detector, or stride."),
+    shot_option: Optional[List[str]] = typer.Option(
+        None, "--shot-option", metavar="KEY=VALUE", help="An option of the shot detector (repeatable), e.g. "
+        "adaptive_threshold=2.5 or weights=transnetv2.safetensors; VALUE is read as JSON when it parses, else as text."),
     caption_qa_model: Optional[Path] = typer.Option(
         None, "--caption-qa-model", help="Score each caption against its frames with this local CLIP or SigLIP folder "
         "(adds the caption_qa stage)."),
@@ -46,6 +52,7 @@ def curate(
     from vfm_curator.config import CurateConfig
     from vfm_curator.errors import StopRun
     from vfm_curator.pipelines.clipping import stage_specs
+    from vfm_curator.shot_detectors import apply_shot_options
     from vfm_curator.pipelines.review import apply_options as apply_review_options
     from vfm_plugins import FolderLockedError
 
@@ -55,6 +62,7 @@ def curate(
         apply_review_options(cfg, caption_qa_model=caption_qa_model, caption_min_score=caption_min_score,
                              caption_qa=caption_qa, caption_calibration=caption_qa_calibration, dedup=dedup,
                              dedup_threshold=dedup_threshold)
+        apply_shot_options(cfg, shot_detector, shot_option or [])
         stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc

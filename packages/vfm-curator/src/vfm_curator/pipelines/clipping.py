@@ -75,8 +75,9 @@ def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
         if name == "stitch" and "max_clip_s" not in options and "max_clip_s" in config.stage_options("split"):
             options["max_clip_s"] = config.stage_options("split")["max_clip_s"]
         cls = host.get("stages", name)
-        cls(**options)  # validate options now, in the driver, with a clear error
-        specs.append(StageSpec(cls, options))
+        stage = cls(**options)  # validate options now, in the driver, with a clear error
+        # a stage whose options change what a worker needs (split with a network detector) says so
+        specs.append(StageSpec(cls, options, getattr(stage, "configured_resources", None)))
     if not specs or specs[-1].name != "write":
         raise ValueError(f"the clipping pipeline must end with the 'write' stage; got {config.stages}")
     return specs

@@ -8,7 +8,7 @@ import numpy as np
 
 from vfm_curator.io.video import iter_frames, probe, small_size
 from vfm_curator.stages.base import LimitError, Resources, Stage
-from vfm_curator.stages.shot_detection import FrameScorer
+from vfm_curator.shot_detectors.content import FrameScorer
 from vfm_curator.tasks import VideoTask
 
 

@@ -1,59 +1,100 @@
-"""``split``: cut a video into clips by content-based shot detection or a fixed stride."""
+"""``split``: cut a video into clips with a registered shot detector, or at a fixed stride."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from vfm_curator.shot_detectors.spans import fixed_stride, limit_lengths
 from vfm_curator.stages.base import LimitError, Resources, Stage
-from vfm_curator.stages.shot_detection import detect_cuts, fixed_stride, limit_lengths, shots_from_cuts
 from vfm_curator.tasks import Clip, VideoTask, clip_id
+
+# Options of the ``content`` detector that the stage has always taken directly (older configs);
+# each goes to the chosen detector when it has an option of that name.
+DETECTOR_SHORTCUTS = ("threshold", "adaptive_ratio", "min_shot_s")
 
 
 class SplitStage(Stage):
     """Fills ``task.clips`` with spans of at least ``min_clip_s`` and at most ``max_clip_s`` seconds.
 
-    ``method="content"``: shot boundaries from the decode stage's per-frame HSV change scores (see
-    :mod:`shot_detection`); ``method="stride"``: spans of ``stride_s`` seconds.
+    ``method``: a registered shot detector (``content``, ``adaptive``, ``transnetv2``, or a
+    plugin's; see :mod:`vfm_curator.shot_detectors`) built with ``detector_options``, or
+    ``"stride"``: spans of ``stride_s`` seconds. ``threshold``, ``adaptive_ratio`` and
+    ``min_shot_s`` are shortcuts for the detector's options of those names (``None``: its default).
+    Detectors that read frames (``transnetv2``) decode the video once more at their own size.
     """
 
     name = "split"
     resources = Resources(cpus=0.5, memory_mb=512)
     defaults = {
         "method": "content",
-        "threshold": 27.0,
-        "adaptive_ratio": 0.0,
-        "min_shot_s": 0.25,
+        "detector_options": {},
+        "threshold": None,
+        "adaptive_ratio": None,
+        "min_shot_s": None,
         "stride_s": 5.0,
         "min_clip_s": 1.0,
         "max_clip_s": 20.0,
+        "hwaccel": None,
     }
 
     def check_options(self) -> None:
-        if self.opt["method"] not in ("content", "stride"):
-            raise ValueError(f"stage 'split': unknown method {self.opt['method']!r}; accepted: content, stride")
-        self.option_range("threshold", lo=0)
-        self.option_range("adaptive_ratio", lo=0)
-        self.option_range("min_shot_s", lo=0)
         self.option_range("stride_s", lo=0, lo_open=True)
         self.option_range("min_clip_s", lo=0)
         self.option_range("max_clip_s", lo=0, lo_open=True)
         if self.opt["max_clip_s"] < self.opt["min_clip_s"]:
             raise ValueError(f"stage 'split': max_clip_s = {self.opt['max_clip_s']} is under min_clip_s = "
                              f"{self.opt['min_clip_s']}; accepted: max_clip_s >= min_clip_s")
+        self.detector = None if self.opt["method"] == "stride" else self._build_detector()
+
+    def _build_detector(self):
+        from vfm_curator.plugins import host
+        from vfm_plugins import PluginError
+
+        method = self.opt["method"]
+        try:
+            cls = host.get("shot_detectors", method) if isinstance(method, str) else None
+        except PluginError:
+            cls = None
+        if cls is None:
+            names = ", ".join([*host.names("shot_detectors"), "stride"])
+            raise ValueError(f"stage 'split': unknown method {method!r}; accepted: {names}")
+        options = self.opt["detector_options"]
+        if not isinstance(options, dict):
+            raise ValueError(f"stage 'split': detector_options must be a table of options, got {options!r}")
+        options = dict(options)
+        for key in DETECTOR_SHORTCUTS:
+            if self.opt[key] is None:
+                continue
+            if key not in cls.defaults:
+                raise ValueError(f"stage 'split': option {key} does not apply to method {method!r}; "
+                                 f"its options (detector_options): {', '.join(sorted(cls.defaults)) or '(none)'}")
+            if key in options:
+                raise ValueError(f"stage 'split': {key} is given twice (the option and detector_options.{key}); "
+                                 "give one")
+            options[key] = self.opt[key]
+        try:
+            return cls(**options)
+        except ValueError as exc:
+            raise ValueError(f"stage 'split': {exc}") from exc
+
+    @property
+    def configured_resources(self) -> Resources | None:
+        """What a worker needs with this detector, when it differs from the class's (a network)."""
+        if self.detector is None or self.detector.frame_size is None:
+            return None
+        return Resources(cpus=1.0, gpus=1.0 if getattr(self.detector, "uses_gpu", False) else 0.0, memory_mb=3072)
+
+    def setup(self) -> None:
+        if self.detector is not None:
+            self.detector.setup()
 
     def process_one(self, task: VideoTask) -> None:
         n, fps = len(task.times), float(task.meta["fps"])
-        if self.opt["method"] == "content":
-            cuts = detect_cuts(
-                task.cut_scores,
-                threshold=float(self.opt["threshold"]),
-                min_shot=max(1, round(float(self.opt["min_shot_s"]) * fps)),
-                adaptive_ratio=float(self.opt["adaptive_ratio"]),
-            )
-            spans = shots_from_cuts(cuts, n)
-            task.meta["cuts"] = cuts
-        elif self.opt["method"] == "stride":
+        if self.detector is None:
             spans = fixed_stride(n, round(float(self.opt["stride_s"]) * fps))
         else:
-            raise ValueError(f"unknown split method {self.opt['method']!r}; available: content, stride")
+            spans = [(a, min(b, n)) for a, b in self.detector.spans(self._scores(task, n), fps=fps) if a < n]
+            task.meta["cuts"] = [a for a, _ in spans[1:]]
         min_len = max(1, round(float(self.opt["min_clip_s"]) * fps))
         max_len = max(min_len, round(float(self.opt["max_clip_s"]) * fps))
         if n < min_len:
@@ -64,6 +105,18 @@ class SplitStage(Stage):
             raise LimitError(f"no clip: {len(spans)} shot(s) ({len(spans) - 1} cuts in {n} frames), the longest "
                              f"{longest:.2f} s, all under min_clip_s={self.opt['min_clip_s']}")
 
+    def _scores(self, task: VideoTask, n: int) -> np.ndarray:
+        """The detector's per-frame scores: the decode stage's content change, or its own pass over
+        frames of its size (cut or padded to the decode stage's frame count, should a decoder differ)."""
+        if self.detector.frame_size is None:
+            return task.cut_scores
+        from vfm_curator.io.video import iter_frames
+
+        w, h = self.detector.frame_size
+        frames = (frame for _, frame in iter_frames(task.source, width=w, height=h, hwaccel=self.opt["hwaccel"]))
+        scores = np.asarray(self.detector.frame_scores(frames), np.float32)[:n]
+        return np.pad(scores, (0, n - len(scores)))
+
 
 def make_clip(task: VideoTask, start: int, end: int) -> Clip:
     """A clip of frames ``[start, end)`` with its times and deterministic id."""
@@ -71,3 +124,4 @@ def make_clip(task: VideoTask, start: int, end: int) -> Clip:
     frame_s = 1.0 / float(task.meta["fps"]) if task.meta.get("fps") else 0.0
     end_s = float(times[end]) if end < len(times) else float(times[-1]) + frame_s
     return Clip(start=start, end=end, start_s=float(times[start]), end_s=end_s, id=clip_id(task.source, start, end))
+

@@ -24,3 +24,8 @@ def vfm_curator_register_captioners(register):
 @hookimpl
 def vfm_curator_register_scorers(register):
     register("everyhook-scorers", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")
+
+
+@hookimpl
+def vfm_curator_register_shot_detectors(register):
+    register("everyhook-shot_detectors", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")
