@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from vfm_cli import compose
+from vfm_cli import recipe
 from vfm_parallel.trainer import config as config_mod
 from vfm_parallel.trainer import train
 from vfm_parallel.trainer.mfu import measured_matmul_tflops
@@ -28,7 +28,7 @@ def run(name: str, overrides: list[str], steps: int, peak: float) -> dict:
                  "checkpoint.interval=0", f"logging.peak_tflops={peak}", *overrides]
         cfg = config_mod.load(ROOT / "configs" / "tiny.toml", items, 1)
         start = time.perf_counter()
-        result = train(cfg, compose.build_parts)
+        result = train(cfg, recipe.parts_builder(recipe.validate(cfg)))
         wall = time.perf_counter() - start
     losses = [result.losses[s] for s in sorted(result.losses)]
     return {"name": name, "tokens_per_s": result.mean_tokens_per_s, "mfu": result.mean_mfu, "wall_s": wall,

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import vfm_models
-from vfm_cli import compose
+from vfm_cli import recipe
+from vfm_cli.recipe.export import exporter, null_cond
 from vfm_infer.pipeline import GenerationSpec, VideoPipeline
 from vfm_infer.plugins import host
 from vfm_parallel.trainer import TrainParts, from_dict, train
@@ -48,15 +49,15 @@ def _config(tmp_path, formulation: str) -> dict:
 
 
 def _build(ctx) -> TrainParts:
-    """compose's parts (model, formulation, export, null condition) with colour fields as the data."""
+    """the recipe's parts (model, formulation, export, null condition) with colour fields as the data."""
     cfg = ctx.config
-    r = compose.resolve(cfg)
+    r = recipe.resolve(cfg)
     model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
     formulation = vfm_models.get_formulation(cfg.model.formulation)(**cfg.model.formulation_options)
     latents, labels = colour_fields(64)
     return TrainParts(model=model, formulation=formulation, flops_per_token=1.0,
                       loader=SyntheticLoader(latents, labels, cfg.data.micro_batch),
-                      export=compose._exporter(cfg, r, formulation), null_cond=compose.null_cond(cfg, r))
+                      export=exporter(cfg, r, formulation), null_cond=null_cond(cfg, r))
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 import vfm_models
-from vfm_cli import compose
+from vfm_cli import recipe
+from vfm_cli.recipe.loaders import ShardBatches, shard_loader
 from vfm_parallel.trainer import ConfigError, from_dict, train
 from vfm_parallel.trainer.batches import micro_loss
 from vfm_parallel.trainer.synthetic import make_blobs
@@ -89,8 +90,7 @@ def shard_config(out_dir, blend, **sections) -> dict:
 
 def run(cfg: dict):
     parsed = from_dict(cfg)
-    compose.validate(parsed)
-    return train(parsed, compose.build_parts)
+    return train(parsed, recipe.parts_builder(recipe.validate(parsed)))
 
 
 @pytest.mark.parametrize("packing", [False, True], ids=["bucketed", "packed"])
@@ -113,14 +113,14 @@ def test_a_packed_step_equals_the_unpacked_step_on_the_same_samples(shards, tmp_
     root, written = shards
     cfg = from_dict(shard_config(tmp_path, root / "blend.yaml",
                                  data={"blend": "", "shards": [str(root / "v")], "packing": True, "max_seq_len": 96}))
-    r = compose.resolve(cfg)
+    r = recipe.resolve(cfg)
     from vfm_parallel.trainer.distributed import Coordinates
     from vfm_parallel.trainer import RunContext
 
     ctx = RunContext(Coordinates.of(0, {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1}), torch.device("cpu"), cfg)
-    loader = compose._shard_loader(cfg, ctx, r)
+    loader = shard_loader(cfg, ctx, r)
     raw = next(iter(loader.loader))
-    packed = next(iter(compose.ShardBatches([raw], r.mcfg)))
+    packed = next(iter(ShardBatches([raw], r.mcfg)))
     n = len(packed["x0s"])
     assert n == 6 and packed["num_tokens"] == 6 * 32  # two packs of three 32-token videos
     for key, x0 in zip(raw.keys, packed["x0s"]):  # the adapter gives back exactly the written latents
@@ -161,11 +161,11 @@ def test_the_model_text_dim_must_equal_the_shards_text_encoder_dim(shards, tmp_p
     root, _ = shards
     cfg = from_dict(shard_config(tmp_path, root / "blend.yaml", model={"options": {"text_dim": 32}}))
     with pytest.raises(ConfigError, match=r"text_dim is 32 but the shards' text embeddings \(hash\) are 16 wide") as info:
-        compose.validate(cfg)
+        recipe.validate(cfg)
     assert info.value.key == "model.options.text_dim"
     cfg = from_dict(shard_config(tmp_path, root / "blend.yaml", model={"text_encoder": "minilm"}))
     with pytest.raises(ConfigError, match="'minilm', but the shards were made with the text encoder 'hash'"):
-        compose.validate(cfg)
+        recipe.validate(cfg)
 
 
 def test_an_unconditional_dit_trains_from_shards_and_exports_without_a_text_encoder(shards, tmp_path):

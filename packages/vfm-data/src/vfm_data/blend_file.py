@@ -14,15 +14,24 @@ splits:
 
 How the weights are used is the blender's choice (``make_loader(..., blender="scheduled", ...)``);
 the weighted blender uses them as they are.
+
+:func:`write_blend` writes one; :func:`read_yaml` reads it (or any dataset YAML) with energon's own
+reader, :func:`entry_path` places an entry's dataset as energon does, and :func:`dataset_folders`
+lists the dataset folders a blend trains on. :mod:`vfm_data.trust` checks what a blend may name with
+the same three.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import yaml
+
+
+class BlendFileError(ValueError):
+    """A blend file vfm cannot read: names the file and what a blend file holds."""
 
 
 def write_blend(
@@ -58,3 +67,40 @@ def write_blend(
 def _relative_if_inside(dataset: str | os.PathLike, blend_file: Path) -> str:
     dataset, base = Path(dataset).resolve(), blend_file.resolve().parent
     return str(dataset.relative_to(base)) if dataset.is_relative_to(base) else str(dataset)
+
+
+def read_yaml(file: str | os.PathLike) -> Any:
+    """A blend or dataset YAML file parsed by energon's own reader (what energon will see)."""
+    from megatron.energon.eyaml import load_yaml
+
+    return load_yaml(Path(file).read_bytes())
+
+
+def entry_path(entry: dict, base: Path) -> Path:
+    """Where a blend entry's ``path`` points: absolute, or relative to the blend file's folder ``base``."""
+    target = Path(entry["path"])
+    return target if target.is_absolute() else base / target
+
+
+def dataset_folders(path: str | os.PathLike, *, split_part: str = "train") -> list[Path]:
+    """The prepared dataset folders a blend file trains on (``split_part``'s entries, nested blends
+    followed), in the file's order; a dataset folder is itself. Raises :class:`BlendFileError`
+    naming the file when it is missing or is not a blend file."""
+    return _folders(Path(path), split_part, seen=set())
+
+
+def _folders(path: Path, split_part: str, seen: set[Path]) -> list[Path]:
+    if path.suffix not in (".yaml", ".yml"):
+        return [path.resolve()]
+    if not path.is_file():
+        raise BlendFileError(f"no blend file at {path}")
+    if path.resolve() in seen:
+        raise BlendFileError(f"{path}: the blend names itself (a cycle)")
+    seen.add(path.resolve())
+    try:
+        entries = read_yaml(path)["splits"][split_part]["blend"]
+        targets = [entry_path(e, path.parent) for e in entries]
+    except Exception as exc:  # noqa: BLE001 - a YAML error, a missing key or a wrong type: the parser's types vary
+        raise BlendFileError(f"{path} is not a blend file (energon MetadatasetV2 with splits.{split_part}.blend "
+                             f"listing {{path, weight}}): {type(exc).__name__}: {exc}") from None
+    return [folder for target in targets for folder in _folders(target, split_part, seen)]

@@ -152,9 +152,10 @@ def first_sample(folder: str | Path, *, max_tries: int = 100) -> VideoSample:
     :class:`~vfm_data.errors.ShardError` naming the shards.
     """
     folder = Path(folder)
-    shards = sorted(folder.glob("*.tar"))
-    if not shards:
-        raise ShardError(f"vfm_data: no .tar shards in {folder}")
+    shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
+    if not shards or not (folder / ".nv-meta").is_dir():
+        raise ShardError(f"vfm_data: {folder} is not a prepared shard folder (needs *.tar shards and .nv-meta/; "
+                         f"vfm shard or vfm_data.prepare_dataset writes both)")
     decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries))
     for shard in shards:
         problem = tar_head_problem(shard)

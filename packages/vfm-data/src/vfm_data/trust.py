@@ -7,7 +7,8 @@ else could run code while a loader is built. vfm writes a fixed, small shape of 
 :func:`check_dataset` accepts exactly that and refuses anything else, naming the file and the key.
 ``trust_dataset_code=True`` skips the check with a warning (``vfm train --trust-dataset-code``).
 
-The files are parsed with energon's own YAML reader, so the check sees what energon will see.
+The files are parsed with energon's own YAML reader (``blend_file.read_yaml``, the one vfm's blend
+reading uses too), so the check sees what energon will see.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import re
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
+
+from vfm_data.blend_file import entry_path
 
 #: The one object a vfm ``dataset.yaml`` names (``vfm_data.writer.DATASET_YAML``).
 DATASET_CLASSES = {("megatron.energon", "CrudeWebdataset")}
@@ -71,10 +74,10 @@ def _check_path(path: Any, seen: set[Path]) -> None:
 
 
 def _load(file: Path) -> Any:
-    from megatron.energon.eyaml import load_yaml
+    from vfm_data.blend_file import read_yaml
 
     try:
-        return load_yaml(file.read_bytes())
+        return read_yaml(file)
     except Exception as exc:  # noqa: BLE001 - the parser's own error types vary
         raise UntrustedDatasetError(file, "<file>", f"not readable YAML ({type(exc).__name__}: {exc})") from None
 
@@ -132,8 +135,7 @@ def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: set[Path]) -> 
             key = f"splits.{split}.blend[{i}]"
             _only_keys(file, key, entry, _BLEND_ENTRY_KEYS)
             _check_entry(file, key, entry)
-            target = Path(entry["path"])
-            _check_path(target if target.is_absolute() else base / target, seen)
+            _check_path(entry_path(entry, base), seen)
 
 
 def _check_entry(file: Path | str, key: str, entry: dict) -> None:

@@ -22,15 +22,15 @@ def model_spec(cfg, seq_len: int | None = None):
     import torch
 
     import vfm_models
-    from vfm_cli import compose
+    from vfm_cli import recipe
     from vfm_models.flops import count_params, model_flops_per_token
     from vfm_parallel.planner import ModelSpec
 
-    r = compose.resolve(cfg, probe=cfg.data.source == "shards" and compose.data_available(cfg))
+    r = recipe.resolve(cfg, probe=cfg.data.source == "shards" and recipe.data_available(cfg))
     with torch.device("meta"):
         model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
     plan = model.parallel_plan()
-    tokens = seq_len or compose.seq_len(cfg, r)
+    tokens = seq_len or recipe.seq_len(cfg, r)
     params = count_params(model)
     full = sum(1 for i in range(plan.num_layers) if "full" in plan.attention_for(i).values())
     return ModelSpec(

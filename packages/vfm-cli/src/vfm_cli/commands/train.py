@@ -54,14 +54,14 @@ def train(
     try:
         world = world_size or env_world_size()
         cfg = config_mod.load(config, items, world)
-        from vfm_cli import compose
+        from vfm_cli import recipe
 
-        compose.validate(cfg, world, require_data=not validate_only)
+        resolved = recipe.validate(cfg, world, require_data=not validate_only)  # the run is built from it: resolved once
     except config_mod.ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     if validate_only:
-        unchecked = "" if compose.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
+        unchecked = "" if recipe.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
         typer.echo(f"{config}: valid{unchecked}")
         return
 
@@ -89,7 +89,7 @@ def train(
     # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)
     data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
     try:
-        result = run(cfg, compose.build_parts, sinks=sinks)
+        result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
     except (NonFiniteTrainingError, NonFiniteWeightsError) as exc:  # NaN training: nothing was exported
         for sink in sinks:  # the progress bar's last line ends before the error
             sink.close()

@@ -1,6 +1,6 @@
 """Micro-batches as the trainer sees them, and the loss of one.
 
-Two layouts (the loader adapter in ``vfm_cli.compose`` produces them; nothing here imports a data
+Two layouts (the loader adapter in ``vfm_cli.recipe.loaders`` produces them; nothing here imports a data
 or model package):
 
 - dense: ``{"x0": (B, C, T, H, W), "cond": {...}}``, samples of one shape stacked;
@@ -33,7 +33,7 @@ def batch_size(batch: dict[str, Any]) -> int:
 
 
 #: ``null_cond(cond, drop)``: ``cond`` with the samples where ``drop`` (B,) bool is True replaced
-#: by the model's null condition (built by whoever knows the model: ``vfm_cli.compose``).
+#: by the model's null condition (built by whoever knows the model: ``vfm_cli.recipe.export``).
 NullCond = Callable[[dict, torch.Tensor], dict]
 
 

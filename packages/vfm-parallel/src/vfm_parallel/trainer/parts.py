@@ -1,6 +1,6 @@
 """What the trainer is given and what it returns: the injected parts (model, formulation, loader,
 FLOPs, export), this rank's context, and the run's result. vfm-parallel never imports vfm-models or
-vfm-data; ``vfm_cli.compose`` builds the parts from a config."""
+vfm-data; ``vfm_cli.recipe`` builds the parts from a config."""
 
 from __future__ import annotations
 

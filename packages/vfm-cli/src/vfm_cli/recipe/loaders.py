@@ -1,0 +1,78 @@
+"""The trainer's loader for this rank: synthetic blobs, or vfm-data's resumable loader as trainer
+micro-batches (dense ``{"x0", "cond"}`` or packed ``{"x0s", "cond", "num_tokens"}``, see
+:mod:`vfm_parallel.trainer.batches`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from vfm_parallel.trainer import RunContext
+from vfm_parallel.trainer.batches import unpack
+from vfm_parallel.trainer.config import TrainConfig
+
+from vfm_cli.recipe.resolution import Resolved
+
+
+def synthetic_loader(cfg: TrainConfig, ctx: RunContext):
+    """Class-conditional blobs (``data.source = "synthetic"``), this rank's share of them."""
+    from vfm_parallel.trainer.synthetic import SyntheticLoader, make_blobs
+
+    d = cfg.data
+    latents, labels = make_blobs(d.num_samples, tuple(d.latent_shape), d.num_classes)
+    return SyntheticLoader(latents, labels, d.micro_batch, ctx.coords.dp_rank, ctx.coords.dp_size)
+
+
+class ShardBatches:
+    """vfm-data's resumable loader, giving the trainer dense ``{"x0", "cond"}`` or packed
+    ``{"x0s", "cond", "num_tokens"}`` micro-batches (see :mod:`vfm_parallel.trainer.batches`)."""
+
+    def __init__(self, loader: Any, mcfg: Any) -> None:
+        self.loader, self.mcfg = loader, mcfg
+
+    def _cond(self, batch: Any) -> dict[str, torch.Tensor]:
+        if not self.mcfg.text_dim:
+            return {}  # unconditional
+        return {"text": batch.text.float(), "text_mask": batch.text_mask.bool()}
+
+    def __iter__(self):
+        for batch in self.loader:
+            # "keys": the samples' keys, which the trainer names when a step's loss is not finite
+            if hasattr(batch, "latents"):  # VideoBatch: one bucket, stacked
+                yield {"x0": batch.latents.float(), "cond": self._cond(batch), "keys": list(batch.keys)}
+            else:  # PackedBatch: padded packs of patch tokens -> the samples' latents
+                x0s = unpack(batch.patches.float(), batch.seq_ids, batch.grids, self.mcfg.in_channels, self.mcfg.patch)
+                yield {"x0s": x0s, "cond": self._cond(batch), "num_tokens": int(batch.num_tokens), "keys": list(batch.keys)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loader.load_state_dict(state)
+
+    def metrics(self) -> dict[str, float]:
+        """Samples the loader skipped, for the trainer's metrics (``data_skipped``, ``data_<reason>``)."""
+        return self.loader.metrics()
+
+
+def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches:
+    """vfm-data's loader over the blend (or the shard folders, weighted equally) for this DP rank:
+    packed when ``data.packing``, else bucketed by duration."""
+    from vfm_data import make_loader
+
+    d = cfg.data
+    folders = r.shards.datasets
+    path: Any = d.blend if d.blend else folders[0]
+    if not d.blend and len(folders) > 1:  # an in-memory blend, weighted equally
+        path = {"__module__": "megatron.energon", "__class__": "MetadatasetV2",
+                "splits": {"train": {"blend": [{"weight": 1.0, "path": str(f.resolve())} for f in folders]}}}
+    pt, ph, _ = r.mcfg.patch
+    common = dict(patch_size=ph, temporal_patch=pt, batch_size=d.micro_batch, num_workers=d.workers,
+                  latent_channels=r.mcfg.in_channels, seed=cfg.train.seed, dp_rank=ctx.coords.dp_rank,
+                  dp_world=ctx.coords.dp_size, trust_dataset_code=d.trust_dataset_code)
+    if d.packing:
+        loader = make_loader(path, max_seq_len=d.max_seq_len, blender="weighted", **common)
+    else:
+        durations = list(d.durations) or sorted({shape[1] for shape in r.shards.shapes})
+        loader = make_loader(path, blender="bucketed", blender_options={"batch_size": d.micro_batch, "durations": durations}, **common)
+    return ShardBatches(loader, r.mcfg)

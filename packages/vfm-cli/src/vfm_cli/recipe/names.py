@@ -1,0 +1,35 @@
+"""The config's names checked against the plugin registries (looked up without importing plugins)."""
+
+from __future__ import annotations
+
+import inspect
+
+import vfm_models
+from vfm_parallel.trainer.config import ConfigError, TrainConfig
+
+_SINGULAR = {"families": "family", "formulations": "formulation", "tokenizers": "tokenizer", "text_encoders": "text encoder"}
+
+
+def check_name(kind: str, name: str, key: str) -> None:
+    """``name`` is registered as a ``kind`` (looked up without importing the plugin's module)."""
+    names = vfm_models.host.names(kind)
+    if name not in names:
+        raise ConfigError(key, f"unknown {_SINGULAR[kind]} {name!r}; available: {', '.join(names)}")
+
+
+def check_formulation_options(cfg: TrainConfig) -> None:
+    """``model.formulation_options`` are options the formulation takes, with values it accepts
+    (it is built once here, which costs nothing: a formulation holds a few numbers)."""
+    name, options = cfg.model.formulation, dict(cfg.model.formulation_options)
+    cls = vfm_models.get_formulation(name)
+    params = inspect.signature(cls).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ConfigError(f"model.formulation_options.{unknown[0]}",
+                              f"unknown option of formulation {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+    try:
+        cls(**options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("model.formulation_options", f"formulation {name!r} refuses {options}: {exc}") from None

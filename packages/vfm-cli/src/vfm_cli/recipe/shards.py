@@ -1,0 +1,84 @@
+"""What the shards hold, read through vfm-data before the model is built: the trust check, the
+dataset folders of a blend (``vfm_data.blend_file``) and each dataset's first sample
+(``vfm_data.sample.first_sample``). vfm-data's errors become :class:`ConfigError` naming the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vfm_parallel.trainer.config import ConfigError, TrainConfig
+
+
+@dataclass
+class ShardInfo:
+    """Read from the first sample of each dataset: shapes, text width, and how the samples were made."""
+
+    datasets: list[Path]
+    shapes: list[tuple[int, int, int, int]]  # latent (C, T, H, W) of each dataset's first sample
+    text_dim: int
+    tokenizer: str
+    text_encoder: str
+    tokenizer_options: dict = field(default_factory=dict)
+    text_encoder_options: dict = field(default_factory=dict)
+    text_len: int = 0  # real text tokens of the first sample (for the executed-FLOPs count)
+
+
+def data_available(cfg: TrainConfig) -> bool:
+    """Whether the shards the config names are on this machine (a blend file or the folders)."""
+    if cfg.data.source == "synthetic":
+        return True
+    return Path(cfg.data.blend).is_file() if cfg.data.blend else all(Path(p).is_dir() for p in cfg.data.shards)
+
+
+def check_trusted(cfg: TrainConfig) -> None:
+    """The blend or shard folders hold only metadata vfm writes (docs/security.md), unless the
+    config trusts their code; before anything (energon included) reads them further."""
+    from vfm_data.trust import UntrustedDatasetError, check_dataset
+
+    key = "data.blend" if cfg.data.blend else "data.shards"
+    try:
+        for path in [cfg.data.blend] if cfg.data.blend else cfg.data.shards:
+            check_dataset(path, trust_dataset_code=cfg.data.trust_dataset_code)
+    except UntrustedDatasetError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
+def dataset_folders(cfg: TrainConfig) -> list[Path]:
+    """The prepared dataset folders of ``data.blend`` (an energon metadataset v2) or ``data.shards``."""
+    if not cfg.data.blend:
+        return [Path(p) for p in cfg.data.shards]
+    from vfm_data.blend_file import BlendFileError, dataset_folders as blend_folders
+
+    try:
+        return blend_folders(cfg.data.blend)
+    except BlendFileError as exc:
+        raise ConfigError("data.blend", str(exc)) from None
+
+
+def _first_sample(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict]:
+    """(latent shape, text shape, metadata) of the first decodable sample in ``folder``."""
+    from vfm_data.errors import ShardError
+    from vfm_data.sample import first_sample
+
+    try:
+        sample = first_sample(folder)
+    except ShardError as exc:
+        raise ConfigError("data", str(exc)) from None
+    return tuple(sample.latent.shape), tuple(sample.text.shape), sample.meta
+
+
+def probe_shards(cfg: TrainConfig) -> ShardInfo:
+    """The datasets' first samples, after the trust check; the datasets must agree on channels and text width."""
+    check_trusted(cfg)
+    folders = dataset_folders(cfg)
+    samples = [_first_sample(f) for f in folders]
+    text_dims = {text[1] for _, text, _ in samples}
+    channels = {latent[0] for latent, _, _ in samples}
+    if len(text_dims) > 1 or len(channels) > 1:
+        raise ConfigError("data", f"the datasets disagree: latent channels {sorted(channels)}, text widths {sorted(text_dims)}")
+    meta = samples[0][2]
+    extra = meta.get("extra") or {}
+    return ShardInfo(folders, [s[0] for s in samples], text_dims.pop(), meta.get("tokenizer", ""), meta.get("text_encoder", ""),
+                     dict(extra.get("tokenizer_options") or {}), dict(extra.get("text_encoder_options") or {}),
+                     text_len=int(meta.get("text_length") or samples[0][1][0]))

@@ -1,0 +1,63 @@
+"""The recipe's checks before any process group starts: :func:`validate` resolves the config once
+and checks its names, the patch against the data and (with a world size) the mesh against the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import vfm_models
+from vfm_parallel.trainer.config import ConfigError, TrainConfig
+
+from vfm_cli.recipe.names import check_formulation_options, check_name
+from vfm_cli.recipe.resolution import Resolved, resolve, seq_len
+from vfm_cli.recipe.shards import data_available
+
+
+def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: bool = True) -> Resolved:
+    """Check every name the config uses against the plugin registries, the data against the model,
+    and (with ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The
+    model is built on the meta device, so a 28B config costs nothing; a bad config fails before any
+    process group starts. ``require_data=False`` skips the shard checks when the shards are not here.
+
+    Returns the :class:`Resolved` config, which :func:`vfm_cli.recipe.parts_builder` builds the run
+    from (so a run resolves its config, and reads the shards' first samples, once)."""
+    from vfm_cli.paths import folder_problem
+
+    problem = folder_problem(Path(cfg.train.out_dir))
+    if problem:
+        raise ConfigError("train.out_dir", problem)
+    probed = require_data or data_available(cfg)
+    r = resolve(cfg, probe=probed)
+    check_name("formulations", cfg.model.formulation, "model.formulation")
+    check_formulation_options(cfg)
+    # Names left to the shards ("") can only be checked with the shards at hand.
+    if r.tokenizer:
+        check_name("tokenizers", r.tokenizer, "model.tokenizer")
+    elif probed:
+        raise ConfigError("model.tokenizer", "the shards do not record their tokenizer; name it in model.tokenizer")
+    if r.text_encoder:
+        check_name("text_encoders", r.text_encoder, "model.text_encoder")
+    elif r.mcfg.text_dim and probed:
+        raise ConfigError("model.text_encoder", "a text-conditional model needs the name of the text encoder the shards were made with")
+    pt, ph, pw = r.mcfg.patch
+    if cfg.data.source == "shards" and ph != pw:
+        raise ConfigError("model.options.patch", f"the shard loader cuts square patches; got ph={ph}, pw={pw}")
+    _, t, h, w = r.latent_shape
+    if cfg.data.source == "synthetic" and (t % pt or h % ph or w % pw):
+        raise ConfigError("data.latent_shape", f"(T, H, W) = {(t, h, w)} is not divisible by the patch {r.mcfg.patch}")
+    if world_size is not None:
+        _check_mesh(cfg, r, world_size)
+    return r
+
+
+def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
+    from vfm_parallel import LayoutError, ParallelDims
+
+    with torch.device("meta"):
+        plan = vfm_models.get_family(cfg.model.family).build(r.mcfg).parallel_plan()
+    try:
+        ParallelDims(**cfg.parallel.resolved(world_size)).validate(world_size, plan, seq_len(cfg, r))
+    except LayoutError as exc:
+        raise ConfigError("parallel", str(exc)) from None

@@ -1,0 +1,42 @@
+"""vfm_data.blend_file reads what write_blend writes: the dataset folders a blend trains on (nested
+blends followed), with one-line errors naming the file; the trust check reads blends the same way."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.data.helpers import write_dataset
+from vfm_data.blend_file import BlendFileError, dataset_folders, write_blend
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("blend")
+    return root, [write_dataset(root / name, 3, prefix=name) for name in ("a", "b", "c")]
+
+
+def test_a_written_blend_reads_back_as_its_folders_with_nested_blends_followed(datasets):
+    root, (a, b, c) = datasets
+    inner = write_blend(root / "inner.yaml", [(b, 1.0), (c, 2.0)])
+    outer = root / "outer.yaml"
+    outer.write_text(yaml.safe_dump({"__module__": "megatron.energon", "__class__": "MetadatasetV2",
+                                     "splits": {"train": {"blend": [{"weight": 1.0, "path": "a"},
+                                                                    {"weight": 1.0, "path": str(inner)}]}}}))
+    assert dataset_folders(inner) == [b.resolve(), c.resolve()]
+    assert dataset_folders(outer) == [a.resolve(), b.resolve(), c.resolve()]
+    assert dataset_folders(a) == [a.resolve()]  # a dataset folder is itself
+
+
+def test_a_missing_or_malformed_blend_is_one_error_naming_the_file(datasets, tmp_path):
+    root, _ = datasets
+    with pytest.raises(BlendFileError, match=f"no blend file at {tmp_path}/nope.yaml"):
+        dataset_folders(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("splits:\n  valid:\n    blend: []\n")
+    with pytest.raises(BlendFileError, match=rf"{bad} is not a blend file \(energon MetadatasetV2 with splits.train.blend"):
+        dataset_folders(bad)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(yaml.safe_dump({"splits": {"train": {"blend": [{"weight": 1.0, "path": "loop.yaml"}]}}}))
+    with pytest.raises(BlendFileError, match="names itself"):
+        dataset_folders(loop)
