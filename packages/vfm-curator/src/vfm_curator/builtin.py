@@ -39,6 +39,8 @@ def vfm_curator_register_embedders(register: Register) -> None:
 def vfm_curator_register_captioners(register: Register) -> None:
     """Built-in captioners."""
     register("vlm", "vfm_curator.captioners.vlm:VLMCaptioner", description="image-text-to-text model from a local transformers folder")
+    register("endpoint", "vfm_curator.captioners.endpoint:EndpointCaptioner",
+             description="an OpenAI-compatible chat-completions server (vLLM, SGLang, Ollama): frames as images")
 
 
 @hookimpl

@@ -26,7 +26,7 @@ from vfm_curator.errors import InputError
 CAUSES = ("input", "config", "machine")
 #: Reason kinds a record may carry (``--retry-failed KIND``); stages may add their own.
 KINDS = (
-    "unusable-input", "bad-name", "no-clips", "all-filtered", "too-short", "no-caption", "error",
+    "unusable-input", "bad-name", "no-clips", "all-filtered", "too-short", "no-caption", "caption-endpoint", "error",
     "worker-crash", "out-of-memory", "timeout", "stage-setup",
 )
 

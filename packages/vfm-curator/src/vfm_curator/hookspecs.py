@@ -25,7 +25,8 @@ def vfm_curator_register_embedders(register: Register) -> None:
 @hookspec
 def vfm_curator_register_captioners(register: Register) -> None:
     """Register clip captioners for the ``caption`` stage. Target: a class whose instances (built with
-    ``captioner_options``) have ``caption(frames: list of (H, W, 3) uint8) -> str``."""
+    ``captioner_options``) have ``caption(frames: list of (H, W, 3) uint8) -> str``; optionally
+    ``caption_many``, ``provenance`` and ``check_options`` (see :mod:`vfm_curator.captioners`)."""
 
 
 @hookspec

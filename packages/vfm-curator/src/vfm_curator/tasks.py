@@ -36,6 +36,7 @@ class Clip:
     samples: list[np.ndarray] = field(default_factory=list)  # a few (H, W, 3) uint8 frames (first, middle, last)
     embedding: np.ndarray | None = None  # (D,) float32
     caption: str | None = None
+    caption_by: dict[str, str] = field(default_factory=dict)  # captioner (manifest, sidecar, a name), model, prompt
     scores: dict[str, float] = field(default_factory=dict)
     rejected: str | None = None  # why a filter dropped it
 

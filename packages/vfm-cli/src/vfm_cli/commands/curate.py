@@ -22,6 +22,15 @@ def curate(
     shot_option: Optional[List[str]] = typer.Option(
         None, "--shot-option", metavar="KEY=VALUE", help="An option of the shot detector (repeatable), e.g. "
         "adaptive_threshold=2.5 or weights=transnetv2.safetensors; VALUE is read as JSON when it parses, else as text."),
+    captioner: Optional[str] = typer.Option(
+        None, "--captioner", help="Caption clips that have no caption with this registered captioner (endpoint, vlm)."),
+    caption_url: Optional[str] = typer.Option(
+        None, "--caption-url", help="endpoint captioner: the OpenAI-compatible server's base URL (e.g. http://localhost:8000)."),
+    caption_model: Optional[str] = typer.Option(
+        None, "--caption-model", help="endpoint: the served model name; vlm: the local transformers folder."),
+    caption_prompt: Optional[str] = typer.Option(None, "--caption-prompt", help="The captioner's prompt."),
+    caption_api_key_env: Optional[str] = typer.Option(
+        None, "--caption-api-key-env", metavar="VAR", help="endpoint: the environment variable holding the API key."),
     caption_qa_model: Optional[Path] = typer.Option(
         None, "--caption-qa-model", help="Score each caption against its frames with this local CLIP or SigLIP folder "
         "(adds the caption_qa stage)."),
@@ -62,6 +71,7 @@ def curate(
         apply_review_options(cfg, caption_qa_model=caption_qa_model, caption_min_score=caption_min_score,
                              caption_qa=caption_qa, caption_calibration=caption_qa_calibration, dedup=dedup,
                              dedup_threshold=dedup_threshold)
+        apply_caption_options(cfg, captioner, caption_url, caption_model, caption_prompt, caption_api_key_env)
         apply_shot_options(cfg, shot_detector, shot_option or [])
         stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
     except (OSError, ValueError) as exc:
@@ -89,6 +99,33 @@ def curate(
     ), title=f"vfm curate -> {summary.out}")
     Console().print(table)
     typer.echo(f"report: {Path(summary.out) / 'report.html'}")
+    if summary.uncaptioned:
+        from vfm_curator.io.report import UNCAPTIONED_ADVICE
+
+        typer.echo(f"captions: {summary.uncaptioned} of {summary.clips} clips have none. {UNCAPTIONED_ADVICE}.")
+
+
+def apply_caption_options(cfg, captioner: str | None, url: str | None, model: str | None, prompt: str | None,
+                          api_key_env: str | None) -> None:
+    """``--captioner`` and its ``--caption-*`` options override the config's ``[options.caption]``."""
+    given = {"--caption-url": url, "--caption-model": model, "--caption-prompt": prompt, "--caption-api-key-env": api_key_env}
+    if captioner is None and all(v is None for v in given.values()):
+        return
+    if "caption" not in cfg.stages:
+        raise ValueError(f"--captioner and --caption-* need the caption stage; the configured stages are {', '.join(cfg.stages)}")
+    options = cfg.options.setdefault("caption", {})
+    if captioner is not None:
+        if captioner != options.get("captioner"):
+            options["captioner_options"] = {}  # another captioner's options from the config do not apply
+        options["captioner"] = captioner
+    if not options.get("captioner"):
+        raise ValueError(f"{', '.join(k for k, v in given.items() if v is not None)} need --captioner (or [options.caption] captioner)")
+    extra = dict(options.get("captioner_options") or {})
+    model_key = "model_path" if options["captioner"] == "vlm" else "model"
+    for key, value in (("url", url), (model_key, model), ("prompt", prompt), ("api_key_env", api_key_env)):
+        if value is not None:
+            extra[key] = value
+    options["captioner_options"] = extra
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,9 @@ def shard(
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run on this Ray cluster instead of a local one."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
+    require_captions: Optional[bool] = typer.Option(
+        None, "--require-captions/--no-require-captions",
+        help="Fail clips without a caption (the default), or shard them unconditional (their text is the empty caption's)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
@@ -25,8 +28,10 @@ def shard(
     """Tokenize curated clips and encode their captions into WebDataset shards, one sub-dataset per
     (height, width, frames) bucket, listed in blend.yaml. Re-running skips clips already sharded and
     clips that failed (unless --retry-failed, a machine failure, or changed options or clips), and
-    rebuilds any bucket's energon index that does not match its shards."""
+    rebuilds any bucket's energon index that does not match its shards. Exits 1 with the reason when
+    it leaves no sample to train on (every clip failed), and warns when most clips failed for one reason."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
@@ -45,7 +50,7 @@ def shard(
         raise typer.BadParameter("name --tokenizer and --text-encoder (or give them in --config [shard])")
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
     try:
-        summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder,
+        summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
                       progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
@@ -74,6 +79,12 @@ def shard(
         typer.echo(f"blend: {summary.blend}")
     if summary.failures:
         typer.echo(f"failures: {Path(summary.out) / 'failures.jsonl'}")
+    problem, warning = summary.problem(), summary.warning()
+    if warning:  # escape: a reason may hold "[shard]", which rich would read as a style tag
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True, highlight=False)
+    if problem:  # nothing to train on: never a quiet exit 0
+        err.print(f"[red]error:[/red] {escape(problem)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 SCHEMA_FIELDS = (
     "id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "fps",
-    "width", "height", "num_frames", "embedding", "caption", "scores",
+    "width", "height", "num_frames", "embedding", "caption", "scores", "caption_by",
 )
 
 
@@ -31,6 +31,8 @@ def schema():
             ("embedding", pa.list_(pa.float32())),
             ("caption", pa.string()),
             ("scores", pa.map_(pa.string(), pa.float64())),
+            # where the caption came from: captioner (manifest, sidecar or its name), model, prompt
+            ("caption_by", pa.map_(pa.string(), pa.string())),
         ]
     )
 
@@ -38,7 +40,7 @@ def schema():
 def table(rows: list[dict[str, Any]]):
     import pyarrow as pa
 
-    rows = [{**r, "scores": sorted(r["scores"].items())} for r in rows]
+    rows = [{**r, "scores": sorted(r["scores"].items()), "caption_by": sorted(dict(r.get("caption_by") or {}).items())} for r in rows]
     return pa.Table.from_pylist(rows, schema=schema())
 
 

@@ -47,6 +47,7 @@ class Summary:
     retried: int = 0  # failed before and run again this time (--retry-failed, machine cause, changed config/input)
     failures: int = 0  # failed videos in the output folder
     clips: int = 0  # clips in clips.parquet (every finished video of the folder)
+    uncaptioned: int = 0  # of those, clips without a caption (`vfm shard` fails them unless --no-require-captions)
     hours_in: float = 0.0  # video hours of every finished input (ok ones)
     hours_out: float = 0.0  # clip hours written
     wall_s: float = 0.0
@@ -237,6 +238,7 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.captions_flagged = review.count("caption_qa", "flagged")
     summary.captions_dropped = review.count("caption_qa", "removed")
     summary.clips -= len(review.removed)
+    summary.uncaptioned = uncaptioned(safe_join(out, "clips.parquet"))
     lines = [json.dumps(failure_line(r), sort_keys=True) for r in failed]
     atomic_write(safe_join(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(failed)
@@ -245,6 +247,14 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.throughput = summary.video_s_processed / summary.wall_s if summary.wall_s > 0 else 0.0
     atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
     write_report(out, summary, ok, failed)
+
+
+def uncaptioned(table: Path) -> int:
+    """Rows of a clip table whose caption is missing or blank."""
+    import pyarrow.parquet as pq
+
+    captions = pq.read_table(table, columns=["caption"]).column("caption").to_pylist()
+    return sum(not (c or "").strip() for c in captions)
 
 
 def failure_line(record: dict[str, Any]) -> dict[str, Any]:

@@ -129,9 +129,11 @@ class ShardSummary:
     skipped: int = 0  # already in finished shards
     failed_before: int = 0  # failed in an earlier run and not run again (see vfm_curator.failures)
     retried: int = 0  # failed before and run again this time
+    tried: int = 0  # clips this run set out to do (new ones and the failed ones run again)
     processed: int = 0  # run through the stages this time
     written: int = 0  # samples written this time
     failures: int = 0  # failed clips of the table (this run's and earlier ones not retried)
+    failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> {count, reason (the first), cause}
     reindexed: list[str] = field(default_factory=list)  # buckets whose energon index was (re)built
     samples: int = 0
     tokens: int = 0  # patch tokens at (temporal_patch, patch_size, patch_size)
@@ -145,6 +147,39 @@ class ShardSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def top_failure(self) -> tuple[str, dict[str, Any]] | None:
+        """(kind, {count, reason, cause}) of the most common failure among the table's clips."""
+        if not self.failure_kinds:
+            return None
+        return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
+
+    def problem(self) -> str | None:
+        """One line when the run left nothing to train on: the shards hold no sample, or none of
+        the clips this run tried was written. ``vfm shard`` exits non-zero with it."""
+        if not self.clips:
+            return "no sample written: the clip table lists no clips"
+        if self.samples and not (self.tried and not self.written):
+            return None
+        what = "no sample written" if not self.samples else f"none of the {self.tried} clips tried was written"
+        top = self.top_failure()
+        if top is None:
+            return f"{what}; see {Path(self.out) / 'failures.jsonl'}"
+        kind, f = top
+        return f"{what}: {f['count']} of {self.clips} clips failed ({kind}): {f['reason']}"
+
+    def warning(self) -> str | None:
+        """One line when most clips of the table failed for one reason (and :meth:`problem` is None)."""
+        top = self.top_failure()
+        if top is None or self.problem() is not None or 2 * top[1]["count"] <= self.clips:
+            return None
+        kind, f = top
+        return f"{f['count']} of {self.clips} clips failed ({kind}): {f['reason']}; see {Path(self.out) / 'failures.jsonl'}"
+
+
+#: The reason a clip without a caption fails when captions are required.
+NO_CAPTION = ("no caption, and captions are required: caption the clips (vfm curate with a captioner, or <video>.txt "
+              "sidecars) or shard them unconditional with --no-require-captions ([shard] require_captions = false)")
 
 
 def read_clip_table(clips_dir: Path) -> list[ShardTask]:
@@ -165,7 +200,8 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
             raise ValueError(f"{table_path}: a row lacks 'id' or 'path' ({ {k: row.get(k) for k in ('id', 'path')} })")
         tasks.append(ShardTask(
             id=row["id"], path=str(safe_join(clips_dir, row["path"])), source=row.get("source") or "",
-            caption=row.get("caption") or None, fps=float(row.get("fps") or 0.0),
+            caption=row.get("caption") or None, caption_by=dict(row.get("caption_by") or []),
+            fps=float(row.get("fps") or 0.0),
             span=(float(row.get("start_s") or 0.0), float(row.get("end_s") or 0.0)),
         ))
     return tasks
@@ -217,11 +253,11 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
             automatic = record.get("cause") == "machine" and retry is None
             task.attempt = int(record.get("attempts", 1)) + 1 if automatic else 1
         todo.append(task)
+    summary.tried = len(todo)
     if config.require_captions:
         for task in todo:
             if not (task.caption or "").strip():
-                task.fail("caption", "no caption (captions are required; set require_captions = false to shard uncaptioned clips)",
-                          "config", "no-caption")
+                task.fail("caption", NO_CAPTION, "config", "no-caption")
                 shard_state.write_failure(out, task, hashes["caption"])
         todo = [t for t in todo if t.failure is None]
     t0 = time.perf_counter()
@@ -344,6 +380,10 @@ def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_
     summary.bytes = sum(b["bytes"] for b in summary.buckets.values())
     failures = [f for f in shard_state.failures(out) if f.get("id") in table_ids and f.get("id") not in set().union(*counts.values())]
     summary.failures = len(failures)
+    for f in failures:
+        entry = summary.failure_kinds.setdefault(str(f.get("kind", "error")), {"count": 0, "reason": str(f.get("reason", "")),
+                                                                               "cause": str(f.get("cause", "input"))})
+        entry["count"] += 1
     if summary.buckets:
         blend = safe_join(out, "blend.yaml")
         write_blend(blend, [(safe_join(out, name), b["samples"]) for name, b in summary.buckets.items()])

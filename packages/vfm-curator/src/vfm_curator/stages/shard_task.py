@@ -19,6 +19,7 @@ class ShardTask:
     path: str  # absolute path of the clip mp4 or the image file
     source: str = ""  # the raw video it was cut from
     caption: str | None = None
+    caption_by: dict[str, str] = field(default_factory=dict)  # from clips.parquet: captioner, model, prompt
     fps: float = 0.0
     span: tuple[float, float] = (0.0, 0.0)  # seconds in the source
     modality: str = "video"  # "image" for image files and 1-frame clips

@@ -90,6 +90,7 @@ def row(task: VideoTask, clip: Clip) -> dict:
         "num_frames": clip.num_frames,
         "embedding": None if clip.embedding is None else clip.embedding.astype("float32").tolist(),
         "caption": clip.caption,
+        "caption_by": dict(clip.caption_by),
         "scores": dict(clip.scores),
     }
 
@@ -97,7 +98,7 @@ def row(task: VideoTask, clip: Clip) -> dict:
 def filtered_entry(clip: Clip) -> dict:
     """A filtered clip as the record keeps it for the report (no file is written for it)."""
     return {"id": clip.id, "start_frame": clip.start, "end_frame": clip.end, "start_s": clip.start_s,
-            "end_s": clip.end_s, "width": clip.width, "height": clip.height, "caption": clip.caption,
+            "end_s": clip.end_s, "width": clip.width, "height": clip.height, "caption": clip.caption, "caption_by": dict(clip.caption_by),
             "scores": dict(clip.scores), "rejected": clip.rejected}
 
 
