@@ -226,3 +226,25 @@ def test_vlm_yes_no_pass_scores_captions(transcoded, tmp_path):  # noqa: F811
     assert [e["why"].startswith("VLM P(yes)") for e in flagged] == [True] * sum(r["scores"][VLM_SCORE] < cut for r in rows)
     with pytest.raises(ValueError, match="same token"):
         VLMJudge(str(path), yes="maybe", no="perhaps")  # both unknown: one [UNK] id
+
+
+def test_command_line_options_add_the_stage_before_write_and_bad_values_are_refused(clip_model, tmp_path):
+    from vfm_curator.config import CurateConfig
+    from vfm_curator.pipelines.clipping import stage_specs
+    from vfm_curator.pipelines.review import apply_options
+
+    cfg = CurateConfig()
+    apply_options(cfg, caption_qa_model=clip_model, caption_min_score=0.21, caption_qa="drop", caption_calibration="raw",
+                  dedup_threshold=0.9)
+    assert cfg.stages[-2:] == ["caption_qa", "write"] and cfg.dedup == {"enabled": True, "threshold": 0.9}
+    assert cfg.options["caption_qa"] == {"embedder_options": {"model_path": clip_model}, "min_score": 0.21,
+                                         "action": "drop", "calibration": "raw"}
+    assert [s.name for s in stage_specs(cfg, tmp_path / "out")][-2:] == ["caption_qa", "write"]
+    cfg = CurateConfig()
+    apply_options(cfg, caption_qa_model=clip_model, caption_qa="delete")
+    with pytest.raises(ValueError, match="action 'delete'; accepted: flag, drop"):
+        stage_specs(cfg, tmp_path / "out")
+    cfg = CurateConfig()
+    apply_options(cfg, caption_min_score=-1.0)  # a threshold with no model: the stage says what it needs
+    with pytest.raises(ValueError, match="model_path is required"):
+        stage_specs(cfg, tmp_path / "out")
