@@ -49,7 +49,7 @@ def read_prompts_file(path: Path) -> List[str]:
 
 def generate(
     ctx: typer.Context,
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json)."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json), or a diffusers model folder (converted in memory; see vfm convert)."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="One prompt (a class index for class-conditional models)."),
     prompts: Optional[Path] = typer.Option(None, "--prompts", help="A text file with one prompt per line."),
     negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
@@ -70,6 +70,7 @@ def generate(
     out: Path = typer.Option(Path("videos"), "-o", "--out", help="Output folder for MP4s and contact sheets."),
     weights_root: Optional[List[Path]] = typer.Option(None, "--weights-root", help="A folder outside the export that its config.json may name paths in (repeatable; default: only the export folder)."),
     trust_torchscript: bool = typer.Option(False, "--trust-torchscript", help="Let a TorchScript tokenizer (cosmos) load: it is code (default: refused; docs/security.md)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a diffusers model folder: the vfm tokenizer to decode with (an export names its own)."),
 ) -> None:
     """Generate videos from an inference export; writes OUT/<i>.mp4 and OUT/<i>.png (a contact sheet)."""
     prompt_list = _read_prompts(prompt, prompts)
@@ -118,8 +119,16 @@ def generate(
             fail(f"cannot write the output folder {out}: {exc.strerror or exc}")
     try:
         host.get("samplers", sampler) if sampler else None
-        pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
-                                         weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
+        from vfm_cli.commands.convert import external_pipeline
+        from vfm_models.adapters.exports import is_external_folder
+
+        if is_external_folder(checkpoint):
+            pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
+        elif tokenizer is not None:
+            raise ValueError("--tokenizer applies to a diffusers model folder; an export names its own tokenizer")
+        else:
+            pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
+                                             weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
     except (ExportError, KeyError, ValueError) as exc:
         fail(str(exc))
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory

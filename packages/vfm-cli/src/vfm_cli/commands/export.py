@@ -1,0 +1,67 @@
+"""``vfm export``: a training run's (or an export's) weights as a diffusers model folder or a vfm export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+FORMATS = ("diffusers", "vfm")
+
+
+def find_export(path: Path) -> Path:
+    """The export folder of ``path``: the folder itself when it is an export, else a run's ``export/``."""
+    for folder in (path, path / "export"):
+        if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+            return folder
+    raise FileNotFoundError(f"{path} is neither a vfm export (config.json + model.safetensors) nor a training run "
+                            "with one in export/ (a run writes it when it finishes its train.steps)")
+
+
+def export(
+    src: Path = typer.Argument(..., help="A training run folder (train.out_dir, with export/) or a vfm export folder."),
+    fmt: str = typer.Option(..., "--format", help="diffusers (a model folder for <Class>.from_pretrained) or vfm (model.safetensors + config.json)."),
+    out: Path = typer.Option(..., "-o", "--out", help="The folder to write."),
+    adapter: Optional[str] = typer.Option(None, "--adapter", help="For --format diffusers: the adapter (default: the one that writes the export's family)."),
+) -> None:
+    """Export trained weights: as a diffusers model folder (DiT: DiTTransformer2DModel) or as a vfm
+    export. The weights are checked against the export's config first (names, shapes, finite values)."""
+    from vfm_cli.paths import folder_problem
+
+    def fail(message: str) -> None:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(1)
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}, got {fmt!r}", param_hint="--format")
+    if adapter is not None and fmt != "diffusers":
+        raise typer.BadParameter("--adapter applies to --format diffusers", param_hint="--adapter")
+    problem = folder_problem(out)
+    if problem:
+        fail(f"--out {problem}")
+    if (out / "config.json").exists():
+        fail(f"--out {out} already holds a config.json; name a new folder")
+
+    from vfm_models.adapters import AdapterConfigError, AdapterKeyError
+    from vfm_models.adapters.exports import export_to_external
+    from vfm_models.checkpoint import CheckpointMismatchError
+    from vfm_models.export import NonFiniteWeightsError, load_export, read_meta, save_export
+    from vfm_models.export_paths import ExportPathError
+    from vfm_plugins import UnknownNameError
+
+    try:
+        folder = find_export(src)
+        if fmt == "diffusers":
+            written = export_to_external(folder, out, adapter=adapter)
+        else:  # rebuilt and loaded first: only weights that fit their config are written
+            model, _ = load_export(folder)
+            written = save_export(out, model, read_meta(folder))
+    except (FileNotFoundError, AdapterConfigError, AdapterKeyError, CheckpointMismatchError, NonFiniteWeightsError,
+            ExportPathError, UnknownNameError) as exc:
+        fail(str(exc))
+    typer.echo(f"{fmt}: {written}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export", no_args_is_help=True)(export)
