@@ -78,13 +78,16 @@ def test_a_caption_that_matches_its_frames_outranks_one_that_does_not_and_is_not
     # the score is the mean over frames: a clip half red, half blue sits between the two
     half = caption_scores(ColourWords(), [Clip(0, 10, caption="a red ball", samples=solid(red, 2) + solid(blue, 2))])[0]
     assert scores[3] < half < scores[0]
-    rows = [{"id": f"c{i}", "start_s": 0.0, "end_s": 1.0, "scores": {CLIP_SCORE: s}} for i, s in enumerate(scores[:4] * 3)]
+    folder = np.array(scores[:4] * 3 + [None], dtype=float)  # 12 captioned clips and one with no caption (NaN)
+    ids = [f"c{i:02d}" for i in range(len(folder))]
     qa = {**CaptionQAStage.defaults, "min_score": -0.5}  # z-score within the folder
-    flagged = caption_review(rows, qa)
-    assert {e["id"] for e in flagged} == {r["id"] for r in rows if r["scores"][CLIP_SCORE] in (scores[1], scores[3])}
+    flagged = caption_review(ids, folder, np.full(len(folder), np.nan), qa)
+    assert {e["id"] for e in flagged} == {ids[i] for i, s in enumerate(folder) if s in (scores[1], scores[3])}
     assert all(e["action"] == "flagged" and e["z"] < -0.5 for e in flagged)
-    raw = caption_review(rows, {**qa, "calibration": "raw", "min_score": float(min(scores[:4])) + 1e-6, "action": "drop"})
-    assert {e["action"] for e in raw} == {"removed"} and {e["scores"][CLIP_SCORE] for e in raw} == {min(scores[:4])}
+    raw = caption_review(ids, folder, np.full(len(folder), np.nan),
+                         {**qa, "calibration": "raw", "min_score": float(min(scores[:4])) + 1e-6, "action": "drop"})
+    lowest = {ids[i] for i, s in enumerate(folder) if s == min(scores[:4])}
+    assert {e["action"] for e in raw} == {"removed"} and {e["id"] for e in raw} == lowest and len(lowest) == 3
 
 
 def test_zscores_within_the_run():
@@ -220,10 +223,11 @@ def test_vlm_yes_no_pass_scores_captions(transcoded, tmp_path):  # noqa: F811
         clip.caption, clip.rejected = "a red ball", None
     CaptionQAStage(embedder=None, vlm_options={"model_path": str(path)}).process([transcoded])
     assert [c.scores[VLM_SCORE] for c in transcoded.clips] == [judge.agreement(c.samples, "a red ball") for c in transcoded.clips]
-    rows = [{"id": c.id, "start_s": 0.0, "end_s": 1.0, "scores": dict(c.scores)} for c in transcoded.clips]
-    cut = max(r["scores"][VLM_SCORE] for r in rows)
-    flagged = caption_review(rows, {**CaptionQAStage.defaults, "min_vlm": cut})
-    assert [e["why"].startswith("VLM P(yes)") for e in flagged] == [True] * sum(r["scores"][VLM_SCORE] < cut for r in rows)
+    vlm = np.array([c.scores[VLM_SCORE] for c in transcoded.clips])
+    flagged = caption_review([c.id for c in transcoded.clips], np.full(len(vlm), np.nan), vlm,
+                             {**CaptionQAStage.defaults, "min_vlm": float(vlm.max())})
+    assert [e["id"] for e in flagged] == [c.id for c, p in zip(transcoded.clips, vlm) if p < vlm.max()]
+    assert all(e["why"].startswith("VLM P(yes)") for e in flagged)
     with pytest.raises(ValueError, match="same token"):
         VLMJudge(str(path), yes="maybe", no="perhaps")  # both unknown: one [UNK] id
 

@@ -61,27 +61,24 @@ class Review:
 
 def review_folder(out: Path, config: Any) -> Review:
     """Apply caption QA thresholds (when the pipeline has a ``caption_qa`` stage) and dedup (when
-    ``[dedup] enabled``) to ``out/clips.parquet``; write ``review.jsonl``; return what was done."""
-    import pyarrow.parquet as pq
-
+    ``[dedup] enabled``) to ``out/clips.parquet``; write ``review.jsonl``; return what was done.
+    In memory: the ids, durations and caption scores of the table's clips, not their embeddings."""
     review = Review()
     table_path = safe_join(out, "clips.parquet")
     qa = _qa_options(config)
     dedup = dedup_options(getattr(config, "dedup", None))
     if table_path.exists() and (qa is not None or dedup["enabled"]):
-        rows = pq.read_table(table_path, columns=META_COLUMNS).to_pylist()
-        for r in rows:
-            r["scores"] = dict(r["scores"] or [])
         gone: set[str] = set()
         if qa is not None:
             review.checks.append("caption_qa")
-            for entry in caption_review(rows, qa):
+            for entry in caption_review(*_caption_scores(table_path), qa):
                 (review.removed if entry["action"] == "removed" else review.flagged).append(entry)
             gone = {e["id"] for e in review.removed}
         if dedup["enabled"]:
             review.checks.append("dedup")
-            review.removed += dedup_review(out, table_path, rows, gone, dedup)
+            review.removed += dedup_review(out, table_path, gone, dedup)
             gone = {e["id"] for e in review.removed}
+        _describe(table_path, [*review.removed, *review.flagged])
         if gone:
             _drop_rows(table_path, gone)
     lines = [json.dumps(e, sort_keys=True) for e in [*review.removed, *review.flagged]]
@@ -97,6 +94,22 @@ def _qa_options(config: Any) -> dict[str, Any] | None:
     return {**CaptionQAStage.defaults, **config.stage_options("caption_qa")}
 
 
+def _caption_scores(table_path: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """ids, ``caption_clip`` and ``caption_vlm`` (NaN: none) of every row, read batch by batch."""
+    import pyarrow.parquet as pq
+
+    from vfm_curator.stages.caption_qa import CLIP_SCORE, VLM_SCORE
+
+    ids, clip, vlm = [], [], []
+    for batch in pq.ParquetFile(table_path).iter_batches(columns=["id", "scores"], batch_size=4096):
+        ids += batch.column("id").to_pylist()
+        for scores in batch.column("scores").to_pylist():
+            scores = dict(scores or [])
+            clip.append(scores.get(CLIP_SCORE, np.nan))
+            vlm.append(scores.get(VLM_SCORE, np.nan))
+    return ids, np.array(clip, dtype=np.float64), np.array(vlm, dtype=np.float64)
+
+
 def zscores(values: np.ndarray) -> np.ndarray:
     """``(x - mean) / std`` over ``values`` (population std); all 0 when there is no spread."""
     values = np.asarray(values, dtype=np.float64)
@@ -104,31 +117,33 @@ def zscores(values: np.ndarray) -> np.ndarray:
     return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
 
 
-def caption_review(rows: list[dict[str, Any]], qa: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows whose caption score is under the thresholds, as review entries (``action`` removed
-    for ``drop``, flagged for ``flag``), worst first. Rows with no score (no caption) are not judged."""
-    from vfm_curator.stages.caption_qa import CLIP_SCORE, VLM_SCORE
-
-    scored = [r for r in rows if CLIP_SCORE in r["scores"]]
-    z = dict(zip((r["id"] for r in scored), zscores(np.array([r["scores"][CLIP_SCORE] for r in scored]))))
+def caption_review(ids: list[str], clip_scores: np.ndarray, vlm_scores: np.ndarray,
+                   qa: dict[str, Any]) -> list[dict[str, Any]]:
+    """Review entries of the clips whose caption scores fall under the thresholds (``action``
+    removed for ``drop``, flagged for ``flag``), worst first. ``clip_scores`` / ``vlm_scores``:
+    per clip, NaN where there is none (no caption): such a clip is not judged. The z-score is taken
+    over the clips that have a ``caption_clip`` score."""
+    clip_scores, vlm_scores = np.asarray(clip_scores, np.float64), np.asarray(vlm_scores, np.float64)
+    scored = ~np.isnan(clip_scores)
+    z = np.zeros(len(ids))
+    z[scored] = zscores(clip_scores[scored])
+    value = z if qa["calibration"] == "z" else clip_scores
+    low_clip = scored & (value < qa["min_score"]) if qa["min_score"] is not None else np.zeros(len(ids), bool)
+    low_vlm = ~np.isnan(vlm_scores) & (vlm_scores < qa["min_vlm"]) if qa["min_vlm"] is not None else np.zeros(len(ids), bool)
     entries = []
-    for r in rows:
+    for i in np.flatnonzero(low_clip | low_vlm):
         why = []
-        if r["id"] in z and qa["min_score"] is not None:
-            value = z[r["id"]] if qa["calibration"] == "z" else r["scores"][CLIP_SCORE]
-            if value < qa["min_score"]:
-                why.append(f"caption-frame similarity {'z-score ' if qa['calibration'] == 'z' else ''}{value:.3f} under "
-                           f"{qa['min_score']} (cosine {r['scores'][CLIP_SCORE]:.4f})")
-        if VLM_SCORE in r["scores"] and qa["min_vlm"] is not None and r["scores"][VLM_SCORE] < qa["min_vlm"]:
-            why.append(f"VLM P(yes) {r['scores'][VLM_SCORE]:.3f} under {qa['min_vlm']}")
-        if why:
-            entries.append({**_entry(r), "check": "caption_qa", "action": "removed" if qa["action"] == "drop" else "flagged",
-                            "why": "; ".join(why), "z": round(float(z.get(r["id"], 0.0)), 4)})
+        if low_clip[i]:
+            why.append(f"caption-frame similarity {'z-score ' if qa['calibration'] == 'z' else ''}{value[i]:.3f} under "
+                       f"{qa['min_score']} (cosine {clip_scores[i]:.4f})")
+        if low_vlm[i]:
+            why.append(f"VLM P(yes) {vlm_scores[i]:.3f} under {qa['min_vlm']}")
+        entries.append({"id": ids[i], "check": "caption_qa", "action": "removed" if qa["action"] == "drop" else "flagged",
+                        "why": "; ".join(why), "z": round(float(z[i]), 4)})
     return sorted(entries, key=lambda e: (e["z"], e["id"]))
 
 
-def dedup_review(out: Path, table_path: Path, rows: list[dict[str, Any]], gone: set[str],
-                 opts: dict[str, Any]) -> list[dict[str, Any]]:
+def dedup_review(out: Path, table_path: Path, gone: set[str], opts: dict[str, Any]) -> list[dict[str, Any]]:
     """Near-duplicate clips among the rows not already ``gone``, as review entries. The embeddings
     are streamed from the table into a memory map under ``.state/dedup`` (removed after)."""
     import pyarrow.parquet as pq
@@ -141,12 +156,14 @@ def dedup_review(out: Path, table_path: Path, rows: list[dict[str, Any]], gone: 
     emb = None
     try:
         ids: list[str] = []
+        durations: list[float] = []
         source = pq.ParquetFile(table_path)
-        for batch in source.iter_batches(columns=["id", "embedding"], batch_size=4096):
-            for cid, vec in zip(batch.column("id").to_pylist(), batch.column("embedding").to_numpy(zero_copy_only=False)):
+        for batch in source.iter_batches(columns=["id", "start_s", "end_s", "embedding"], batch_size=4096):
+            spans = zip(batch.column("start_s").to_pylist(), batch.column("end_s").to_pylist())
+            vectors = batch.column("embedding").to_numpy(zero_copy_only=False)
+            for cid, (start, end), vec in zip(batch.column("id").to_pylist(), spans, vectors):
                 if vec is None or cid in gone:
                     continue
-                vec = np.asarray(vec, dtype=np.float32)
                 if emb is None:
                     emb = np.lib.format.open_memmap(work / "embeddings.npy", mode="w+", dtype=np.float32,
                                                     shape=(source.metadata.num_rows, len(vec)))
@@ -156,34 +173,46 @@ def dedup_review(out: Path, table_path: Path, rows: list[dict[str, Any]], gone: 
                                      "embeddings (re-run the folder with one embedder, or set [dedup] enabled = false)")
                 emb[len(ids)] = vec
                 ids.append(cid)
+                durations.append(float(end) - float(start))
         if not ids:
             return []
-        by_id = {r["id"]: r for r in rows}
         # kept first: the longest clip, then the lowest id
-        order = sorted(range(len(ids)), key=lambda i: (-_duration(by_id[ids[i]]), ids[i]))
+        order = sorted(range(len(ids)), key=lambda i: (-durations[i], ids[i]))
         rank = np.empty(len(ids), dtype=np.int64)
         rank[order] = np.arange(len(ids))
         found = find_duplicates(emb[:len(ids)], rank, threshold=float(opts["threshold"]), buckets=opts["buckets"],
                                 chunk=opts["chunk"], seed=opts["seed"])
-        entries = []
-        for i in found.removed:
-            keeper = by_id[ids[found.kept_by[i]]]
-            entries.append({**_entry(by_id[ids[i]]), "check": "dedup", "action": "removed", "kept_id": keeper["id"],
-                            "kept_source": str(keeper["source"]), "similarity": round(float(found.similarity[i]), 6),
-                            "why": f"near-duplicate of {keeper['id']} (cosine {found.similarity[i]:.4f} >= {opts['threshold']})"})
+        entries = [{"id": ids[i], "check": "dedup", "action": "removed", "kept_id": ids[found.kept_by[i]],
+                    "similarity": round(float(found.similarity[i]), 6),
+                    "why": f"near-duplicate of {ids[found.kept_by[i]]} (cosine {found.similarity[i]:.4f} >= {opts['threshold']})"}
+                   for i in found.removed]
         return sorted(entries, key=lambda e: (e["kept_id"], e["id"]))
     finally:
         del emb
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _duration(row: dict[str, Any]) -> float:
-    return float(row["end_s"]) - float(row["start_s"])
+def _describe(table_path: Path, entries: list[dict[str, Any]]) -> None:
+    """Add each entry's clip metadata (source, span, caption, scores; the kept clip's source) from
+    the table, reading only those rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-
-def _entry(row: dict[str, Any]) -> dict[str, Any]:
-    keep = ("id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width", "height", "caption")
-    return {**{k: row.get(k) for k in keep}, "scores": dict(row.get("scores") or {})}
+    wanted = {e["id"] for e in entries} | {e["kept_id"] for e in entries if "kept_id" in e}
+    if not wanted:
+        return
+    rows: dict[str, dict[str, Any]] = {}
+    value_set = pa.array(sorted(wanted), type=pa.string())
+    for batch in pq.ParquetFile(table_path).iter_batches(columns=META_COLUMNS, batch_size=4096):
+        hit = pa.Table.from_batches([batch]).filter(pc.is_in(batch.column("id"), value_set=value_set))
+        rows.update((r["id"], r) for r in hit.to_pylist())
+    for entry in entries:
+        row = rows[entry["id"]]
+        keep = ("video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width", "height", "caption")
+        entry.update({k: row.get(k) for k in keep}, scores=dict(row.get("scores") or []))
+        if "kept_id" in entry:
+            entry["kept_source"] = str(rows[entry["kept_id"]]["source"])
 
 
 def _drop_rows(table_path: Path, ids: set[str]) -> None:
