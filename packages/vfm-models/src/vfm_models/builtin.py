@@ -52,3 +52,5 @@ def vfm_models_register_adapters(register: Register) -> None:
     register("diffusers-dit", "vfm_models.adapters.dit:DIFFUSERS_DIT", description="diffusers DiTTransformer2DModel <-> dit")
     register("facebookresearch-dit", "vfm_models.adapters.dit:FACEBOOKRESEARCH_DIT",
              description="facebookresearch/DiT models.py state dicts (.pt) <-> dit")
+    register("diffusers-wan", "vfm_models.adapters.wan:DIFFUSERS_WAN",
+             description="diffusers WanTransformer3DModel (Wan 2.1 text-to-video) <-> wan")

@@ -24,6 +24,24 @@ from vfm_models.blocks.norms import make_norm
 from vfm_models.blocks.position import apply_rope
 
 
+class _SumOverGroup(torch.autograd.Function):
+    """All-reduce (sum) whose backward sums the gradients too: every rank's output feeds its own
+    loss path, so the input's gradient is the sum of all ranks' output gradients."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ctx.group = group
+        x = x.clone()
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
 class RMSNormAcrossHeads(nn.Module):
     """RMSNorm of q or k over all heads (B, S, h, Dh) -> same shape: Wan's ``rms_norm_across_heads``.
 
@@ -46,7 +64,7 @@ class RMSNormAcrossHeads(nn.Module):
         if tp_mesh is None or flat.shape[-1] * tp_mesh.size() != width:
             raise ValueError(f"q/k of width {flat.shape[-1]} do not match the norm's width {width}")
         xf = flat.float()
-        square_sum = dist.nn.functional.all_reduce(xf.square().sum(-1, keepdim=True), group=tp_mesh.get_group())
+        square_sum = _SumOverGroup.apply(xf.square().sum(-1, keepdim=True), tp_mesh.get_group())
         weight = self.weight.chunk(tp_mesh.size())[tp_mesh.get_local_rank()]
         out = xf * torch.rsqrt(square_sum / width + self.eps) * weight.float()
         return out.to(x.dtype).view_as(x)
