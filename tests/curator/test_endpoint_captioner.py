@@ -285,13 +285,15 @@ def test_vfm_curate_with_the_endpoint_captioner_records_model_and_prompt_in_tabl
         assert meta["extra"]["caption_by"] == {"captioner": "endpoint", "model": "tiny-vl", "prompt": PROMPT}
 
 
-def test_a_caption_server_that_keeps_failing_fails_the_video_with_its_cause_and_the_run_goes_on(serve, tmp_path):
+def test_a_caption_server_that_keeps_failing_fails_the_video_with_its_cause_and_the_run_goes_on(serve, tmp_path, monkeypatch):
     server = serve(lambda n, body: (503, "overloaded", 0.0))
+    monkeypatch.setenv("TEST_CAPTION_KEY", "sk-never-written-anywhere")
     make_video(tmp_path / "in" / "a.mp4", [14, 14], width=48, height=32, seed=3)
     (tmp_path / "in" / "b.mp4").write_bytes(b"")  # and a broken file: both are listed, neither stops the run
     config = {"run": {"runner": "serial", "max_attempts": 2}, "options": {
         "split": {"min_clip_s": 0.4},
-        "caption": {"captioner": "endpoint", "captioner_options": {"url": server.url, "model": "m", "retries": 1, "backoff_s": 0.01}}}}
+        "caption": {"captioner": "endpoint", "captioner_options": {"url": server.url, "model": "m", "retries": 1, "backoff_s": 0.01,
+                                                                   "api_key_env": "TEST_CAPTION_KEY"}}}}
     summary = vfm_curator.curate(tmp_path / "in", tmp_path / "clips", config)
     assert summary.failures == 2 and summary.clips == 0
     lines = {json.loads(x)["source"].rsplit("/", 1)[-1]: json.loads(x) for x in (tmp_path / "clips" / "failures.jsonl").read_text().splitlines()}
@@ -302,3 +304,23 @@ def test_a_caption_server_that_keeps_failing_fails_the_video_with_its_cause_and_
     assert lines["b.mp4"]["stage"] != "caption"
     report = (tmp_path / "clips" / "report.html").read_text()
     assert "caption-endpoint" in report and "--retry-failed caption-endpoint" in report
+    assert all(h["Authorization"] == "Bearer sk-never-written-anywhere" for h in server.headers)
+    written = [f for f in (tmp_path / "clips").rglob("*") if f.is_file()]
+    assert written and not [f for f in written if b"sk-never-written-anywhere" in f.read_bytes()]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--captioner", "endpoint", "--caption-url", "ftp://host", "--caption-model", "m"], "not an http"),
+    (["--captioner", "endpoint", "--caption-url", "http://127.0.0.1:9"], "model is required"),
+    (["--caption-url", "http://127.0.0.1:9"], "--caption-url needs --captioner"),
+    (["--captioner", "nope"], "unknown captioner 'nope'; available: endpoint, vlm"),
+    (["--captioner", "endpoint", "--caption-url", "http://127.0.0.1:9", "--caption-model", "m",
+      "--caption-api-key-env", "VFM_TEST_UNSET_KEY"], "VFM_TEST_UNSET_KEY"),
+])
+def test_vfm_curate_refuses_bad_captioner_options_before_any_work(tmp_path, args, message, monkeypatch):
+    monkeypatch.delenv("VFM_TEST_UNSET_KEY", raising=False)
+    make_video(tmp_path / "in" / "a.mp4", [14], width=48, height=32, seed=3)
+    result = CliRunner().invoke(app, ["curate", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--runner", "serial",
+                                      "--no-progress", *args], env={"COLUMNS": "400"})
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "out").exists()  # nothing ran

@@ -119,7 +119,8 @@ def apply_caption_options(cfg, captioner: str | None, url: str | None, model: st
             options["captioner_options"] = {}  # another captioner's options from the config do not apply
         options["captioner"] = captioner
     if not options.get("captioner"):
-        raise ValueError(f"{', '.join(k for k, v in given.items() if v is not None)} need --captioner (or [options.caption] captioner)")
+        named = [k for k, v in given.items() if v is not None]
+        raise ValueError(f"{', '.join(named)} need{'s' if len(named) == 1 else ''} --captioner (or [options.caption] captioner)")
     extra = dict(options.get("captioner_options") or {})
     model_key = "model_path" if options["captioner"] == "vlm" else "model"
     for key, value in (("url", url), (model_key, model), ("prompt", prompt), ("api_key_env", api_key_env)):
