@@ -179,3 +179,30 @@ def test_wan_fixed_options_are_refused_with_what_wan_uses():
         family.config("tiny", mlp="swiglu")
     with pytest.raises(ValueError, match="out_channels must equal in_channels"):
         family.config("tiny", out_channels=8)
+
+
+def test_diffusers_folder_converts_to_a_vfm_export_and_back_with_the_same_weights(tmp_path, monkeypatch):
+    import importlib.util
+
+    from vfm_models.adapters.exports import convert_to_export, export_to_external
+    from vfm_models.export import load_export, read_meta
+
+    ref = random_diffusers(seed=5)
+    ref.save_pretrained(tmp_path / "hub")
+    convert_to_export(tmp_path / "hub", tmp_path / "export")  # the adapter found by _class_name
+    meta = read_meta(tmp_path / "export")
+    assert (meta["family"], meta["formulation"], meta["converted_from"]) == ("wan", "rectified-flow", {"adapter": "diffusers-wan"})
+    assert meta["null_condition"] == {"kind": "text", "caption": ""} and meta["latent_shape"] == [4, 21, 60, 104]
+    model, _ = load_export(tmp_path / "export")
+    x, t, text = inputs()
+    with torch.no_grad():
+        assert (model(x, t, {"text": text}) - ref(x, t * 1000, text, return_dict=False)[0]).abs().max() < 1e-4
+    export_to_external(tmp_path / "export", tmp_path / "back")
+    if importlib.util.find_spec("accelerate") is None:
+        # diffusers 0.42 loads a class with _keep_in_fp32_modules (Wan) only through accelerate; in
+        # fp32 the list changes nothing
+        monkeypatch.setattr(WanTransformer3DModel, "_keep_in_fp32_modules", None)
+    back = WanTransformer3DModel.from_pretrained(tmp_path / "back")
+    assert dict(back.config)["num_layers"] == 2
+    for key, value in ref.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key

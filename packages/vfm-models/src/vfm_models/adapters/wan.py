@@ -115,6 +115,12 @@ class DiffusersWanAdapter(StateDictAdapter):
             eps=float(config.get("eps", 1e-6)),
         )
 
+    def meta_from_external(self, external_config: Mapping) -> dict:
+        """Wan 2.1 samples rectified flow (x_s = (1-s) x0 + s eps, velocity eps - x0) with guidance 5 at
+        480p: 81 frames of 832 x 480 are a (16, 21, 60, 104) latent (4x time, 8x space VAE)."""
+        channels = int(external_config.get("in_channels", 16))
+        return {"formulation": "rectified-flow", "guidance": 5.0, "latent_shape": [channels, 21, 60, 104]}
+
     def options_to_external(self, options: Mapping) -> dict:
         """``wan`` config options (a ``WanConfig``'s fields or a subset over its defaults) -> diffusers config."""
         cfg = _config(options)
