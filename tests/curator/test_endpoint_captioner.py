@@ -324,3 +324,13 @@ def test_vfm_curate_refuses_bad_captioner_options_before_any_work(tmp_path, args
                                       "--no-progress", *args], env={"COLUMNS": "400"})
     assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_a_clip_whose_frames_cannot_be_sent_fails_alone(serve):
+    server = serve(lambda n, body: (200, "fine", 0.0))
+    cap = EndpointCaptioner(url=server.url, model="m")
+    bad = [np.zeros((4, 4, 2), np.uint8)]  # two channels (grey + alpha): JPEG cannot hold it
+    good, broken, empty = cap.caption_many([frames_of(COLOURS[0]), bad, []])
+    assert good == "fine" and isinstance(broken, Exception) and not isinstance(broken, CaptionEndpointError)
+    assert isinstance(empty, CaptionEndpointError) and empty.cause == "input"
+    assert len(server.bodies) == 1

@@ -165,12 +165,13 @@ class EndpointCaptioner:
             raise result
         return result
 
-    def caption_many(self, clips: Iterable[list[np.ndarray]]) -> list[str | CaptionEndpointError]:
+    def caption_many(self, clips: Iterable[list[np.ndarray]]) -> list[str | Exception]:
         """Captions of several clips, up to ``max_concurrency`` requests at a time; a clip that
-        failed for good gets its :class:`CaptionEndpointError` in its place (nothing is raised).
+        failed for good gets its exception in its place, a :class:`CaptionEndpointError` for a
+        request that failed (nothing is raised).
         ``clips`` is read lazily, so no more than ``max_concurrency`` clips' frames are held at once."""
         pool = self._executor()
-        results: dict[int, str | CaptionEndpointError] = {}
+        results: dict[int, str | Exception] = {}
         pending: dict[Future, int] = {}
 
         def collect(done) -> None:
@@ -198,10 +199,10 @@ class EndpointCaptioner:
                 self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="caption-endpoint")
             return self._pool
 
-    def _caption_or_error(self, frames: list[np.ndarray]) -> str | CaptionEndpointError:
+    def _caption_or_error(self, frames: list[np.ndarray]) -> str | Exception:
         try:
             return self._request_with_retries(self.body(frames))
-        except CaptionEndpointError as exc:
+        except Exception as exc:  # noqa: BLE001 - one clip's error (a frame PIL cannot encode...) stays that clip's
             return exc
 
     def body(self, frames: list[np.ndarray]) -> dict[str, Any]:
