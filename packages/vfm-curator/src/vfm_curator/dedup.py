@@ -52,7 +52,9 @@ def kmeans(embeddings: np.ndarray, k: int, *, seed: int = 0, iters: int = 20, sa
     for _ in range(iters):
         labels = assign(data, centroids, chunk=chunk)
         sums = np.zeros_like(centroids)
-        np.add.at(sums, labels, data)
+        order = np.argsort(labels, kind="stable")
+        present, starts = np.unique(labels[order], return_index=True)
+        sums[present] = np.add.reduceat(data[order], starts, axis=0)  # per-bucket sums (np.add.at is far slower)
         empty = np.linalg.norm(sums, axis=1) == 0
         new = np.where(empty[:, None], centroids, _unit(sums))  # an empty bucket keeps its centroid
         if np.array_equal(new, centroids):
