@@ -26,6 +26,8 @@ class VLMCaptioner:
         self.processor = AutoProcessor.from_pretrained(model_path)
         self.model = AutoModelForImageTextToText.from_pretrained(model_path).to(device).eval()
         self.prompt, self.max_new_tokens = prompt, int(max_new_tokens)
+        #: recorded with every caption it makes (``caption_by`` in clips.parquet and the shards)
+        self.provenance = {"model": model_path, **({"prompt": prompt} if prompt else {})}
 
     def caption(self, frames: list[np.ndarray]) -> str:
         import torch
