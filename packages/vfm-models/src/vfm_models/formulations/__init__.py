@@ -6,7 +6,8 @@ call) and what samplers need: ``denoise(model, x, level, cond)`` and ``network_t
 """
 
 from vfm_models.formulations.base import Formulation, TrainingPieces, weighted_mse
+from vfm_models.formulations.ddpm import DDPM
 from vfm_models.formulations.edm import EDM
 from vfm_models.formulations.rectified_flow import RectifiedFlow
 
-__all__ = ["EDM", "Formulation", "RectifiedFlow", "TrainingPieces", "weighted_mse"]
+__all__ = ["DDPM", "EDM", "Formulation", "RectifiedFlow", "TrainingPieces", "weighted_mse"]

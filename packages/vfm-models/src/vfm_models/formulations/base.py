@@ -21,9 +21,22 @@ class TrainingPieces:
     weight: torch.Tensor  # (B, 1, 1, 1, 1) float32 the per-sample weight of the squared error
 
 
+def prediction(out: torch.Tensor, channels: int) -> torch.Tensor:
+    """The prediction channels of a network output (B, C_out, ...): all of them when C_out equals the
+    data's ``channels``, the first half when C_out = 2 x channels (DiT's learned sigma: the prediction,
+    then the variance, which the formulations do not use)."""
+    if out.shape[1] == channels:
+        return out
+    if out.shape[1] == 2 * channels:
+        return out[:, :channels]
+    raise ValueError(f"the network output has {out.shape[1]} channels for data of {channels}; "
+                     f"accepted: {channels}, or {2 * channels} (a learned-sigma output, prediction first)")
+
+
 def weighted_mse(out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """mean(weight * (out - target)^2) over every element, in float32: the dense loss (equal-size samples)."""
-    return (weight * (out.to(torch.float32) - target) ** 2).mean()
+    """mean(weight * (out - target)^2) over every element, in float32: the dense loss (equal-size samples).
+    A learned-sigma ``out`` (twice the target's channels) counts with its prediction half."""
+    return (weight * (prediction(out, target.shape[1]).to(torch.float32) - target) ** 2).mean()
 
 
 def _check_noise(noise: torch.Tensor, shape: Sequence[int], generator_given: bool) -> torch.Tensor:
@@ -108,12 +121,13 @@ class Formulation:
         trainer assembles it from one stream per sequence shard). The error is averaged over
         elements (only where ``mask``, broadcastable to x0, is true), then over the batch
         (``reduction="mean"``) or not (``"none"``: (B,)).
-        The network input keeps the dtype of x0; the formulas run in float32.
+        The network input keeps the dtype of x0; the formulas run in float32. A learned-sigma
+        output (2 x the data's channels) counts with its prediction half (:func:`prediction`).
         """
         level, noise = self._draw(x0, generator, noise_generator, noise)
         y = x0.to(torch.float32)
         x, net_x, t = self.network_inputs(y, level, noise)
-        out = model(net_x.to(x0.dtype), t, cond).to(torch.float32)
+        out = prediction(model(net_x.to(x0.dtype), t, cond), x0.shape[1]).to(torch.float32)
         return reduce(masked_sample_mean(self.error(out, x, y, level, noise), mask), reduction)
 
     def loss_packed(
@@ -151,7 +165,7 @@ class Formulation:
         )
         per_sample = torch.stack(
             [
-                self.error(out[None].to(torch.float32), x, y, level[i : i + 1], noise).mean()
+                self.error(prediction(out[None], x.shape[1]).to(torch.float32), x, y, level[i : i + 1], noise).mean()
                 for i, (out, (y, noise, x, _, _)) in enumerate(zip(outs, prepared))
             ]
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from vfm_models.formulations._reduce import per_sample
-from vfm_models.formulations.base import Formulation
+from vfm_models.formulations.base import Formulation, prediction
 
 
 class EDM(Formulation):
@@ -73,7 +73,7 @@ class EDM(Formulation):
         sigma = per_sample(sigma, x)  # (B, 1, 1, 1, 1)
         x32 = x.to(torch.float32)
         F_x = model((self.c_in(sigma) * x32).to(x.dtype), self.c_noise(sigma).flatten(), cond)
-        return self._D(x32, sigma, F_x.to(torch.float32))
+        return self._D(x32, sigma, prediction(F_x, x.shape[1]).to(torch.float32))
 
     def _D(self, x: torch.Tensor, sigma: torch.Tensor, F_x: torch.Tensor) -> torch.Tensor:
         return self.c_skip(sigma) * x + self.c_out(sigma) * F_x

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from vfm_models.formulations._reduce import per_sample
-from vfm_models.formulations.base import Formulation
+from vfm_models.formulations.base import Formulation, prediction
 
 
 class RectifiedFlow(Formulation):
@@ -62,7 +62,7 @@ class RectifiedFlow(Formulation):
     def denoise(self, model, x: torch.Tensor, s, cond: dict) -> torch.Tensor:
         """The predicted velocity v(x_s, s) (B, C, T, H, W); s: scalar or (B,)."""
         s = per_sample(s, x)
-        return model(x, s.flatten(), cond).to(torch.float32)
+        return prediction(model(x, s.flatten(), cond), x.shape[1]).to(torch.float32)
 
     # --- training -------------------------------------------------------------------------------
 
