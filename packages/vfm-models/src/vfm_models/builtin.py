@@ -44,9 +44,9 @@ def vfm_models_register_formulations(register: Register) -> None:
     """Built-in diffusion formulations."""
     register("edm", "vfm_models.formulations.edm:EDM", description="EDM preconditioning, log-normal sigma, lambda(sigma) weight")
     register("rectified-flow", "vfm_models.formulations.rectified_flow:RectifiedFlow", description="velocity on the straight data-noise path, logit-normal s with shift")
-
-
     register("ddpm", "vfm_models.formulations.ddpm:DDPM", description="DDPM noise prediction (linear betas, 1000 steps, network t = 0..999; DiT)")
+
+
 @hookimpl
 def vfm_models_register_adapters(register: Register) -> None:
     """Built-in state-dict adapters (external checkpoint formats <-> vfm families)."""
