@@ -17,6 +17,8 @@ def vfm_infer_register_samplers(register: Register) -> None:
     register("dpm-solver++", "vfm_infer.samplers.dpm_solver:DPMSolverPP2M", description="DPM-Solver++(2M) on the EDM schedule")
     register("flow-euler", "vfm_infer.samplers.flow:FlowEuler", description="rectified-flow Euler with timestep shift")
     register("flow-heun", "vfm_infer.samplers.flow:FlowHeun", description="rectified-flow Heun with timestep shift")
+    register("ddim", "vfm_infer.samplers.ddim:DDIM", description="DDIM for DDPM noise prediction (eta 0: deterministic; diffusers' DDIMScheduler)")
+    register("vp-ode", "vfm_infer.samplers.ddim:VPODE", description="DPM-Solver++(2M) on the VP probability-flow ODE of a DDPM model")
 
 
 @hookimpl

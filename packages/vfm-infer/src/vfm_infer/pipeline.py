@@ -28,7 +28,7 @@ from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
 from vfm_infer.samplers.base import Sampler, StepCallback
 
 #: The sampler used when none is named, per formulation.
-DEFAULT_SAMPLERS = {"edm": "edm-heun", "rectified-flow": "flow-euler"}
+DEFAULT_SAMPLERS = {"edm": "edm-heun", "rectified-flow": "flow-euler", "ddpm": "ddim"}
 
 
 #: ``--dtype`` names -> the dtype the transformer runs in (latents and decoding stay float32).

@@ -11,12 +11,14 @@ import torch
 FORMULATIONS = {
     "edm": "the denoised estimate D(x; sigma) (x = x0 + sigma * n)",
     "rectified-flow": "the velocity v(x, s) = E[eps - x0 | x_s] (x_s = (1 - s) x0 + s eps)",
+    "ddpm": "the noise eps(x, tau) = E[eps | x_tau] (x_tau = sqrt(abar) x0 + sqrt(1 - abar) eps, tau the DDPM step count)",
 }
 
 
 class Denoiser(Protocol):
     """``denoiser(x, level) -> prediction``; ``x`` (B, ...) and ``level`` (B,), the noise level
-    (sigma for EDM, s in [0, 1] for rectified flow) in ``x``'s dtype and device."""
+    (sigma for EDM, s in [0, 1] for rectified flow, the step count tau in [0, T] for DDPM) in ``x``'s
+    dtype and device."""
 
     def __call__(self, x: torch.Tensor, level: torch.Tensor) -> torch.Tensor: ...
 
