@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vfm_curator.dedup import find_duplicates
-from vfm_curator.pipelines.review import dedup_options
+from vfm_curator.config import dedup_options
 from vfm_curator.synth import make_video
 
 

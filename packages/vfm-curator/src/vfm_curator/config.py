@@ -30,6 +30,29 @@ DEFAULT_STAGES = ("decode", "split", "stitch", "transcode", "embed", "caption", 
 RUN_KEYS = {"runner", "ray_address", "num_cpus", "num_gpus", "queue_size", "balance_interval_s", "workers",
             "max_attempts", "stage_timeout_s", "connect_timeout_s"}
 
+#: ``[dedup]``: semantic dedup over the whole folder (vfm_curator.pipelines.review); off unless asked for
+#: (it takes clips out of clips.parquet).
+DEDUP_DEFAULTS: dict[str, Any] = {"enabled": False, "threshold": 0.95, "buckets": 0, "chunk": 1024, "seed": 0}
+
+
+def dedup_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``[dedup]`` merged over the defaults, each value checked (``ValueError`` naming it)."""
+    options = dict(options or {})
+    unknown = set(options) - set(DEDUP_DEFAULTS)
+    if unknown:
+        raise ValueError(f"config [dedup]: unknown key(s) {', '.join(sorted(unknown))}; accepted: {', '.join(DEDUP_DEFAULTS)}")
+    o = {**DEDUP_DEFAULTS, **options}
+    if not isinstance(o["enabled"], bool):
+        raise ValueError(f"config [dedup] enabled = {o['enabled']!r}; accepted: true or false")
+    t = o["threshold"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
+        raise ValueError(f"config [dedup] threshold = {t!r}; accepted: a cosine similarity in (0, 1]")
+    for key, lo in (("buckets", 0), ("chunk", 1), ("seed", 0)):
+        v = o[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"config [dedup] {key} = {v!r}; accepted: an integer >= {lo}")
+    return o
+
 
 @dataclass
 class CurateConfig:
@@ -45,7 +68,7 @@ class CurateConfig:
     max_attempts: int = 3  # tries of a video failed by the machine (crash, out of memory, timeout)
     stage_timeout_s: float = 3600.0  # longest one stage call may run (Ray runner)
     connect_timeout_s: float = 30.0  # longest wait to reach a Ray cluster at ray_address
-    dedup: dict[str, Any] = field(default_factory=dict)  # [dedup]: see vfm_curator.pipelines.review.DEDUP_DEFAULTS
+    dedup: dict[str, Any] = field(default_factory=dict)  # [dedup]: see DEDUP_DEFAULTS
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CurateConfig":
@@ -107,8 +130,6 @@ class CurateConfig:
         if stray:
             raise ValueError(f"config [options.{stray[0]}]: no stage {stray[0]!r} in this pipeline; stages: {', '.join(self.stages)}")
         number("queue_size", self.queue_size, lo=1, integer=True)
-        from vfm_curator.pipelines.review import dedup_options
-
         dedup_options(self.dedup)
         number("balance_interval_s", self.balance_interval_s, lo=0, lo_open=True)
         number("max_attempts", self.max_attempts, lo=1, integer=True)

@@ -92,9 +92,7 @@ def write_report(out: Path, summary: Any, ok: list[dict], failed: list[dict]) ->
     """Write ``out/report.html`` from the folder's records (``ok``, ``failed``), its ``clips.parquet``
     and the run's ``summary``; returns the path."""
     out = Path(out)
-    from vfm_curator.pipelines.review import read_review
-
-    entries = read_review(out)
+    entries = review.read_review(out)
     data = ReportData(clips=collect_clips(out, ok, failed, entries), ok=ok, failed=failed, review=entries)
     page = render(data, summary, title=out.name, out=out)
     path = safe_join(out, "report.html")
@@ -195,11 +193,9 @@ def render(data: ReportData, summary: Any, *, title: str, out: Path | None = Non
 
 def review_sections(data: ReportData, out: Path | None) -> str:
     """Caption QA (when captions were scored) and duplicates (when any was removed)."""
-    from vfm_curator.stages.caption_qa import CLIP_SCORE, VLM_SCORE
-
     if out is None:
         return ""
-    scored = sum(1 for c in data.clips if CLIP_SCORE in c.scores or VLM_SCORE in c.scores)
+    scored = sum(1 for c in data.clips if review.CLIP_SCORE in c.scores or review.VLM_SCORE in c.scores)
     parts = []
     if scored or any(x.get("check") == "caption_qa" for x in data.review):
         parts.append(review.caption_section(out, data.review, scored))

@@ -6,6 +6,7 @@ the data is escaped."""
 from __future__ import annotations
 
 import html
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,25 @@ from typing import Any
 from vfm_curator.io.paths import safe_join
 
 e = html.escape
+
+REVIEW_FILE = "review.jsonl"
+#: The caption_qa stage's scores (in clips.parquet's ``scores``): caption-frame cosine, VLM P(yes).
+CLIP_SCORE = "caption_clip"
+VLM_SCORE = "caption_vlm"
+
+
+def read_review(out: Path) -> list[dict[str, Any]]:
+    """The entries of ``out/review.jsonl`` (none when the file is absent)."""
+    path = safe_join(out, REVIEW_FILE)
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue
+    return entries
 
 
 def _thumb(out: Path, clip_id: str, path: str | None) -> str:

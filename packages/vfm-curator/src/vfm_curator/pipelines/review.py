@@ -18,33 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from vfm_curator.config import dedup_options
 from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.report_review import REVIEW_FILE
 from vfm_curator.io.state import STATE
 
-#: ``[dedup]`` of a curate config: off unless asked for (it takes clips out of clips.parquet).
-DEDUP_DEFAULTS: dict[str, Any] = {"enabled": False, "threshold": 0.95, "buckets": 0, "chunk": 1024, "seed": 0}
-REVIEW_FILE = "review.jsonl"
 META_COLUMNS = ["id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "width", "height",
                 "caption", "scores"]
-
-
-def dedup_options(options: dict[str, Any] | None) -> dict[str, Any]:
-    """``[dedup]`` merged over the defaults, each value checked (``ValueError`` naming it)."""
-    options = dict(options or {})
-    unknown = set(options) - set(DEDUP_DEFAULTS)
-    if unknown:
-        raise ValueError(f"config [dedup]: unknown key(s) {', '.join(sorted(unknown))}; accepted: {', '.join(DEDUP_DEFAULTS)}")
-    o = {**DEDUP_DEFAULTS, **options}
-    if not isinstance(o["enabled"], bool):
-        raise ValueError(f"config [dedup] enabled = {o['enabled']!r}; accepted: true or false")
-    t = o["threshold"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
-        raise ValueError(f"config [dedup] threshold = {t!r}; accepted: a cosine similarity in (0, 1]")
-    for key, lo in (("buckets", 0), ("chunk", 1), ("seed", 0)):
-        v = o[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"config [dedup] {key} = {v!r}; accepted: an integer >= {lo}")
-    return o
 
 
 @dataclass
@@ -228,20 +208,6 @@ def _drop_rows(table_path: Path, ids: set[str]) -> None:
         for batch in source.iter_batches(batch_size=4096):
             writer.write_table(pa.Table.from_batches([batch]).filter(pc.invert(pc.is_in(batch.column("id"), value_set=drop))))
     tmp.replace(table_path)
-
-
-def read_review(out: Path) -> list[dict[str, Any]]:
-    """The entries of ``out/review.jsonl`` (none when the file is absent)."""
-    path = safe_join(out, REVIEW_FILE)
-    if not path.is_file():
-        return []
-    entries = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entries.append(json.loads(line))
-        except ValueError:
-            continue
-    return entries
 
 
 def apply_options(config: Any, *, caption_qa_model: str | None = None, caption_min_score: float | None = None,

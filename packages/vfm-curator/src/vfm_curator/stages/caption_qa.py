@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from vfm_curator.io.report_review import CLIP_SCORE, VLM_SCORE  # the names the review pass and the report read
 from vfm_curator.stages.base import Resources, Stage
 from vfm_curator.tasks import Clip, VideoTask
 
-CLIP_SCORE = "caption_clip"
-VLM_SCORE = "caption_vlm"
+__all__ = ["CLIP_SCORE", "VLM_SCORE", "CaptionQAStage", "agreement", "caption_scores"]
 CALIBRATIONS = ("z", "raw")
 ACTIONS = ("flag", "drop")
 
