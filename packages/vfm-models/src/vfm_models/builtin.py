@@ -29,6 +29,8 @@ def vfm_models_register_tokenizers(register: Register) -> None:
     register("pixel", "vfm_models.tokenizers.pixel:PixelTokenizer", description="identity/patch tokenizer for tiny CPU runs")
     register("causal3d", "vfm_models.tokenizers.causal3d:Causal3DTokenizer", description="causal 3D conv autoencoder (4x/8x time, 8x space), tiled, trainable")
     register("cosmos", "vfm_models.tokenizers.cosmos:CosmosTokenizer", description="NVIDIA Cosmos tokenizer TorchScript checkpoints from a local folder")
+    register("wan-vae", "vfm_models.tokenizers.wan_vae:WanVAETokenizer",
+             description="Wan 2.1 VAE (diffusers AutoencoderKLWan, optional dependency) from a local folder")
 
 
 @hookimpl
