@@ -47,7 +47,7 @@ def export(
     from vfm_models.adapters.exports import export_to_external
     from vfm_models.checkpoint import CheckpointMismatchError
     from vfm_models.export import NonFiniteWeightsError, load_export, read_meta, save_export
-    from vfm_models.export_paths import ExportPathError
+    from vfm_models.export_paths import OPTION_SECTIONS, ExportPathError
     from vfm_plugins import UnknownNameError
 
     try:
@@ -55,8 +55,12 @@ def export(
         if fmt == "diffusers":
             written = export_to_external(folder, out, adapter=adapter)
         else:  # rebuilt and loaded first: only weights that fit their config are written
-            model, _ = load_export(folder)
-            written = save_export(out, model, read_meta(folder))
+            model, checked = load_export(folder)
+            meta = read_meta(folder)
+            named = [k for k in OPTION_SECTIONS if checked.get(k) != meta.get(k)]  # paths were made absolute
+            if named:
+                fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
+            written = save_export(out, model, meta)
     except (FileNotFoundError, AdapterConfigError, AdapterKeyError, CheckpointMismatchError, NonFiniteWeightsError,
             ExportPathError, UnknownNameError) as exc:
         fail(str(exc))

@@ -24,6 +24,10 @@ def build_parts(ctx: RunContext, r: Resolved) -> TrainParts:
     """The trainer's parts for this rank (called by the trainer after seeding every rank alike)."""
     cfg = ctx.config
     model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
+    if cfg.model.init_from:  # fine-tuning: every rank starts from the same checkpoint weights
+        from vfm_cli.recipe.init_from import load_init
+
+        load_init(model, cfg)
     formulation = vfm_models.get_formulation(cfg.model.formulation)(**cfg.model.formulation_options)
     tokens = seq_len(cfg, r)
     from vfm_models.flops import flops_per_token, model_flops_per_token

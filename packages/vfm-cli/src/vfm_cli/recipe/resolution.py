@@ -52,6 +52,10 @@ def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
     """
     check_name("families", cfg.model.family, "model.family")
     m, options = cfg.model, dict(cfg.model.options)
+    if m.init_from:  # the checkpoint's options are the defaults that model.options overrides
+        from vfm_cli.recipe.init_from import init_options
+
+        options = {**init_options(cfg), **options}
     fields = {f.name for f in dataclasses.fields(vfm_models.get_family(m.family).config_cls)}
     if cfg.data.source == "shards" and not probe:
         options.setdefault("in_channels", cfg.data.latent_shape[0])

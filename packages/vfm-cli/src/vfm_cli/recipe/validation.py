@@ -47,6 +47,10 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     _, t, h, w = r.latent_shape
     if cfg.data.source == "synthetic" and (t % pt or h % ph or w % pw):
         raise ConfigError("data.latent_shape", f"(T, H, W) = {(t, h, w)} is not divisible by the patch {r.mcfg.patch}")
+    if cfg.model.init_from:
+        from vfm_cli.recipe.init_from import check_init
+
+        check_init(cfg, r.mcfg)
     if world_size is not None:
         _check_mesh(cfg, r, world_size)
     return r

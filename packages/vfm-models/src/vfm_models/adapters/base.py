@@ -116,4 +116,4 @@ def check_keys(expected: Mapping[str, Any], got: Mapping[str, Any], what: str) -
     if shapes:
         parts.append(f"different shapes ({len(shapes)}): {'; '.join(shapes[:20])}")
     raise AdapterKeyError(f"{what} does not fit: " + "\n".join(parts)
-                          + "\n(a checkpoint of another family or size, or the wrong --from adapter)")
+                          + "\n(a checkpoint of another family or size, or read with the wrong adapter)")

@@ -24,7 +24,8 @@ from vfm_models.adapters.base import AdapterConfigError, AdapterKeyError, StateD
 DIT_HEADS = {384: 6, 768: 12, 1024: 16, 1152: 16}
 #: The formulation, sampling defaults and condition dropout DiT was trained with (a 1000-step
 #: linear-beta DDPM predicting noise; labels dropped with p=0.1; DiT's and diffusers' default CFG 4).
-DIT_META = {"formulation": "ddpm", "cond_dropout": 0.1, "guidance": 4.0}
+DIT_META = {"formulation": "ddpm", "cond_dropout": 0.1, "guidance": 4.0,
+            "formulation_options": {"num_train_timesteps": 1000, "beta_start": 1e-4, "beta_end": 0.02, "beta_schedule": "linear"}}
 
 #: vfm name -> name in a block, per format (the per-block weights that only change their names).
 _BLOCK_NAMES = {

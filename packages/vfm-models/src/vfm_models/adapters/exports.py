@@ -100,3 +100,55 @@ def export_to_external(export: str | PathLike, out: str | PathLike, *,
     options = dict(meta["config"])
     config = {**adapter.options_to_external(options), **adapter.external_from_meta(meta)}
     return save_diffusers_folder(out, adapter.to_external(state, options), config, adapter.diffusers_class)
+
+
+# --- a run that starts from a checkpoint (a train config's model.init_from) --------------------------
+
+def _is_vfm_export(path: Path) -> bool:
+    from vfm_models.export import CONFIG, WEIGHTS
+
+    return (path / CONFIG).is_file() and (path / WEIGHTS).is_file()
+
+
+def source_meta(path: str | PathLike) -> dict[str, Any]:
+    """The export meta (family, config, formulation, ...) of a checkpoint to start from: a vfm export,
+    a diffusers model folder (only its config.json is read) or a bare weights file (read to convert)."""
+    from vfm_models.adapters.io import read_folder_config
+    from vfm_models.export import read_meta
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if _is_vfm_export(path):
+        return read_meta(path)
+    if path.is_dir():
+        _, adapter, external = read_folder_config(path)
+        external = {k: v for k, v in external.items() if not k.startswith("_")}
+        return {"family": adapter.family, "config": adapter.options_from_external(external),
+                **adapter.meta_from_external(external), "converted_from": {"adapter": adapter.name}}
+    return converted(path)[0]
+
+
+def source_shapes(path: str | PathLike) -> dict[str, tuple[int, ...]]:
+    """The vfm tensor names and shapes of a checkpoint to start from (a vfm export's from its
+    safetensors header, without reading the tensors)."""
+    from safetensors import safe_open
+
+    from vfm_models.export import WEIGHTS
+
+    path = Path(path)
+    if _is_vfm_export(path):
+        with safe_open(str(path / WEIGHTS), framework="pt") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    return {k: tuple(v.shape) for k, v in converted(path)[1].items()}
+
+
+def source_weights(path: str | PathLike) -> dict[str, torch.Tensor]:
+    """The vfm state dict of a checkpoint to start from (converted when it is an external one)."""
+    from vfm_models.checkpoint import load_state_dict
+    from vfm_models.export import WEIGHTS
+
+    path = Path(path)
+    if _is_vfm_export(path):
+        return load_state_dict(path / WEIGHTS)
+    return converted(path)[1]

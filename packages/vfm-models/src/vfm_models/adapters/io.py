@@ -119,6 +119,19 @@ def _file_weights(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
+def read_folder_config(path: Path, adapter: StateDictAdapter | None = None) -> tuple[Path, StateDictAdapter, dict]:
+    """(model folder, adapter, config.json) of a diffusers model folder, or of a pipeline folder's
+    ``transformer/``; reads no weights. The adapter comes from ``_class_name`` when not given."""
+    if not (path / "config.json").is_file() and (path / "transformer" / "config.json").is_file():
+        path = path / "transformer"  # a diffusers pipeline folder: the denoiser lives here
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a diffusers model folder: config.json is missing")
+    external = json.loads((path / "config.json").read_text())
+    if not isinstance(external, dict):
+        raise AdapterConfigError(f"{path / 'config.json'} is not a JSON object")
+    return path, adapter or _adapter_for_class(external.get("_class_name"), path), external
+
+
 def load_external(path: str | PathLike, adapter: str | StateDictAdapter | None = None,
                   config: Mapping[str, Any] | None = None) -> ExternalCheckpoint:
     """Read an external checkpoint from a local path.
@@ -136,14 +149,7 @@ def load_external(path: str | PathLike, adapter: str | StateDictAdapter | None =
     if isinstance(adapter, str):
         adapter = get_adapter(adapter)
     if path.is_dir():
-        if not (path / "config.json").is_file() and (path / "transformer" / "config.json").is_file():
-            path = path / "transformer"  # a diffusers pipeline folder: the denoiser lives here
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path} is not a diffusers model folder: config.json is missing")
-        external = json.loads((path / "config.json").read_text())
-        if not isinstance(external, dict):
-            raise AdapterConfigError(f"{path / 'config.json'} is not a JSON object")
-        adapter = adapter or _adapter_for_class(external.get("_class_name"), path)
+        path, adapter, external = read_folder_config(path, adapter)
         state = _folder_weights(path)
     else:
         state = _file_weights(path)

@@ -27,6 +27,7 @@ class ModelConfig:
     tokenizer_options: dict = field(default_factory=dict)
     text_encoder: str = ""  # "" = the shards' (text-conditional families) or none
     text_encoder_options: dict = field(default_factory=dict)
+    init_from: str = ""  # a vfm export, diffusers model folder or DiT .pt the model starts from ("" = random init)
 
 
 @dataclass
