@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from vfm_curator.dedup import find_duplicates
 from vfm_curator.config import dedup_options
 from vfm_curator.synth import make_video
+from vfm_curator.tasks import clip_id
 
 
 def unit(x):
@@ -110,6 +111,10 @@ def test_curate_removes_a_duplicated_videos_clips_and_lists_them_in_the_report(t
     inp = tmp_path / "in"
     make_video(inp / "a.mp4", [30, 30], seed=1)
     shutil.copy(inp / "a.mp4", inp / "a_copy.mp4")  # the same H264 file again
+    # one of the twins has a caption: its clips are kept. Give it to the twin whose clip id is the
+    # higher for a span, so the tie-break by id alone would keep the other one there.
+    twin = max(("a.mp4", "a_copy.mp4"), key=lambda name: clip_id(str((inp / name).resolve()), 0, 30))
+    (inp / twin).with_suffix(".txt").write_text("a caption")
     make_video(inp / "c.mp4", [30, 30], seed=5)
     out = tmp_path / "out"
     config = tmp_path / "c.toml"
@@ -129,7 +134,7 @@ def test_curate_removes_a_duplicated_videos_clips_and_lists_them_in_the_report(t
         assert entry["id"] not in by_id and {entry["source"], kept["source"]} == {str(inp / "a.mp4"), str(inp / "a_copy.mp4")}
         assert (entry["start_frame"], entry["end_frame"]) == (kept["start_frame"], kept["end_frame"])
         assert entry["similarity"] >= 0.99 and (out / entry["path"]).is_file()  # the file stays
-    assert sorted(min(e["id"], e["kept_id"]) for e in review) == sorted(e["kept_id"] for e in review)  # ties: lowest id kept
+    assert {by_id[e["kept_id"]]["caption"] for e in review} == {"a caption"}
     report = (out / "report.html").read_text()
     for entry in review:
         assert f'data-id="{entry["id"]}" data-kept="{entry["kept_id"]}"' in report

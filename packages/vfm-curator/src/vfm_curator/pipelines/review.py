@@ -58,6 +58,7 @@ def review_folder(out: Path, config: Any) -> Review:
             review.checks.append("dedup")
             review.removed += dedup_review(out, table_path, gone, dedup)
             gone = {e["id"] for e in review.removed}
+            review.flagged = [e for e in review.flagged if e["id"] not in gone]  # flagged: kept clips only
         _describe(table_path, [*review.removed, *review.flagged])
         if gone:
             _drop_rows(table_path, gone)
@@ -126,6 +127,7 @@ def caption_review(ids: list[str], clip_scores: np.ndarray, vlm_scores: np.ndarr
 def dedup_review(out: Path, table_path: Path, gone: set[str], opts: dict[str, Any]) -> list[dict[str, Any]]:
     """Near-duplicate clips among the rows not already ``gone``, as review entries. The embeddings
     are streamed from the table into a memory map under ``.state/dedup`` (removed after)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from vfm_curator.dedup import find_duplicates
@@ -137,11 +139,14 @@ def dedup_review(out: Path, table_path: Path, gone: set[str], opts: dict[str, An
     try:
         ids: list[str] = []
         durations: list[float] = []
+        captioned: list[bool] = []
         source = pq.ParquetFile(table_path)
-        for batch in source.iter_batches(columns=["id", "start_s", "end_s", "embedding"], batch_size=4096):
+        for batch in source.iter_batches(columns=["id", "start_s", "end_s", "caption", "embedding"], batch_size=4096):
             spans = zip(batch.column("start_s").to_pylist(), batch.column("end_s").to_pylist())
+            text = pc.utf8_trim_whitespace(batch.column("caption"))
+            has_caption = pc.fill_null(pc.not_equal(text, ""), False).to_pylist()
             vectors = batch.column("embedding").to_numpy(zero_copy_only=False)
-            for cid, (start, end), vec in zip(batch.column("id").to_pylist(), spans, vectors):
+            for cid, (start, end), caption, vec in zip(batch.column("id").to_pylist(), spans, has_caption, vectors):
                 if vec is None or cid in gone:
                     continue
                 if emb is None:
@@ -154,10 +159,11 @@ def dedup_review(out: Path, table_path: Path, gone: set[str], opts: dict[str, An
                 emb[len(ids)] = vec
                 ids.append(cid)
                 durations.append(float(end) - float(start))
+                captioned.append(bool(caption))
         if not ids:
             return []
-        # kept first: the longest clip, then the lowest id
-        order = sorted(range(len(ids)), key=lambda i: (-durations[i], ids[i]))
+        # kept first: a captioned clip (shards need text), then the longest, then the lowest id
+        order = sorted(range(len(ids)), key=lambda i: (not captioned[i], -durations[i], ids[i]))
         rank = np.empty(len(ids), dtype=np.int64)
         rank[order] = np.arange(len(ids))
         found = find_duplicates(emb[:len(ids)], rank, threshold=float(opts["threshold"]), buckets=opts["buckets"],
