@@ -103,6 +103,30 @@ def test_a_diffusers_folder_round_trips_through_save_and_load_external(tmp_path)
     assert torch.equal(_diffusers_out(again, x, t, y), _diffusers_out(ref_model, x, t, y))
 
 
+def test_a_legacy_transformer2dmodel_dit_config_is_read_as_diffusers_dit(tmp_path):
+    """DiT pipelines saved before diffusers 0.28 name their transformer Transformer2DModel (diffusers maps
+    an adaLN-Zero one with a patch size to DiTTransformer2DModel); one with text cross-attention is not DiT."""
+    import json
+
+    ref_model = _diffusers_dit(seed=4)
+    ref_model.save_pretrained(tmp_path / "transformer")
+    config_path = tmp_path / "transformer" / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "_class_name": "Transformer2DModel", "cross_attention_dim": None}))
+    (tmp_path / "model_index.json").write_text("{}")
+    ckpt = load_external(tmp_path)  # a pipeline folder: its transformer/
+    assert ckpt.adapter.name == "diffusers-dit" and ckpt.source == tmp_path / "transformer"
+    options, state = ckpt.to_vfm()
+    x, t, y = _inputs()
+    assert float((_vfm_out(_vfm(options, state), x, t, y) - _diffusers_out(ref_model, x, t, y)).abs().max()) < 1e-5
+    config_path.write_text(json.dumps({**config, "_class_name": "Transformer2DModel", "cross_attention_dim": 64}))
+    with pytest.raises(AdapterConfigError, match="cross_attention_dim = 64"):
+        load_external(tmp_path).to_vfm()
+    config_path.write_text(json.dumps({**config, "_class_name": "Transformer2DModel", "norm_type": "layer_norm"}))
+    with pytest.raises(AdapterConfigError, match="'Transformer2DModel' has no registered adapter"):
+        load_external(tmp_path)
+
+
 def test_dit_2d_position_table_equals_diffusers_get_2d_sincos_pos_embed():
     from diffusers.models.embeddings import get_2d_sincos_pos_embed
 

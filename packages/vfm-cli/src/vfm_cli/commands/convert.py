@@ -86,7 +86,7 @@ def convert(
     typer.echo(f"export: {folder} (family {written['family']}, formulation {written.get('formulation', '-')}, "
                f"from {written['converted_from']['adapter']})")
     if not written.get("tokenizer"):
-        typer.echo("note: no tokenizer recorded; `vfm generate` needs one (--tokenizer NAME)", err=True)
+        typer.echo("note: no tokenizer recorded; `vfm generate` needs one: convert with --tokenizer NAME", err=True)
 
 
 def external_pipeline(folder: Path, tokenizer: Optional[str], **kwargs):

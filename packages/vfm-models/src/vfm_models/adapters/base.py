@@ -68,6 +68,11 @@ class StateDictAdapter:
         raise AdapterConfigError(f"adapter {self.name!r} reads its config from config.json; "
                                  "give a model folder with config.json next to the weights")
 
+    def accepts_class(self, class_name: str | None, external_config: Mapping[str, Any]) -> bool:
+        """Whether a diffusers ``config.json`` with this ``_class_name`` is this format (default: the
+        name is ``diffusers_class``; an adapter may also take a legacy class name)."""
+        return class_name is not None and class_name == self.diffusers_class
+
     def matches(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
         """Whether a bare state dict (no config.json) is in this format (used to detect it)."""
         return False

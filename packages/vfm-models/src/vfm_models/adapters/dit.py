@@ -136,6 +136,13 @@ class DiffusersDiT(StateDictAdapter):
     FIXED = {"norm_type": "ada_norm_zero", "activation_fn": "gelu-approximate", "attention_bias": True,
              "norm_elementwise_affine": False}
 
+    def accepts_class(self, class_name: str | None, external_config: Mapping[str, Any]) -> bool:
+        """Also the legacy ``Transformer2DModel`` configs of DiT pipelines saved before diffusers 0.28
+        (diffusers itself maps those to DiTTransformer2DModel): adaLN-Zero with a patch size."""
+        legacy = (class_name == "Transformer2DModel" and external_config.get("norm_type") == "ada_norm_zero"
+                  and external_config.get("patch_size") is not None)
+        return class_name == self.diffusers_class or legacy
+
     def options_from_external(self, external_config: dict) -> dict:
         c = {"in_channels": 4, "out_channels": None, "num_layers": 28, "patch_size": 2, "num_attention_heads": 16,
              "attention_head_dim": 72, "num_embeds_ada_norm": 1000, "norm_eps": 1e-5, "dropout": 0.0,
@@ -143,6 +150,8 @@ class DiffusersDiT(StateDictAdapter):
         wrong = [f"{k} = {c[k]!r} (vfm's dit needs {v!r})" for k, v in self.FIXED.items() if c[k] != v]
         if c["dropout"]:
             wrong.append(f"dropout = {c['dropout']} (vfm's dit has no dropout; needs 0)")
+        if c.get("cross_attention_dim") is not None:  # a legacy Transformer2DModel with text cross-attention
+            wrong.append(f"cross_attention_dim = {c['cross_attention_dim']} (DiT has no cross-attention; needs null)")
         if not c["num_embeds_ada_norm"]:
             wrong.append("num_embeds_ada_norm unset (needs the number of classes)")
         if wrong:

@@ -43,14 +43,14 @@ class ExternalCheckpoint:
         return options, self.adapter.from_external(self.state_dict, options)
 
 
-def _adapter_for_class(class_name: str | None, where: Path) -> StateDictAdapter:
+def _adapter_for_class(class_name: str | None, external: Mapping[str, Any], where: Path) -> StateDictAdapter:
     by_class = {}
     for name in adapter_names():
         adapter = get_adapter(name)
         if getattr(adapter, "diffusers_class", None):
             by_class.setdefault(adapter.diffusers_class, adapter)
-    if class_name in by_class:
-        return by_class[class_name]
+            if adapter.accepts_class(class_name, external):
+                return adapter
     known = ", ".join(f"{c} ({a.name})" for c, a in sorted(by_class.items())) or "(none)"
     raise AdapterConfigError(f"{where}: _class_name {class_name!r} has no registered adapter; known diffusers classes: "
                              f"{known}. Name the format with --from (adapters: {', '.join(adapter_names())})")
@@ -129,7 +129,7 @@ def read_folder_config(path: Path, adapter: StateDictAdapter | None = None) -> t
     external = json.loads((path / "config.json").read_text())
     if not isinstance(external, dict):
         raise AdapterConfigError(f"{path / 'config.json'} is not a JSON object")
-    return path, adapter or _adapter_for_class(external.get("_class_name"), path), external
+    return path, adapter or _adapter_for_class(external.get("_class_name"), external, path), external
 
 
 def load_external(path: str | PathLike, adapter: str | StateDictAdapter | None = None,
@@ -160,7 +160,7 @@ def load_external(path: str | PathLike, adapter: str | StateDictAdapter | None =
             if not config:  # a format that needs config.json, and none was given
                 raise
             external = {}
-    if (cls := external.get("_class_name")) and adapter.diffusers_class and cls != adapter.diffusers_class:
+    if (cls := external.get("_class_name")) and adapter.diffusers_class and not adapter.accepts_class(cls, external):
         raise AdapterConfigError(f"{path} holds a {cls} but adapter {adapter.name!r} reads {adapter.diffusers_class}")
     external = {k: v for k, v in external.items() if not k.startswith("_")}
     external.update(config or {})
