@@ -77,3 +77,30 @@ def test_umt5_through_the_t5_encoder_gives_wan_pipelines_prompt_embeddings_and_d
     model = vfm_models.get_family("wan").create("tiny")
     out = model(torch.randn(len(TEXTS), 4, 1, 4, 4), torch.rand(len(TEXTS)), {"text": text, "text_mask": mask})
     assert out.shape == (len(TEXTS), 4, 1, 4, 4)
+
+
+def test_vfm_generate_samples_a_converted_wan_with_the_wan_vae_and_umt5(tmp_path):
+    """End to end, all from local folders: a diffusers Wan converted to an export that names the
+    wan-vae tokenizer and UMT5 (t5) encoder; ``vfm generate`` writes a 5-frame 32x48 MP4."""
+    av = pytest.importorskip("av")
+    from typer.testing import CliRunner
+
+    from tests.models.test_text_encoders import make_t5_folder
+    from tests.models.test_wan_family import random_diffusers
+    from vfm_cli.main import app
+    from vfm_models.adapters.exports import convert_to_export
+
+    random_diffusers(seed=2).save_pretrained(tmp_path / "hub")
+    export = tmp_path / "export"
+    make_vae_folder(export / "vae")
+    make_t5_folder(export / "umt5", "umt5")
+    convert_to_export(tmp_path / "hub", export, meta={
+        "tokenizer": "wan-vae", "tokenizer_options": {"path": "vae"}, "latent_shape": [Z, 2, 4, 6],
+        "text_encoder": "t5", "text_encoder_options": {"path": "umt5", "max_length": 8, "pad_to_max_length": True},
+    })
+    result = CliRunner().invoke(app, ["generate", "--checkpoint", str(export), "--prompt", "a dog", "--steps", "2",
+                                      "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    with av.open(str(tmp_path / "out" / "0000.mp4")) as video:
+        frames = [f.to_ndarray(format="rgb24") for f in video.decode(video=0)]
+    assert len(frames) == 5 and frames[0].shape == (32, 48, 3)
