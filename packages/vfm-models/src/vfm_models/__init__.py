@@ -5,7 +5,7 @@ Importing this package is cheap (no torch); the heavy modules load when a name i
 
 from vfm_models.plugins import hookimpl, host
 
-__all__ = ["hookimpl", "host", "get_family", "get_tokenizer", "get_text_encoder", "get_formulation"]
+__all__ = ["hookimpl", "host", "get_family", "get_tokenizer", "get_text_encoder", "get_formulation", "get_adapter"]
 __version__ = "0.1.0"
 
 
@@ -27,3 +27,10 @@ def get_text_encoder(name: str):
 def get_formulation(name: str):
     """The diffusion-formulation factory registered as ``name``."""
     return host.get("formulations", name)
+
+
+def get_adapter(name: str):
+    """The state-dict adapter registered as ``name`` (``vfm_models.adapters``; an unknown name lists the available ones)."""
+    from vfm_models.adapters.base import get_adapter as _get
+
+    return _get(name)
