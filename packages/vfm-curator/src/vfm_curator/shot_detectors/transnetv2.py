@@ -51,7 +51,6 @@ def load_weights(model, path: str | Path) -> None:
     """Load a safetensors state dict into ``model``, key for key; ``ValueError`` naming the file and the
     missing, unexpected or mis-shaped keys otherwise. ``num_batches_tracked`` counters (unused at
     inference) may be absent."""
-    from safetensors import SafetensorsError
     from safetensors.torch import load_file
 
     path = Path(path)
@@ -62,7 +61,7 @@ def load_weights(model, path: str | Path) -> None:
         raise ValueError(f"TransNetV2 weights {path}: no such file; accepted: a local .safetensors file")
     try:
         state = load_file(str(path))
-    except (SafetensorsError, OSError, ValueError) as exc:
+    except Exception as exc:  # safetensors raises its own SafetensorError for a bad header
         raise ValueError(f"TransNetV2 weights {path}: not a readable safetensors file ({exc})") from exc
     expected = model.state_dict()
     missing = sorted(k for k in expected if k not in state and not k.endswith("num_batches_tracked"))
@@ -135,7 +134,9 @@ class TransNetV2Detector(ShotDetector):
         device = self.opt["device"]
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        model = TransNetV2()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # random_init: the same network in every worker and every run
+            model = TransNetV2()
         if self.opt["weights"] is not None:
             load_weights(model, Path(str(self.opt["weights"])).expanduser())
         self.model = model.to(device).eval()
