@@ -56,16 +56,22 @@ def test_wan_vae_refuses_bad_frames_missing_folders_and_says_when_diffusers_is_m
         vfm_models.get_tokenizer("wan-vae")(tmp_path / "vae")
 
 
-def test_umt5_through_the_t5_encoder_gives_wan_pipelines_prompt_embeddings_and_drives_a_wan(tmp_path):
+def test_umt5_from_a_pipelines_text_encoder_and_tokenizer_folders_gives_wan_pipelines_prompt_embeddings(tmp_path):
     from types import SimpleNamespace
 
     from diffusers import WanPipeline
 
     from tests.models.test_text_encoders import TEXTS, make_t5_folder
 
-    umt5 = make_t5_folder(tmp_path, "umt5")
+    # a diffusers Wan pipeline's layout: the encoder in text_encoder/, its tokenizer in tokenizer/
+    umt5 = make_t5_folder(tmp_path / "text_encoder", "umt5")
+    (tmp_path / "tokenizer").mkdir()
+    for file in (tmp_path / "text_encoder").glob("*"):
+        if file.name.startswith(("tokenizer", "special_tokens")):
+            file.rename(tmp_path / "tokenizer" / file.name)
     length = 10  # Wan: 512
-    enc = vfm_models.get_text_encoder("t5")(tmp_path, max_length=length, pad_to_max_length=True)
+    enc = vfm_models.get_text_encoder("t5")(tmp_path / "text_encoder", tokenizer_path=tmp_path / "tokenizer",
+                                            max_length=length, pad_to_max_length=True)
     text, mask = enc.encode(TEXTS)
     pipe = SimpleNamespace(tokenizer=enc.tokenizer, text_encoder=umt5)
     with torch.no_grad():

@@ -21,7 +21,8 @@ def _transformers():
 
 
 class HFTextEncoder:
-    """A ``transformers`` encoder and its tokenizer from a local folder.
+    """A ``transformers`` encoder and its tokenizer from a local folder (the tokenizer from
+    ``tokenizer_path`` when it lives elsewhere, as in a diffusers pipeline's ``tokenizer/``).
 
     Returns the last hidden state (B, L, dim) in float32, zero at padding, and the attention mask
     (B, L) bool. L is the longest tokenized text, or ``max_length`` with ``pad_to_max_length``.
@@ -37,11 +38,14 @@ class HFTextEncoder:
         device: str = "cpu",
         dtype: torch.dtype | str | None = None,
         pad_to_max_length: bool = False,
+        tokenizer_path: str | PathLike | None = None,
     ) -> None:
         tf = _transformers()
         folder = Path(path)
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(f"no transformers checkpoint at {folder} (config.json missing)")
+        # a diffusers pipeline keeps them apart: text_encoder/ (model) and tokenizer/ (Wan, PixArt)
+        tokenizer_folder = Path(tokenizer_path) if tokenizer_path is not None else folder
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
         self.config = tf.AutoConfig.from_pretrained(folder, local_files_only=True)
@@ -49,7 +53,7 @@ class HFTextEncoder:
             raise ValueError(
                 f"{type(self).__name__} expects a model_type in {self.accepted_types}; {folder} holds {self.config.model_type!r}"
             )
-        self.tokenizer = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        self.tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_folder, local_files_only=True)
         model_cls = self._model_class(tf, self.config.model_type)
         # transformers 5 renamed torch_dtype to dtype
         dtype_key = "dtype" if int(tf.__version__.split(".")[0]) >= 5 else "torch_dtype"
