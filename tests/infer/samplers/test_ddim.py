@@ -204,3 +204,83 @@ def test_the_variance_half_of_a_learned_sigma_output_does_not_change_the_sample(
     with torch.no_grad():
         net.out.bias[C:] += 1.0  # only the variance channels
     assert torch.equal(_vfm(sampler, net, noise, labels, 2.0, seed=0), plain)
+
+
+# --- end to end: a converted diffusers DiT through vfm's pipeline vs diffusers' DiT loop -----------
+
+
+def _dit_folder(path):
+    """A tiny random class-conditional diffusers DiT with learned sigma (3 -> 6 channels), saved by
+    diffusers itself. 1000 classes so the null class is DiTPipeline's 1000. Block 0's
+    timestep/class embedder is copied into the others, as diffusers' own DiT converter does."""
+    torch.manual_seed(0)
+    model = diffusers.DiTTransformer2DModel(num_attention_heads=2, attention_head_dim=16, in_channels=3, out_channels=6,
+                                            num_layers=2, sample_size=8, patch_size=2, num_embeds_ada_norm=1000).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.1)  # every parameter drawn: adaLN-Zero's zeros would hide errors
+        shared = model.transformer_blocks[0].norm1.emb.state_dict()
+        for block in model.transformer_blocks[1:]:
+            block.norm1.emb.load_state_dict(shared)
+    model.save_pretrained(path)
+    return model
+
+
+def _dit_pipeline_loop(transformer, steps, noise, label, guidance):
+    """diffusers 0.42 DiTPipeline.__call__'s loop, without the VAE decode: the [x; x] batch with the
+    null class 1000, guidance on the noise half, the learned-sigma split, DDIMScheduler.step. The
+    scheduler is DiT's (diffusers' DiT converter): linear betas, 1000 steps, clip_sample=False and
+    diffusers' defaults set_alpha_to_one=True, steps_offset=0, leading spacing."""
+    scheduler = diffusers.DDIMScheduler(num_train_timesteps=1000, beta_schedule="linear", prediction_type="epsilon",
+                                        clip_sample=False)
+    channels = transformer.config.in_channels
+    latents = noise
+    latent_model_input = torch.cat([latents] * 2) if guidance > 1 else latents
+    class_labels = torch.tensor([label])
+    class_labels_input = torch.cat([class_labels, torch.tensor([1000])]) if guidance > 1 else class_labels
+    scheduler.set_timesteps(steps)
+    with torch.no_grad():
+        for t in scheduler.timesteps:
+            if guidance > 1:
+                half = latent_model_input[: len(latent_model_input) // 2]
+                latent_model_input = torch.cat([half, half], dim=0)
+            timesteps = t[None].expand(latent_model_input.shape[0])
+            noise_pred = transformer(latent_model_input, timestep=timesteps, class_labels=class_labels_input).sample
+            if guidance > 1:
+                eps, rest = noise_pred[:, :channels], noise_pred[:, channels:]
+                cond_eps, uncond_eps = torch.split(eps, len(eps) // 2, dim=0)
+                half_eps = uncond_eps + guidance * (cond_eps - uncond_eps)
+                eps = torch.cat([half_eps, half_eps], dim=0)
+                noise_pred = torch.cat([eps, rest], dim=1)
+            model_output, _ = torch.split(noise_pred, channels, dim=1)
+            latent_model_input = scheduler.step(model_output, t, latent_model_input).prev_sample
+    return latent_model_input.chunk(2)[0] if guidance > 1 else latent_model_input
+
+
+@pytest.mark.parametrize(("steps", "guidance"), [(50, 1.0), (25, 4.0)])
+def test_a_converted_diffusers_dit_samples_through_vfm_as_diffusers_ddim_does(tmp_path, steps, guidance):
+    from vfm_infer.pipeline import GenerationSpec, VideoPipeline
+    from vfm_models.adapters.exports import convert_to_export
+
+    reference_model = _dit_folder(tmp_path / "diffusers")
+    export = convert_to_export(tmp_path / "diffusers", tmp_path / "export",
+                               meta={"tokenizer": "pixel", "tokenizer_options": {"patch": 1}})
+    pipe = VideoPipeline.from_export(export)  # what `vfm generate --checkpoint` loads
+    assert pipe.meta["formulation"] == "ddpm" and pipe.model.config.learned_sigma
+    seed, label = 3, 7
+    prepared = pipe.prepare(GenerationSpec(steps=steps, guidance=guidance, seed=seed), [str(label)])
+    assert isinstance(prepared.sampler, vfm_infer.host.get("samplers", "ddim"))  # the ddpm default
+    ours = pipe.sample_latent(prepared, str(label))[:, :, 0]  # (1, C, T=1, H, W) -> an image latent
+    noise = torch.randn((1, *prepared.latent_shape), generator=torch.Generator().manual_seed(seed))[:, :, 0]
+    theirs = _dit_pipeline_loop(reference_model, steps, noise, label, guidance)
+    diff = (ours - theirs).abs().max().item()
+    scale = theirs.abs().max().item()
+    print(f"converted DiT, ddim {steps} steps, guidance {guidance}: max |vfm - diffusers| = {diff:.2e} "
+          f"(max |sample| {scale:.1f}, relative {diff / scale:.1e})")
+    # An untrained DiT's eps is not the noise, so DDIM's x0 estimates grow like 1 / sqrt(abar) (~150)
+    # and the sample reaches |x| ~ 400, where one fp32 rounding is 3e-5 and the two forwards' fp32
+    # differences (~1e-6 a call) grow with it (diffusers' float32 betas instead of vfm's float64 ones
+    # change nothing measurable): the check is relative to the sample's scale, as 1e-4 is of an O(1)
+    # latent (the O(1) samples of TinyEps above agree to 4e-6 absolute). Off by one in the network's
+    # t, the relative difference is 2e-2.
+    assert scale > 10 and diff < 1e-6 * scale
