@@ -29,11 +29,16 @@ class Clip:
     start_s: float = 0.0
     end_s: float = 0.0
     id: str = ""
-    mp4: bytes | None = None  # H264 bytes from the transcode stage
+    mp4: bytes | None = None  # H264 bytes from the transcode stage (when it has no output folder)
+    staged: str | None = None  # or the staging file it wrote them to (io/staging.py; the write stage renames it)
+    staged_size: int = 0
     width: int = 0
     height: int = 0
     num_frames: int = 0
-    samples: list[np.ndarray] = field(default_factory=list)  # a few (H, W, 3) uint8 frames (first, middle, last)
+    # a few (H, W, 3) uint8 frames (first, middle, last): in memory, or read from ``samples_file`` (a
+    # staging file) on each access, so a task holding hundreds of clips stays small (see _get_samples)
+    samples: list[np.ndarray] = field(default_factory=list)
+    samples_file: str | None = None
     embedding: np.ndarray | None = None  # (D,) float32
     caption: str | None = None
     caption_by: dict[str, str] = field(default_factory=dict)  # captioner (manifest, sidecar, a name), model, prompt
@@ -43,6 +48,28 @@ class Clip:
     @property
     def length(self) -> int:
         return self.end - self.start
+
+    @property
+    def encoded(self) -> bool:
+        """Whether the transcode stage made this clip (in memory or as a staging file)."""
+        return self.mp4 is not None or self.staged is not None
+
+
+def _get_samples(clip: Clip) -> list[np.ndarray]:
+    if clip.__dict__.get("_samples") or not clip.samples_file:
+        return clip.__dict__.setdefault("_samples", [])
+    from vfm_curator.io.staging import load_samples
+
+    return load_samples(clip.samples_file)  # not cached: holding them is what the file avoids
+
+
+def _set_samples(clip: Clip, frames: list[np.ndarray]) -> None:
+    clip.__dict__["_samples"] = list(frames)
+
+
+# ``Clip.samples`` reads the staged samples file when the frames are not in memory, so every stage
+# (plugins included) sees the frames whichever way the transcode stage kept them.
+Clip.samples = property(_get_samples, _set_samples)  # type: ignore[assignment]
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -38,14 +39,17 @@ def even_crop(frame: np.ndarray) -> np.ndarray:
 
 
 class H264Writer:
-    """Streams (H, W, 3) uint8 RGB frames into an in-memory mp4 at a constant ``fps``; frame ``k``
-    gets pts ``k`` so the output has exactly as many frames as were written. No audio."""
+    """Streams (H, W, 3) uint8 RGB frames into an mp4 at a constant ``fps``: in memory, or into the
+    file ``path`` when given (so a clip is never held whole). Frame ``k`` gets pts ``k`` so the
+    output has exactly as many frames as were written. No audio."""
 
-    def __init__(self, fps: float, *, codec: str = "libx264", crf: int = 20, preset: str = "veryfast") -> None:
+    def __init__(self, fps: float, *, codec: str = "libx264", crf: int = 20, preset: str = "veryfast",
+                 path: str | None = None) -> None:
         import av
 
-        self.buffer = io.BytesIO()
-        self.container = av.open(self.buffer, "w", format="mp4")
+        self.path = None if path is None else Path(path)
+        self.buffer = io.BytesIO() if path is None else None
+        self.container = av.open(self.buffer if path is None else str(path), "w", format="mp4")
         self.rate = Fraction(fps).limit_denominator(1001) if fps > 0 else Fraction(25)
         self.codec, self.crf, self.preset = codec, crf, preset
         self.stream = None
@@ -73,12 +77,13 @@ class H264Writer:
         for packet in self.stream.encode(vf):
             self.container.mux(packet)
 
-    def close(self) -> bytes:
+    def close(self) -> bytes | None:
+        """Flush and close; the mp4's bytes when written in memory, else None (they are in ``path``)."""
         if self.stream is not None:
             for packet in self.stream.encode():
                 self.container.mux(packet)
         self.container.close()
-        return self.buffer.getvalue()
+        return self.buffer.getvalue() if self.buffer is not None else None
 
 
 def encode_h264(frames, fps: float, **kwargs) -> bytes:
@@ -101,8 +106,8 @@ def resize(frame: np.ndarray, max_side: int) -> np.ndarray:
     return vf.reformat(width=nw, height=nh, format="rgb24").to_ndarray()
 
 
-def mux_audio(clip_mp4: bytes, source: str, start_s: float, end_s: float) -> bytes:
-    """``clip_mp4`` with the source's first audio track over ``[start_s, end_s)`` copied in, without
+def mux_audio(clip_mp4: bytes | str, source: str, start_s: float, end_s: float) -> bytes:
+    """``clip_mp4`` (bytes, or a file's path) with the source's first audio track over ``[start_s, end_s)`` copied in, without
     re-encoding, its times shifted to start at 0. A source without audio gives the clip unchanged.
 
     Audio packets are copied whole (an AAC packet is ~20 ms), so the track may start up to one
@@ -112,11 +117,12 @@ def mux_audio(clip_mp4: bytes, source: str, start_s: float, end_s: float) -> byt
 
     with av.open(source) as src:
         if not src.streams.audio:
-            return clip_mp4
+            return clip_mp4 if isinstance(clip_mp4, bytes) else Path(clip_mp4).read_bytes()
         a_in = src.streams.audio[0]
         offset = int(start_s / a_in.time_base)
         out_buffer = io.BytesIO()
-        with av.open(io.BytesIO(clip_mp4)) as clip, av.open(out_buffer, "w", format="mp4") as out:
+        clip_in = io.BytesIO(clip_mp4) if isinstance(clip_mp4, bytes) else str(clip_mp4)
+        with av.open(clip_in) as clip, av.open(out_buffer, "w", format="mp4") as out:
             v_in = clip.streams.video[0]
             v_out = out.add_stream_from_template(v_in)
             a_out = out.add_stream_from_template(a_in)

@@ -37,6 +37,21 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def atomic_rename(src: Path, path: Path) -> None:
+    """Move a finished file (written elsewhere in the same folder) to ``path``: fsync, then rename, so
+    ``path`` is never a half-written file. A full disk raises :class:`DiskFullError` naming ``path``."""
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.replace(src, path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(path) from exc
+        raise
+    finally:
+        os.close(fd)
+
+
 def disk_full(path: Path) -> DiskFullError:
     return DiskFullError(f"no space left on the device writing {path}: free space there (or choose another -o) "
                          "and run again; what finished is kept")

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
-from vfm_curator.io import state
+from vfm_curator.io import staging, state
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_out_folder, disk_full, safe_join
@@ -71,11 +71,11 @@ def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
     specs = []
     for name in config.stages:
         options = config.stage_options(name)
-        if name == "write":
-            options["out"] = str(out)
         if name == "stitch" and "max_clip_s" not in options and "max_clip_s" in config.stage_options("split"):
             options["max_clip_s"] = config.stage_options("split")["max_clip_s"]
         cls = host.get("stages", name)
+        if "out" in cls.defaults:  # write, transcode (its staging files): the output folder
+            options["out"] = str(out)
         stage = cls(**options)  # validate options now, in the driver, with a clear error
         # a stage whose options change what a worker needs (split with a network detector) says so
         specs.append(StageSpec(cls, options, getattr(stage, "configured_resources", None)))
@@ -180,11 +180,20 @@ def _record_bad_name(out: Path, task: VideoTask) -> None:
 def _execute(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig, out: Path, summary: Summary, progress) -> None:
     """Run ``todo``; a video failed by the machine (crash, out of memory, timeout) is run again, up to
     ``config.max_attempts`` attempts in all."""
-    from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
         if progress is not None:
             progress.advance(stage, n)
+
+    try:
+        _run_all(todo, specs, config, out, summary, progress, advance)
+    finally:  # staging files of calls that never reached the write stage (a stop, an interrupt)
+        staging.sweep_all(out)
+
+
+def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig, out: Path, summary: Summary,
+             progress, advance) -> None:
+    from vfm_curator.execution.runner import open_runner
 
     with open_runner(specs, config, out, advance) as runner:
         if progress is not None:
@@ -194,6 +203,7 @@ def _execute(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
             while pending:
                 again = []
                 for task in runner.run(iter(pending)):
+                    staging.sweep(out, task.vid)  # a worker killed between transcode and write left them
                     summary.processed += not task.context.get("requeued", False)
                     summary.video_s_processed += task.duration
                     if task.failure is not None and not _recorded_as(out, task):

@@ -24,8 +24,9 @@ class EmbedStage(Stage):
 
     def process_one(self, task: VideoTask) -> None:
         for clip in task.clips:
-            if clip.samples:
-                clip.embedding = normalize(self.embedder.embed(np.stack(_same_size(clip.samples))).mean(axis=0))
+            samples = clip.samples  # one read: a staged clip's samples come from its file
+            if samples:
+                clip.embedding = normalize(self.embedder.embed(np.stack(_same_size(samples))).mean(axis=0))
 
 
 def _same_size(frames: list[np.ndarray]) -> list[np.ndarray]:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
+from vfm_curator.io import staging
 from vfm_curator.io.encode import H264Writer, mux_audio, pick_codec, resize
+from vfm_curator.io.paths import disk_full
 from vfm_curator.io.video import iter_frames, release_freed_memory
 from vfm_curator.stages.base import InputError, Resources, Stage
-from vfm_curator.tasks import VideoTask
+from vfm_curator.tasks import Clip, VideoTask
 
 
 class TranscodeStage(Stage):
@@ -13,15 +18,18 @@ class TranscodeStage(Stage):
     holds it, so every clip has exactly ``end - start`` frames at the source's average frame rate.
 
     Also keeps ``samples`` (first, middle and last frame, longer side <= ``sample_size``) for the
-    embed and caption stages and the report's contact sheet. ``encoder="auto"`` uses NVENC when a
-    GPU has it, else libx264 with ``crf``/``preset``. Audio is dropped by default (training clips
+    embed and caption stages and the report's thumbnails. With ``out`` (the output folder; the
+    clipping pipeline sets it) each clip and its samples go to staging files there as they are
+    encoded (:mod:`vfm_curator.io.staging`) and the task carries their paths, so its size does not
+    grow with the video's length; without it they stay in memory (``clip.mp4``, ``clip.samples``).
+    ``encoder="auto"`` uses NVENC when a GPU has it, else libx264 with ``crf``/``preset``. Audio is dropped by default (training clips
     are silent); ``keep_audio=True`` copies the span's audio packets into the clip unchanged.
     """
 
     name = "transcode"
     resources = Resources(cpus=1.0, memory_mb=1024)
     defaults = {"encoder": "libx264", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None,
-                "keep_audio": False}
+                "keep_audio": False, "out": None}
 
     def check_options(self) -> None:
         self.option_range("crf", lo=0, hi=51, integer=True)
@@ -36,41 +44,74 @@ class TranscodeStage(Stage):
         clips = sorted(task.clips, key=lambda c: c.start)
         if not clips:
             return
+        try:
+            self._encode(task, clips)
+        except BaseException as exc:
+            for clip in clips:  # a failed video leaves no staging file behind
+                staging.discard(clip)
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_full(Path(self.opt["out"] or ".") / staging.FOLDER) from exc
+            raise
+
+    def _encode(self, task: VideoTask, clips: list[Clip]) -> None:
         fps = float(task.meta["fps"])
-        k, writer, sample_at = 0, None, set()
+        k, writer, sample_at, samples = 0, None, set(), []
         for i, (_, frame) in enumerate(iter_frames(task.source, hwaccel=self.opt["hwaccel"])):
             while k < len(clips) and i >= clips[k].end:
-                k = self._finish(clips[k], writer, k)
-                writer = None
+                k = self._finish(task, clips[k], writer, samples, k)
+                writer, samples = None, []
             if k == len(clips):
                 break
             clip = clips[k]
             if i < clip.start:
                 continue
             if writer is None:
-                writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]))
+                path = self._staging(task, clip, "mp4")
+                writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]),
+                                    path=None if path is None else str(path))
                 sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
             writer.write(frame)
             if i in sample_at:
-                clip.samples.append(resize(frame, int(self.opt["sample_size"])))
+                samples.append(resize(frame, int(self.opt["sample_size"])))
         while k < len(clips):  # the file ended early (truncated): keep what was written, if complete
-            k = self._finish(clips[k], writer, k)
-            writer = None
-        task.clips = [c for c in clips if c.mp4 is not None]
+            k = self._finish(task, clips[k], writer, samples, k)
+            writer, samples = None, []
+        task.clips = [c for c in clips if c.encoded]
         if not task.clips:
             raise InputError(f"no clip could be encoded: the file ended or broke before any of the {len(clips)} span(s) was complete")
         if self.opt["keep_audio"]:
             for clip in task.clips:
-                clip.mp4 = mux_audio(clip.mp4, task.source, clip.start / fps, clip.end / fps)
+                with_audio = mux_audio(clip.mp4 if clip.staged is None else clip.staged, task.source,
+                                       clip.start / fps, clip.end / fps)
+                if clip.staged is None:
+                    clip.mp4 = with_audio
+                else:
+                    Path(clip.staged).write_bytes(with_audio)
+                    clip.staged_size = len(with_audio)
 
-    @staticmethod
-    def _finish(clip, writer, k: int) -> int:
-        if writer is not None and writer.count == clip.length:
-            clip.mp4 = writer.close()
+    def _staging(self, task: VideoTask, clip: Clip, suffix: str) -> Path | None:
+        """Where a clip's file goes: a staging file in the output folder, or None (in memory)."""
+        if not self.opt["out"]:
+            return None
+        return staging.staging_path(self.opt["out"], task.vid, clip.id, int(task.context.get("attempt", 1)), suffix)
+
+    def _finish(self, task: VideoTask, clip: Clip, writer, samples: list, k: int) -> int:
+        if writer is None:
+            return k + 1
+        data = writer.close()
+        path = writer.path
+        if writer.count == clip.length:
             clip.num_frames = writer.count
             clip.height, clip.width = writer.stream.height, writer.stream.width
-        elif writer is not None:
-            writer.close()  # fewer frames than detected: drop the clip instead of writing a short one
-        if writer is not None:
-            release_freed_memory()
+            if path is None:
+                clip.mp4, clip.samples = data, samples
+            else:
+                clip.staged, clip.staged_size = str(path), path.stat().st_size
+                if samples:
+                    samples_path = self._staging(task, clip, "samples.npz")
+                    staging.save_samples(samples_path, samples)
+                    clip.samples_file = str(samples_path)
+        elif path is not None:  # fewer frames than detected: drop the clip instead of writing a short one
+            path.unlink(missing_ok=True)
+        release_freed_memory()
         return k + 1

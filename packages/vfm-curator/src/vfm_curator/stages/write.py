@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vfm_curator.io import staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.io.state import part_path, video_record, write_record
@@ -20,8 +21,11 @@ def thumb_relpath(clip: Clip) -> str:
 
 class WriteStage(Stage):
     """Writes ``OUT/clips/<id>.mp4`` and ``OUT/thumbs/<id>.jpg`` for each kept clip, the video's
-    metadata part and finally its record (failed videos get a record with the reason). The task it
-    returns is stripped of frames and bytes so only a small summary travels back to the driver."""
+    metadata part and finally its record (failed videos get a record with the reason). A clip the
+    transcode stage staged in the folder is renamed into place (:mod:`vfm_curator.io.staging`); the
+    staging files of filtered clips and failed videos are deleted, also when this stage stops on an
+    error. The task it returns is stripped of frames and bytes so only a small summary travels back
+    to the driver."""
 
     name = "write"
     resources = Resources(cpus=0.5, memory_mb=512)
@@ -32,11 +36,15 @@ class WriteStage(Stage):
         if not self.opt["out"]:
             raise ValueError("write stage: option 'out' (the output folder) is required")
         for task in tasks:
-            if task.failure is None:
-                run_guarded(self.name, task, self.process_one)
-            elif task.clips:
-                run_guarded(self.name, task, self._filtered_thumbs)
-            self._record(task)
+            try:
+                if task.failure is None:
+                    run_guarded(self.name, task, self.process_one)
+                elif task.clips:
+                    run_guarded(self.name, task, self._filtered_thumbs)
+                self._record(task)
+            finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk)
+                for clip in task.clips:
+                    staging.discard(clip)
             strip(task)
         return tasks
 
@@ -45,11 +53,16 @@ class WriteStage(Stage):
         self._filtered_thumbs(task)
         rows = []
         for clip in task.clips:
-            if clip.rejected is not None or clip.mp4 is None:
+            if clip.rejected is not None or not clip.encoded:
                 continue
-            atomic_write(safe_join(out, clip_relpath(clip)), clip.mp4)
-            if self.opt["thumbnails"] and clip.samples:
-                atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(representative_frame(clip.samples)))
+            final = safe_join(out, clip_relpath(clip))
+            if clip.staged is not None:
+                staging.commit(clip.staged, final, clip.staged_size)
+            else:
+                atomic_write(final, clip.mp4)
+            samples = clip.samples if self.opt["thumbnails"] else []  # read once (from its staging file)
+            if samples:
+                atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
             rows.append(row(task, clip))
         if not rows:  # every stage before let it through with nothing: still say why it gave no clip
             raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
@@ -59,17 +72,18 @@ class WriteStage(Stage):
         """Thumbnails of the filtered clips too (also of a video whose every clip was filtered out):
         the report shows what was dropped and why."""
         for clip in task.clips:
-            if clip.rejected is not None and self.opt["thumbnails"] and clip.samples:
-                atomic_write(safe_join(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(clip.samples)))
+            samples = clip.samples if clip.rejected is not None and self.opt["thumbnails"] else []
+            if samples:
+                atomic_write(safe_join(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples)))
 
     def _record(self, task: VideoTask) -> None:
-        kept = [c for c in task.clips if c.rejected is None and c.mp4 is not None] if task.failure is None else []
+        kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
         write_record(self.opt["out"], task.vid, video_record(
             task,
             clips=len(kept),
             clip_seconds=sum(c.end_s - c.start_s for c in kept),
             rejected=sum(c.rejected is not None for c in task.clips),
-            thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.samples],
+            thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and (c.samples_file or c.samples)],
             filtered=[filtered_entry(c) for c in task.clips if c.rejected is not None],
         ))
 
@@ -115,6 +129,6 @@ def jpeg(frame) -> bytes:
 def strip(task: VideoTask) -> None:
     task.times = task.cut_scores = task.motion = None
     for clip in task.clips:
-        clip.mp4 = None
+        clip.mp4 = clip.staged = clip.samples_file = None
         clip.samples = []
         clip.embedding = None

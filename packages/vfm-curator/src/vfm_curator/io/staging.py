@@ -1,0 +1,97 @@
+"""Staging files: how the transcode stage hands clips to the write stage through the output folder.
+
+Holding every clip of a video (its H264 bytes and sampled frames) in the task until the write stage
+made a run's memory grow with the video's length, and sent every clip through Ray's object store
+between stages. Instead the transcode stage writes each clip as ``OUT/clips/.<vid>.<clip>.a<attempt>.p<pid>.mp4.tmp``
+(and its samples as ``....samples.npz.tmp``); the task carries only the paths, and the write stage
+renames a kept clip's file to ``clips/<id>.mp4`` (fsync, then ``os.replace``: atomic, same folder).
+
+Nothing half-written is ever read as a result:
+
+- a name is unique to the video, the clip, the attempt and the worker process, so a retried call or
+  a later attempt never reuses (or collides with) a file that a dead one was writing;
+- the write stage deletes what it does not keep (filtered clips, a failed video), also when it stops
+  on an error; the driver deletes every staging file of a video once the video's task is back
+  (:func:`sweep`: a worker killed between transcode and write), and of the whole folder when a run
+  ends (:func:`sweep_all`);
+- a run that was killed leaves them behind as ``.*.tmp`` files, which the next run deletes before it
+  starts (it holds the folder's lock, so none belongs to a live run).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vfm_curator.io.paths import atomic_rename, disk_full, safe_join
+
+FOLDER = "clips"
+
+
+def staging_path(out: str | Path, vid: str, clip_id: str, attempt: int, suffix: str) -> Path:
+    """A staging file of one clip (``suffix``: ``mp4`` or ``samples.npz``) for this attempt and
+    process; its folder is made."""
+    path = safe_join(out, FOLDER, f".{vid}.{clip_id}.a{int(attempt)}.p{os.getpid()}.{suffix}.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def save_samples(path: Path, frames: list[np.ndarray]) -> None:
+    """The sampled frames as an uncompressed ``.npz`` (lossless: the embeddings and thumbnails are the
+    ones in-memory samples give). No fsync: a staging file never outlives its run."""
+    try:
+        with open(path, "wb") as fh:
+            np.savez(fh, *[np.ascontiguousarray(f) for f in frames])
+    except OSError as exc:
+        Path(path).unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(Path(path)) from exc
+        raise
+
+
+def load_samples(path: str | Path) -> list[np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def commit(staged: str | Path, final: Path, size: int) -> None:
+    """Move a staged clip to its final name (fsync, atomic rename within the folder).
+
+    A staged file that is gone while ``final`` has exactly ``size`` bytes was committed by an earlier
+    try of this same call (Ray re-runs a call whose worker died): that is success, not an error."""
+    staged = Path(staged)
+    if not staged.exists():
+        if final.is_file() and final.stat().st_size == size:
+            return
+        # EIO: a machine-caused failure, so the video is done again (a new attempt stages anew)
+        raise OSError(errno.EIO, f"the staging file of {final.name} is gone ({staged.name})")
+    atomic_rename(staged, final)
+
+
+def discard(clip) -> None:
+    """Delete a clip's staging files (a clip that is filtered out, or of a failed video)."""
+    for name in ("staged", "samples_file"):
+        path = getattr(clip, name)
+        if path:
+            Path(path).unlink(missing_ok=True)
+            setattr(clip, name, None)
+
+
+def sweep(out: str | Path, vid: str) -> int:
+    """Delete every staging file of video ``vid`` (any attempt, any process); returns how many."""
+    folder = safe_join(out, FOLDER)
+    gone = 0
+    for path in folder.glob(f".{vid}.*.tmp") if folder.is_dir() else []:
+        path.unlink(missing_ok=True)
+        gone += 1
+    return gone
+
+
+def sweep_all(out: str | Path) -> None:
+    """Delete every staging file in the folder (the run holding its lock is ending)."""
+    folder = safe_join(out, FOLDER)
+    for path in folder.glob(".*.*.a*.p*.tmp") if folder.is_dir() else []:
+        path.unlink(missing_ok=True)
