@@ -170,6 +170,9 @@ def test_facebookresearch_layout_round_trips_and_its_fused_qkv_computes_the_same
                       "num_classes": 10, "learn_sigma": True}
     fb_options = fb.options_from_external({**config, "num_heads": 2})
     assert fb_options.get("timestep_freq_shift", 0) == 0  # DiT's own timestep features
+    assert fb.options_to_external({**fb_options, "input_size": 8}) == {**config, "num_heads": 2}
+    plain = fb.options_to_external({**fb_options, "out_channels": 4, "input_size": 8})  # no learned sigma
+    assert plain["learn_sigma"] is False
     back = fb.from_external(original, fb_options)
     assert back.keys() == vfm_state.keys()
     assert all(torch.equal(back[k], vfm_state[k]) for k in back)

@@ -47,8 +47,8 @@ class DiffusersDiT(StateDictAdapter):
         heads, head_dim = int(c["num_attention_heads"]), int(c["attention_head_dim"])
         in_ch = int(c["in_channels"])
         return vfm_options(in_ch, int(c["out_channels"] or in_ch), int(c["patch_size"]), heads * head_dim,
-                            int(c["num_layers"]), heads, int(c["num_embeds_ada_norm"]),
-                            timestep_freq_shift=1, mlp_norm_eps=float(c["norm_eps"]))
+                           int(c["num_layers"]), heads, int(c["num_embeds_ada_norm"]),
+                           timestep_freq_shift=1, mlp_norm_eps=float(c["norm_eps"]))
 
     def options_to_external(self, options: dict) -> dict:
         check_expressible(options, {**DIT_LIKE, "timestep_freq_shift": 1}, f"a diffusers {self.diffusers_class}")

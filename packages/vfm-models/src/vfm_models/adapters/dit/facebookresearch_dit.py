@@ -51,7 +51,7 @@ class FacebookResearchDiT(StateDictAdapter):
                                      "give num_heads (vfm convert --set num_heads=N)")
         in_ch = int(c["in_channels"])
         return vfm_options(in_ch, 2 * in_ch if c["learn_sigma"] else in_ch, int(c["patch_size"]), int(c["hidden_size"]),
-                            int(c["depth"]), int(heads), int(c["num_classes"]))
+                           int(c["depth"]), int(heads), int(c["num_classes"]))
 
     def options_to_external(self, options: dict) -> dict:
         check_expressible(options, {**DIT_LIKE, "timestep_freq_shift": 0, "mlp_norm_eps": 1e-6}, "a facebookresearch/DiT")
@@ -60,7 +60,7 @@ class FacebookResearchDiT(StateDictAdapter):
             raise AdapterConfigError("facebookresearch/DiT's config needs input_size (the latent side): pass it in the options")
         return {"input_size": int(options["input_size"]), "patch_size": int(o["patch"][1]), "in_channels": o["in_channels"],
                 "hidden_size": o["hidden"], "depth": o["depth"], "num_heads": o["num_heads"],
-                "num_classes": o["num_classes"], "learn_sigma": bool(o["out_channels"])}
+                "num_classes": o["num_classes"], "learn_sigma": (o["out_channels"] or o["in_channels"]) == 2 * o["in_channels"]}
 
     def meta_from_external(self, external_config: dict) -> dict[str, Any]:
         size = int(external_config.get("input_size", 32))
