@@ -105,11 +105,13 @@ def test_checkpoint_of_another_size_or_family_fails_naming_the_keys_that_differ(
         DIFFUSERS_WAN.to_external(model.state_dict(), {**options, "depth": 1})
 
 
-def test_image_to_video_and_unknown_configs_are_refused_by_name():
+def test_configs_either_side_cannot_express_are_refused_by_name():
     with pytest.raises(AdapterConfigError, match="image_dim.*1280"):
         DIFFUSERS_WAN.options_from_external({**PUBLISHED["14B"], "image_dim": 1280, "added_kv_proj_dim": 5120})
     with pytest.raises(AdapterConfigError, match="window_size"):
         DIFFUSERS_WAN.options_from_external({**PUBLISHED["1.3B"], "window_size": [-1, -1]})
+    with pytest.raises(AdapterConfigError, match="'use_text_mask': True"):  # diffusers' Wan attends to padding
+        DIFFUSERS_WAN.options_to_external({**DIFFUSERS_WAN.options_from_external(PUBLISHED["1.3B"]), "use_text_mask": True})
 
 
 @pytest.mark.parametrize("preset", ["1.3B", "14B"])

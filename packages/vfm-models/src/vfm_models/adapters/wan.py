@@ -48,6 +48,8 @@ _BLOCK_KEY = re.compile(r"blocks\.(\d+)\.(.+)")
 #: diffusers config key -> what vfm requires of it (the Wan 2.1 text-to-video layout).
 _FIXED_EXTERNAL = {"cross_attn_norm": True, "qk_norm": "rms_norm_across_heads", "image_dim": None,
                    "added_kv_proj_dim": None, "pos_embed_seq_len": None}
+#: wan options that diffusers' Wan hard-codes (rope theta, timestep range, no text mask).
+_DIFFUSERS_FIXED = {"rope_theta": 10000.0, "timestep_scale": 1000.0, "use_text_mask": False}
 _SHAPE_KEYS = ("patch_size", "num_attention_heads", "attention_head_dim", "in_channels", "out_channels", "text_dim",
                "freq_dim", "ffn_dim", "num_layers", "eps", "rope_max_seq_len")
 
@@ -124,6 +126,10 @@ class DiffusersWanAdapter(StateDictAdapter):
     def options_to_external(self, options: Mapping) -> dict:
         """``wan`` config options (a ``WanConfig``'s fields or a subset over its defaults) -> diffusers config."""
         cfg = _config(options)
+        differ = {k: getattr(cfg, k) for k, v in _DIFFUSERS_FIXED.items() if getattr(cfg, k) != v}
+        if differ:
+            raise AdapterConfigError(f"{self.diffusers_class} computes with {_DIFFUSERS_FIXED}; this wan model has "
+                                     f"{differ}, which a diffusers folder cannot express")
         return dict(
             patch_size=list(cfg.patch), num_attention_heads=cfg.num_heads, attention_head_dim=cfg.head_dim,
             in_channels=cfg.in_channels, out_channels=cfg.output_channels, text_dim=cfg.text_dim,

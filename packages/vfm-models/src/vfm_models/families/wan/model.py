@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vfm_models.blocks.embedders import TimestepEmbedder
 from vfm_models.blocks.adaln import AdaLNShared
+from vfm_models.blocks.embedders import TimestepEmbedder
 from vfm_models.blocks.patch import PatchEmbed3D
 from vfm_models.families.base import DiffusionTransformer
 from vfm_models.families.config import TransformerConfig
