@@ -245,3 +245,32 @@ def test_transnetv2_through_the_curate_pipeline_gives_the_scenes_of_its_predicti
     spans = list(zip(table["start_frame"], table["end_frame"]))
     assert spans == expected
     assert all(0 <= a < b <= 50 for a, b in spans) and all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:]))
+
+
+def test_vfm_curate_shot_detector_option_and_vfm_plugins_listing(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from vfm_cli.main import app
+
+    make_video(tmp_path / "in" / "v.mp4", [30, 26, 41], seed=2, speed=2.0)
+    out = tmp_path / "out"
+    args = ["curate", str(tmp_path / "in"), "-o", str(out), "--runner", "serial", "--no-progress",
+            "--shot-detector", "adaptive", "--shot-option", "min_content_val=1000"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    # the content detector would cut at 30 and 56; adaptive with a score floor of 1000 cuts nowhere
+    table = pq.read_table(out / "clips.parquet").to_pydict()
+    assert list(zip(table["start_frame"], table["end_frame"])) == [(0, 97)]
+    bad = CliRunner().invoke(app, [*args[:4], str(tmp_path / "o2"), "--shot-detector", "adaptive",
+                                   "--shot-option", "window_width=0"])
+    assert bad.exit_code == 2 and "window_width = 0 is out of range" in bad.output
+
+    listed = subprocess.run([sys.executable, "-m", "vfm_cli.main", "plugins", "--json", "--kind", "shot_detectors"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    rows = {(r["host"], r["name"]) for r in json.loads(listed.stdout)}
+    assert {("vfm_curator", "content"), ("vfm_curator", "adaptive"), ("vfm_curator", "transnetv2")} <= rows

@@ -10,7 +10,7 @@ from vfm_curator.plugins import hookimpl
 
 _STAGES = {
     "decode": ("vfm_curator.stages.decode:DecodeStage", "probe + decode small frames (PyAV; NVDEC via hwaccel='cuda')"),
-    "split": ("vfm_curator.stages.split:SplitStage", "HSV content shot detection or fixed stride; min/max clip length"),
+    "split": ("vfm_curator.stages.split:SplitStage", "shots from a registered shot detector (content, adaptive, transnetv2) or fixed stride; min/max clip length"),
     "stitch": ("vfm_curator.stages.stitch:StitchStage", "merge adjacent clips with similar boundary-frame embeddings"),
     "transcode": ("vfm_curator.stages.transcode:TranscodeStage", "frame-accurate H264 (libx264 CRF/preset, or NVENC)"),
     "embed": ("vfm_curator.stages.embed:EmbedStage", "clip embedding with a registered embedder"),

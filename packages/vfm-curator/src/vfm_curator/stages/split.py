@@ -93,7 +93,7 @@ class SplitStage(Stage):
         if self.detector is None:
             spans = fixed_stride(n, round(float(self.opt["stride_s"]) * fps))
         else:
-            spans = [(a, min(b, n)) for a, b in self.detector.spans(self._scores(task, n), fps=fps) if a < n]
+            spans = [(int(a), min(int(b), n)) for a, b in self.detector.spans(self._scores(task, n), fps=fps) if a < n]
             task.meta["cuts"] = [a for a, _ in spans[1:]]
         min_len = max(1, round(float(self.opt["min_clip_s"]) * fps))
         max_len = max(min_len, round(float(self.opt["max_clip_s"]) * fps))
