@@ -1,5 +1,5 @@
 """Model families: one folder per family (its ``model.py``: config, presets, build, parallel plan), the
-shared transformer in ``base.py``, plan helpers in ``plans.py``, shared blocks in ``vfm_models.blocks``."""
+shared transformer in ``base.py``, how a family may be split in ``plan.py``, shared blocks in ``vfm_models.blocks``."""
 
 from vfm_models.families.plan import ParallelPlan
 from vfm_models.families.spec import ModelFamily
