@@ -12,8 +12,7 @@ from tests.cli.test_train_shards import TEXT_DIM, _quiet_and_one_thread, run, sh
 diffusers = pytest.importorskip("diffusers")
 
 
-def test_vfm_train_fine_tunes_a_converted_wan_and_exports_it_to_diffusers(shards, tmp_path, monkeypatch):  # noqa: F811
-    import importlib.util
+def test_vfm_train_fine_tunes_a_converted_wan_and_exports_it_to_diffusers(shards, tmp_path):  # noqa: F811
 
     from vfm_models.adapters.exports import export_to_external, source_weights
     from vfm_models.checkpoint import load_state_dict
@@ -34,9 +33,5 @@ def test_vfm_train_fine_tunes_a_converted_wan_and_exports_it_to_diffusers(shards
     moved = max(float((tuned[k] - start[k]).abs().max()) for k in start)
     assert 0 < moved < 5e-3  # two small steps from the public weights, not a fresh random init
     export_to_external(result.export, tmp_path / "back")
-    if importlib.util.find_spec("accelerate") is None:
-        # diffusers 0.42 loads a class with _keep_in_fp32_modules (Wan) only through accelerate; in
-        # fp32 the list changes nothing
-        monkeypatch.setattr(diffusers.WanTransformer3DModel, "_keep_in_fp32_modules", None)
     back = diffusers.WanTransformer3DModel.from_pretrained(tmp_path / "back")
     assert torch.equal(back.state_dict()["proj_out.weight"], tuned["final_layer.linear.weight"])

@@ -118,10 +118,7 @@ def test_converted_wan_trains_with_the_loss_and_gradients_of_one_process(results
 
 
 @pytest.mark.parametrize("layout", ["fsdp2", "tp2"])
-def test_trained_weights_equal_one_process_and_export_to_a_diffusers_folder_that_runs(results, layout, tmp_path,
-                                                                                      monkeypatch):
-    import importlib.util
-
+def test_trained_weights_equal_one_process_and_export_to_a_diffusers_folder_that_runs(results, layout, tmp_path):
     import vfm_models
     from diffusers import WanTransformer3DModel
     from vfm_models.adapters import get_adapter, save_diffusers_folder
@@ -134,10 +131,6 @@ def test_trained_weights_equal_one_process_and_export_to_a_diffusers_folder_that
     options = adapter.options_from_external(TINY)
     folder = save_diffusers_folder(tmp_path / "export", adapter.to_external(trained, options),
                                    adapter.options_to_external(options), adapter.diffusers_class)
-    if importlib.util.find_spec("accelerate") is None:
-        # diffusers 0.42 refuses to load a class with _keep_in_fp32_modules (Wan's norms and tables)
-        # without accelerate; in fp32 that list changes nothing, so load as it would with accelerate
-        monkeypatch.setattr(WanTransformer3DModel, "_keep_in_fp32_modules", None)
     exported = WanTransformer3DModel.from_pretrained(folder).eval()
     ours = vfm_models.get_family("wan").create(**options).eval()
     ours.load_state_dict(trained)
