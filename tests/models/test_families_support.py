@@ -6,7 +6,7 @@ import torch
 
 import vfm_models
 
-FAMILIES = ("dit", "dit-cross", "moviegen", "stdit")
+FAMILIES = ("dit", "dit-cross", "moviegen", "stdit", "wan")
 
 
 def tiny(family: str, **overrides):

@@ -168,7 +168,7 @@ def four_rank_all(rank, world):
     return {**four_rank_layouts(rank, world), **cp, "rng": rng_table(rank, world)}
 
 
-FAMILIES = ("dit", "dit-cross", "moviegen", "stdit")
+FAMILIES = ("dit", "dit-cross", "moviegen", "stdit", "wan")
 
 
 def family_model(family: str):
