@@ -274,3 +274,14 @@ def test_vfm_curate_shot_detector_option_and_vfm_plugins_listing(tmp_path):
     assert listed.returncode == 0, listed.stderr
     rows = {(r["host"], r["name"]) for r in json.loads(listed.stdout)}
     assert {("vfm_curator", "content"), ("vfm_curator", "adaptive"), ("vfm_curator", "transnetv2")} <= rows
+
+
+def test_the_split_stage_asks_for_what_its_detector_needs(tmp_path):
+    from vfm_curator.pipelines.clipping import stage_specs
+
+    plain = {s.name: s for s in stage_specs(CurateConfig.from_dict({"stages": ["decode", "split", "write"]}), tmp_path)}
+    assert plain["split"].declared() == SplitStage.resources  # content: the class's half CPU
+    cfg = CurateConfig.from_dict({"stages": ["decode", "split", "write"], "options": {"split": {
+        "method": "transnetv2", "detector_options": {"random_init": True, "device": "cpu"}}}})
+    split = {s.name: s for s in stage_specs(cfg, tmp_path)}["split"]
+    assert (split.declared().cpus, split.declared().gpus, split.declared().memory_mb) == (1.0, 0.0, 3072)
