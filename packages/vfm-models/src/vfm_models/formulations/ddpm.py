@@ -75,6 +75,7 @@ class DDPM(Formulation):
         betas = make_betas(beta_schedule, num_train_timesteps, beta_start, beta_end)
         #: abar_tau for tau = 0..T, (T + 1,) float64, abar_0 = 1 (clean data)
         self.alphas_cumprod = torch.cat([torch.ones(1, dtype=torch.float64), torch.cumprod(1 - betas, 0)])
+        self._tables: dict[torch.device, torch.Tensor] = {}  # alphas_cumprod per device, copied once
 
     # --- the chain ------------------------------------------------------------------------------
 
@@ -85,8 +86,16 @@ class DDPM(Formulation):
         T = self.num_train_timesteps
         if bool(((tau < 0) | (tau > T)).any()):
             raise ValueError(f"DDPM noise level tau must lie in [0, {T}] (the step count, 0 = clean); got {tau.tolist()}")
-        table = self.alphas_cumprod.to(tau.device)
-        lo = tau.floor().clamp(max=T - 1).long()
+        return self._alpha_bar(tau)
+
+    def _alpha_bar(self, tau: torch.Tensor) -> torch.Tensor:
+        """:meth:`alpha_bar` without the range check (a host sync on an accelerator), for levels
+        the formulation drew itself."""
+        tau = tau.to(torch.float64)
+        table = self._tables.get(tau.device)
+        if table is None:
+            table = self._tables[tau.device] = self.alphas_cumprod.to(tau.device)
+        lo = tau.floor().clamp(0, self.num_train_timesteps - 1).long()
         frac = tau - lo
         return table[lo] * (table[lo + 1] / table[lo]) ** frac  # exactly table[lo] when frac == 0
 
@@ -127,7 +136,7 @@ class DDPM(Formulation):
 
     def network_inputs(self, x0, tau, eps):
         """x_tau = sqrt(abar) x0 + sqrt(1 - abar) eps; the network sees x_tau and tau - 1."""
-        a = per_sample(self.alpha_bar(tau), x0)
+        a = per_sample(self._alpha_bar(tau), x0)
         x = a.sqrt() * x0 + (1 - a).sqrt() * eps
         return x, x, self.network_time(tau)
 
