@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 class _RichProgress:
     """A rich progress bar advanced by the trainer's metrics (rank 0 only)."""
@@ -58,56 +60,48 @@ def train(
 
         resolved = recipe.validate(cfg, world, require_data=not validate_only)  # the run is built from it: resolved once
     except config_mod.ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
     if validate_only:
         unchecked = "" if recipe.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
         typer.echo(f"{config}: valid{unchecked}")
         return
 
-    import os
-
-    from vfm_parallel.trainer import train as run
-
-    rank0 = int(os.environ.get("RANK", "0")) == 0
-    sinks = []
-    if rank0 and cfg.logging.progress:
-        sinks.append(_RichProgress(0, cfg.train.stop_at or cfg.train.steps))
-    elif rank0:
-        from vfm_parallel.trainer.metrics import ConsoleSink
-
-        sinks.append(ConsoleSink(cfg.train.steps))
-    from vfm_parallel.process_group import shutdown_distributed
-
     import importlib
+    import os
 
     from vfm_models.export import NonFiniteWeightsError
     from vfm_parallel.checkpoint import CheckpointError
     from vfm_parallel.trainer import NonFiniteTrainingError
+    from vfm_parallel.trainer import train as run
     from vfm_plugins import FolderLockedError
 
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    sinks = _sinks(cfg) if rank0 else []
     # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)
     data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
     try:
         result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
-    except (NonFiniteTrainingError, NonFiniteWeightsError) as exc:  # NaN training: nothing was exported
-        for sink in sinks:  # the progress bar's last line ends before the error
-            sink.close()
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    except FolderLockedError as exc:  # another run owns train.out_dir (rank 0 holds it for the job)
+    except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, *data_errors) as exc:
+        # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
+        # train.out_dir, a damaged or incompatible checkpoint, or unusable shards; the progress bar's
+        # last line ends before the error
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    except (CheckpointError, *data_errors) as exc:  # a damaged or incompatible checkpoint, or unusable shards
-        for sink in sinks:
-            getattr(sink, "close", lambda: None)()
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
     if rank0:
         _summary(result)
+    from vfm_parallel.process_group import shutdown_distributed
+
     shutdown_distributed()
+
+
+def _sinks(cfg) -> list:
+    """Rank 0's metric sinks: a progress bar, or a line per logged step."""
+    if cfg.logging.progress:
+        return [_RichProgress(0, cfg.train.stop_at or cfg.train.steps)]
+    from vfm_parallel.trainer.metrics import ConsoleSink
+
+    return [ConsoleSink(cfg.train.steps)]
 
 
 def _summary(result) -> None:
