@@ -2,7 +2,7 @@
 exact resume from DCP checkpoints, metrics with tokens/s and MFU.
 
 Everything model- or data-specific arrives by injection (:class:`~vfm_parallel.trainer.parts.TrainParts`):
-vfm-parallel never imports vfm-models or vfm-data; ``vfm_cli.compose`` builds the parts from a config.
+vfm-parallel never imports vfm-models or vfm-data; ``vfm_cli.recipe`` builds the parts from a config.
 The pieces a step uses live beside it: ``optimizer`` (AdamW, gradient norm), ``streams`` (random
 draws), ``health`` (non-finite steps), ``saving`` (checkpoints, export weights), ``resume``, ``mfu``.
 """

@@ -2,7 +2,7 @@
 
 Validation runs before any process group starts, so a bad key fails fast on every rank with the
 same message. The ``model`` and ``data`` sections name things other packages provide (families,
-formulations, shard paths); their names are checked by whoever builds them (``vfm_cli.compose``),
+formulations, shard paths); their names are checked by whoever builds them (``vfm_cli.recipe``),
 their shapes and ranges here.
 """
 
