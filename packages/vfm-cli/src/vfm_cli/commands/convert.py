@@ -9,6 +9,8 @@ from typing import List, Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def parse_assignments(items: Optional[List[str]], option: str) -> dict:
     """``KEY=VALUE`` pairs; a VALUE that parses as JSON (numbers, true, lists) is taken as such."""
@@ -46,9 +48,6 @@ def convert(
     downloads); weights are read as safetensors, or .pt with torch.load(weights_only=True)."""
     from vfm_cli.paths import folder_problem
 
-    def fail(message: str) -> None:
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(1)
 
     meta = {}
     if tokenizer is not None:

@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def curate(
     inputs: List[str] = typer.Argument(..., help="Video files, directories, globs, or .jsonl/.csv manifests."),
@@ -80,8 +82,7 @@ def curate(
     try:
         summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
     except (ValueError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT; StopRun: disk full
-        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
     table = figures_table((
         ("videos", summary.videos),
         ("processed now", summary.processed),

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def demo(
     out: Path = typer.Option(Path("vfm-demo"), "-o", "--out", help="Folder for everything the demo makes."),
@@ -36,8 +38,7 @@ def demo(
     try:
         result = run_demo(settings, say=console.print)
     except DemoError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
 
     summary = result.scores.get("summary", {})
     if summary.get("scored"):

@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 from vfm_cli.commands.generate import read_prompts_file as _read_prompts
 
 
@@ -94,8 +96,7 @@ def eval_command(
         items = read_items(videos, prompt_list)
         results = evaluate(items, options)
     except (KeyError, ValueError, TypeError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
     print_scores(results, Console())
     path = out or videos / "scores.json"
     payload = {name: {"summary": r.summary, "per_video": r.per_video} for name, r in results.items()}

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 FORMATS = ("diffusers", "vfm")
 
 
@@ -29,9 +31,6 @@ def export(
     export. The weights are checked against the export's config first (names, shapes, finite values)."""
     from vfm_cli.paths import folder_problem
 
-    def fail(message: str) -> None:
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(1)
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}, got {fmt!r}", param_hint="--format")

@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def _parse_size(size: Optional[str]) -> Optional[tuple[int, int]]:
     if size is None:
@@ -85,9 +87,6 @@ def generate(
     from vfm_infer.video.frames import to_uint8_frames
     from vfm_infer.video.mp4 import write_mp4
 
-    def fail(message: str) -> None:
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(1)
 
     if dtype is not None and dtype not in DTYPES:
         raise typer.BadParameter(f"expected one of {', '.join(DTYPES)}, got {dtype!r}", param_hint="--dtype")

@@ -16,6 +16,8 @@ from typing import List, Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def model_spec(cfg, seq_len: int | None = None):
     """The planner's plain-number description of the config's model (built on the meta device)."""
@@ -126,8 +128,7 @@ def plan(
         options = {"gpus_per_node": nodes_of} if nodes_of else {}
         result = make_plan(spec, gpus, hw, global_batch=batch, ema=cfg.ema.enabled, **options)
     except (config_mod.ConfigError, SpecError, PlanError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
     if not result.ranked:
         typer.echo(format_table(result, top=top, all_variants=all_variants), err=True)
         typer.echo(f"error: no layout of {gpus} x {hw.name} fits {spec.name} at {spec.seq_len} tokens", err=True)

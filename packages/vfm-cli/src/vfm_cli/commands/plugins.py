@@ -7,6 +7,8 @@ import sys
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def plugins(
     as_json: bool = typer.Option(False, "--json", help="Print JSON rows instead of a table."),
@@ -26,8 +28,7 @@ def plugins(
             try:
                 rows += host.describe()
             except PluginError as exc:
-                typer.echo(f"error: {exc}", err=True)
-                raise typer.Exit(1) from exc
+                fail(exc)
     if kind is not None:
         kinds = sorted({r["kind"] for r in rows if r["kind"] != "-"})
         if kind not in kinds:

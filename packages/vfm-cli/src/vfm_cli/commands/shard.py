@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from vfm_cli.failing import fail
+
 
 def shard(
     clips_dir: Path = typer.Argument(..., help="Output folder of `vfm curate` (clips/ + clips.parquet)."),
@@ -53,8 +55,7 @@ def shard(
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
                       progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
-        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(1) from exc
+        fail(exc)
     buckets = Table(title=f"vfm shard -> {summary.out}")
     for column in ("bucket (HxWxT)", "samples", "tokens", "shards", "MB"):
         buckets.add_column(column, justify="right")
