@@ -71,6 +71,19 @@ def test_ddim_and_vp_ode_are_registered_for_ddpm_and_the_pipeline_defaults_to_dd
     assert DEFAULT_SAMPLERS["ddpm"] == "ddim"
 
 
+@pytest.mark.parametrize("name", ["ddim", "vp-ode"])
+def test_the_pipeline_gives_the_sampler_the_exports_beta_schedule(name):
+    from vfm_infer.pipeline import VideoPipeline
+    from tests.infer.tiny import tiny_dit, tiny_meta
+
+    options = {"num_train_timesteps": 500, "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear"}
+    pipe = VideoPipeline(tiny_dit(), tiny_meta("ddpm", formulation_options=options))
+    sampler = pipe.make_sampler(name, 10, {})
+    assert sampler.schedule.options() == options
+    assert torch.equal(sampler.schedule.alphas_cumprod, DDPM(**options).alphas_cumprod)
+    assert sampler.levels()[0] <= 500
+
+
 def test_bad_sampler_options_name_what_is_accepted():
     get = lambda name: vfm_infer.host.get("samplers", name)  # noqa: E731
     with pytest.raises(ValueError, match=r"eta must be a number in \[0, 1\]"):

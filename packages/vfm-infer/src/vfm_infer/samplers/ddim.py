@@ -75,8 +75,20 @@ class DDIM(_DDPMSampler):
 
     order = 1
 
-    def __init__(self, steps: int = 32, *, eta: float = 0.0, **schedule) -> None:
-        super().__init__(steps, **schedule)
+    def __init__(
+        self,
+        steps: int = 32,
+        *,
+        eta: float = 0.0,
+        num_train_timesteps: int = 1000,
+        beta_start: float = 1e-4,
+        beta_end: float = 0.02,
+        beta_schedule: str = "linear",
+        timestep_spacing: str | None = None,
+        steps_offset: int = 0,
+    ) -> None:  # every option named: the pipeline passes the export's schedule by these names
+        super().__init__(steps, num_train_timesteps=num_train_timesteps, beta_start=beta_start, beta_end=beta_end,
+                         beta_schedule=beta_schedule, timestep_spacing=timestep_spacing, steps_offset=steps_offset)
         if not (isinstance(eta, (int, float)) and math.isfinite(eta) and 0 <= eta <= 1):
             raise ValueError(f"DDIM's eta must be a number in [0, 1] (0: deterministic, 1: DDPM), got {eta!r}")
         self.eta = float(eta)
