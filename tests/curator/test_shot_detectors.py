@@ -82,6 +82,12 @@ def test_apply_shot_options_sets_the_split_method_and_parses_values():
     assert cfg.options["split"]["detector_options"]["weights"] == "/models/t.safetensors"
     with pytest.raises(ValueError, match="KEY=VALUE"):
         apply_shot_options(cfg, None, ["novalue"])
+    apply_shot_options(cfg, "stride", ["stride_s=2"])
+    assert cfg.options["split"] == {"method": "stride", "stride_s": 2}
+    with pytest.raises(ValueError, match="the stride method takes only stride_s"):
+        apply_shot_options(cfg, "stride", ["threshold=3"])
+    with pytest.raises(ValueError, match="method 'stride' uses no shot detector, so detector_options must be empty"):
+        SplitStage(method="stride", detector_options={"threshold": 3})
 
 
 # --- TransNet V2 ---------------------------------------------------------------------------------

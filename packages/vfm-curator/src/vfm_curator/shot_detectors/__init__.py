@@ -47,5 +47,11 @@ def apply_shot_options(config, detector: str | None, options: list[str]) -> None
         except json.JSONDecodeError:
             value = text
         parsed[key.strip()] = value
-    if parsed:
+    if split.get("method") == "stride":  # no detector: the one option is the stride itself
+        unknown = sorted(set(parsed) - {"stride_s"})
+        if unknown:
+            raise ValueError(f"--shot-option {unknown[0]}: the stride method takes only stride_s")
+        split.update(parsed)
+        split.pop("detector_options", None)
+    elif parsed:
         split["detector_options"] = parsed

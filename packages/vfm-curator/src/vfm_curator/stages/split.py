@@ -44,7 +44,13 @@ class SplitStage(Stage):
         if self.opt["max_clip_s"] < self.opt["min_clip_s"]:
             raise ValueError(f"stage 'split': max_clip_s = {self.opt['max_clip_s']} is under min_clip_s = "
                              f"{self.opt['min_clip_s']}; accepted: max_clip_s >= min_clip_s")
-        self.detector = None if self.opt["method"] == "stride" else self._build_detector()
+        if self.opt["method"] == "stride":
+            if self.opt["detector_options"]:
+                raise ValueError("stage 'split': method 'stride' uses no shot detector, so detector_options must be "
+                                 f"empty; got {self.opt['detector_options']!r} (the stride is stride_s)")
+            self.detector = None
+        else:
+            self.detector = self._build_detector()
 
     def _build_detector(self):
         from vfm_curator.plugins import host
