@@ -23,8 +23,17 @@ def pack_target(target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 def packed_weighted_mse(output: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
-    """The schedule's loss function: mean(weight * (output - target)^2) over a microbatch (float32)."""
+    """The schedule's loss function: mean(weight * (output - target)^2) over a microbatch (float32).
+
+    A learned-sigma output (twice the target's channels, as vfm_models' ``prediction`` reads it)
+    counts with its prediction half; any other channel count is refused rather than broadcast."""
     target, weight = packed[:, 0], packed[:, 1]
+    channels = target.shape[1]
+    if output.shape[1] == 2 * channels:
+        output = output[:, :channels]
+    elif output.shape[1] != channels:
+        raise ValueError(f"the last stage's output has {output.shape[1]} channels for a target of {channels}; "
+                         f"accepted: {channels}, or {2 * channels} (a learned-sigma output, prediction first)")
     return (weight * (output.to(torch.float32) - target) ** 2).mean()
 
 
