@@ -61,14 +61,21 @@ def read_metadata(path: str | PathLike) -> dict[str, str]:
         return dict(f.metadata() or {})
 
 
-def differences(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor]) -> tuple[list[str], list[str], list[str]]:
-    """(missing keys, unexpected keys, "key: weights (..) vs model (..)" shape differences)."""
+def shape_of(value) -> tuple[int, ...]:
+    """A tensor's shape, or a shape given as such."""
+    return tuple(value.shape) if hasattr(value, "shape") else tuple(value)
+
+
+def differences(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor],
+                shape_words: str = "{key}: weights {got} vs model {expected}") -> tuple[list[str], list[str], list[str]]:
+    """(missing keys, unexpected keys, shape differences worded by ``shape_words``). Values are
+    tensors or shapes."""
     missing = sorted(set(model_state) - set(loaded))
     unexpected = sorted(set(loaded) - set(model_state))
     shapes = [
-        f"{k}: weights {tuple(loaded[k].shape)} vs model {tuple(model_state[k].shape)}"
+        shape_words.format(key=k, got=shape_of(loaded[k]), expected=shape_of(model_state[k]))
         for k in sorted(set(model_state) & set(loaded))
-        if tuple(loaded[k].shape) != tuple(model_state[k].shape)
+        if shape_of(loaded[k]) != shape_of(model_state[k])
     ]
     return missing, unexpected, shapes
 

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import torch
 
+from vfm_models.checkpoint import differences
+
 
 class AdapterKeyError(ValueError):
     """A state dict whose keys or shapes are not the ones expected: names the missing and unexpected
@@ -95,10 +97,6 @@ def adapter_names() -> list[str]:
     return sorted(host.names("adapters"))
 
 
-def _shape(value: Any) -> tuple[int, ...]:
-    return tuple(value.shape) if hasattr(value, "shape") else tuple(value)
-
-
 def _listed(names: list[str], limit: int = 20) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
@@ -107,10 +105,7 @@ def _listed(names: list[str], limit: int = 20) -> str:
 def check_keys(expected: Mapping[str, Any], got: Mapping[str, Any], what: str) -> None:
     """Raise :class:`AdapterKeyError` unless ``got`` has exactly the keys of ``expected`` with the same
     shapes. Values are tensors or shapes; ``what`` names the checkpoint in the message."""
-    missing = sorted(set(expected) - set(got))
-    unexpected = sorted(set(got) - set(expected))
-    shapes = [f"{k}: {_shape(got[k])} where {_shape(expected[k])} is expected"
-              for k in sorted(set(expected) & set(got)) if _shape(got[k]) != _shape(expected[k])]
+    missing, unexpected, shapes = differences(expected, got, "{key}: {got} where {expected} is expected")
     if not (missing or unexpected or shapes):
         return
     parts = []
