@@ -34,6 +34,11 @@ class _Attention(nn.Module):
     def _heads(self, x: torch.Tensor, proj: nn.Linear) -> torch.Tensor:
         return proj(x).unflatten(-1, (-1, self.head_dim))  # (B, S, h, Dh)
 
+    def _qkv(self, x: torch.Tensor, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q from ``x``, k and v from ``kv``, (B, S, h, Dh) each, q and k normalised (a family may
+        normalise otherwise by overriding this alone)."""
+        return self.q_norm(self._heads(x, self.q)), self.k_norm(self._heads(kv, self.k)), self._heads(kv, self.v)
+
     def _out(self, out: torch.Tensor) -> torch.Tensor:
         return self.o(out.transpose(1, 2).flatten(2))  # (B, h, S, Dh) -> (B, S, D)
 
@@ -46,9 +51,7 @@ class SelfAttention(_Attention):
         super().__init__(hidden, hidden, num_heads, num_kv_heads, head_dim, qk_norm, kind, backend)
 
     def forward(self, x: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
-        q = self.q_norm(self._heads(x, self.q))
-        k = self.k_norm(self._heads(x, self.k))
-        v = self._heads(x, self.v)
+        q, k, v = self._qkv(x, x)
         if ctx.rope is not None:
             q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
         out = self.core(
@@ -68,9 +71,7 @@ class CrossAttention(_Attention):
     def forward(self, x: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
         if ctx.text is None:
             raise ValueError("this model cross-attends to text: pass cond={'text': (B, L, D), 'text_mask': (B, L)}")
-        q = self.q_norm(self._heads(x, self.q))
-        k = self.k_norm(self._heads(ctx.text, self.k))
-        v = self._heads(ctx.text, self.v)
+        q, k, v = self._qkv(x, ctx.text)
         out = self.core(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
             grid=ctx.grid, key_padding_mask=ctx.text_mask,

@@ -21,7 +21,6 @@ from vfm_models.blocks.attention_layers import CrossAttention, SelfAttention
 from vfm_models.blocks.context import BlockContext
 from vfm_models.blocks.mlp import GeluMLP
 from vfm_models.blocks.norms import make_norm
-from vfm_models.blocks.position import apply_rope
 
 
 class _SumOverGroup(torch.autograd.Function):
@@ -85,7 +84,7 @@ class _AcrossHeads:
         self.q_norm = RMSNormAcrossHeads(width, eps)
         self.k_norm = RMSNormAcrossHeads(width, eps)
 
-    def _qk(self, x: torch.Tensor, kv: torch.Tensor):
+    def _qkv(self, x: torch.Tensor, kv: torch.Tensor):
         mesh = _tp_mesh(self.q)
         q = self.q_norm(self._heads(x, self.q), mesh)
         k = self.k_norm(self._heads(kv, self.k), mesh)
@@ -93,19 +92,11 @@ class _AcrossHeads:
 
 
 class WanSelfAttention(_AcrossHeads, SelfAttention):
+    """vfm's self-attention (RoPE, packed batches, TP) with Wan's q/k norms."""
+
     def __init__(self, hidden: int, num_heads: int, eps: float, backend=None) -> None:
         SelfAttention.__init__(self, hidden, num_heads, num_heads, hidden // num_heads, False, "full", backend)
         self._use_norms(hidden, eps)
-
-    def forward(self, x: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
-        q, k, v = self._qk(x, x)
-        if ctx.rope is not None:
-            q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
-        out = self.core(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-            grid=ctx.grid, cu_seqlens=ctx.cu_seqlens, max_seqlen=ctx.max_seqlen,
-        )
-        return self._out(out)
 
 
 class WanCrossAttention(_AcrossHeads, CrossAttention):
@@ -114,18 +105,6 @@ class WanCrossAttention(_AcrossHeads, CrossAttention):
     def __init__(self, hidden: int, num_heads: int, eps: float, backend=None) -> None:
         CrossAttention.__init__(self, hidden, hidden, num_heads, num_heads, hidden // num_heads, False, backend)
         self._use_norms(hidden, eps)
-
-    def forward(self, x: torch.Tensor, ctx: BlockContext) -> torch.Tensor:
-        if ctx.text is None:
-            raise ValueError("this model cross-attends to text: pass cond={'text': (B, L, D)}")
-        q, k, v = self._qk(x, ctx.text)
-        out = self.core(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-            grid=ctx.grid, key_padding_mask=ctx.text_mask,
-            cu_seqlens=ctx.cu_seqlens, max_seqlen=ctx.max_seqlen,
-            cu_seqlens_k=ctx.text_cu_seqlens, max_seqlen_k=ctx.text_max_seqlen,
-        )
-        return self._out(out)
 
 
 class TextProjection(nn.Module):
