@@ -1,0 +1,177 @@
+"""Clips pass from transcode to write as staging files in the output folder, never half-written or
+left behind: the same bytes as in memory, cleaned on success, on failure and after a killed worker."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vfm_curator
+from vfm_curator.errors import DiskFullError
+from vfm_curator.io import staging
+from vfm_curator.stages.decode import DecodeStage
+from vfm_curator.stages.filter import FilterStage
+from vfm_curator.stages.split import SplitStage
+from vfm_curator.stages.transcode import TranscodeStage
+from vfm_curator.stages.write import WriteStage
+from vfm_curator.synth import make_video
+from vfm_curator.tasks import Clip, VideoTask
+
+
+def _split(path: Path) -> VideoTask:
+    task = VideoTask(str(path))
+    DecodeStage().process([task])
+    SplitStage(min_clip_s=0.25).process([task])
+    assert task.failure is None and len(task.clips) == 3, task.failure
+    return task
+
+
+def _staging_files(out: Path) -> list[Path]:
+    return sorted((out / "clips").glob(".*.tmp")) if (out / "clips").is_dir() else []
+
+
+def test_staged_clips_and_samples_are_the_in_memory_ones_byte_for_byte(tmp_path):
+    make_video(tmp_path / "v.mp4", [20, 33, 27], seed=1, width=128, height=72)
+    in_memory, staged = _split(tmp_path / "v.mp4"), _split(tmp_path / "v.mp4")
+    TranscodeStage(preset="ultrafast").process([in_memory])
+    TranscodeStage(preset="ultrafast", out=str(tmp_path / "out")).process([staged])
+    assert staged.failure is None
+    for a, b in zip(in_memory.clips, staged.clips):
+        assert b.mp4 is None and b.staged is not None and b.samples_file is not None
+        assert Path(b.staged).read_bytes() == a.mp4 and b.staged_size == len(a.mp4)
+        assert b.__dict__["_samples"] == []  # the task holds paths, not frames
+        assert len(b.samples) == len(a.samples) == 3  # read back from the file on access
+        assert all(np.array_equal(x, y) for x, y in zip(a.samples, b.samples))
+    assert len(_staging_files(tmp_path / "out")) == 2 * len(staged.clips)
+
+
+def test_a_clip_the_file_ends_inside_leaves_no_staging_file(tmp_path):
+    make_video(tmp_path / "v.mp4", [20, 33, 27], seed=2)
+    task = _split(tmp_path / "v.mp4")
+    last = task.clips.pop()
+    task.clips.append(Clip(last.start, last.end + 10, id="past-the-end"))  # the file ends 10 frames early
+    out = tmp_path / "out"
+    TranscodeStage(preset="ultrafast", out=str(out)).process([task])
+    assert len(task.clips) == 2 and "past-the-end" not in [c.id for c in task.clips]
+    kept = {Path(p).name for c in task.clips for p in (c.staged, c.samples_file)}
+    assert {p.name for p in _staging_files(out)} == kept
+
+
+def test_a_transcode_stopped_by_a_full_disk_deletes_what_it_staged(tmp_path, monkeypatch):
+    make_video(tmp_path / "v.mp4", [20, 33, 27], seed=3)
+    task = _split(tmp_path / "v.mp4")
+
+    def full(path, frames):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(staging, "save_samples", full)  # the first clip's mp4 is already staged then
+    with pytest.raises(DiskFullError, match="no space left on the device writing"):
+        TranscodeStage(preset="ultrafast", out=str(tmp_path / "out")).process([task])
+    assert _staging_files(tmp_path / "out") == []
+
+
+def test_write_moves_kept_clips_into_place_and_deletes_filtered_and_failed_ones(tmp_path):
+    out = tmp_path / "out"
+    make_video(tmp_path / "a.mp4", [20, 33, 27], seed=4)
+    make_video(tmp_path / "b.mp4", [30, 30], seed=5)
+    kept, dropped = _split(tmp_path / "a.mp4"), VideoTask(str(tmp_path / "b.mp4"))
+    DecodeStage().process([dropped])
+    SplitStage(min_clip_s=0.25).process([dropped])
+    transcode = TranscodeStage(preset="ultrafast", out=str(out))
+    transcode.process([kept, dropped])
+    FilterStage(max_duration_s=1.2).process([kept])  # the 33-frame clip (1.375 s) is filtered out
+    FilterStage(max_duration_s=0.5).process([dropped])  # every clip filtered: the video fails
+    assert dropped.failure is not None and dropped.failure["kind"] == "all-filtered"
+    staged = {c.id: Path(c.staged).read_bytes() for c in kept.clips if c.rejected is None}
+    assert len(staged) == 2 and len(_staging_files(out)) == 2 * 5
+
+    WriteStage(out=str(out)).process([kept, dropped])
+
+    assert _staging_files(out) == []
+    assert {p.stem: p.read_bytes() for p in (out / "clips").glob("*.mp4")} == staged
+    # thumbnails of every clip, kept or filtered (the report shows why each was dropped)
+    assert len(list((out / "thumbs").glob("*.jpg"))) == 5
+    record = json.loads((out / ".state" / "videos" / f"{kept.vid}.json").read_text())
+    assert record["clips"] == 2 and len(record["thumbs"]) == 2
+
+
+def test_a_pipeline_run_leaves_no_staging_file_and_the_same_clips_as_in_memory(tmp_path):
+    for i in range(2):
+        make_video(tmp_path / "in" / f"v{i}.mp4", [20, 33, 27], seed=10 + i, width=128, height=72)
+    config = {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.25}}}
+    summary = vfm_curator.curate(tmp_path / "in", tmp_path / "out", config)
+    assert summary.failures == 0
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+    written = {p.stem: p.read_bytes() for p in (tmp_path / "out" / "clips").glob("*.mp4")}
+    expected = {}
+    for path in sorted((tmp_path / "in").glob("*.mp4")):  # the in-memory transcode of the same spans
+        task = _split(path)
+        TranscodeStage().process([task])
+        expected |= {clip.id: clip.mp4 for clip in task.clips}
+    assert len(written) == 6 and written == expected
+
+
+class CrashOnce(TranscodeStage):
+    """The transcode stage, but on the first attempt of the video named ``victim`` its worker process
+    dies (no exception: the process is gone) right after the clips are staged. Logs the video's
+    staging files before and after each call's work."""
+
+    name = "crash_once"
+    defaults = {**TranscodeStage.defaults, "victim": "", "log": ""}
+
+    def process_one(self, task: VideoTask) -> None:
+        victim = Path(task.source).name == self.opt["victim"]
+        attempt = int(task.context.get("attempt", 1))
+        if victim:
+            self._log(task, attempt, "before")
+        super().process_one(task)
+        if victim:
+            self._log(task, attempt, "after")
+            if attempt == 1:
+                os._exit(1)
+
+    def _log(self, task: VideoTask, attempt: int, when: str) -> None:
+        files = sorted(p.name for p in Path(self.opt["out"], "clips").glob(f".{task.vid}.*.tmp"))
+        with open(self.opt["log"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"attempt": attempt, "when": when, "pid": os.getpid(), "files": files}) + "\n")
+
+
+def test_a_killed_worker_s_staging_files_are_gone_before_the_video_is_done_again(tmp_path, ray_session, monkeypatch):
+    import ray.cloudpickle
+
+    from vfm_curator.plugins import host
+
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import this test module
+    entries = dict(host._load())
+    stages = dict(entries["stages"])
+    stages["crash_once"] = stages["write"].__class__(
+        "stages", "crash_once", CrashOnce, "tests", "0", "kills its worker once")
+    monkeypatch.setitem(host._entries, "stages", stages)
+    for i in range(3):
+        make_video(tmp_path / "in" / f"v{i}.mp4", [20, 33, 27], seed=20 + i, width=96, height=64)
+    log = tmp_path / "log.jsonl"
+    config = {"stages": ["decode", "split", "crash_once", "write"],
+              "options": {"crash_once": {"victim": "v1.mp4", "log": str(log), "preset": "ultrafast"},
+                          "split": {"min_clip_s": 0.25}},
+              "run": {"runner": "ray", "max_attempts": 2}}
+
+    summary = vfm_curator.curate(tmp_path / "in", tmp_path / "out", config)
+
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    died = [c for c in calls if c["attempt"] == 1 and c["when"] == "after"]
+    # the worker died twice (Ray re-runs a call once), each time with 3 clips staged (mp4 + samples);
+    # the re-run found the first one's files beside its own (different names: no reuse, no clash)
+    assert [len(c["files"]) for c in died] == [6, 12], calls
+    assert len({c["pid"] for c in died}) == 2
+    # the next attempt started clean: the dead calls' staging files were swept when the task came back
+    again = [c for c in calls if c["attempt"] == 2]
+    assert [(c["when"], len(c["files"])) for c in again] == [("before", 0), ("after", 6)], calls
+    assert all(".a2." in name for name in again[1]["files"])
+    assert (summary.failures, summary.retried) == (0, 0)
+    assert len(list((tmp_path / "out" / "clips").glob("*.mp4"))) == 9
+    assert not list((tmp_path / "out").rglob("*.tmp"))
