@@ -44,14 +44,14 @@ class H264Writer:
     output has exactly as many frames as were written. No audio."""
 
     def __init__(self, fps: float, *, codec: str = "libx264", crf: int = 20, preset: str = "veryfast",
-                 path: str | None = None) -> None:
+                 path: str | None = None, threads: int = 0) -> None:
         import av
 
         self.path = None if path is None else Path(path)
         self.buffer = io.BytesIO() if path is None else None
         self.container = av.open(self.buffer if path is None else str(path), "w", format="mp4")
         self.rate = Fraction(fps).limit_denominator(1001) if fps > 0 else Fraction(25)
-        self.codec, self.crf, self.preset = codec, crf, preset
+        self.codec, self.crf, self.preset, self.threads = codec, crf, preset, int(threads)
         self.stream = None
         self.count = 0
 
@@ -60,7 +60,7 @@ class H264Writer:
         self.stream.width, self.stream.height, self.stream.pix_fmt = width, height, "yuv420p"
         self.stream.codec_context.time_base = 1 / self.rate
         if self.codec == "libx264":
-            self.stream.options = {"crf": str(self.crf), "preset": self.preset}
+            self.stream.options = {"crf": str(self.crf), "preset": self.preset, "threads": str(self.threads)}
         else:  # NVENC: constant-quality mode, the closest thing to CRF
             self.stream.options = {"rc": "vbr", "cq": str(self.crf), "preset": "p4"}
 
