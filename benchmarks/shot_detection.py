@@ -4,7 +4,8 @@ Both run in this process on the same synthetic H264 file (known cuts, drifting c
 with film grain, so the stream has a realistic bit rate), each given the whole machine. Checks
 that both find the same cuts (within one frame) and that both find the true ones, then prints
 wall time and frames/s of each and the ratio ours / theirs (under 1: ours is faster). With
-``--adaptive`` it also runs both AdaptiveDetectors and compares their cuts.
+``--adaptive`` it also runs both AdaptiveDetectors and compares their cuts; with
+``--transnetv2-frames N`` it times the TransNetV2 detector (random weights) on the first N frames.
 
 PySceneDetect is a benchmark-only dependency (hatch env ``bench``)::
 
@@ -85,6 +86,25 @@ def theirs(path: str, min_shot: int, adaptive: bool) -> tuple[list[int], int]:
     return [start.frame_num for start, _ in scenes[1:]], frames
 
 
+def transnetv2_speed(path: str, frames: int) -> None:
+    """Frames/s of the transnetv2 detector (decode at 48x27 + the network) on the first ``frames``."""
+    import itertools
+
+    import torch
+
+    from vfm_curator.io.video import iter_frames
+    from vfm_curator.shot_detectors.transnetv2 import TransNetV2Detector
+
+    detector = TransNetV2Detector(random_init=True)
+    detector.setup()
+    stream = (f for _, f in itertools.islice(iter_frames(path, width=48, height=27), frames))
+    t0 = time.perf_counter()
+    n = len(detector.frame_scores(stream))
+    wall = time.perf_counter() - t0
+    print(f"transnetv2 on {detector.device} ({torch.get_num_threads()} threads): {n} frames in {wall:.2f} s, "
+          f"{n / wall:.0f} frames/s (random weights: speed only)")
+
+
 def agree(a: list[int], b: list[int], tolerance: int = 1) -> bool:
     return len(a) == len(b) and all(abs(x - y) <= tolerance for x, y in zip(a, b))
 
@@ -98,6 +118,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of each (alternating); the fastest counts")
     parser.add_argument("--min-shot", type=int, default=15, help="frames between cuts (PySceneDetect's default)")
     parser.add_argument("--adaptive", action="store_true", help="also compare the two AdaptiveDetectors")
+    parser.add_argument("--transnetv2-frames", type=int, default=0,
+                        help="also time TransNetV2 (random weights: speed only) on this many frames; 0: skip")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "vfm-shot-bench")
     args = parser.parse_args()
 
@@ -110,6 +132,11 @@ def main() -> None:
         truth_file.write_text(json.dumps(synth_video(path, width, height, args.seconds, args.fps, args.seed)))
     truth = json.loads(truth_file.read_text())
     path.read_bytes()  # in the page cache for both
+
+    # imports outside the timed calls (both sides import lazily)
+    import scenedetect  # noqa: F401
+    import vfm_curator.shot_detectors.content  # noqa: F401
+    import vfm_curator.stages.decode  # noqa: F401
 
     rows = []
     for label, adaptive in [("content", False)] + ([("adaptive", True)] if args.adaptive else []):
@@ -126,6 +153,8 @@ def main() -> None:
         if not agree(our_cuts, their_cuts):
             print(f"{label}: the cuts differ\n  ours:   {our_cuts}\n  theirs: {their_cuts}\n  truth:  {truth}")
 
+    if args.transnetv2_frames:
+        transnetv2_speed(str(path), args.transnetv2_frames)
     print(f"\n{path.name}: {args.size} {args.seconds:g} s, {len(truth)} cuts, H264 {path.stat().st_size / 1e6:.1f} MB")
     print(f"{'detector':<10}{'ours s':>9}{'theirs s':>10}{'ours f/s':>10}{'theirs f/s':>12}{'ours/theirs':>13}"
           f"{'same cuts':>11}{'ours=truth':>12}{'theirs=truth':>14}")
