@@ -221,6 +221,13 @@ def test_transnetv2_options_are_checked_when_the_split_stage_is_built(tmp_path):
         SplitStage(method="transnetv2", detector_options={"random_init": True, "threshold": 1.5})
     with pytest.raises(ValueError, match="device = 'tpu'; accepted: auto, cpu, cuda, cuda:N"):
         SplitStage(method="transnetv2", detector_options={"random_init": True, "device": "tpu"})
+    from safetensors.torch import save_file
+
+    bad = tmp_path / "other-net.safetensors"
+    save_file({"fc1.weight": torch.zeros(4, 4)}, str(bad))
+    with pytest.raises(ValueError, match=r"stage 'split': TransNetV2 weights .*other-net.safetensors do not fit the "
+                                         r"network: missing keys \(83\).*wrong shapes \(1\): fc1.weight \(4, 4\)"):
+        SplitStage(method="transnetv2", detector_options={"weights": str(bad)})  # refused in the driver
     stage = SplitStage(method="transnetv2", detector_options={"random_init": True, "device": "cpu"})
     assert stage.configured_resources.gpus == 0 and stage.configured_resources.memory_mb > SplitStage.resources.memory_mb
 

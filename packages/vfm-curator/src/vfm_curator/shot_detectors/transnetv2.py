@@ -47,33 +47,51 @@ def padded_windows(frames: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, i
         pending -= STRIDE
 
 
-def load_weights(model, path: str | Path) -> None:
-    """Load a safetensors state dict into ``model``, key for key; ``ValueError`` naming the file and the
-    missing, unexpected or mis-shaped keys otherwise. ``num_batches_tracked`` counters (unused at
-    inference) may be absent."""
-    from safetensors.torch import load_file
+def _read_header(path: Path) -> dict[str, tuple[int, ...]]:
+    """Key -> shape of a safetensors file, from its header only (no tensor is read)."""
+    from safetensors import safe_open
 
-    path = Path(path)
     if path.suffix.lower() in (".pth", ".pt", ".bin", ".ckpt"):
         raise ValueError(f"TransNetV2 weights {path}: pickled checkpoints are not loaded; accepted: a .safetensors "
                          f"file (convert once with safetensors.torch.save_file(torch.load(f, weights_only=True), out))")
     if not path.is_file():
         raise ValueError(f"TransNetV2 weights {path}: no such file; accepted: a local .safetensors file")
     try:
-        state = load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except Exception as exc:  # safetensors raises its own SafetensorError for a bad header
         raise ValueError(f"TransNetV2 weights {path}: not a readable safetensors file ({exc})") from exc
-    expected = model.state_dict()
-    missing = sorted(k for k in expected if k not in state and not k.endswith("num_batches_tracked"))
-    unexpected = sorted(k for k in state if k not in expected)
-    shapes = sorted(f"{k} {tuple(state[k].shape)} (expected {tuple(v.shape)})" for k, v in expected.items()
-                    if k in state and state[k].shape != v.shape)
+
+
+def check_weights(path: str | Path, expected: dict[str, tuple[int, ...]] | None = None) -> None:
+    """``ValueError`` naming the file and the missing, unexpected or mis-shaped keys unless the file
+    holds the network's state dict key for key (``num_batches_tracked`` counters, unused at
+    inference, may be absent). Reads the header only, so the split stage checks it before any work."""
+    path = Path(path)
+    found = _read_header(path)
+    if expected is None:
+        import torch
+
+        from vfm_curator.shot_detectors.transnetv2_model import TransNetV2
+
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in TransNetV2().state_dict().items()}
+    missing = sorted(k for k in expected if k not in found and not k.endswith("num_batches_tracked"))
+    unexpected = sorted(k for k in found if k not in expected)
+    shapes = sorted(f"{k} {found[k]} (expected {v})" for k, v in expected.items() if k in found and found[k] != v)
     if missing or unexpected or shapes:
         parts = [f"{label} ({len(keys)}): {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
                  for label, keys in (("missing keys", missing), ("unexpected keys", unexpected),
                                      ("wrong shapes", shapes)) if keys]
         raise ValueError(f"TransNetV2 weights {path} do not fit the network: {'; '.join(parts)}")
-    model.load_state_dict(state, strict=False)
+
+
+def load_weights(model, path: str | Path) -> None:
+    """Load a safetensors state dict into ``model``, key for key (:func:`check_weights` first)."""
+    from safetensors.torch import load_file
+
+    check_weights(path, {k: tuple(v.shape) for k, v in model.state_dict().items()})
+    model.load_state_dict(load_file(str(path)), strict=False)
 
 
 def save_weights(model, path: str | Path) -> None:
@@ -111,6 +129,7 @@ class TransNetV2Detector(ShotDetector):
             if not path.is_file() or path.suffix.lower() != ".safetensors":
                 raise ValueError(f"shot detector 'transnetv2': weights = {str(weights)!r} is not a .safetensors file; "
                                  "accepted: a local .safetensors file")
+            check_weights(path)  # keys and shapes from the header, before any video
         self.model = None
 
     @property
