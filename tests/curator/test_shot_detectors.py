@@ -13,7 +13,7 @@ import vfm_curator
 from vfm_curator.io.video import iter_frames
 from vfm_curator.plugins import host
 from vfm_curator.shot_detectors import apply_shot_options, build_detector
-from vfm_curator.shot_detectors.content import AdaptiveDetector, adaptive_cuts, adaptive_ratios, detect_cuts
+from vfm_curator.shot_detectors.content import adaptive_cuts, adaptive_ratios, detect_cuts
 from vfm_curator.shot_detectors.spans import limit_lengths, shots_from_transitions
 from vfm_curator.shot_detectors.transnetv2 import (
     TransNetV2Detector, load_weights, padded_windows, save_weights,
