@@ -1,9 +1,13 @@
 """Clipping throughput: the Ray pipeline with its auto-balancer vs a naive sequential baseline.
 
-Both run on the same synthetic H264 videos. The baseline decodes, detects shots and transcodes one
-video after another in this process; the pipeline runs every stage (decode, split, stitch,
-transcode, embed, caption, filter, write) streaming on a local Ray. Prints video-seconds processed
-per wall-second for both, and the auto-balancer's worker allocation.
+All run on the same synthetic H264 videos. Two sequential baselines, in this process, one video
+after another: the naive one (decode, detect shots, transcode; no output written) and the same work
+as the pipeline (every stage: decode, split, stitch, transcode, embed, caption, filter, write,
+through the in-process runner, libx264 with its own threads: its best setting). The pipeline runs
+every stage streaming on a local Ray, cold (its workers start during the run) and warm. Prints
+video-seconds processed per wall-second, each run's ratio to both baselines, and the auto-balancer's
+worker allocation. The machine's load average is printed beside each run: on a shared machine,
+compare ratios of one run of this script only.
 
     python benchmarks/curator_throughput.py [--videos 12] [--seconds 8] [--num-cpus N]
 """
@@ -59,25 +63,39 @@ def main() -> None:
         assert task.failure is None, task.failure
         baseline_clips += len(task.clips)
     baseline_wall = time.perf_counter() - t0
+    load = {"naive": os.getloadavg()[0]}
+    # the same work as the pipeline, in this process (no Ray started yet)
+    serial = vfm_curator.curate([str(root / "in")], root / "serial", {"run": {"runner": "serial"}})
+    load["serial"] = os.getloadavg()[0]
 
     t0 = time.perf_counter()
     ensure_ray(num_cpus=args.num_cpus)
     ray_start = time.perf_counter() - t0
     summary = vfm_curator.curate([str(root / "in")], root / "out", {"run": {"balance_interval_s": 1.0}})
     pipeline_wall = summary.wall_s
-    # the same work as the baseline (plus writing the clips), on the now warm Ray workers
+    load["cold"] = os.getloadavg()[0]
+    warm = vfm_curator.curate([str(root / "in")], root / "warm", {"run": {"balance_interval_s": 1.0}})
+    load["warm"] = os.getloadavg()[0]
+
     same = vfm_curator.curate([str(root / "in")], root / "out3", {"stages": ["decode", "split", "transcode", "write"],
                                                                    "options": {"write": {"thumbnails": False}}})
+    load["same"] = os.getloadavg()[0]
 
     print(f"{args.videos} videos x {args.seconds:g} s at {args.width}x{args.height}, {fps} fps; "
           f"{os.cpu_count()} CPU cores; Ray start {ray_start:.1f} s (not counted)")
-    print(f"{'run':<34}{'wall s':>8}{'clips':>7}{'video-s / wall-s':>18}{'ratio':>7}")
-    base_rate = video_s / baseline_wall
-    print(f"{'sequential (decode, detect, transcode)':<34}"[:34] + f"{baseline_wall:>8.2f}{baseline_clips:>7}{base_rate:>18.2f}{1.0:>7.2f}")
-    rate = video_s / pipeline_wall
-    print(f"{'Ray pipeline (all 8 stages)':<34}{pipeline_wall:>8.2f}{summary.clips:>7}{rate:>18.2f}{rate / base_rate:>7.2f}")
-    rate3 = video_s / same.wall_s
-    print(f"{'Ray (decode, split, transcode, write)':<34}"[:34] + f"{same.wall_s:>8.2f}{same.clips:>7}{rate3:>18.2f}{rate3 / base_rate:>7.2f}")
+    base_rate, serial_rate = video_s / baseline_wall, video_s / serial.wall_s
+    print(f"{'run':<40}{'wall s':>8}{'clips':>7}{'video-s/wall-s':>16}{'vs naive':>10}{'vs serial':>11}{'load':>6}")
+    rows = [
+        ("sequential naive (decode, detect, transcode)", baseline_wall, baseline_clips, "naive"),
+        ("sequential, all 8 stages (serial runner)", serial.wall_s, serial.clips, "serial"),
+        ("Ray pipeline, all 8 stages, cold", pipeline_wall, summary.clips, "cold"),
+        ("Ray pipeline, all 8 stages, warm", warm.wall_s, warm.clips, "warm"),
+        ("Ray (decode, split, transcode, write)", same.wall_s, same.clips, "same"),
+    ]
+    for label, wall, clips, key in rows:
+        rate = video_s / wall
+        print(f"{label[:40]:<40}{wall:>8.2f}{clips:>7}{rate:>16.2f}{rate / base_rate:>10.2f}{rate / serial_rate:>11.2f}"
+              f"{load[key]:>6.1f}")
     print("auto-balancer: measured seconds per video and workers (last decision)")
     last = summary.decisions[-1] if summary.decisions else {"seconds_per_item": {}, "workers": summary.workers}
     print(f"{'stage':<12}{'s / video':>10}{'workers':>9}{'peak running':>14}")
