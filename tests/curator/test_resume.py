@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 import vfm_curator
-from vfm_curator.stages.shot_detection import shots_from_cuts
+from vfm_curator.shot_detectors.spans import shots_from_cuts
 from vfm_curator.synth import make_video
 from vfm_curator.tasks import clip_id
 

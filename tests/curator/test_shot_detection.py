@@ -7,7 +7,8 @@ import pytest
 
 from vfm_curator.io.video import frames_at
 from vfm_curator.stages.decode import DecodeStage
-from vfm_curator.stages.shot_detection import content_scores, detect_cuts, fixed_stride, limit_lengths, shots_from_cuts
+from vfm_curator.shot_detectors.content import content_scores, detect_cuts
+from vfm_curator.shot_detectors.spans import fixed_stride, limit_lengths, shots_from_cuts
 from vfm_curator.stages.split import SplitStage
 from vfm_curator.synth import make_video
 from vfm_curator.tasks import VideoTask, clip_id

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vfm_curator.stages.decode import DecodeStage
-from vfm_curator.stages.shot_detection import shots_from_cuts
+from vfm_curator.shot_detectors.spans import shots_from_cuts
 from vfm_curator.stages.split import SplitStage, make_clip
 from vfm_curator.stages.stitch import StitchStage
 from vfm_curator.synth import make_video

@@ -11,7 +11,7 @@ import pytest
 from vfm_curator.colour import rgb_to_hsv
 from vfm_curator.io.video import frames_at, iter_frames, probe, small_size
 from vfm_curator.stages.decode import DecodeStage
-from vfm_curator.stages.shot_detection import detect_cuts
+from vfm_curator.shot_detectors.content import detect_cuts
 from vfm_curator.stages.split import SplitStage
 from vfm_curator.synth import make_video, shot_frames, write_video
 from vfm_curator.tasks import VideoTask

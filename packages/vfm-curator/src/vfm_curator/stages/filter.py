@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vfm_curator.stages.base import LimitError, Resources, Stage
-from vfm_curator.stages.shot_detection import motion_between
+from vfm_curator.shot_detectors.spans import motion_between
 from vfm_curator.tasks import Clip, VideoTask
 
 
