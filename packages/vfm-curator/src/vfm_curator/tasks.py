@@ -58,9 +58,14 @@ class Clip:
 def _get_samples(clip: Clip) -> list[np.ndarray]:
     if clip.__dict__.get("_samples") or not clip.samples_file:
         return clip.__dict__.setdefault("_samples", [])
-    from vfm_curator.io.staging import load_samples
-
     return load_samples(clip.samples_file)  # not cached: holding them is what the file avoids
+
+
+def load_samples(path: str) -> list[np.ndarray]:
+    """Sampled frames from a staging ``.npz`` (io/staging.py writes them; no pickles read). Here, with
+    Clip, because reading them is part of what a clip is (floor 0: tasks imports no io module)."""
+    with np.load(path, allow_pickle=False) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
 
 
 def _set_samples(clip: Clip, frames: list[np.ndarray]) -> None:

@@ -52,11 +52,6 @@ def save_samples(path: Path, frames: list[np.ndarray]) -> None:
         raise
 
 
-def load_samples(path: str | Path) -> list[np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return [data[f"arr_{i}"] for i in range(len(data.files))]
-
-
 def commit(staged: str | Path, final: Path, size: int) -> None:
     """Move a staged clip to its final name (fsync, atomic rename within the folder).
 
