@@ -31,6 +31,8 @@ def vfm_models_register_tokenizers(register: Register) -> None:
     register("cosmos", "vfm_models.tokenizers.cosmos:CosmosTokenizer", description="NVIDIA Cosmos tokenizer TorchScript checkpoints from a local folder")
     register("wan-vae", "vfm_models.tokenizers.wan_vae:WanVAETokenizer",
              description="Wan 2.1 VAE (diffusers AutoencoderKLWan, optional dependency) from a local folder")
+    register("sd-vae", "vfm_models.tokenizers.sd_vae:SDVAETokenizer",
+             description="Stable Diffusion VAE (diffusers AutoencoderKL, optional dependency; DiT's latents) from a local folder")
 
 
 @hookimpl

@@ -12,30 +12,11 @@ a converted Wan transformer sees the latents it was trained on. Encoding returns
 from __future__ import annotations
 
 from os import PathLike
-from pathlib import Path
 
 import torch
 
+from vfm_models.tokenizers._diffusers_vae import load_autoencoder
 from vfm_models.tokenizers._shapes import check_latent, video_latent_shape
-
-
-def _autoencoder_class():
-    try:
-        from diffusers import AutoencoderKLWan
-    except ImportError as exc:
-        raise ImportError(
-            "the wan-vae tokenizer needs diffusers (AutoencoderKLWan, diffusers >= 0.33): pip install diffusers"
-        ) from exc
-    return AutoencoderKLWan
-
-
-def _model_folder(path: Path) -> Path:
-    if (path / "config.json").is_file():
-        return path
-    if (path / "vae" / "config.json").is_file():
-        return path / "vae"  # a diffusers pipeline folder
-    raise FileNotFoundError(f"wan-vae tokenizer: {path} is not an AutoencoderKLWan folder (no config.json there "
-                            "nor in vae/); give the VAE folder of a local Wan 2.1 diffusers checkpoint")
 
 
 class WanVAETokenizer:
@@ -47,13 +28,9 @@ class WanVAETokenizer:
 
     def __init__(self, path: str | PathLike, device: str = "cpu", dtype: torch.dtype | str | None = None,
                  normalize: bool = True) -> None:
-        cls = _autoencoder_class()
-        folder = _model_folder(Path(path))
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype)
-        self.dtype = dtype or torch.float32
-        self.vae = cls.from_pretrained(folder, torch_dtype=self.dtype, use_safetensors=True,
-                                       local_files_only=True).to(device).eval()
+        self.vae, folder, self.dtype = load_autoencoder(
+            "wan-vae", "AutoencoderKLWan", path, "the VAE folder of a local Wan 2.1 diffusers checkpoint",
+            device, dtype, requirement="diffusers >= 0.33")
         config = self.vae.config
         if config.get("patch_size") not in (None, 1) or config.get("is_residual"):
             raise ValueError(f"wan-vae tokenizer: {folder} is a Wan 2.2 VAE (patch_size/is_residual); "
