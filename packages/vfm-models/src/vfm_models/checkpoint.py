@@ -80,17 +80,25 @@ def differences(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, to
     return missing, unexpected, shapes
 
 
-def mismatch(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor]) -> str:
-    """A readable list of the differences between two state dicts ("" when keys and shapes agree)."""
-    missing, unexpected, shapes = differences(model_state, loaded)
+def mismatch(model_state: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor],
+             words: tuple[str, str] = ("missing from the weights", "not in the model"),
+             shape_words: str = "{key}: weights {got} vs model {expected}") -> str:
+    """A readable list of the differences between two state dicts ("" when keys and shapes agree);
+    ``words`` name the missing and the unexpected keys. Values are tensors or shapes."""
+    missing, unexpected, shapes = differences(model_state, loaded, shape_words)
     parts = []
     if missing:
-        parts.append(f"missing from the weights ({len(missing)}): {', '.join(missing[:20])}")
+        parts.append(f"{words[0]} ({len(missing)}): {_listed(missing)}")
     if unexpected:
-        parts.append(f"not in the model ({len(unexpected)}): {', '.join(unexpected[:20])}")
+        parts.append(f"{words[1]} ({len(unexpected)}): {_listed(unexpected)}")
     if shapes:
-        parts.append(f"different shapes ({len(shapes)}): {'; '.join(shapes[:20])}")
+        parts.append(f"different shapes ({len(shapes)}): {_listed(shapes, sep='; ')}")
     return "\n".join(parts)
+
+
+def _listed(names: list[str], limit: int = 20, sep: str = ", ") -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return sep.join(names[:limit]) + more
 
 
 def load_into(module: nn.Module, weights: str | PathLike | Mapping[str, torch.Tensor], *, strict: bool = True) -> nn.Module:

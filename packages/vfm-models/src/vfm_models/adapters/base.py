@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import torch
 
-from vfm_models.checkpoint import differences
+from vfm_models.checkpoint import mismatch
 
 
 class AdapterKeyError(ValueError):
@@ -97,23 +97,11 @@ def adapter_names() -> list[str]:
     return sorted(host.names("adapters"))
 
 
-def _listed(names: list[str], limit: int = 20) -> str:
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
-
-
 def check_keys(expected: Mapping[str, Any], got: Mapping[str, Any], what: str) -> None:
     """Raise :class:`AdapterKeyError` unless ``got`` has exactly the keys of ``expected`` with the same
     shapes. Values are tensors or shapes; ``what`` names the checkpoint in the message."""
-    missing, unexpected, shapes = differences(expected, got, "{key}: {got} where {expected} is expected")
-    if not (missing or unexpected or shapes):
+    problems = mismatch(expected, got, ("missing", "unexpected"), "{key}: {got} where {expected} is expected")
+    if not problems:
         return
-    parts = []
-    if missing:
-        parts.append(f"missing ({len(missing)}): {_listed(missing)}")
-    if unexpected:
-        parts.append(f"unexpected ({len(unexpected)}): {_listed(unexpected)}")
-    if shapes:
-        parts.append(f"different shapes ({len(shapes)}): {'; '.join(shapes[:20])}")
-    raise AdapterKeyError(f"{what} does not fit: " + "\n".join(parts)
+    raise AdapterKeyError(f"{what} does not fit: " + problems
                           + "\n(a checkpoint of another family or size, or read with the wrong adapter)")

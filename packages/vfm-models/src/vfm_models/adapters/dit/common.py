@@ -41,6 +41,23 @@ FACEBOOK_TOP = {
 
 # --- the pieces both formats share ------------------------------------------------------------
 
+def name_map(fixed: Mapping[str, str], embedders: Mapping[str, str], embedder_prefix: str, depth: int,
+             layout: str, block_prefix: str) -> dict[str, str]:
+    """vfm name -> external name: ``fixed`` pairs as given, the embedders (weights, and biases but for
+    the label table) under ``embedder_prefix``, and every block's layers (``BLOCK_NAMES[layout]``,
+    weight and bias) under ``block_prefix`` + its index."""
+    names = dict(fixed)
+    for vfm_name, ext_name in embedders.items():
+        names[vfm_name + ".weight"] = embedder_prefix + ext_name + ".weight"
+        if not vfm_name.startswith("y_"):
+            names[vfm_name + ".bias"] = embedder_prefix + ext_name + ".bias"
+    for i in range(depth):
+        for vfm_name, ext_name in BLOCK_NAMES[layout].items():
+            for suffix in (".weight", ".bias"):
+                names[f"blocks.{i}.{vfm_name}{suffix}"] = f"{block_prefix}{i}.{ext_name}{suffix}"
+    return names
+
+
 def conv_to_linear(weight: torch.Tensor) -> torch.Tensor:
     """Conv2d patch weight (D, C, p, p) -> vfm's Linear (D, 1*p*p*C) over (pt, ph, pw, C) patches."""
     return weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)

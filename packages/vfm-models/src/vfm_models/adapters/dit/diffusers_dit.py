@@ -8,8 +8,8 @@ import torch
 
 from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, check_keys
 from vfm_models.adapters.dit.common import (
-    BLOCK_NAMES, DIFFUSERS_EMBEDDERS, DIT_LIKE, DIT_META, EMB, check_expressible, conv_to_linear, expected_vfm, filled,
-    linear_to_conv, size_text, vfm_options,
+    DIFFUSERS_EMBEDDERS, DIT_LIKE, DIT_META, EMB, check_expressible, conv_to_linear, expected_vfm, filled,
+    linear_to_conv, name_map, size_text, vfm_options,
 )
 
 
@@ -100,18 +100,10 @@ class DiffusersDiT(StateDictAdapter):
     @staticmethod
     def _names(depth: int) -> dict[str, str]:
         """vfm name -> diffusers name for every tensor but block 1.. embedder copies."""
-        names = {"x_embedder.proj.weight": "pos_embed.proj.weight", "x_embedder.proj.bias": "pos_embed.proj.bias",
+        fixed = {"x_embedder.proj.weight": "pos_embed.proj.weight", "x_embedder.proj.bias": "pos_embed.proj.bias",
                  "final_layer.adaln.linear.weight": "proj_out_1.weight", "final_layer.adaln.linear.bias": "proj_out_1.bias",
                  "final_layer.linear.weight": "proj_out_2.weight", "final_layer.linear.bias": "proj_out_2.bias"}
-        for vfm_name, ext_name in DIFFUSERS_EMBEDDERS.items():
-            names[vfm_name + ".weight"] = EMB.format(i=0) + ext_name + ".weight"
-            if not vfm_name.startswith("y_"):
-                names[vfm_name + ".bias"] = EMB.format(i=0) + ext_name + ".bias"
-        for i in range(depth):
-            for vfm_name, ext_name in BLOCK_NAMES["diffusers"].items():
-                for suffix in (".weight", ".bias"):
-                    names[f"blocks.{i}.{vfm_name}{suffix}"] = f"transformer_blocks.{i}.{ext_name}{suffix}"
-        return names
+        return name_map(fixed, DIFFUSERS_EMBEDDERS, EMB.format(i=0), depth, "diffusers", "transformer_blocks.")
 
     @staticmethod
     def _block0_only(state: Mapping[str, torch.Tensor], depth: int) -> dict[str, torch.Tensor]:

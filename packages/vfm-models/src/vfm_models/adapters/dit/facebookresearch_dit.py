@@ -8,8 +8,8 @@ import torch
 
 from vfm_models.adapters.base import AdapterConfigError, AdapterKeyError, StateDictAdapter, check_keys
 from vfm_models.adapters.dit.common import (
-    BLOCK_NAMES, DIT_HEADS, DIT_LIKE, DIT_META, FACEBOOK_TOP, check_expressible, conv_to_linear, depth_of,
-    expected_vfm, filled, linear_to_conv, size_text, vfm_options,
+    DIT_HEADS, DIT_LIKE, DIT_META, FACEBOOK_TOP, check_expressible, conv_to_linear, depth_of,
+    expected_vfm, filled, linear_to_conv, name_map, size_text, vfm_options,
 )
 
 
@@ -116,16 +116,8 @@ class FacebookResearchDiT(StateDictAdapter):
     @staticmethod
     def _names(depth: int) -> dict[str, str]:
         """vfm name -> DiT name for every tensor but the fused qkv and the pos_embed table."""
-        names = {"x_embedder.proj.weight": "x_embedder.proj.weight", "x_embedder.proj.bias": "x_embedder.proj.bias"}
-        for vfm_name, ext_name in FACEBOOK_TOP.items():
-            names[vfm_name + ".weight"] = ext_name + ".weight"
-            if not vfm_name.startswith("y_"):
-                names[vfm_name + ".bias"] = ext_name + ".bias"
-        for i in range(depth):
-            for vfm_name, ext_name in BLOCK_NAMES["facebookresearch"].items():
-                for suffix in (".weight", ".bias"):
-                    names[f"blocks.{i}.{vfm_name}{suffix}"] = f"blocks.{i}.{ext_name}{suffix}"
-        return names
+        fixed = {"x_embedder.proj.weight": "x_embedder.proj.weight", "x_embedder.proj.bias": "x_embedder.proj.bias"}
+        return name_map(fixed, FACEBOOK_TOP, "", depth, "facebookresearch", "blocks.")
 
     @staticmethod
     def _check_pos_embed(state: Mapping[str, torch.Tensor], hidden: int, patch: int) -> None:
