@@ -50,6 +50,11 @@ class Clip:
         return self.end - self.start
 
     @property
+    def has_samples(self) -> bool:
+        """Whether the clip has sampled frames, without reading a staged samples file."""
+        return bool(self.samples_file) or bool(self.__dict__.get("_samples"))
+
+    @property
     def encoded(self) -> bool:
         """Whether the transcode stage made this clip (in memory or as a staging file)."""
         return self.mp4 is not None or self.staged is not None

@@ -88,7 +88,7 @@ class CaptionStage(Stage):
         for clip in task.clips:
             clip.caption = existing
             clip.caption_by = {"captioner": origin} if existing is not None else {}
-            if self.captioner is not None and clip.samples and (clip.caption is None or self.opt["overwrite"]):
+            if self.captioner is not None and clip.has_samples and (clip.caption is None or self.opt["overwrite"]):
                 todo.append(clip)
         if not todo:
             return

@@ -32,7 +32,7 @@ def caption_scores(embedder: Any, clips: list[Clip]) -> list[float | None]:
     """:func:`agreement` of each clip's caption with its sampled frames (None: no caption or no
     frame). ``embedder`` has ``embed(frames) -> (N, D)`` and ``embed_text(texts) -> (M, D)`` unit
     vectors in one space; each distinct caption is embedded once, all frames in one call."""
-    todo = [i for i, c in enumerate(clips) if c.caption and c.samples]
+    todo = [i for i, c in enumerate(clips) if c.caption and c.has_samples]
     if not todo:
         return [None] * len(clips)
     texts = sorted({clips[i].caption for i in todo})
@@ -118,7 +118,7 @@ class CaptionQAStage(Stage):
                     clip.scores[CLIP_SCORE] = score
         if self.judge is not None:
             for clip in clips:
-                if clip.caption and clip.samples:
+                if clip.caption and clip.has_samples:
                     clip.scores[VLM_SCORE] = self.judge.agreement(clip.samples, clip.caption)
 
 

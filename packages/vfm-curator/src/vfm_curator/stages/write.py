@@ -83,7 +83,7 @@ class WriteStage(Stage):
             clips=len(kept),
             clip_seconds=sum(c.end_s - c.start_s for c in kept),
             rejected=sum(c.rejected is not None for c in task.clips),
-            thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and (c.samples_file or c.samples)],
+            thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.has_samples],
             filtered=[filtered_entry(c) for c in task.clips if c.rejected is not None],
         ))
 
