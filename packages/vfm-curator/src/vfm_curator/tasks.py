@@ -20,6 +20,31 @@ def clip_id(source: str, start: int, end: int) -> str:
     return hashlib.sha1(f"{source}|{start}|{end}".encode("utf-8")).hexdigest()[:20]
 
 
+class _Samples:
+    """``Clip.samples``: the frames in memory, or else read from the clip's staged samples file on
+    each access (not cached: holding them is what the file avoids), so every stage, plugins
+    included, sees the frames whichever way the transcode stage kept them. A data descriptor that
+    the dataclass takes as the field's default (an empty tuple, stored as a list)."""
+
+    def __get__(self, clip: "Clip | None", owner: type | None = None):
+        if clip is None:
+            return ()  # the dataclass default: Clip() starts with no frames
+        frames = clip.__dict__.get("_samples")
+        if frames or not clip.samples_file:
+            return clip.__dict__.setdefault("_samples", [])
+        return load_samples(clip.samples_file)
+
+    def __set__(self, clip: "Clip", frames) -> None:
+        clip.__dict__["_samples"] = list(frames)
+
+
+def load_samples(path: str) -> list[np.ndarray]:
+    """Sampled frames from a staging ``.npz`` (io/staging.py writes them; no pickles read). Here, with
+    Clip, because reading them is part of what a clip is (floor 0: tasks imports no io module)."""
+    with np.load(path, allow_pickle=False) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
 @dataclass
 class Clip:
     """A span ``[start, end)`` of frames of one source video, and what the stages learn about it."""
@@ -36,8 +61,8 @@ class Clip:
     height: int = 0
     num_frames: int = 0
     # a few (H, W, 3) uint8 frames (first, middle, last): in memory, or read from ``samples_file`` (a
-    # staging file) on each access, so a task holding hundreds of clips stays small (see _get_samples)
-    samples: list[np.ndarray] = field(default_factory=list)
+    # staging file) on each access, so a task holding hundreds of clips stays small (see _Samples)
+    samples: list[np.ndarray] = _Samples()  # type: ignore[assignment]
     samples_file: str | None = None
     embedding: np.ndarray | None = None  # (D,) float32
     caption: str | None = None
@@ -58,28 +83,6 @@ class Clip:
     def encoded(self) -> bool:
         """Whether the transcode stage made this clip (in memory or as a staging file)."""
         return self.mp4 is not None or self.staged is not None
-
-
-def _get_samples(clip: Clip) -> list[np.ndarray]:
-    if clip.__dict__.get("_samples") or not clip.samples_file:
-        return clip.__dict__.setdefault("_samples", [])
-    return load_samples(clip.samples_file)  # not cached: holding them is what the file avoids
-
-
-def load_samples(path: str) -> list[np.ndarray]:
-    """Sampled frames from a staging ``.npz`` (io/staging.py writes them; no pickles read). Here, with
-    Clip, because reading them is part of what a clip is (floor 0: tasks imports no io module)."""
-    with np.load(path, allow_pickle=False) as data:
-        return [data[f"arr_{i}"] for i in range(len(data.files))]
-
-
-def _set_samples(clip: Clip, frames: list[np.ndarray]) -> None:
-    clip.__dict__["_samples"] = list(frames)
-
-
-# ``Clip.samples`` reads the staged samples file when the frames are not in memory, so every stage
-# (plugins included) sees the frames whichever way the transcode stage kept them.
-Clip.samples = property(_get_samples, _set_samples)  # type: ignore[assignment]
 
 
 @dataclass
