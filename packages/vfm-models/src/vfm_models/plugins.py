@@ -9,7 +9,7 @@ from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_models")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_models``; the kinds are its
-#: hookspecs ``vfm_models_register_<kind>``.
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_models``; the kinds and the
+#: built-ins are declared in ``plugins.toml``.
 host = PluginHost(project="vfm_models", distribution="vfm-models", hookspecs=hookspecs,
-                  builtins=("vfm_models.builtin",))
+                  declaration=hookspecs.declaration)

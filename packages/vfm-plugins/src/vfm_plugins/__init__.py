@@ -1,20 +1,32 @@
 """vfm-plugins: the plugin-host kit every vfm library package is built on.
 
 Each package (vfm_models, vfm_parallel, vfm_data, vfm_curator, vfm_infer) makes one
-:class:`PluginHost` with its own project name; this package holds the code they share and the one
-set of errors they raise. It needs only pluggy, so vfm-models and vfm-parallel can both depend on
-it without depending on each other. It also holds the process plumbing every package shares (stdlib
+:class:`PluginHost` with its own project name and declares its kinds and built-ins as data (its
+``plugins.toml``, :mod:`vfm_plugins.declaration`); this package holds the code they share and the
+one set of errors they raise. It needs only pluggy, so vfm-models and vfm-parallel can both depend
+on it without depending on each other. It also holds the process plumbing every package shares (stdlib
 only): one owner per output folder (:class:`FolderLock`) and children that end with their parent
 (:func:`exit_with_parent`).
 """
 
+from vfm_plugins.declaration import (
+    DECLARATION_FILE,
+    BuiltinEntry,
+    Declaration,
+    declare_hookspecs,
+    parse_declaration,
+    read_declaration,
+)
 from vfm_plugins.errors import DuplicateNameError, PluginError, UnknownNameError
 from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
 from vfm_plugins.host import DISABLE_ENV, Entry, FailedPlugin, PluginHost, Register, autoload_disabled
 from vfm_plugins.parent_watch import exit_with_parent
 
 __all__ = [
+    "DECLARATION_FILE",
     "DISABLE_ENV",
+    "BuiltinEntry",
+    "Declaration",
     "DuplicateNameError",
     "Entry",
     "FailedPlugin",
@@ -28,6 +40,9 @@ __all__ = [
     "StaleLockWarning",
     "UnknownNameError",
     "autoload_disabled",
+    "declare_hookspecs",
     "exit_with_parent",
+    "parse_declaration",
+    "read_declaration",
 ]
 __version__ = "0.1.0"

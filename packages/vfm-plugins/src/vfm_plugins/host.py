@@ -13,11 +13,14 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 import pluggy
 
 from vfm_plugins.errors import DuplicateNameError, PluginError, UnknownNameError
+
+if TYPE_CHECKING:
+    from vfm_plugins.declaration import Declaration
 
 #: Set to 1/true/yes to stop every vfm host from autoloading third-party entry points.
 #: Built-in plugins always load. Set to a comma-separated list of host names (e.g.
@@ -96,21 +99,24 @@ def autoload_disabled(host: str) -> bool:
 
 @dataclass
 class PluginHost:
-    """A pluggy host: a hookspec module, built-in plugin modules, and one registry per kind.
+    """A pluggy host: a hookspec module, built-in plugins, and one registry per kind.
 
     ``project`` is the pluggy project name, the entry-point group and the hook prefix;
-    ``distribution`` the package that provides the built-ins. ``kinds`` maps each kind name (e.g.
-    ``"families"``) to the hook that fills it (e.g. ``"vfm_models_register_families"``); left out,
-    it is every ``<project>_register_<kind>`` hookspec, in the order ``hookspecs`` defines them.
-    Every hook takes one argument, ``register`` (a :class:`Register`); a lazy ``"module:attr"``
-    target keeps listing plugins cheap.
+    ``distribution`` the package that provides the built-ins: those its ``declaration`` (the
+    package's ``plugins.toml``, :mod:`vfm_plugins.declaration`) lists, registered through the
+    hooks like any plugin, and those of the hookimpl modules named in ``builtins``. ``kinds`` maps
+    each kind name (e.g. ``"families"``) to the hook that fills it (e.g.
+    ``"vfm_models_register_families"``); left out, it is every ``<project>_register_<kind>``
+    hookspec, in the order ``hookspecs`` defines them. Every hook takes one argument, ``register``
+    (a :class:`Register`); a lazy ``"module:attr"`` target keeps listing plugins cheap.
     """
 
     project: str
     distribution: str
     hookspecs: ModuleType
-    builtins: tuple[str, ...]
+    builtins: tuple[str, ...] = ()
     kinds: dict[str, str] = field(default_factory=dict)
+    declaration: Declaration | None = None
     _entries: dict[str, dict[str, Entry]] | None = field(default=None, init=False, repr=False)
     _failed: list[FailedPlugin] = field(default_factory=list, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
@@ -129,6 +135,9 @@ class PluginHost:
         pm.add_hookspecs(self.hookspecs)
         providers: dict[str, _Provider] = {}
         own = _Provider(self.distribution, _distribution_version(self.distribution))
+        if self.declaration is not None:
+            pm.register(self.declaration.builtin_plugin(), name=self.declaration.source)
+            providers[self.declaration.source] = own
         for module_name in self.builtins:
             module = importlib.import_module(module_name)
             pm.register(module, name=module_name)
