@@ -9,7 +9,7 @@ from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_curator")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_curator``; the kinds are its
-#: hookspecs ``vfm_curator_register_<kind>``.
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_curator``; the kinds and the
+#: built-ins are declared in ``plugins.toml``.
 host = PluginHost(project="vfm_curator", distribution="vfm-curator", hookspecs=hookspecs,
-                  builtins=("vfm_curator.builtin", "vfm_curator.sharding_plugin"))
+                  declaration=hookspecs.declaration)

@@ -9,7 +9,7 @@ from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_data")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_data``; the kinds are its
-#: hookspecs ``vfm_data_register_<kind>``.
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_data``; the kinds and the
+#: built-ins are declared in ``plugins.toml``.
 host = PluginHost(project="vfm_data", distribution="vfm-data", hookspecs=hookspecs,
-                  builtins=("vfm_data.builtin",))
+                  declaration=hookspecs.declaration)

@@ -9,14 +9,7 @@ from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_infer")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_infer``.
-host = PluginHost(
-    project="vfm_infer",
-    distribution="vfm-infer",
-    hookspecs=hookspecs,
-    builtins=("vfm_infer.builtin",),
-    kinds={
-        "samplers": "vfm_infer_register_samplers",
-        "metrics": "vfm_infer_register_metrics",
-    },
-)
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_infer``; the kinds and the
+#: built-ins are declared in ``plugins.toml``.
+host = PluginHost(project="vfm_infer", distribution="vfm-infer", hookspecs=hookspecs,
+                  declaration=hookspecs.declaration)

@@ -9,7 +9,7 @@ from vfm_plugins import PluginHost
 
 hookimpl = pluggy.HookimplMarker("vfm_parallel")
 
-#: Entry-point group, hook prefix and pluggy project name are all ``vfm_parallel``; the kinds are its
-#: hookspecs ``vfm_parallel_register_<kind>``.
+#: Entry-point group, hook prefix and pluggy project name are all ``vfm_parallel``; the kinds and the
+#: built-ins are declared in ``plugins.toml``.
 host = PluginHost(project="vfm_parallel", distribution="vfm-parallel", hookspecs=hookspecs,
-                  builtins=("vfm_parallel.builtin", "vfm_parallel.cp.plugin", "vfm_parallel.engines.megatron.plugin"))
+                  declaration=hookspecs.declaration)

@@ -1,1 +1,1 @@
-"""The stages of the curation pipelines; each registers as a plugin in ``builtin.py``."""
+"""The stages of the curation pipelines; each registers as a plugin in ``plugins.toml``."""

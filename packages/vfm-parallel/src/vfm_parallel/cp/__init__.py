@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Lazy, like the package root: registering the CP strategies (vfm_parallel.cp.plugin) must not
-# import torch, so that listing plugins stays cheap.
+# Lazy, like the package root: registering the CP strategies (lazy targets in vfm_parallel's
+# plugins.toml) must not import torch, so that listing plugins stays cheap.
 _LAZY = {
     "HYBRID": "vfm_parallel.cp.strategy", "RING": "vfm_parallel.cp.strategy", "ULYSSES": "vfm_parallel.cp.strategy",
     "ContextParallel": "vfm_parallel.cp.strategy", "ContextParallelCore": "vfm_parallel.cp.cores",

@@ -1,1 +1,1 @@
-"""Built-in strategies; each registers by name in ``vfm_parallel.builtin`` (see ``strategy.py``)."""
+"""Built-in strategies; each registers by name in ``vfm_parallel/plugins.toml`` (see ``strategy.py``)."""
