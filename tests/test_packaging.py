@@ -58,10 +58,14 @@ def test_every_package_is_listed_in_the_workspace():
 
 
 @pytest.mark.slow
-def test_each_sdist_holds_the_sources_and_its_wheel_every_module(dist):
+def test_each_sdist_holds_the_sources_and_its_wheel_every_module_and_data_file(dist):
     for package in PACKAGES:
         src = package / "src" / _module(package)
-        modules = {p.relative_to(src.parent).as_posix() for p in src.rglob("*.py") if "__pycache__" not in p.parts}
+        # the modules and the package data (each host's plugins.toml: its kinds and built-ins)
+        modules = {p.relative_to(src.parent).as_posix() for p in src.rglob("*")
+                   if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts}
+        if package.name in LIBRARIES:
+            assert f"{_module(package)}/plugins.toml" in modules, package.name
         (sdist,) = dist.glob(f"{_module(package)}-*.tar.gz")
         with tarfile.open(sdist) as tar:
             names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
