@@ -3,33 +3,63 @@
 from __future__ import annotations
 
 import io
+import logging
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-_NVENC_OK: bool | None = None
+ENCODERS = ("auto", "libx264", "h264_nvenc")
+log = logging.getLogger("vfm_curator.encode")
+#: the probe's answer in this process: None (not asked yet), or (works, why not)
+_NVENC: tuple[bool, str] | None = None
+_NOTICE_GIVEN = False
+
+
+def nvenc_probe() -> tuple[bool, str]:
+    """Whether an ``h264_nvenc`` encoder really opens here, and why not: the codec may be built into
+    FFmpeg with no NVIDIA driver, no GPU, or a GPU without a video encoder (an H100). Tried once per
+    process on a tiny frame, with the options the writer uses."""
+    global _NVENC
+    if _NVENC is None:
+        try:
+            encode_h264([np.zeros((144, 256, 3), np.uint8)], 25.0, codec="h264_nvenc")
+            _NVENC = (True, "")
+        except Exception as exc:  # noqa: BLE001 - any failure to open or encode means no NVENC
+            _NVENC = (False, f"{type(exc).__name__}: {exc}")
+    return _NVENC
 
 
 def nvenc_available() -> bool:
-    """Whether ``h264_nvenc`` can really open here (the codec may be built in with no GPU present)."""
-    global _NVENC_OK
-    if _NVENC_OK is None:
-        try:
-            encode_h264([np.zeros((64, 64, 3), np.uint8)], 25.0, codec="h264_nvenc")
-            _NVENC_OK = True
-        except Exception:
-            _NVENC_OK = False
-    return _NVENC_OK
+    """Whether ``h264_nvenc`` can really open here (see :func:`nvenc_probe`)."""
+    return nvenc_probe()[0]
 
 
 def pick_codec(encoder: str) -> str:
-    """``auto`` -> ``h264_nvenc`` when it works here, else ``libx264``; other names pass through."""
-    if encoder == "auto":
-        return "h264_nvenc" if nvenc_available() else "libx264"
-    if encoder not in ("libx264", "h264_nvenc"):
-        raise ValueError(f"unknown encoder {encoder!r}; available: auto, libx264, h264_nvenc")
-    return encoder
+    """``auto`` -> ``h264_nvenc`` when the probe opens it here, else ``libx264`` with a one-line
+    notice (logged once per process); ``libx264`` as named; ``h264_nvenc`` when it opens here, else
+    a ``ValueError`` saying why."""
+    global _NOTICE_GIVEN
+    if encoder not in ENCODERS:
+        raise ValueError(f"unknown encoder {encoder!r}; accepted: {', '.join(ENCODERS)}")
+    if encoder == "libx264":
+        return encoder
+    ok, why = nvenc_probe()
+    if encoder == "h264_nvenc":
+        if not ok:
+            raise ValueError(f"encoder 'h264_nvenc' cannot open here ({why}); NVENC needs an NVIDIA GPU with a "
+                             f"video encoder and its driver: use encoder = 'auto' (falls back to libx264) or 'libx264'")
+        return encoder
+    if ok:
+        return "h264_nvenc"
+    if not _NOTICE_GIVEN:
+        _NOTICE_GIVEN = True
+        log.warning("transcode: NVENC is not available here (%s); encoding with libx264", _short(why))
+    return "libx264"
+
+
+def _short(why: str) -> str:
+    return why if len(why) <= 120 else why[:117] + "..."
 
 
 def even_crop(frame: np.ndarray) -> np.ndarray:
@@ -61,8 +91,8 @@ class H264Writer:
         self.stream.codec_context.time_base = 1 / self.rate
         if self.codec == "libx264":
             self.stream.options = {"crf": str(self.crf), "preset": self.preset, "threads": str(self.threads)}
-        else:  # NVENC: constant-quality mode, the closest thing to CRF
-            self.stream.options = {"rc": "vbr", "cq": str(self.crf), "preset": "p4"}
+        else:  # NVENC: constant quality (the closest thing to CRF, no bitrate cap) and libx264's High profile
+            self.stream.options = {"rc": "vbr", "cq": str(self.crf), "b": "0", "preset": "p4", "profile": "high"}
 
     def write(self, frame: np.ndarray) -> None:
         import av

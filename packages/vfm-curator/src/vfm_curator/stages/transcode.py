@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from vfm_curator.io import staging
-from vfm_curator.io.encode import H264Writer, mux_audio, pick_codec, resize
+from vfm_curator.io.encode import ENCODERS, H264Writer, mux_audio, nvenc_available, pick_codec, resize
 from vfm_curator.io.paths import disk_full
 from vfm_curator.io.video import iter_frames, release_freed_memory
 from vfm_curator.stages.base import InputError, Resources, Stage
@@ -23,26 +23,43 @@ class TranscodeStage(Stage):
     clipping pipeline sets it) each clip and its samples go to staging files there as they are
     encoded (:mod:`vfm_curator.io.staging`) and the task carries their paths, so its size does not
     grow with the video's length; without it they stay in memory (``clip.mp4``, ``clip.samples``).
-    ``encoder="auto"`` uses NVENC when a GPU has it, else libx264 with ``crf``/``preset`` and
-    ``threads`` encoder threads (see :func:`encoder_threads`). Audio is dropped by default (training clips
-    are silent); ``keep_audio=True`` copies the span's audio packets into the clip unchanged.
+    ``encoder="auto"`` (default) uses NVENC when a probe at start opens an ``h264_nvenc`` encoder
+    here (:func:`vfm_curator.io.encode.nvenc_probe`), else libx264 with a one-line notice; both write
+    H264 High profile, yuv420p, in mp4. libx264 takes ``crf``/``preset`` and ``threads`` encoder
+    threads (see :func:`encoder_threads`); NVENC takes ``crf`` as its constant-quality level. A
+    worker that encodes with NVENC asks Ray for ``gpu_share`` of a GPU (Ray hides GPUs from workers
+    that ask for none). Audio is dropped by default (training clips are silent);
+    ``keep_audio=True`` copies the span's audio packets into the clip unchanged.
     """
 
     name = "transcode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"encoder": "libx264", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None,
-                "keep_audio": False, "out": None, "threads": None}
+    defaults = {"encoder": "auto", "crf": 20, "preset": "veryfast", "sample_size": 224, "hwaccel": None,
+                "keep_audio": False, "out": None, "threads": None, "gpu_share": 0.1}
 
     def check_options(self) -> None:
         self.option_range("crf", lo=0, hi=51, integer=True)
         self.option_range("sample_size", lo=1, integer=True)
+        self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
         if self.opt["threads"] is not None:
             self.option_range("threads", lo=0, integer=True)
-        if self.opt["encoder"] not in ("auto", "libx264", "h264_nvenc"):
-            raise ValueError(f"stage 'transcode': unknown encoder {self.opt['encoder']!r}; accepted: auto, libx264, h264_nvenc")
+        if self.opt["encoder"] not in ENCODERS:
+            raise ValueError(f"stage 'transcode': unknown encoder {self.opt['encoder']!r}; accepted: {', '.join(ENCODERS)}")
+        if self.opt["encoder"] == "h264_nvenc":  # asked for by name: say now, before any work, if it cannot open
+            try:
+                pick_codec("h264_nvenc")
+            except ValueError as exc:
+                raise ValueError(f"stage 'transcode': {exc}") from None
+
+    @property
+    def configured_resources(self) -> Resources | None:
+        """A GPU share when the encoder will be NVENC (the probe opens it here)."""
+        if self.opt["encoder"] == "libx264" or not nvenc_available():
+            return None
+        return Resources(cpus=self.resources.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=self.resources.memory_mb)
 
     def setup(self) -> None:
-        self.codec = pick_codec(self.opt["encoder"])
+        self.codec = pick_codec(self.opt["encoder"])  # the probe, once per process; a notice when auto falls back
         self.threads = encoder_threads(self.opt["threads"])
 
     def process_one(self, task: VideoTask) -> None:
