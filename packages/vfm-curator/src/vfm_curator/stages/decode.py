@@ -2,45 +2,125 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from array import array
 
 import numpy as np
 
-from vfm_curator.io.video import iter_frames, probe, small_size
+from vfm_curator.io.video import probe, small_size
 from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.shot_detectors.content import FrameScorer
 from vfm_curator.tasks import VideoTask
 
+log = logging.getLogger(__name__)
+
+#: what a worker asks for when its frames are decoded on a GPU: a quarter, so several decode workers
+#: share one card (NVDEC has several engines; an H100 has 7)
+GPU_RESOURCES = Resources(cpus=1.0, gpus=0.25, memory_mb=2048)
+
 
 class DecodeStage(Stage):
-    """Fills ``task.meta`` (fps, frames, width, height, duration, rotation) and, from one decoding
-    pass at ``width`` pixels wide (upright), the per-frame ``task.times`` (seconds),
+    """Fills ``task.meta`` (fps, frames, width, height, duration, rotation, decoder) and, from one
+    decoding pass at ``width`` pixels wide (upright), the per-frame ``task.times`` (seconds),
     ``task.cut_scores`` (shot detection) and ``task.motion`` (frame difference). Frames are scored
     as they are decoded and dropped, so memory stays flat whatever the video's length.
-    ``hwaccel="cuda"`` decodes with NVDEC through PyAV when an NVIDIA GPU is present (falls back to
-    software otherwise)."""
+
+    ``decoder`` names a decoder backend (:mod:`vfm_curator.decoders`: ``pyav``, ``pyav-cuda``,
+    ``nvdec``, ``dali`` or a plugin's) or ``auto``: the fastest available one, measured on the first
+    video of each worker (``pyav`` wherever there is no GPU). Frames a GPU backend leaves on the GPU
+    are scored there when the torch scorer is installed. ``hwaccel`` is the old spelling of PyAV's
+    hwaccel (deprecated: ``decoder = "pyav-cuda"``); it still decodes with PyAV, falling back to
+    software when no device is there.
+    """
 
     name = "decode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"width": 64, "hwaccel": None, "min_frames": 2}
+    defaults = {"width": 64, "decoder": "auto", "hwaccel": None, "min_frames": 2}
 
     def check_options(self) -> None:
+        from vfm_curator.decoders import check_name
+
         self.option_range("width", lo=2, hi=4096, integer=True)
         self.option_range("min_frames", lo=1, integer=True)
+        try:
+            check_name(self.opt["decoder"])
+        except ValueError as exc:
+            raise ValueError(f"stage 'decode': {exc}") from None
+        hwaccel = self.opt["hwaccel"]
+        if hwaccel is not None:
+            if not isinstance(hwaccel, str) or not hwaccel:
+                raise ValueError(f"stage 'decode': option hwaccel must be a device type such as 'cuda', got {hwaccel!r}")
+            if self.opt["decoder"] not in ("auto", "pyav"):
+                raise ValueError(f"stage 'decode': hwaccel={hwaccel!r} is PyAV's option and cannot be combined with "
+                                 f"decoder={self.opt['decoder']!r}; use decoder = 'pyav-cuda' instead of hwaccel")
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self._decoder = None  # made on the worker's first video (auto measures there)
+
+    @property
+    def configured_resources(self) -> Resources | None:
+        """A GPU share when the frames are decoded on a GPU: a GPU backend named, or ``auto`` where one
+        is available (checked in the driver; ``None`` everywhere else, the class's CPU resources)."""
+        from vfm_curator.decoders import availability, decoder_class
+
+        name = self.opt["decoder"]
+        if self.opt["hwaccel"] is not None:
+            return None
+        if name == "auto":
+            gpu = [n for n, (ok, _) in availability().items() if ok and decoder_class(n).uses_gpu]
+            return GPU_RESOURCES if gpu else None
+        return GPU_RESOURCES if decoder_class(name).uses_gpu else None
+
+    def setup(self) -> None:
+        """A backend named in the config must be available on this worker: else the stage cannot be
+        set up (a config error naming why), instead of every video failing the same way."""
+        if self.opt["decoder"] != "auto" and self.opt["hwaccel"] is None:
+            from vfm_curator import decoders
+
+            self._decoder = decoders.create(self.opt["decoder"])
+            log.info("decode: decoder %s on %s (configured)", self._decoder.name, self._decoder.device)
+
+    def decoder_for(self, path: str, size: tuple[int, int]):
+        """This worker's decoder, made on its first video (``auto`` measures there, once)."""
+        if self._decoder is None:
+            from vfm_curator import decoders
+
+            if self.opt["hwaccel"] is not None:
+                warnings.warn("stage 'decode': option hwaccel is deprecated; use decoder = 'pyav-cuda' (NVDEC "
+                              "through PyAV) or decoder = 'auto'", DeprecationWarning, stacklevel=2)
+                from vfm_curator.decoders.pyav import PyAVDecoder
+
+                self._decoder = PyAVDecoder()
+                self._decoder.hwaccel = self.opt["hwaccel"]  # io.video's hwaccel: software fallback allowed
+                why = f"hwaccel={self.opt['hwaccel']!r}, software fallback allowed"
+            elif self.opt["decoder"] == "auto":
+                choice = decoders.choose(path, size=size)
+                self._decoder = decoders.create(choice.name)
+                why = f"auto: {choice.reason}"
+            else:  # setup() made it; a caller that skipped setup gets it here
+                self._decoder = decoders.create(self.opt["decoder"])
+                why = "configured"
+            log.info("decode: decoder %s on %s (%s)", self._decoder.name, self._decoder.device, why)
+        return self._decoder
 
     def process_one(self, task: VideoTask) -> None:
         info = probe(task.source)
         w, h = small_size(info.width, info.height, int(self.opt["width"]))
+        decoder = self.decoder_for(task.source, (w, h))
         times = array("d")
-        scorer = FrameScorer()
-        for t, frame in iter_frames(task.source, width=w, height=h, hwaccel=self.opt["hwaccel"]):
+        scorer, on_host = None, True
+        for t, frame in decoder.frames(task.source, (w, h)):
+            if scorer is None:
+                scorer, on_host = _scorer_for(frame)
             times.append(t)
-            scorer.push(frame)
+            scorer.push(frame if not on_host or isinstance(frame, np.ndarray) else frame.cpu().numpy())
         if len(times) < int(self.opt["min_frames"]):
             raise LimitError(f"too short: {len(times)} decodable frame(s), under min_frames={self.opt['min_frames']}",
                              kind="too-short")
         task.times = np.frombuffer(times, np.float64).copy()
-        task.cut_scores, task.motion = scorer.content, scorer.motion
+        task.cut_scores, task.motion = _on_host(scorer.content), _on_host(scorer.motion)
         task.small_size = (w, h)
         times = task.times
         fps = info.fps
@@ -57,4 +137,24 @@ class DecodeStage(Stage):
             "codec": info.codec,
             # variable frame rate: frame intervals that differ from each other by more than 10 %
             "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
+            "decoder": decoder.name,
         }
+
+
+def _on_host(scores) -> np.ndarray:
+    """Scores as a float32 numpy array, wherever the scorer kept them."""
+    if hasattr(scores, "detach"):
+        scores = scores.detach().cpu().numpy()
+    return np.asarray(scores, np.float32)
+
+
+def _scorer_for(frame):
+    """``(scorer, frames go to the host first)``: numpy frames get the CPU scorer; GPU frames get
+    the torch scorer on their device when it is installed, else they are copied to the host."""
+    if isinstance(frame, np.ndarray):
+        return FrameScorer(), True
+    try:
+        from vfm_curator.shot_detectors.torch_scorer import TorchFrameScorer
+    except ImportError:
+        return FrameScorer(), True
+    return TorchFrameScorer(), False

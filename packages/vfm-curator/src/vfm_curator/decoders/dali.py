@@ -1,0 +1,128 @@
+"""``dali``: NVIDIA DALI's streaming video input (``fn.experimental.inputs.video``, device ``mixed``):
+the file's bytes are fed once, NVDEC decodes consecutive sequences of frames into GPU memory as RGB,
+and each frame is handed on as a torch tensor on the GPU (a device-to-device copy out of DALI's
+reused buffer, never through the host). Rotation, times and sizes as the other backends: the
+container's facts through PyAV, scaling on the GPU. DALI's CPU variant refuses H264, so this
+backend is only available with a CUDA device.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator, Sequence
+
+from vfm_curator.decoders.base import Decoder, Size, check_sizes, stream_facts
+from vfm_curator.errors import InputError
+
+#: frames DALI decodes per pipeline run (one sequence); bounds the GPU memory held at once
+SEQUENCE = 32
+
+
+class DaliDecoder(Decoder):
+    """DALI ``fn.experimental.inputs.video`` on device ``mixed``; torch uint8 frames on ``device``."""
+
+    name = "dali"
+    uses_gpu = True
+
+    def __init__(self, device: str | None = None) -> None:
+        super().__init__(device or "cuda")
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return _available()
+
+    def decode(self, path: str, sizes: Sequence[Size] = (None,)) -> Iterator[tuple[float, list[Any]]]:
+        import numpy as np
+        import torch
+
+        sizes = check_sizes(sizes)
+        facts = stream_facts(path)
+        device = torch.device(self.device)
+        if device.type != "cuda":
+            raise ValueError(f"decoder 'dali' decodes on a CUDA device, not {self.device!r}")
+        gpu = device.index if device.index is not None else torch.cuda.current_device()
+        try:
+            pipe = _pipeline(gpu)
+            pipe.feed_input("video", [np.fromfile(path, dtype=np.uint8)])
+        except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError for most things
+            raise InputError(f"DALI cannot open this video: {type(exc).__name__}: {exc}") from exc
+        count, total = 0, len(facts.times)
+        with torch.cuda.device(gpu):
+            while count < total:
+                try:
+                    (batch,) = pipe.run()
+                    frames = _to_torch(batch[0], gpu)  # (F, H, W, 3) uint8, a copy DALI will not reuse
+                except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends it
+                    if count == 0:
+                        raise InputError(f"cannot decode any frame (DALI): {type(exc).__name__}: {exc}") from exc
+                    return
+                if frames.shape[0] == 0:
+                    return
+                for frame in frames:
+                    if count >= total:
+                        break
+                    yield facts.times[count], _finish(frame, sizes, facts)
+                    count += 1
+
+
+def _finish(frame, sizes, facts) -> list:
+    """A decoded (H, W, 3) RGB frame at the requested display sizes, upright."""
+    import torch
+    import torch.nn.functional as F
+
+    k = int(round(facts.rotation / 90.0)) % 4
+    if k and tuple(frame.shape[:2]) != (facts.coded_height, facts.coded_width):
+        k = 0  # DALI already applied the display matrix
+    out = []
+    for size in sizes:
+        img = frame
+        if size is not None:
+            w, h = size if k % 2 == 0 else (size[1], size[0])
+            if (h, w) != tuple(frame.shape[:2]):
+                x = frame.permute(2, 0, 1)[None].float()
+                shrink = h < frame.shape[0] or w < frame.shape[1]
+                x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False, antialias=shrink)
+                img = x[0].permute(1, 2, 0).round_().clamp_(0, 255).to(torch.uint8)
+        out.append(torch.rot90(img, k=k, dims=(0, 1)).contiguous() if k else img)
+    return out
+
+
+def _to_torch(sample, gpu: int):
+    import torch
+
+    try:
+        view = torch.from_dlpack(sample)
+    except Exception:  # noqa: BLE001 - older DALI: the CUDA array interface
+        view = torch.as_tensor(sample, device=f"cuda:{gpu}")
+    return view.clone()
+
+
+def _pipeline(gpu: int):
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=1, num_threads=2, device_id=gpu, prefetch_queue_depth=1, exec_async=False,
+                  exec_pipelined=False)
+    def video():
+        return fn.experimental.inputs.video(name="video", sequence_length=SEQUENCE, device="mixed",
+                                            last_sequence_policy="partial", blocking=False)
+
+    pipe = video()
+    pipe.build()
+    return pipe
+
+
+@functools.lru_cache(maxsize=1)
+def _available() -> tuple[bool, str]:
+    try:
+        import nvidia.dali as dali
+    except ImportError:
+        return False, "nvidia-dali is not installed"
+    except Exception as exc:  # noqa: BLE001
+        return False, f"nvidia-dali does not load: {type(exc).__name__}: {exc}"
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed (DALI frames are handed on as torch tensors)"
+    if not torch.cuda.is_available():
+        return False, "no CUDA device is visible (DALI's CPU variant does not decode H264)"
+    return True, f"nvidia-dali {getattr(dali, '__version__', '?')} (mixed) on {torch.cuda.get_device_name()}"
