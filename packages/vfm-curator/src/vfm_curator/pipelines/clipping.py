@@ -58,6 +58,7 @@ class Summary:
     captions_flagged: int = 0  # clips kept with a caption under the caption_qa thresholds
     captions_dropped: int = 0  # clips taken out of clips.parquet for their caption (caption_qa action = drop)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    decoders: dict[str, int] = field(default_factory=dict)  # videos decoded by each decoder backend, this run
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -206,6 +207,8 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
                     staging.sweep(out, task.vid)  # a worker killed between transcode and write left them
                     summary.processed += not task.context.get("requeued", False)
                     summary.video_s_processed += task.duration
+                    if task.meta.get("decoder"):  # which backend the decode stage used (auto picks one)
+                        summary.decoders[task.meta["decoder"]] = summary.decoders.get(task.meta["decoder"], 0) + 1
                     if task.failure is not None and not _recorded_as(out, task):
                         # the write stage never ran for it (its worker died): record the failure here
                         state.write_record(out, task.vid, state.video_record(task))
