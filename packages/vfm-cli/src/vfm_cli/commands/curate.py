@@ -17,6 +17,10 @@ def curate(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run on this Ray cluster instead of a local one."),
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     num_cpus: Optional[float] = typer.Option(None, "--num-cpus", help="CPUs of the embedded local Ray."),
+    gpus: Optional[int] = typer.Option(
+        None, "--gpus", metavar="N", help="GPUs the run may use (run.num_gpus): 0 runs every stage on the CPU; N > 0 "
+        "needs a visible CUDA device (or --ray-address) and lets stages whose device is auto (embed, caption) run there. "
+        "Default: the config's run.num_gpus, else what Ray finds."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
     shot_detector: Optional[str] = typer.Option(
         None, "--shot-detector", metavar="NAME", help="How the split stage finds shots: content (default), adaptive, "
@@ -75,7 +79,10 @@ def curate(
                              dedup_threshold=dedup_threshold)
         apply_caption_options(cfg, captioner, caption_url, caption_model, caption_prompt, caption_api_key_env)
         apply_shot_options(cfg, shot_detector, shot_option or [])
+        apply_gpus(cfg, gpus, ray_address)
         stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
+    except GpusError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--gpus") from exc
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     apply_run_options(cfg, runner, ray_address, num_cpus)
@@ -128,6 +135,51 @@ def apply_caption_options(cfg, captioner: str | None, url: str | None, model: st
         if value is not None:
             extra[key] = value
     options["captioner_options"] = extra
+
+
+class GpusError(ValueError):
+    """A ``--gpus`` value this machine cannot honour."""
+
+
+def apply_gpus(cfg, gpus: int | None, ray_address: str | None = None) -> None:
+    """``--gpus N`` -> ``run.num_gpus``. ``0``: no GPU anywhere, so an ``auto`` device of the embed,
+    caption and stitch stages (given, or the embedder's or captioner's default) becomes ``cpu`` and
+    transcode's ``auto`` encoder ``libx264``. ``N > 0`` needs N visible CUDA devices here, unless the
+    run goes to a Ray cluster (``--ray-address`` or ``run.ray_address``), whose GPUs Ray counts."""
+    from vfm_curator.stages.embed import option_device
+
+    if gpus is None:
+        return
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise GpusError(f"--gpus {gpus!r}; accepted: an integer >= 0 (0: CPU only)")
+    if gpus > 0 and not (ray_address or cfg.ray_address):
+        visible = _cuda_devices()
+        if visible == 0:
+            raise GpusError(f"--gpus {gpus} but no CUDA device is visible here (torch.cuda.is_available() is False "
+                            f"or torch is not installed); use --gpus 0 or leave it out to run on the CPU")
+        if gpus > visible:
+            raise GpusError(f"--gpus {gpus} but only {visible} CUDA device(s) are visible here")
+    cfg.num_gpus = gpus
+    if gpus > 0:
+        return
+    for stage, kind, name_key, options_key in (("embed", "embedders", "embedder", "embedder_options"),
+                                               ("caption", "captioners", "captioner", "captioner_options")):
+        options = cfg.options.get(stage, {})
+        name = options.get(name_key, "histogram" if stage == "embed" else None)
+        model_options = options.get(options_key, {})
+        if stage in cfg.stages and isinstance(model_options, dict) and option_device(kind, name, model_options) == "auto":
+            cfg.options.setdefault(stage, {})[options_key] = {**model_options, "device": "cpu"}
+    for stage, key, cpu in (("stitch", "device", "cpu"), ("transcode", "encoder", "libx264")):
+        if cfg.options.get(stage, {}).get(key) == "auto":
+            cfg.options[stage][key] = cpu
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def register(app: typer.Typer) -> None:

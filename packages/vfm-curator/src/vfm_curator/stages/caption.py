@@ -50,9 +50,20 @@ class CaptionStage(Stage):
 
     name = "caption"
     resources = Resources(cpus=1.0, memory_mb=2048)
-    defaults = {"captioner": None, "captioner_options": {}, "overwrite": False}
+    defaults = {"captioner": None, "captioner_options": {}, "overwrite": False, "gpu_share": 0.5}
+
+    @property
+    def configured_resources(self) -> Resources | None:
+        """``gpu_share`` of a GPU per worker when the captioner will run on CUDA (its ``device``
+        option or default resolves to CUDA here); the class's resources otherwise."""
+        from vfm_curator.stages.embed import gpu_resources
+
+        if not isinstance(self.opt["captioner_options"], dict):
+            return None
+        return gpu_resources(self, "captioners", self.opt["captioner"], self.opt["captioner_options"])
 
     def check_options(self) -> None:
+        self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
         if not isinstance(self.opt["captioner_options"], dict):
             raise ValueError(f"stage 'caption': captioner_options must be a table of options, got {self.opt['captioner_options']!r}")
         if self.opt["captioner"]:
