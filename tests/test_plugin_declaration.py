@@ -148,7 +148,7 @@ def test_each_library_host_is_declared_by_its_plugins_toml(package):
 
     host = importlib.import_module(f"{package}.plugins").host
     declaration = read_declaration(package)
-    assert host.declaration is declaration and host.builtins == ()
+    assert host.declaration == declaration and host.builtins == ()
     assert host.kinds == declaration.kinds
     for kind, entries in declaration.builtins.items():
         for entry in entries:
