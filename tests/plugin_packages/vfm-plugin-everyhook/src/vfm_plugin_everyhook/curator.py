@@ -29,3 +29,8 @@ def vfm_curator_register_scorers(register):
 @hookimpl
 def vfm_curator_register_shot_detectors(register):
     register("everyhook-shot_detectors", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")
+
+
+@hookimpl
+def vfm_curator_register_decoders(register):
+    register("everyhook-decoders", "vfm_plugin_everyhook.curator:MARKER", description="everyhook test marker")
