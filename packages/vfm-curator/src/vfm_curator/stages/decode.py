@@ -9,7 +9,7 @@ from array import array
 import numpy as np
 
 from vfm_curator.io.video import probe, small_size
-from vfm_curator.stages.base import LimitError, Resources, Stage
+from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
 from vfm_curator.shot_detectors.content import FrameScorer
 from vfm_curator.tasks import VideoTask
 
@@ -76,7 +76,7 @@ class DecodeStage(Stage):
     def setup(self) -> None:
         """A backend named in the config must be available on this worker: else the stage cannot be
         set up (a config error naming why), instead of every video failing the same way."""
-        if self.opt["decoder"] != "auto" and self.opt["hwaccel"] is None:
+        if self._decoder is None and self.opt["decoder"] != "auto" and self.opt["hwaccel"] is None:
             from vfm_curator import decoders
 
             self._decoder = decoders.create(self.opt["decoder"])
@@ -109,13 +109,17 @@ class DecodeStage(Stage):
         info = probe(task.source)
         w, h = small_size(info.width, info.height, int(self.opt["width"]))
         decoder = self.decoder_for(task.source, (w, h))
-        times = array("d")
-        scorer, on_host = None, True
-        for t, frame in decoder.frames(task.source, (w, h)):
-            if scorer is None:
-                scorer, on_host = _scorer_for(frame)
-            times.append(t)
-            scorer.push(frame if not on_host or isinstance(frame, np.ndarray) else frame.cpu().numpy())
+        try:
+            times, scorer = _score(decoder, task.source, (w, h))
+        except InputError as exc:
+            if decoder.name == "pyav":
+                raise
+            # a stream this backend cannot decode at all (NVDEC has no H264 4:4:4): PyAV decodes it
+            from vfm_curator.decoders.pyav import PyAVDecoder
+
+            log.warning("decode: %s cannot decode %s (%s); decoding it with pyav", decoder.name, task.source, exc)
+            decoder = PyAVDecoder()
+            times, scorer = _score(decoder, task.source, (w, h))
         if len(times) < int(self.opt["min_frames"]):
             raise LimitError(f"too short: {len(times)} decodable frame(s), under min_frames={self.opt['min_frames']}",
                              kind="too-short")
@@ -139,6 +143,18 @@ class DecodeStage(Stage):
             "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
             "decoder": decoder.name,
         }
+
+
+def _score(decoder, path: str, size: tuple[int, int]) -> tuple[array, object]:
+    """One decoding pass: every frame's time and its scores (the frame itself is dropped)."""
+    times = array("d")
+    scorer, on_host = FrameScorer(), True
+    for i, (t, frame) in enumerate(decoder.frames(path, size)):
+        if i == 0:
+            scorer, on_host = _scorer_for(frame)
+        times.append(t)
+        scorer.push(frame if not on_host or isinstance(frame, np.ndarray) else frame.cpu().numpy())
+    return times, scorer
 
 
 def _on_host(scores) -> np.ndarray:
