@@ -23,7 +23,7 @@ ALLOWED = {
 #: module or folder gets a floor here.
 CURATOR_FLOORS = {
     "errors": 0, "failures": 0, "colour": 0, "tasks": 0, "config": 0, "synth": 0, "hookspecs": 0, "plugins": 0,
-    "io": 1, "embedders": 1, "captioners": 1, "dedup": 1, "shot_detectors": 1,
+    "io": 1, "embedders": 1, "captioners": 1, "dedup": 1, "shot_detectors": 1, "decoders": 1,
     "stages": 2,
     "execution": 3,
     "pipelines": 4,

@@ -19,7 +19,6 @@ from vfm_curator.decoders.base import Decoder, Size, StreamFacts, container_time
 
 __all__ = [
     "AUTO",
-    "BUILTIN_DECODERS",
     "Choice",
     "Decoder",
     "Size",
@@ -37,26 +36,12 @@ __all__ = [
 
 AUTO = "auto"
 
-#: The built-in backends (name -> lazy target, description), registered by vfm_curator.builtin.
-BUILTIN_DECODERS: dict[str, tuple[str, str]] = {
-    "pyav": ("vfm_curator.decoders.pyav:PyAVDecoder", "FFmpeg through PyAV on the CPU; numpy frames (the reference)"),
-    "pyav-cuda": ("vfm_curator.decoders.pyav:PyAVCudaDecoder",
-                  "PyAV with FFmpeg's CUDA hwaccel, frames copied to the host; only where it really decodes on the GPU"),
-    "nvdec": ("vfm_curator.decoders.nvdec:NvdecDecoder",
-              "NVDEC through PyNvVideoCodec; torch frames on the GPU via DLPack, no host copy"),
-    "dali": ("vfm_curator.decoders.dali:DaliDecoder", "NVIDIA DALI streaming video input (mixed); torch frames on the GPU"),
-}
-
 
 def _targets() -> dict[str, Any]:
-    """name -> class or lazy target, from the plugin host (built-ins and third-party plugins)."""
+    """name -> registry entry (the built-ins of ``plugins.toml`` and third-party plugins)."""
     from vfm_curator.plugins import host
-    from vfm_plugins import UnknownNameError
 
-    try:
-        return {name: entry for name, entry in host.entries("decoders").items()}
-    except UnknownNameError:  # a host without the kind (not registered yet): the built-ins
-        return {name: target for name, (target, _) in BUILTIN_DECODERS.items()}
+    return host.entries("decoders")
 
 
 def decoder_names() -> list[str]:
@@ -73,17 +58,13 @@ def check_name(name: Any) -> str:
 
 
 def decoder_class(name: str) -> type[Decoder]:
-    target = _targets()[check_name(name)] if name != AUTO else None
-    if target is None:
-        raise ValueError("'auto' is not a backend: call choose() or create() to pick one")
-    if hasattr(target, "load"):
-        return target.load()
-    if isinstance(target, str):
-        import importlib
+    """The backend class registered as ``name`` (unknown names: a ValueError listing the accepted)."""
+    from vfm_plugins import Entry
 
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    return target
+    if check_name(name) == AUTO:
+        raise ValueError("'auto' is not a backend: choose() or create() picks one")
+    target = _targets()[name]
+    return target.load() if isinstance(target, Entry) else target
 
 
 def availability() -> dict[str, tuple[bool, str]]:

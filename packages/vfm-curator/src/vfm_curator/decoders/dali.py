@@ -100,14 +100,19 @@ def _to_torch(sample, gpu: int):
 def _pipeline(gpu: int):
     from nvidia.dali import fn, pipeline_def
 
-    @pipeline_def(batch_size=1, num_threads=2, device_id=gpu, prefetch_queue_depth=1, exec_async=False,
-                  exec_pipelined=False)
     def video():
         return fn.experimental.inputs.video(name="video", sequence_length=SEQUENCE, device="mixed",
                                             last_sequence_policy="partial", blocking=False)
 
-    pipe = video()
-    pipe.build()
+    # one sequence per run, never scheduled ahead of the input (running past the video's end is an
+    # error); DALI versions whose executor refuses these switches get one prefetch slot instead
+    try:
+        pipe = pipeline_def(video, batch_size=1, num_threads=2, device_id=gpu, prefetch_queue_depth=1,
+                            exec_async=False, exec_pipelined=False)()
+        pipe.build()
+    except (TypeError, ValueError, RuntimeError):
+        pipe = pipeline_def(video, batch_size=1, num_threads=2, device_id=gpu, prefetch_queue_depth=1)()
+        pipe.build()
     return pipe
 
 

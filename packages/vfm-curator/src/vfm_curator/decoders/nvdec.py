@@ -56,6 +56,9 @@ class NvdecDecoder(Decoder):
                 planes = torch.from_dlpack(surface)  # (H*3/2, W) NV12 (or planar) uint8, on the GPU
                 if planes.ndim == 3 and planes.shape[-1] == 1:
                     planes = planes[..., 0]
+                if planes.dtype != torch.uint8:  # P016 & co (10/12-bit): not converted here
+                    raise InputError(f"NVDEC gave {getattr(surface, 'format', '?')} ({planes.dtype}); only 8-bit "
+                                     "surfaces are converted on the GPU")
                 if str(getattr(surface, "format", "NV12")).endswith("NV12"):
                     y, u, v = split_nv12(planes, facts.coded_height)
                 else:  # 4:4:4 streams (odd sizes) come as three full planes
@@ -65,7 +68,8 @@ class NvdecDecoder(Decoder):
                 yield facts.times[count], out
                 count += 1
         except InputError:
-            raise
+            if count == 0:
+                raise
         except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends the stream
             if count == 0:
                 raise InputError(f"cannot decode any frame (NVDEC): {type(exc).__name__}: {exc}") from exc
