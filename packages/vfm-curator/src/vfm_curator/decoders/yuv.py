@@ -6,8 +6,8 @@ following what FFmpeg's swscale does with its default flags: at full size, chrom
 ``SWS_BILINEAR``) and chroma to the output height and half its width, then repeated across pixel
 pairs; then the stream's matrix (BT.601 unless it says BT.709/BT.2020) and range (limited 16-235
 unless full), truncated to uint8 as swscale does; then the display rotation. Measured against PyAV
-on the CPU (tests/curator/test_decoders.py): mean 0.7/255 and at most 2/255 apart at full size,
-mean 1.1/255 and at most 7/255 scaled from 320x192 to 64x38.
+on the CPU (tests/curator/test_decoders.py, docs/decoders.md): at most 0.64/255 apart on average
+and 2/255 at worst at full size; 1.6/255 and 7/255 scaled from 320x192 to 64 wide.
 """
 
 from __future__ import annotations
