@@ -26,6 +26,8 @@ class DaliDecoder(Decoder):
 
     def __init__(self, device: str | None = None) -> None:
         super().__init__(device or "cuda")
+        self._pipe = None  # reused from video to video while each is read to its end
+        self._clean = False
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -42,15 +44,17 @@ class DaliDecoder(Decoder):
             raise ValueError(f"decoder 'dali' decodes on a CUDA device, not {self.device!r}")
         gpu = device.index if device.index is not None else torch.cuda.current_device()
         try:
-            pipe = _pipeline(gpu)
-            pipe.feed_input("video", [np.fromfile(path, dtype=np.uint8)])
+            if self._pipe is None or not self._clean:  # a video left half-read would hand on its frames
+                self._pipe = _pipeline(gpu)
+            self._clean = False
+            self._pipe.feed_input("video", [np.fromfile(path, dtype=np.uint8)])
         except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError for most things
             raise InputError(f"DALI cannot open this video: {type(exc).__name__}: {exc}") from exc
         count, total = 0, len(facts.times)
         with torch.cuda.device(gpu):
             while count < total:
                 try:
-                    (batch,) = pipe.run()
+                    (batch,) = self._pipe.run()
                     frames = _to_torch(batch[0], gpu)  # (F, H, W, 3) uint8, a copy DALI will not reuse
                 except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends it
                     if count == 0:
@@ -58,11 +62,15 @@ class DaliDecoder(Decoder):
                     return
                 if frames.shape[0] == 0:
                     return
-                for frame in frames:
+                for i, frame in enumerate(frames):
                     if count >= total:
                         break
                     yield facts.times[count], _finish(frame, sizes, facts)
                     count += 1
+                # read to the end, in step with the container (every frame of ceil(total / SEQUENCE)
+                # sequences used): the next video may reuse the pipeline
+                used_all = i == len(frames) - 1 and count == total
+                self._clean = used_all and (len(frames) < SEQUENCE or total % SEQUENCE == 0)
 
 
 def _finish(frame, sizes, facts) -> list:
