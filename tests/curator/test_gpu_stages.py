@@ -138,9 +138,10 @@ def test_gpus_flag_validates_and_zero_pins_auto_devices_to_the_cpu(tiny_clip):
     assert cfg.options["embed"]["embedder_options"] == {"model_path": tiny_clip, "device": "cpu"}
     assert cfg.options["caption"]["captioner_options"]["device"] == "cpu"
     assert (cfg.options["stitch"]["device"], cfg.options["transcode"]["encoder"]) == ("cpu", "libx264")
-    plain = CurateConfig()
-    apply_gpus(plain, 0)  # histogram embedder, no captioner: nothing to pin, options untouched
-    assert plain.options == {} and plain.num_gpus == 0
+    assert cfg.options["decode"] == {"decoder": "pyav"}  # auto would measure (and pick) a GPU decoder
+    plain = CurateConfig(options={"decode": {"decoder": "pyav"}})
+    apply_gpus(plain, 0)  # histogram embedder, no captioner, a named decoder: options untouched
+    assert plain.options == {"decode": {"decoder": "pyav"}} and plain.num_gpus == 0
     untouched = CurateConfig()
     apply_gpus(untouched, None)
     assert untouched.num_gpus is None

@@ -143,9 +143,10 @@ class GpusError(ValueError):
 
 def apply_gpus(cfg, gpus: int | None, ray_address: str | None = None) -> None:
     """``--gpus N`` -> ``run.num_gpus``. ``0``: no GPU anywhere, so an ``auto`` device of the embed,
-    caption and stitch stages (given, or the embedder's or captioner's default) becomes ``cpu`` and
-    transcode's ``auto`` encoder ``libx264``. ``N > 0`` needs N visible CUDA devices here, unless the
+    caption and stitch stages (given, or the embedder's or captioner's default) becomes ``cpu``,
+    transcode's ``auto`` encoder ``libx264`` and decode's ``auto`` decoder ``pyav``. ``N > 0`` needs N visible CUDA devices here, unless the
     run goes to a Ray cluster (``--ray-address`` or ``run.ray_address``), whose GPUs Ray counts."""
+    from vfm_curator.plugins import host
     from vfm_curator.stages.embed import option_device
 
     if gpus is None:
@@ -172,6 +173,10 @@ def apply_gpus(cfg, gpus: int | None, ray_address: str | None = None) -> None:
     for stage, key, cpu in (("stitch", "device", "cpu"), ("transcode", "encoder", "libx264")):
         if cfg.options.get(stage, {}).get(key) == "auto":
             cfg.options[stage][key] = cpu
+    decode = cfg.options.get("decode", {})
+    if "decode" in cfg.stages and decode.get("decoder", "auto") == "auto" and decode.get("hwaccel") is None \
+            and "decoder" in host.get("stages", "decode").defaults:  # auto would measure the GPU decoders
+        cfg.options.setdefault("decode", {})["decoder"] = "pyav"
 
 
 def _cuda_devices() -> int:
