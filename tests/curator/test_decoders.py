@@ -474,3 +474,15 @@ def test_curate_summary_says_which_decoder_ran(tmp_path):
     summary = vfm_curator.curate(tmp_path / "in", out, config)
     assert summary.processed == 2 and summary.decoders == {"pyav": 2}
     assert json.loads((out / "summary.json").read_text())["decoders"] == {"pyav": 2}
+
+
+def test_a_gpu_decoder_asks_for_its_gpu_share_and_pyav_for_none():
+    assert DecodeStage(decoder="pyav").configured_resources is None
+    assert DecodeStage(hwaccel="cuda").configured_resources is None
+    nvdec = DecodeStage(decoder="nvdec").configured_resources
+    assert nvdec is not None and nvdec.gpus == 0.25
+    assert DecodeStage(decoder="dali", gpu_share=0.5).configured_resources.gpus == 0.5
+    if _no_gpu():
+        assert DecodeStage().configured_resources is None  # auto without a GPU: pyav, CPU only
+    with pytest.raises(ValueError, match="gpu_share = 0 is out of range"):
+        DecodeStage(gpu_share=0)

@@ -15,11 +15,6 @@ from vfm_curator.tasks import VideoTask
 
 log = logging.getLogger(__name__)
 
-#: what a worker asks for when its frames are decoded on a GPU: a quarter, so several decode workers
-#: share one card (NVDEC has several engines; an H100 has 7)
-GPU_RESOURCES = Resources(cpus=1.0, gpus=0.25, memory_mb=2048)
-
-
 class DecodeStage(Stage):
     """Fills ``task.meta`` (fps, frames, width, height, duration, rotation, decoder) and, from one
     decoding pass at ``width`` pixels wide (upright), the per-frame ``task.times`` (seconds),
@@ -29,20 +24,26 @@ class DecodeStage(Stage):
     ``decoder`` names a decoder backend (:mod:`vfm_curator.decoders`: ``pyav``, ``pyav-cuda``,
     ``nvdec``, ``dali`` or a plugin's) or ``auto``: the fastest available one, measured on the first
     video of each worker (``pyav`` wherever there is no GPU). Frames a GPU backend leaves on the GPU
-    are scored there when the torch scorer is installed. ``hwaccel`` is the old spelling of PyAV's
-    hwaccel (deprecated: ``decoder = "pyav-cuda"``); it still decodes with PyAV, falling back to
-    software when no device is there.
+    are scored there when the torch scorer is installed; such a worker asks Ray for ``gpu_share`` of
+    a GPU (default a quarter: several decode workers share a card, whose NVDEC has several engines).
+    ``hwaccel`` is the old spelling of PyAV's hwaccel (deprecated: ``decoder = "pyav-cuda"``); it
+    still decodes with PyAV, FFmpeg's software fallback allowed.
     """
 
     name = "decode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"width": 64, "decoder": "auto", "hwaccel": None, "min_frames": 2}
+    defaults = {"width": 64, "decoder": "auto", "hwaccel": None, "min_frames": 2, "gpu_share": 0.25}
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self._decoder = None  # made on the worker's first video (auto measures there)
 
     def check_options(self) -> None:
         from vfm_curator.decoders import check_name
 
         self.option_range("width", lo=2, hi=4096, integer=True)
         self.option_range("min_frames", lo=1, integer=True)
+        self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
         try:
             check_name(self.opt["decoder"])
         except ValueError as exc:
@@ -55,10 +56,6 @@ class DecodeStage(Stage):
                 raise ValueError(f"stage 'decode': hwaccel={hwaccel!r} is PyAV's option and cannot be combined with "
                                  f"decoder={self.opt['decoder']!r}; use decoder = 'pyav-cuda' instead of hwaccel")
 
-    def __init__(self, **options) -> None:
-        super().__init__(**options)
-        self._decoder = None  # made on the worker's first video (auto measures there)
-
     @property
     def configured_resources(self) -> Resources | None:
         """A GPU share when the frames are decoded on a GPU: a GPU backend named, or ``auto`` where one
@@ -69,9 +66,12 @@ class DecodeStage(Stage):
         if self.opt["hwaccel"] is not None:
             return None
         if name == "auto":
-            gpu = [n for n, (ok, _) in availability().items() if ok and decoder_class(n).uses_gpu]
-            return GPU_RESOURCES if gpu else None
-        return GPU_RESOURCES if decoder_class(name).uses_gpu else None
+            on_gpu = any(ok and decoder_class(n).uses_gpu for n, (ok, _) in availability().items())
+        else:
+            on_gpu = decoder_class(name).uses_gpu
+        if not on_gpu:
+            return None
+        return Resources(cpus=self.resources.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=2048)
 
     def setup(self) -> None:
         """A backend named in the config must be available on this worker: else the stage cannot be
