@@ -139,9 +139,13 @@ def test_gpus_flag_validates_and_zero_pins_auto_devices_to_the_cpu(tiny_clip):
     assert cfg.options["caption"]["captioner_options"]["device"] == "cpu"
     assert (cfg.options["stitch"]["device"], cfg.options["transcode"]["encoder"]) == ("cpu", "libx264")
     assert cfg.options["decode"] == {"decoder": "pyav"}  # auto would measure (and pick) a GPU decoder
-    plain = CurateConfig(options={"decode": {"decoder": "pyav"}})
-    apply_gpus(plain, 0)  # histogram embedder, no captioner, a named decoder: options untouched
-    assert plain.options == {"decode": {"decoder": "pyav"}} and plain.num_gpus == 0
+    plain = CurateConfig(options={"decode": {"decoder": "pyav"}, "transcode": {"encoder": "libx264"}})
+    apply_gpus(plain, 0)  # histogram embedder, no captioner, named decoder and encoder: options untouched
+    assert plain.options == {"decode": {"decoder": "pyav"}, "transcode": {"encoder": "libx264"}}
+    assert plain.num_gpus == 0
+    default = CurateConfig()
+    apply_gpus(default, 0)  # the defaults: decoder and encoder auto, pinned to the CPU ones
+    assert default.options == {"decode": {"decoder": "pyav"}, "transcode": {"encoder": "libx264"}}
     untouched = CurateConfig()
     apply_gpus(untouched, None)
     assert untouched.num_gpus is None
@@ -160,3 +164,19 @@ def test_curate_gpus_above_zero_without_cuda_is_a_clear_error(tmp_path):
     assert "--gpus 1 but no CUDA device is visible here" in text and "use --gpus 0" in text
     result = CliRunner().invoke(app, ["curate", str(tmp_path), "-o", str(tmp_path / "o"), "--gpus", "-3"])
     assert result.exit_code == 2 and "--gpus -3; accepted: an integer >= 0" in " ".join(result.output.split())
+
+
+def test_curate_gpus_zero_writes_the_same_clips_as_without_the_flag(tmp_path):
+    from vfm_curator.synth import make_video
+
+    make_video(tmp_path / "in" / "a.mp4", [30, 26], seed=6)
+    config = tmp_path / "c.toml"
+    config.write_text('[run]\nrunner = "serial"\n[options.split]\nmin_clip_s = 0.5\n[options.write]\nthumbnails = false\n')
+    clips = {}
+    for name, extra in (("plain", []), ("zero", ["--gpus", "0"])):
+        out = tmp_path / name
+        result = CliRunner().invoke(app, ["curate", str(tmp_path / "in"), "-o", str(out), "--config", str(config),
+                                          "--no-progress", *extra])
+        assert result.exit_code == 0, result.output
+        clips[name] = {p.name: p.read_bytes() for p in sorted((out / "clips").glob("*.mp4"))}
+    assert len(clips["plain"]) == 2 and clips["zero"] == clips["plain"]  # same ids (spans), same bytes

@@ -170,9 +170,10 @@ def apply_gpus(cfg, gpus: int | None, ray_address: str | None = None) -> None:
         model_options = options.get(options_key, {})
         if stage in cfg.stages and isinstance(model_options, dict) and option_device(kind, name, model_options) == "auto":
             cfg.options.setdefault(stage, {})[options_key] = {**model_options, "device": "cpu"}
-    for stage, key, cpu in (("stitch", "device", "cpu"), ("transcode", "encoder", "libx264")):
-        if cfg.options.get(stage, {}).get(key) == "auto":
-            cfg.options[stage][key] = cpu
+    if cfg.options.get("stitch", {}).get("device") == "auto":  # its default is cpu
+        cfg.options["stitch"]["device"] = "cpu"
+    if "transcode" in cfg.stages and cfg.options.get("transcode", {}).get("encoder", "auto") == "auto":
+        cfg.options.setdefault("transcode", {})["encoder"] = "libx264"  # auto would take NVENC where it opens
     decode = cfg.options.get("decode", {})
     if "decode" in cfg.stages and decode.get("decoder", "auto") == "auto" and decode.get("hwaccel") is None \
             and "decoder" in host.get("stages", "decode").defaults:  # auto would measure the GPU decoders
