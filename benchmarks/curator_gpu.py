@@ -9,8 +9,8 @@ patterns with hard cuts). Two runs of the same config on the same videos:
 - GPU stages (``--gpus 1``): decoder ``auto`` (measures the installed backends on the first video),
   stitch similarities on CUDA, encoder ``auto`` (NVENC when the card has one), CLIP on CUDA in bf16.
 
-Prints video-seconds per wall-second of each run and their ratio, each stage's share of the stage
-time and the bounding stage, whether both runs cut the same clips (within one frame), and the
+Prints video-seconds per wall-second of each run and their ratio (also without transcode, which an
+H100 cannot move to the GPU: it has no NVENC), each stage's share of the stage time and the bounding stage, whether both runs cut the same clips (within one frame), and the
 decode-only frames/s of each installed decoder backend (vfm_curator.decoders.measure).
 
     python benchmarks/curator_gpu.py                                 # a GPU machine: both runs
@@ -230,7 +230,8 @@ def main() -> None:
     model_s = time.perf_counter() - t0
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     print(f"{len(videos)} videos x {args.seconds:g} s ({', '.join(sizes)} in turn, 24 fps, H264); "
-          f"{os.cpu_count()} CPU cores; {device}; torch {torch.__version__}; runner {args.runner}")
+          f"{os.cpu_count()} CPU cores (load {os.getloadavg()[0]:.1f}); {device}; torch {torch.__version__}; "
+          f"runner {args.runner}")
     print(f"(not timed: videos made in {made_s:.1f} s, CLIP ViT-B/16 built and saved in {model_s:.1f} s)")
 
     runs = [run("CPU only (--gpus 0)", root / "in", root / "out-cpu", config(model, 0, args.runner, args.embed_batch))]
@@ -242,6 +243,11 @@ def main() -> None:
     for r in runs:
         print(f"{r['label']:<24}{r['wall_s']:>8.2f}{r['video_s']:>9.1f}{r['rate']:>16.3f}{r['clips']:>7}"
               f"{r['failures']:>8}  {r['bound']}")
+    if args.runner == "serial":  # stages run one after another: leaving one out is subtracting its seconds
+        rest = [r["video_s"] / max(1e-9, sum(v for k, v in r["stage_s"].items() if k != "transcode")) for r in runs]
+        print("without transcode (video s / seconds of the other stages): "
+              + ", ".join(f"{r['label'].split(' (')[0]} {x:.3f}" for r, x in zip(runs, rest))
+              + (f"; GPU / CPU {rest[1] / max(rest[0], 1e-9):.2f}x" if len(rest) == 2 else ""))
     if len(runs) == 2:
         print(f"GPU / CPU throughput: {runs[1]['rate'] / max(runs[0]['rate'], 1e-9):.2f}x")
         a, b = runs[0]["spans"], runs[1]["spans"]
