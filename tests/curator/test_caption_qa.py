@@ -219,6 +219,8 @@ def test_vlm_yes_no_pass_scores_captions(transcoded, tmp_path):  # noqa: F811
     frames = transcoded.clips[0].samples
     p_ball, p_sea = judge.agreement(frames, "a red ball"), judge.agreement(frames, "the blue sea")
     assert 0 < p_ball < 1 and 0 < p_sea < 1 and p_ball != p_sea and judge.agreement(frames, "a red ball") == p_ball
+    # a judge in bf16 (what device auto gives on CUDA) feeds its pixels in bf16 too
+    assert 0 < VLMJudge(str(path), dtype="bf16").agreement(frames, "a red ball") < 1
     for clip in transcoded.clips:
         clip.caption, clip.rejected = "a red ball", None
     CaptionQAStage(embedder=None, vlm_options={"model_path": str(path)}).process([transcoded])

@@ -15,12 +15,12 @@ QUESTIONS = ("Question: does the caption \"{caption}\" describe this picture? An
 
 
 class VLMJudge(VLMCaptioner):
-    """``VLMJudge(model_path, questions=QUESTIONS, yes="yes", no="no", device="cpu")``; each
+    """``VLMJudge(model_path, questions=QUESTIONS, yes="yes", no="no", device="cpu", dtype="auto")``; each
     question is a template whose ``{caption}`` is replaced by the caption."""
 
     def __init__(self, model_path: str, questions: list[str] | tuple[str, ...] = QUESTIONS, yes: str = "yes",
-                 no: str = "no", device: str = "cpu") -> None:
-        super().__init__(model_path, max_new_tokens=1, device=device)
+                 no: str = "no", device: str = "cpu", dtype: str = "auto") -> None:
+        super().__init__(model_path, max_new_tokens=1, device=device, dtype=dtype)
         if isinstance(questions, str) or not questions or not all(isinstance(q, str) and "{caption}" in q for q in questions):
             raise ValueError(f"vlm judge: questions must be a list of templates holding '{{caption}}', got {questions!r}")
         self.questions = list(questions)
@@ -38,6 +38,9 @@ class VLMJudge(VLMCaptioner):
         probs = []
         for question in self.questions:
             inputs = self.processor(images=image, text=question.replace("{caption}", caption), return_tensors="pt").to(self.device)
+            for key, value in inputs.items():  # pixels in the model's dtype (bf16 on CUDA); ids stay integers
+                if torch.is_floating_point(value):
+                    inputs[key] = value.to(self.dtype)
             with torch.inference_mode():
                 out = self.model.generate(**inputs, max_new_tokens=1, do_sample=False, output_scores=True,
                                           return_dict_in_generate=True)
