@@ -71,9 +71,9 @@ def test_ray_runner_gives_the_slow_stage_more_workers_and_loses_no_item(ray_sess
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
     decisions = []
-    runner = RayRunner(
+    runner = RayRunner(  # unfused: one call per stage, so each stage gets its own worker count
         [StageSpec(FastStage), StageSpec(SlowStage)], queue_size=4, balance_interval_s=0.2, cpu_budget=1.0,
-        on_decision=decisions.append,
+        on_decision=decisions.append, fuse=False,
     )
     items = [Item(id=i, path=[]) for i in range(24)]
     out = list(runner.run(items))
