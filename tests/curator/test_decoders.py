@@ -312,6 +312,17 @@ def test_hwaccel_is_a_deprecated_alias_for_pyav_hwaccel(videos):
         DecodeStage(hwaccel="cuda", decoder="dali")
 
 
+def test_hwaccel_that_this_machine_cannot_open_decodes_in_software_with_the_same_frames(videos):
+    # without a GPU, FFmpeg fails the open itself (EPERM) although software fallback was asked for:
+    # that is the machine's lack, not the video's, so the frames come from software decoding
+    for name in ("plain", "rotated"):
+        path = str(videos[name])
+        plain = list(iter_frames(path, width=64, height=42))
+        accel = list(iter_frames(path, width=64, height=42, hwaccel="cuda"))
+        assert [t for t, _ in accel] == [t for t, _ in plain]
+        assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(accel, plain))
+
+
 def test_pyav_cuda_counts_only_where_it_decodes_on_the_gpu():
     ok, why = decoders.decoder_class("pyav-cuda").available()
     if _no_gpu():

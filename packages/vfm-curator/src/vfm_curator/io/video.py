@@ -6,6 +6,7 @@ NVIDIA device is present; otherwise decoding is on the CPU. Both give the same f
 
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import closing
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from typing import Iterator
 import numpy as np
 
 from vfm_curator.errors import InputError
+
+log = logging.getLogger("vfm_curator.video")
 
 
 @dataclass(frozen=True)
@@ -38,20 +41,43 @@ def open_container(path: str, hwaccel: str | None = None):
         raise InputError(f"not a file: {path}")
     if os.path.getsize(path) == 0:
         raise InputError("empty file (0 bytes)")
-    kwargs = {}
-    if hwaccel:
-        from av.codec.hwaccel import HWAccel
-
-        kwargs["hwaccel"] = HWAccel(device_type=hwaccel, allow_software_fallback=True)
-    try:
-        container = av.open(path, **kwargs)
-    except av.FFmpegError as exc:
-        raise InputError(f"cannot open as a video container: {exc}") from exc
+    container = _open_hwaccel(path, hwaccel) if hwaccel else None
+    if container is None:
+        try:
+            container = av.open(path)
+        except av.FFmpegError as exc:
+            raise InputError(f"cannot open as a video container: {exc}") from exc
     if not container.streams.video:
         kinds = sorted({s.type for s in container.streams}) or ["none"]
         container.close()
         raise InputError(f"no video stream (streams: {', '.join(kinds)})")
     return container
+
+
+_HWACCEL_REFUSED: set[str] = set()
+
+
+def _open_hwaccel(path: str, device_type: str):
+    """``path`` opened with PyAV's ``device_type`` hwaccel, or None when the device cannot be created
+    here (FFmpeg fails the open itself, e.g. EPERM for ``cuda`` without a GPU, although software
+    fallback was asked for): the caller then opens it in software, and the device is named once
+    per process, so the machine's missing GPU does not read as every video's fault."""
+    import av
+    from av.codec.hwaccel import HWAccel
+
+    if device_type in _HWACCEL_REFUSED:
+        return None
+    try:
+        return av.open(path, hwaccel=HWAccel(device_type=device_type, allow_software_fallback=True))
+    except av.FFmpegError as exc:
+        try:
+            with av.open(path):
+                pass
+        except av.FFmpegError:
+            raise InputError(f"cannot open as a video container: {exc}") from exc
+        _HWACCEL_REFUSED.add(device_type)
+        log.warning("hwaccel %r is not usable on this machine (%s); decoding in software", device_type, exc)
+        return None
 
 
 def probe(path: str) -> Probe:
