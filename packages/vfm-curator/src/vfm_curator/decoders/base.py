@@ -9,6 +9,7 @@ PyAV for every backend, so all of them agree with the CPU path on what a frame i
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Optional, Sequence, Tuple
 
@@ -16,6 +17,24 @@ from vfm_curator.errors import InputError
 
 #: ``None`` asks for the frame at its full (display) size; ``(width, height)`` for a scaled one.
 Size = Optional[Tuple[int, int]]
+
+
+def gpu_library(module: str, label: str, *, torch_use: str, no_cuda: str = "no CUDA device is visible") -> tuple[Any, str]:
+    """``(module, "")`` when a GPU backend's library loads and torch sees a CUDA device, else
+    ``(None, why not)`` in words a user acts on (a wheel that cannot load its libraries included)."""
+    try:
+        lib = importlib.import_module(module)
+    except ImportError:
+        return None, f"{label} is not installed"
+    except Exception as exc:  # noqa: BLE001 - a wheel that cannot load its libraries
+        return None, f"{label} does not load: {type(exc).__name__}: {exc}"
+    try:
+        import torch
+    except ImportError:
+        return None, f"torch is not installed ({torch_use})"
+    if not torch.cuda.is_available():
+        return None, no_cuda
+    return lib, ""
 
 
 class Decoder:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator, Sequence
 
-from vfm_curator.decoders.base import Decoder, Size, check_sizes, stream_facts
+from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, stream_facts
 from vfm_curator.errors import InputError
 
 #: frames DALI decodes per pipeline run (one sequence); bounds the GPU memory held at once
@@ -126,16 +126,10 @@ def _pipeline(gpu: int):
 
 @functools.lru_cache(maxsize=1)
 def _available() -> tuple[bool, str]:
-    try:
-        import nvidia.dali as dali
-    except ImportError:
-        return False, "nvidia-dali is not installed"
-    except Exception as exc:  # noqa: BLE001
-        return False, f"nvidia-dali does not load: {type(exc).__name__}: {exc}"
-    try:
-        import torch
-    except ImportError:
-        return False, "torch is not installed (DALI frames are handed on as torch tensors)"
-    if not torch.cuda.is_available():
-        return False, "no CUDA device is visible (DALI's CPU variant does not decode H264)"
+    dali, why = gpu_library("nvidia.dali", "nvidia-dali", torch_use="DALI frames are handed on as torch tensors",
+                            no_cuda="no CUDA device is visible (DALI's CPU variant does not decode H264)")
+    if dali is None:
+        return False, why
+    import torch
+
     return True, f"nvidia-dali {getattr(dali, '__version__', '?')} (mixed) on {torch.cuda.get_device_name()}"

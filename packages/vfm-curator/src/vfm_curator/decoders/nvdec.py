@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator, Sequence
 
-from vfm_curator.decoders.base import Decoder, Size, check_sizes, stream_facts
+from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, stream_facts
 from vfm_curator.errors import InputError
 
 
@@ -90,18 +90,11 @@ def _surfaces(nvc, demuxer, decoder, stream):
 
 @functools.lru_cache(maxsize=1)
 def _available() -> tuple[bool, str]:
-    try:
-        import PyNvVideoCodec as nvc
-    except ImportError:
-        return False, "PyNvVideoCodec is not installed"
-    except Exception as exc:  # noqa: BLE001 - a wheel that cannot load its libraries
-        return False, f"PyNvVideoCodec does not load: {type(exc).__name__}: {exc}"
-    try:
-        import torch
-    except ImportError:
-        return False, "torch is not installed (NVDEC frames are torch tensors)"
-    if not torch.cuda.is_available():
-        return False, "no CUDA device is visible"
+    nvc, why = gpu_library("PyNvVideoCodec", "PyNvVideoCodec", torch_use="NVDEC frames are torch tensors")
+    if nvc is None:
+        return False, why
+    import torch
+
     try:
         # defaults: 8-bit 4:2:0; the codec named, as the H264 streams this product writes
         caps = nvc.GetDecoderCaps(gpuid=torch.cuda.current_device(), codec=nvc.cudaVideoCodec.H264)
