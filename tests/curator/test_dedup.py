@@ -126,6 +126,8 @@ def test_curate_removes_a_duplicated_videos_clips_and_lists_them_in_the_report(t
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["clips"], summary["duplicates"]) == (4, 2)
     rows = pq.read_table(out / "clips.parquet").to_pylist()
+    # hours out counts the clips in the table, not the removed twins
+    assert summary["hours_out"] * 3600 == pytest.approx(sum(r["end_s"] - r["start_s"] for r in rows))
     by_id = {r["id"]: r for r in rows}
     review = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
     assert [e["check"] for e in review] == ["dedup", "dedup"]

@@ -256,7 +256,9 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     atomic_write(safe_join(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(failed)
     summary.hours_in = sum(r.get("duration_s", 0.0) for r in ok) / 3600
-    summary.hours_out = sum(r.get("clip_seconds", 0.0) for r in ok) / 3600
+    # the clips in clips.parquet: what the review took out (dedup, caption QA drops) is not output
+    removed_s = sum(e.get("end_s", 0.0) - e.get("start_s", 0.0) for e in review.removed)
+    summary.hours_out = (sum(r.get("clip_seconds", 0.0) for r in ok) - removed_s) / 3600
     summary.throughput = summary.video_s_processed / summary.wall_s if summary.wall_s > 0 else 0.0
     atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
     write_report(out, summary, ok, failed)
