@@ -24,6 +24,7 @@ def test_curate_command_writes_clips_summary_and_a_report_with_resolving_links(t
     result = CliRunner().invoke(app, ["curate", str(tmp_path / "in"), "-o", str(out), "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert re.search(r"clips\s+│\s+3", result.output) and re.search(r"failures\s+│\s+1", result.output)
+    assert re.search(r"decoders \(videos\)\s+│\s+pyav 2", result.output)  # which backend decoded, on CPU
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["videos"], summary["clips"], summary["failures"]) == (3, 3, 1)
     assert summary["hours_in"] == summary["hours_out"] == (60 + 40) / 24 / 3600

@@ -103,6 +103,7 @@ def curate(
         ("hours out", f"{summary.hours_out:.4f}"),
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("throughput (video s / wall s)", f"{summary.throughput:.2f}"),
+        ("decoders (videos)", ", ".join(f"{name} {n}" for name, n in sorted(summary.decoders.items())) or "-"),
         ("workers", summary.workers),
     ), title=f"vfm curate -> {summary.out}")
     Console().print(table)
