@@ -4,10 +4,12 @@ All run on the same synthetic H264 videos. Two sequential baselines, in this pro
 after another: the naive one (decode, detect shots, transcode; no output written) and the same work
 as the pipeline (every stage: decode, split, stitch, transcode, embed, caption, filter, write,
 through the in-process runner, libx264 with its own threads: its best setting). The pipeline runs
-every stage streaming on a local Ray, cold (its workers start during the run) and warm. Prints
-video-seconds processed per wall-second, each run's ratio to both baselines, and the auto-balancer's
-worker allocation. The machine's load average is printed beside each run: on a shared machine,
-compare ratios of one run of this script only.
+every stage streaming on a local Ray, cold (its workers start during the run) and warm; adjacent
+CPU stages are fused into one Ray call (all 8 here: one call per video). Prints video-seconds
+processed per wall-second, each run's ratio to both baselines, the auto-balancer's worker
+allocation, and the CPU bound: the pipeline's measured stage-seconds per video over this machine's
+cores is the most any runner could do. The machine's load average is printed before the runs and
+beside each run: on a shared machine, compare ratios of one run of this script only.
 
     python benchmarks/curator_throughput.py [--videos 12] [--seconds 8] [--num-cpus N]
 """
@@ -51,6 +53,7 @@ def main() -> None:
         make_video(root / "in" / f"v{i:03d}.mp4", lengths, seed=i, width=args.width, height=args.height, fps=fps)
     inputs = sorted((root / "in").glob("*.mp4"))
     video_s = args.videos * int(args.seconds * fps) / fps
+    load_before = os.getloadavg()
 
     # naive baseline: one process, one video after another
     stages = [DecodeStage(), SplitStage(), TranscodeStage()]
@@ -82,7 +85,8 @@ def main() -> None:
     load["same"] = os.getloadavg()[0]
 
     print(f"{args.videos} videos x {args.seconds:g} s at {args.width}x{args.height}, {fps} fps; "
-          f"{os.cpu_count()} CPU cores; Ray start {ray_start:.1f} s (not counted)")
+          f"{os.cpu_count()} CPU cores; Ray start {ray_start:.1f} s (not counted); load average before the runs "
+          + " / ".join(f"{x:.1f}" for x in load_before) + " (1 / 5 / 15 min)")
     base_rate, serial_rate = video_s / baseline_wall, video_s / serial.wall_s
     print(f"{'run':<40}{'wall s':>8}{'clips':>7}{'video-s/wall-s':>16}{'vs naive':>10}{'vs serial':>11}{'load':>6}")
     rows = [
@@ -105,6 +109,16 @@ def main() -> None:
     print(f"balancer decisions: {len(summary.decisions)} (logged to {root / 'out' / 'balancer.jsonl'})")
     if summary.decisions:
         print("first decision:", json.dumps(summary.decisions[0]["workers"]))
+        for group, g in summary.decisions[-1].get("groups", {}).items():
+            print(f"fused group: {group}: {g['seconds_per_item']:.3f} s / video, {g['workers']} workers (one Ray call per video)")
+    # The CPU bound: stage-seconds per video (measured in the warm run's workers) over the cores
+    measured = warm.decisions[-1]["seconds_per_item"] if warm.decisions else {}
+    if measured:
+        per_video = sum(measured.values())  # seconds of stage work per video
+        cores = args.num_cpus or os.cpu_count() or 1
+        bound = cores * (video_s / args.videos) / per_video
+        print(f"CPU bound: {per_video:.3f} stage-seconds per video (warm run) on {cores:g} cores -> at most "
+              f"{bound:.2f} video-s/wall-s, {bound / base_rate:.2f}x naive, {bound / serial_rate:.2f}x serial")
 
 
 if __name__ == "__main__":
