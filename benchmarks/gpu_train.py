@@ -23,13 +23,20 @@ Printed per row: step time, tokens/s, the two MFU figures against the bf16 peak 
   adaLN and timestep linears once per sample, text keys/values once per text token);
 
 and the ratio of vfm's tokens/s over the peer's in the same mode, measured in this process.
+``--json FILE`` writes every row (rewritten after each, so a run stopped early keeps what it did).
+
+``--smoke`` runs every mode and both models on the CPU at toy size (64 wide, 2 blocks, a few dozen
+tokens, one timed step; ``compile`` with dynamo's ``eager`` backend, which traces the graphs but
+needs no compiler): a check of this script's code paths before GPU time is spent, not a figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -39,6 +46,26 @@ GRIDS = {"8k": (21, 30, 52), "32k": (21, 60, 104)}
 #: packed mode: three videos whose patch tokens add up to the plain grid's
 PACKED = {"8k": [(5, 30, 52), (8, 30, 52), (8, 30, 52)], "32k": [(5, 60, 104), (8, 60, 104), (8, 60, 104)]}
 MODES = ("eager", "compile", "compile+ac", "packed")
+#: --smoke: the same code paths at toy size on the CPU (token totals as in the real grids: the
+#: packed videos add up to the plain one)
+SMOKE_DIMS = dict(hidden=64, depth=2, num_heads=2, ffn=128, text_dim=32, text_len=8, in_channels=4)
+SMOKE_GRIDS = {"8k": (3, 4, 8), "32k": (3, 8, 8)}
+SMOKE_PACKED = {"8k": [(1, 4, 8)] * 3, "32k": [(1, 8, 8)] * 3}
+
+
+def smoke_sizes() -> None:
+    """Swap the grids for toy ones (``--smoke``); every function reads the module-level tables."""
+    GRIDS.update(SMOKE_GRIDS)
+    PACKED.update(SMOKE_PACKED)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
 
 
 def vfm_model(dims):
@@ -59,20 +86,22 @@ def peer_model(dims):
         eps=1e-6, rope_max_seq_len=1024)
 
 
-def prepare(model, kind: str, mode: str):
+def prepare(model, kind: str, mode: str, device: torch.device, compile_options: dict | None = None):
     """Compile / checkpoint the blocks the way each code base offers it."""
     if mode == "eager":
         return model
+    compile_options = compile_options or {}
     if kind == "vfm":
         from vfm_parallel import ParallelDims, parallelize
 
         strategies = ["ac", "compile"] if mode == "compile+ac" else ["compile"]  # packed: compiled too
-        return parallelize(model, ParallelDims(), strategies, device_type="cuda").model
+        options = {"compile": compile_options} if compile_options else None
+        return parallelize(model, ParallelDims(), strategies, device_type=device.type, options=options).model
     blocks = model.blocks
     if mode == "compile+ac":
         model.enable_gradient_checkpointing()
     for block in blocks:
-        block.compile()
+        block.compile(**compile_options)
     return model
 
 
@@ -124,7 +153,7 @@ def step_fn(model, kind, mode, tokens_key, dims, device, text_mask=True):
             return ((out.float() - (noise - x0)) ** 2).mean()
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = forward()
         loss.backward()
         opt.step()
@@ -133,52 +162,55 @@ def step_fn(model, kind, mode, tokens_key, dims, device, text_mask=True):
     return step
 
 
-def timed(step, warmup: int, iters: int) -> float:
+def timed(step, warmup: int, iters: int, device: torch.device) -> float:
     for _ in range(warmup):
         step()
-    torch.cuda.synchronize()
+    sync(device)
     start = time.perf_counter()
     for _ in range(iters):
         step()
-    torch.cuda.synchronize()
+    sync(device)
     return (time.perf_counter() - start) / iters
 
 
-def profile(step, rows: int = 25) -> None:
+def profile(step, device: torch.device, rows: int = 25) -> None:
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
-    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    on_cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    with torch_profile(activities=activities) as prof:
         for _ in range(2):
             step()
-        torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows), flush=True)
+        sync(device)
+    sort = "cuda_time_total" if on_cuda else "cpu_time_total"
+    print(prof.key_averages().table(sort_by=sort, row_limit=rows), flush=True)
 
 
 def run(kind, mode, tokens_key, dims, args):
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     torch.manual_seed(0)
     model = (vfm_model(dims) if kind == "vfm" else peer_model(dims)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     grid = GRIDS[tokens_key]
     tokens = grid[0] * (grid[1] // 2) * (grid[2] // 2)
     exec_per_token = flops_exec(vfm_model_meta(dims), grid, dims["text_len"])
-    model = prepare(model, kind, mode)
+    model = prepare(model, kind, mode, device, args.compile_options)
     try:
         step = step_fn(model, kind, mode, tokens_key, dims, device, args.text_mask)
-        seconds = timed(step, args.warmup, args.iters)
+        seconds = timed(step, args.warmup, args.iters, device)
         if args.profile:
             print(f"--- profile: {kind} {mode} {tokens_key}", flush=True)
-            profile(step)
-        result = dict(seconds=seconds, tps=tokens / seconds, params=n_params,
-                      mem=torch.cuda.max_memory_allocated() / 2**30,
+            profile(step, device)
+        result = dict(seconds=seconds, tps=tokens / seconds, params=n_params, mem=peak_memory_gib(device),
                       mfu_conv=flops_convention(n_params, dims, tokens) * tokens / seconds / (args.peak_tflops * 1e12),
                       mfu_exec=exec_per_token * tokens / seconds / (args.peak_tflops * 1e12))
     except torch.OutOfMemoryError:
         result = dict(oom=True)
     del model
     gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     torch._dynamo.reset()
     return result
 
@@ -208,12 +240,25 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print the top CUDA kernels of each run")
     parser.add_argument("--no-text-mask", dest="text_mask", action="store_false",
                         help="vfm without a text padding mask (the peer never has one)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here (after each row)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="toy size on the CPU, one timed step, compile with dynamo's eager backend: checks the code paths")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("benchmarks/gpu_train.py needs a CUDA GPU")
-    dims = dict(WAN_1_3B, **({"depth": args.depth} if args.depth else {}))
-    torch.backends.cuda.matmul.allow_tf32 = True
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, peak {args.peak_tflops:g} TFLOP/s bf16; "
+    args.compile_options = {}
+    if args.smoke:
+        smoke_sizes()
+        dims = dict(SMOKE_DIMS, **({"depth": args.depth} if args.depth else {}))
+        args.device, args.warmup, args.iters, args.compile_options = "cpu", 1, 1, {"backend": "eager"}
+        print("smoke: toy dims on the CPU, 1 warm-up + 1 timed step, compile with backend='eager'; "
+              "the figures are no measurement", flush=True)
+    elif not torch.cuda.is_available():
+        raise SystemExit("benchmarks/gpu_train.py needs a CUDA GPU (or --smoke for a CPU check of the code paths)")
+    else:
+        dims = dict(WAN_1_3B, **({"depth": args.depth} if args.depth else {}))
+        args.device = "cuda"
+        torch.backends.cuda.matmul.allow_tf32 = True
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    print(f"{name}, torch {torch.__version__}, peak {args.peak_tflops:g} TFLOP/s bf16; "
           f"{args.iters} timed steps after {args.warmup} warm-up", flush=True)
     results = {}
     header = f"{'tokens':>6} {'mode':>11} {'model':>5} {'params':>7} {'s/step':>7} {'tokens/s':>9} {'MFU 6N+12LhS':>12} {'MFU exec':>8} {'GiB':>5} {'vfm/peer':>8}"
@@ -225,6 +270,8 @@ def main() -> None:
                     continue  # the peer has no packed (THD) path
                 r = run(kind, mode, tokens_key, dims, args)
                 results[(tokens_key, mode, kind)] = r
+                if args.json:
+                    write_json(args.json, name, dims, args, results)
                 if r.get("oom"):
                     print(f"{tokens_key:>6} {mode:>11} {kind:>5} {'OOM':>7}", flush=True)
                     continue
@@ -238,6 +285,17 @@ def main() -> None:
         peer = results.get((tokens_key, "compile" if mode == "packed" else mode, "peer"), {})
         if kind == "vfm" and r.get("tps") and peer.get("tps"):
             print(f"  {tokens_key:>4} {mode:>11}: {r['tps'] / peer['tps']:.2f}x  (MFU exec {100 * r['mfu_exec']:.1f}%)")
+
+
+def write_json(path: Path, device_name: str, dims: dict, args, results: dict) -> None:
+    rows = [dict(tokens=t, mode=m, model=k, **r) for (t, m, k), r in results.items()]
+    for row in rows:
+        peer = results.get((row["tokens"], "compile" if row["mode"] == "packed" else row["mode"], "peer"), {})
+        if row["model"] == "vfm" and row.get("tps") and peer.get("tps"):
+            row["vfm_over_peer"] = row["tps"] / peer["tps"]
+    meta = dict(device=device_name, torch=torch.__version__, dims=dims, peak_tflops=args.peak_tflops, warmup=args.warmup,
+                iters=args.iters, text_mask=args.text_mask, smoke=args.smoke, time=time.strftime("%Y-%m-%d %H:%M:%S"))
+    path.write_text(json.dumps(dict(meta, rows=rows), indent=1))
 
 
 if __name__ == "__main__":
