@@ -32,6 +32,10 @@ class Calibration:
     dp_overlap: float = 0.9
     #: Fixed cost per kernel (launch gap and the tail of small kernels), microseconds.
     kernel_overhead_us: float = 5.0
+    #: Weight of the HBM term in the GEMM / attention shape roofline (1 = the minimal bytes moved).
+    gemm_roofline: float = 1.0
+    #: Activation memory as a multiple of the counted bytes (allocator fragmentation, temporaries).
+    activation_overhead: float = 1.0
     source: str = ""
 
 

@@ -50,8 +50,9 @@ def params_per_rank(spec: ModelSpec, layout: Layout) -> float:
     return spec.params / (layout.tp * layout.pp)
 
 
-def activation_bytes(spec: ModelSpec, layout: Layout) -> float:
-    """Activations kept for backward on the first pipeline stage at its peak."""
+def activation_bytes(spec: ModelSpec, layout: Layout, overhead: float = 1.0) -> float:
+    """Activations kept for backward on the first pipeline stage at its peak; ``overhead`` scales the
+    count for what it leaves out (allocator fragmentation, framework temporaries)."""
     layers = spec.layers / layout.pp
     # tokens of one pipeline microbatch (= the micro-batch without PP) on this rank: CP splits the
     # sequence, SP splits it again between the TP regions (the regions' inside is split by heads/width)
@@ -71,10 +72,10 @@ def activation_bytes(spec: ModelSpec, layout: Layout) -> float:
     in_flight = layout.n_micro if layout.pp_schedule == "gpipe" else min(layout.n_micro, layout.pp)
     if layout.pp == 1:
         in_flight = 1
-    return kept * in_flight + (peak - kept)
+    return overhead * (kept * in_flight + (peak - kept))
 
 
-def memory(spec: ModelSpec, layout: Layout, *, ema: bool = True) -> Memory:
+def memory(spec: ModelSpec, layout: Layout, *, ema: bool = True, activation_overhead: float = 1.0) -> Memory:
     p = params_per_rank(spec, layout)
     shards = layout.fsdp_shards
     if layout.distopt:
@@ -90,4 +91,4 @@ def memory(spec: ModelSpec, layout: Layout, *, ema: bool = True) -> Memory:
         # all-gathered fp32 parameters of the live blocks plus one block's unsharded gradients
         block = p / (spec.layers / layout.pp)
         working = (FSDP_LIVE_BLOCKS * 4 + 4) * block
-    return Memory(per["weights"], per["grads"], per["optimizer"], per["ema"], working, activation_bytes(spec, layout))
+    return Memory(per["weights"], per["grads"], per["optimizer"], per["ema"], working, activation_bytes(spec, layout, activation_overhead))

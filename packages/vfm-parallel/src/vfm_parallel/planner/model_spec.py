@@ -36,6 +36,7 @@ class ModelSpec:
     tp_regions: int = 3
     full_attention_layers: int = -1
     act_bytes_per_token: float = 54.0
+    mlp_ratio: float = 4.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -82,6 +83,19 @@ class ModelSpec:
     def attention_flops_per_token(self) -> float:
         """The attention-product share of the per-token FLOPs (12 L h S: QK^T and AV, fwd + bwd)."""
         return 12.0 * self.full_layers * self.hidden * self.seq_len
+
+    def token_linears(self) -> list[tuple[int, int, str]]:
+        """(in, out, TP style) of the per-token linears of one block: each TP region is a column-
+        parallel projection in and a row-parallel one out (self-attention's QKV and output; with
+        three regions the cross-attention's query and output; the MLP's two)."""
+        kv = 2 * self.num_kv_heads * self.head_dim
+        h, ffn = self.hidden, int(self.mlp_ratio * self.hidden)
+        out = [(h, h + kv, "col"), (h, h, "row")]
+        for _ in range(max(0, self.tp_regions - 2)):
+            out += [(h, h, "col"), (h, h, "row")]
+        if self.tp_regions >= 2:
+            out += [(h, ffn, "col"), (ffn, h, "row")]
+        return out
 
     def with_seq_len(self, seq_len: int) -> "ModelSpec":
         from dataclasses import replace

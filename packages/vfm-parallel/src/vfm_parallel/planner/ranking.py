@@ -101,9 +101,9 @@ def predict(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool =
     would do with it (no vfm rules, no EMA copy), for checking against published figures."""
     rejected = vfm_rejects(layout, spec) if framework == "vfm" else ""
     ema = ema and framework == "vfm"
-    mem = memory(spec, layout, ema=ema)
+    mem = memory(spec, layout, ema=ema, activation_overhead=hw.calibration.activation_overhead)
     oom = mem.total > hw.usable_bytes
-    pred = Prediction(layout, mem, step_time(spec, layout, hw, ema=ema), rejected=rejected, oom=oom)
+    pred = Prediction(layout, mem, step_time(spec, layout, hw, ema=ema, framework=framework), rejected=rejected, oom=oom)
     if rejected:
         pred.reason = f"vfm refuses it: {rejected}"
     elif oom:

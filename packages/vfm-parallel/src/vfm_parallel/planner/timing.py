@@ -19,6 +19,8 @@ from vfm_parallel.planner.model_spec import ModelSpec
 ACT_BYTES = 2
 #: Bytes per parameter FSDP gathers and reduce-scatters (vfm's trainer keeps fp32 parameters).
 PARAM_COMM_BYTES = 4
+#: Bytes per parameter Megatron's FSDP and distributed optimizer all-gather (bf16 weights).
+MEGATRON_GATHER_BYTES = 2
 #: fp32 bytes read and written per token and hidden unit to merge one ring hop's partial attention
 #: (forward: output and log-sum-exp, 3 x 4; backward: the dQ, dK, dV accumulators, 3 x 3 x 4).
 RING_MERGE_BYTES = 48
@@ -64,17 +66,54 @@ class StepTime:
         return {k: getattr(self, k) for k in keys}
 
 
-def group_bandwidth(stride: int, size: int, hw: HardwareProfile) -> tuple[float, bool]:
-    """(bytes/s per rank, crosses nodes) of a group of ``size`` ranks ``stride`` apart."""
+def group_bandwidth(stride: int, size: int, hw: HardwareProfile, *, p2p: bool = False) -> tuple[float, bool]:
+    """(bytes/s per rank, crosses nodes) of a group of ``size`` ranks ``stride`` apart.
+
+    Inside a node: NVLink. Across nodes, a collective (all-gather, reduce-scatter, all-reduce) whose
+    group has k members on each node runs on those k GPUs' k NICs at once (NCCL's rings/trees use
+    one NIC per channel; every GPU of a DGX has its own): k x the per-GPU network bandwidth, at most
+    NVLink's. A point-to-point send (CP ring hop, pipeline stage) uses the sender's one NIC."""
     crosses = stride * size > hw.gpus_per_node
-    return (hw.inter_node_gbps if crosses else hw.intra_node_gbps) * 1e9, crosses
+    if not crosses:
+        return hw.intra_node_gbps * 1e9, False
+    per_node = 1 if p2p or stride >= hw.gpus_per_node else min(size, hw.gpus_per_node // stride)
+    return min(hw.intra_node_gbps, per_node * hw.inter_node_gbps) * 1e9, True
+
+
+def gemm_shape_factor(spec: ModelSpec, tp: int, tokens: float, hw: HardwareProfile) -> float:
+    """How much longer than at the large-GEMM efficiency the block's linears take on one rank: a smooth
+    roofline. A GEMM of M x K x N moves at least 2 (MK + KN + MN) bytes of HBM for 2 MKN FLOPs, in
+    forward and both backward products alike, so its time is F / (eta peak) + bytes / HBM bandwidth:
+    the factor is 1 + (eta peak / HBM) (1/M + 1/K + 1/N), FLOP-weighted over the block's linears
+    with TP splitting N (column-parallel) or K (row-parallel). Slicing the per-rank problem thinly
+    (small M under CP/PP microbatches, small K or N under TP) loses efficiency; no fitted constant."""
+    ridge = hw.calibration.gemm_roofline * hw.calibration.matmul_efficiency * hw.peak_flops / (hw.hbm_gbps * 1e9)
+    total = weighted = 0.0
+    for k, n, style in spec.token_linears():
+        if style == "col":
+            n = n / tp
+        else:
+            k = k / tp
+        w = k * n
+        total += w
+        weighted += w * (1 / tokens + 1 / k + 1 / n)
+    return 1 + ridge * weighted / total if total else 1.0
+
+
+def attention_shape_factor(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> float:
+    """The same smooth roofline for the attention kernel: per head, S_q x S_kv scores cost 4 S_q S_kv d
+    FLOPs and at least 2 (2 S_q d + 2 S_kv d) bytes (Q, O in; K, V), so the factor is
+    1 + (eta peak / HBM) (1/S_q + 1/S_kv): S/cp x S/cp per ring hop, the full S under Ulysses."""
+    ridge = hw.calibration.gemm_roofline * hw.calibration.attention_efficiency * hw.peak_flops / (hw.hbm_gbps * 1e9)
+    s = spec.seq_len if layout.cp_strategy == "cp-ulysses" else spec.seq_len / layout.cp
+    return 1 + ridge * 2 / s
 
 
 def _collective(nbytes: float, calls: float, bw: float, hw: HardwareProfile) -> float:
     return nbytes / bw + calls * hw.collective_latency_us * 1e-6
 
 
-def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool = True) -> StepTime:
+def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool = True, framework: str = "vfm") -> StepTime:
     cal = hw.calibration
     tp, cp, pp = layout.tp, layout.cp, layout.pp
     layers = spec.layers / pp
@@ -89,8 +128,12 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     if ac:
         flops *= 4.0 / 3.0  # the forward runs twice
     attn_flops = mb * S * spec.attention_flops_per_token / (tp * cp * pp) * (4.0 / 3.0 if ac else 1.0)
-    t_attention = attn_flops / (cal.attention_efficiency * hw.peak_flops)
-    t_compute = (flops - attn_flops) / (cal.matmul_efficiency * hw.peak_flops) + t_attention
+    # per-rank shapes: a GEMM's M is the tokens of one (pipeline) microbatch on this CP rank (SP
+    # gathers them before each column-parallel linear); the attention kernel sees S/cp queries
+    # against S/cp keys per ring hop
+    tokens = mb / layout.n_micro * S / cp if pp > 1 else mb * S / cp
+    t_attention = attn_flops / (cal.attention_efficiency * hw.peak_flops) * attention_shape_factor(spec, layout, hw)
+    t_compute = (flops - attn_flops) / (cal.matmul_efficiency * hw.peak_flops) * gemm_shape_factor(spec, tp, tokens, hw) + t_attention
 
     # --- tensor (+ sequence) parallel: all-gather into and reduce-scatter out of each region -------
     t_tp = 0.0
@@ -104,7 +147,7 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     # --- context parallel ---------------------------------------------------------------------------
     t_cp = 0.0
     if cp > 1:
-        bw, crosses["cp"] = group_bandwidth(tp, cp, hw)
+        bw, crosses["cp"] = group_bandwidth(tp, cp, hw, p2p=layout.cp_strategy != "cp-ulysses")
         shard = mb * S / cp
         if layout.cp_strategy == "cp-ulysses":
             # q, k, v in and the output back, forward and backward (+ recompute): not overlapped
@@ -132,7 +175,10 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     if kind in ("fsdp", "hsdp"):
         n = layout.dp_shard * cp
         bw, crosses["dp_shard"] = group_bandwidth(tp, n, hw)
-        gather = 2 * (n - 1) / n * p_rank * PARAM_COMM_BYTES  # forward and backward all-gathers
+        # vfm gathers its fp32 parameters; Megatron's FSDP gathers bf16 weights and reduce-scatters
+        # fp32 gradients (grad_reduce_in_fp32)
+        gather_bytes = MEGATRON_GATHER_BYTES if framework == "megatron" else PARAM_COMM_BYTES
+        gather = 2 * (n - 1) / n * p_rank * gather_bytes  # forward and backward all-gathers
         scatter = (n - 1) / n * p_rank * PARAM_COMM_BYTES
         t_dp_raw = _collective(gather + scatter, 3 * layers, bw, hw)
         if kind == "hsdp":
@@ -145,7 +191,7 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
         # backward) and all-gather bf16 weights (with the next step's first forward), over dp x cp
         n = layout.dp * cp
         bw, crosses["dp"] = group_bandwidth(tp, n, hw)
-        t_once = _collective((n - 1) / n * p_rank * (4 + 2), 2 * layers, bw, hw)
+        t_once = _collective((n - 1) / n * p_rank * (PARAM_COMM_BYTES + MEGATRON_GATHER_BYTES), 2 * layers, bw, hw)
         t_dp = max(t_once - t_compute, (1 - cal.dp_overlap) * t_once) / layout.grad_accum
     elif kind == "ddp":
         r = layout.dp_replicate * cp
@@ -158,7 +204,7 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     if pp > 1:
         stage_work = t_compute + t_tp + t_cp
         t_bubble = stage_work * (pp - 1) / layout.n_micro
-        bw, crosses["pp"] = group_bandwidth(layout.world_size // pp, pp, hw)
+        bw, crosses["pp"] = group_bandwidth(layout.world_size // pp, pp, hw, p2p=True)
         per_micro = (mb / layout.n_micro) * S / cp * h / tp * ACT_BYTES
         t_pp = _collective(2 * layout.n_micro * per_micro, 2 * layout.n_micro, bw, hw)
 
