@@ -15,6 +15,10 @@ decode-only frames/s of each installed decoder backend (vfm_curator.decoders.mea
 
     python benchmarks/curator_gpu.py                                 # a GPU machine: both runs
     python benchmarks/curator_gpu.py --cpu-only --videos 2 --seconds 4   # any machine: the CPU run only
+    python benchmarks/curator_gpu.py --smoke     # any machine: a few seconds, checks the code paths
+
+``--smoke`` is the CPU run at toy size (one 2 s 360p video, a 2-block CLIP, 24 decode frames), the
+GPU run skipped where no CUDA device is visible: a check before GPU time is spent, not a figure.
 
 ``--runner serial`` (default) needs no Ray: stages run one after another, so the shares add up to
 the wall time and the bounding stage is the one with the largest share. ``--runner ray`` runs the
@@ -90,15 +94,17 @@ def write_panning_video(path: Path, shots: list[int], width: int, height: int, f
     container.close()
 
 
-def make_clip_model(folder: Path) -> str:
-    """A CLIPModel with ViT-B/16 vision dims (86M parameters) and a tiny text tower, random init."""
+def make_clip_model(folder: Path, tiny: bool = False) -> str:
+    """A CLIPModel with ViT-B/16 vision dims (86M parameters) and a tiny text tower, random init
+    (``tiny``: a 2-block, 64-wide vision tower, for ``--smoke``)."""
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
     torch.manual_seed(0)
+    vision = (dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2) if tiny else
+              dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12))
     cfg = CLIPConfig(
-        vision_config=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
-                           image_size=224, patch_size=16),
+        vision_config=dict(**vision, image_size=224, patch_size=16),
         text_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
                          vocab_size=1000, max_position_embeddings=77),
         projection_dim=512,
@@ -210,7 +216,11 @@ def main() -> None:
     parser.add_argument("--decode-frames", type=int, default=120, help="frames per decode-only measurement")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--workdir", type=Path, default=None, help="where videos and outputs go (default: a temp dir)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="toy size (one 2 s 360p video, a 2-block CLIP); the GPU run only where CUDA is visible")
     args = parser.parse_args()
+    if args.smoke:
+        args.videos, args.seconds, args.sizes, args.decode_frames, args.embed_batch = 1, 2.0, "360p", 24, 8
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     bad = [s for s in sizes if s not in SIZES]
     if bad or not sizes:
@@ -218,6 +228,9 @@ def main() -> None:
 
     import torch
 
+    if args.smoke and not args.cpu_only and not torch.cuda.is_available():
+        print("smoke: no CUDA device is visible here: the GPU run (--gpus 1) is skipped, the CPU run checks the rest")
+        args.cpu_only = True
     if not args.cpu_only and not torch.cuda.is_available():
         parser.error("no CUDA device is visible here: run with --cpu-only (e.g. --cpu-only --videos 2 --seconds 4)")
     root = args.workdir or Path(tempfile.mkdtemp(prefix="vfm-curator-gpu-bench-"))
@@ -226,13 +239,14 @@ def main() -> None:
     videos = make_videos(root / "in", args.videos, args.seconds, sizes)
     made_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = make_clip_model(root / "clip-vit-b16")
+    model = make_clip_model(root / "clip-vit-b16", tiny=args.smoke)
     model_s = time.perf_counter() - t0
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     print(f"{len(videos)} videos x {args.seconds:g} s ({', '.join(sizes)} in turn, 24 fps, H264); "
           f"{os.cpu_count()} CPU cores (load {os.getloadavg()[0]:.1f}); {device}; torch {torch.__version__}; "
           f"runner {args.runner}")
-    print(f"(not timed: videos made in {made_s:.1f} s, CLIP ViT-B/16 built and saved in {model_s:.1f} s)")
+    print(f"(not timed: videos made in {made_s:.1f} s, CLIP {'(2 tiny blocks)' if args.smoke else 'ViT-B/16'} "
+          f"built and saved in {model_s:.1f} s)")
 
     runs = [run("CPU only (--gpus 0)", root / "in", root / "out-cpu", config(model, 0, args.runner, args.embed_batch))]
     if not args.cpu_only:
