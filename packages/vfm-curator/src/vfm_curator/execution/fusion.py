@@ -38,7 +38,9 @@ class StageGroup:
 
     def declared(self) -> Resources:
         """One worker of the group: the members run one at a time in it, so it needs the most any of
-        them asks for (not the sum), and the same GPUs as each of them."""
+        them asks for (not the sum), and the same GPUs as each of them. (What each member's setup
+        loads stays loaded: two model-loading CPU stages in one group hold both models in every
+        worker; pinning one with ``run.workers`` runs it alone.)"""
         asks = [s.declared() for s in self.specs]
         return Resources(cpus=max(r.cpus for r in asks), gpus=max(r.gpus for r in asks),
                          memory_mb=max(r.memory_mb for r in asks))
