@@ -40,6 +40,7 @@ def model_spec(cfg, seq_len: int | None = None):
         layers=plan.num_layers, hidden=r.mcfg.hidden, heads=plan.num_heads, kv_heads=plan.num_kv_heads, seq_len=tokens,
         flops_per_token=model_flops_per_token(params, plan.num_layers, r.mcfg.hidden, tokens),
         tp_regions=max(1, sum(1 for style in plan.tp.values() if style == "rowwise")), full_attention_layers=full,
+        mlp_ratio=float(getattr(r.mcfg, "mlp_ratio", 4.0) or 4.0),
     )
 
 

@@ -14,7 +14,7 @@ from vfm_parallel.planner.timing import StepTime, step_time
 GIB = 2**30
 #: Step-time components, as the reasons name them.
 _COMPONENT_NAMES = {
-    "compute": "more compute per token (activation recompute)",
+    "compute": "slower compute per token",
     "kernels": "more, smaller kernels (fixed cost per kernel)",
     "tp_comm": "exposed TP communication",
     "cp_comm": "exposed CP communication",
@@ -107,7 +107,7 @@ def predict(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool =
     if rejected:
         pred.reason = f"vfm refuses it: {rejected}"
     elif oom:
-        pred.reason = f"OOM at {mem.total / GIB:.0f} GiB (usable {hw.usable_bytes / GIB:.0f} GiB)"
+        pred.reason = f"OOM at {mem.total / GIB:.1f} GiB (usable {hw.usable_bytes / GIB:.1f} GiB)"
     return pred
 
 
@@ -139,8 +139,11 @@ def why_slower(pred: Prediction, best: Prediction) -> str:
     mine = {k: v / pred.time.tokens_per_step for k, v in pred.time.breakdown().items()}
     theirs = {k: v / best.time.tokens_per_step for k, v in best.time.breakdown().items()}
     worst = max(mine, key=lambda k: mine[k] - theirs[k])
-    share = mine[worst] / sum(mine.values())
-    text = f"{_COMPONENT_NAMES[worst]} ({share:.0%} of its step)"
+    excess = (mine[worst] - theirs[worst]) / sum(theirs.values())
+    name = _COMPONENT_NAMES[worst]
+    if worst == "compute":
+        name += " (activation recompute)" if pred.layout.activation_checkpointing else " (thinner per-rank matrices)"
+    text = f"{name}: +{excess:.1%} of the winner's step"
     if pred.time.crosses_nodes.get("tp"):
         text = f"TP across nodes; {text}"
     return text
