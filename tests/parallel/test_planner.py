@@ -174,3 +174,16 @@ def test_activation_overhead_scales_the_activations_and_nothing_else():
     layout = Layout(tp=2, dp_shard=4)
     one, more = memory(spec, layout), memory(spec, layout, activation_overhead=1.5)
     assert more.activations == pytest.approx(1.5 * one.activations) and more.states == one.states
+
+
+def test_calibrated_gpu_efficiency_reproduces_the_measured_matmul_through_the_shape_roofline(h100):
+    """--calibrate on a GPU: the stored efficiency is the large-shape one, so the model's time for the
+    measured 4096^3 matmul (efficiency x peak, slowed by its roofline factor) is the measured time."""
+    from vfm_parallel.planner.calibrate import profile_from
+
+    measured = {"matmul_tflops": 600.0, "attention_tflops": 400.0, "matmul_size": 4096, "attention_seq": 4096}
+    prof = profile_from(measured, h100, device="cuda:0", memory_gib=79.6)
+    ridge = prof.calibration.matmul_efficiency * prof.peak_bf16_tflops / prof.hbm_gbps * 1e3
+    modelled = prof.calibration.matmul_efficiency * prof.peak_bf16_tflops / (1 + ridge * 3 / 4096)
+    assert modelled == pytest.approx(600.0, rel=1e-2)
+    assert prof.calibration.matmul_efficiency > 600.0 / h100.peak_bf16_tflops

@@ -36,7 +36,8 @@ def measure_compute(device: str = "cpu", size: int = 1024, seq: int = 1024, repe
     heads, dim = 8, 64
     q = torch.randn(1, heads, seq, dim, device=device, dtype=dtype)
     t_attn = _timed(lambda: F.scaled_dot_product_attention(q, q, q), sync, repeats)
-    return {"matmul_tflops": 2 * size**3 / t_mm / 1e12, "attention_tflops": 4 * heads * seq * seq * dim / t_attn / 1e12}
+    return {"matmul_tflops": 2 * size**3 / t_mm / 1e12, "attention_tflops": 4 * heads * seq * seq * dim / t_attn / 1e12,
+            "matmul_size": size, "attention_seq": seq}
 
 
 def measure_collectives(nbytes: int = 8 << 20, repeats: int = 5) -> dict[str, float]:
@@ -67,14 +68,26 @@ def measure_collectives(nbytes: int = 8 << 20, repeats: int = 5) -> dict[str, fl
             "p2p_gbps": nbytes / t_p2p / 1e9, "ranks": n}
 
 
+def _large_shape_efficiency(tflops: float, peak_tflops: float, seconds_per_flop_hbm: float) -> float:
+    """Efficiency eta with 1/tflops = 1/(eta peak) + the HBM seconds per FLOP of the measured shape
+    (the measured fraction of peak when the HBM term is not smaller than the measured time)."""
+    rest = 1 / (tflops * 1e12) - seconds_per_flop_hbm
+    return 1 / (rest * peak_tflops * 1e12) if rest > 0 else tflops / peak_tflops
+
+
 def profile_from(measured: dict[str, float], base: HardwareProfile, *, device: str, memory_gib: float) -> HardwareProfile:
     """A profile holding the measurements. On CPU the measured matmul rate is the peak (efficiency 1);
     on a GPU the base profile's datasheet peak stays and the efficiencies become measured fractions."""
     mm, attn = measured["matmul_tflops"], measured["attention_tflops"]
     if device.startswith("cuda"):
         peak = base.peak_bf16_tflops
-        cal = dataclasses.replace(base.calibration, matmul_efficiency=round(mm / peak, 3),
-                                  attention_efficiency=round(attn / peak, 3))
+        # the model's efficiencies are the large-shape ones, before the shape roofline (timing.py):
+        # take the HBM term of the measured shape (3/n bytes per FLOP for an n^3 matmul, 2/S for
+        # S x S attention) out of the measured time
+        w = base.calibration.gemm_roofline / (base.hbm_gbps * 1e9)
+        mm_eff = _large_shape_efficiency(mm, peak, w * 3 / measured.get("matmul_size", float("inf")))
+        attn_eff = _large_shape_efficiency(attn, peak, w * 2 / measured.get("attention_seq", float("inf")))
+        cal = dataclasses.replace(base.calibration, matmul_efficiency=round(mm_eff, 3), attention_efficiency=round(attn_eff, 3))
     else:
         peak = mm
         cal = dataclasses.replace(base.calibration, matmul_efficiency=1.0, attention_efficiency=round(attn / mm, 3))
