@@ -172,21 +172,19 @@ def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_pe
                 per_rank = global_batch // dp
                 if framework == "vfm":
                     splits = _dp_splits(dp, tp * cp, gpus_per_node)
-                    mb_limit = min(per_rank, max_micro_batch * pp)
+                    mbs = [m for m in _pow2_upto(min(per_rank, max_micro_batch * pp)) if per_rank % m == 0]
                 else:
                     # the seeds' list of what NeMo supports (seeds/004, "Features Status"): FSDP, and
                     # CP+TP+SP with FSDP or the distributed optimizer; PP only with the distributed optimizer
                     splits = [(1, dp, True)] + ([(1, dp, False)] if pp == 1 else [])
                     # Megatron runs a rank's whole share of the global batch as one pipeline
                     # (num_microbatches = global / (dp x micro-batch)): no flush between micro-steps
-                    mb_limit = per_rank if pp > 1 else min(per_rank, max_micro_batch)
+                    mbs = [per_rank] if pp > 1 else [m for m in _pow2_upto(min(per_rank, max_micro_batch)) if per_rank % m == 0]
                 for dp_replicate, dp_shard, *distopt in splits:
                     cp_choices = (CP_STRATEGIES if framework == "vfm" else ("cp-ring",)) if cp > 1 else ("",)
                     for cp_strategy in cp_choices:
                         for ac in (False, True):
-                            for mb in (m for m in _pow2_upto(mb_limit) if per_rank % m == 0):
-                                if framework == "megatron" and pp > 1 and mb != per_rank:
-                                    continue
+                            for mb in mbs:
                                 for schedule, n_micro in _pipeline_choices(pp, mb):
                                     if framework == "megatron" and schedule != "1f1b":
                                         continue
