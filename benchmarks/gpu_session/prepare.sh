@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lays out everything a GPU session carries, here on the dev machine, from the repository root:
 #
-#   bash benchmarks/gpu_session/prepare.sh             # core calls 1-4 plus the DALI/Ray parts
+#   bash benchmarks/gpu_session/prepare.sh             # core calls 1-5 plus the DALI/Ray parts
 #   bash benchmarks/gpu_session/prepare.sh --core      # core calls only (no DALI, no Ray)
 #
 # The lent GPU machine is offline and has python3.12 + torch but not vfm, av, PyNvVideoCodec,
@@ -11,7 +11,8 @@
 #   call1/  vfm wheels, diffusers, importlib_metadata, av        (tests, attention)
 #   call2/  vfm wheels, pynvvideocodec [+ a Ray part]          (decoders, curator; av from call1)
 #   call3/  vfm wheels, diffusers, importlib_metadata [+ a DALI part]   (training)
-#   call4/  vfm wheels, diffusers, importlib_metadata [+ a DALI part]   (generation, vfm plan)
+#   call4/  vfm wheels, diffusers, importlib_metadata [+ a DALI part]   (generation 8k, vfm plan)
+#   call5/  vfm wheels, diffusers, importlib_metadata [+ a DALI part]   (32k: generation, training)
 #   x1..xN/ one part each of the rest of the DALI and Ray bundles (tars split into 50 MiB parts)
 #
 # benchmarks/gpu_session/run.sh runs there and README.md beside it lists the device calls.
@@ -95,6 +96,7 @@ link "$ROOT/call1" "$STAGE/vfm" "$STAGE/peer" "$STAGE/av"
 link "$ROOT/call2" "$STAGE/vfm" "$STAGE/nvc"
 link "$ROOT/call3" "$STAGE/vfm" "$STAGE/peer"
 link "$ROOT/call4" "$STAGE/vfm" "$STAGE/peer"
+link "$ROOT/call5" "$STAGE/vfm" "$STAGE/peer"
 
 if [[ $CORE_ONLY == 0 ]]; then
     echo "downloading: ${DALI[*]} ${RAY[*]}"
@@ -112,7 +114,7 @@ if [[ $CORE_ONLY == 0 ]]; then
         rm "$STAGE/$name.tar"
         bundles+=("$name")
     done
-    # Each part rides along with the first core call that has room for it (calls 3 and 4 carry
+    # Each part rides along with the first core call that has room for it (calls 3 to 5 carry
     # only 7 MB of wheels; call 2 can take Ray's small last part); the rest get one call each
     # (x1, x2, ...). run.sh gathers the parts in any order and installs a bundle once it is whole.
     tree=$(tree_bytes)
@@ -122,7 +124,7 @@ if [[ $CORE_ONLY == 0 ]]; then
         for f in "$STAGE/$name".tar.part*; do
             size=$(stat -c %s "$f")
             dest=""
-            for call in "$ROOT"/call1 "$ROOT"/call2 "$ROOT"/call3 "$ROOT"/call4; do
+            for call in "$ROOT"/call1 "$ROOT"/call2 "$ROOT"/call3 "$ROOT"/call4 "$ROOT"/call5; do
                 if (( $(du -sb "$call" | cut -f1) + size + tree + MARGIN <= LIMIT )); then dest=$call; break; fi
             done
             if [[ -z $dest ]]; then n=$((n + 1)); dest=$ROOT/x$n; fi

@@ -8,8 +8,8 @@
 #   2   .gpu_session/call2     decode-only frames/s per backend; pytest -m gpu tests/curator/test_decoders.py;
 #                              benchmarks/curator_gpu.py (CPU-only vs GPU stages)       [needs av from step 1]
 #   3   .gpu_session/call3     benchmarks/gpu_train.py at 8k: eager, compile, compile+ac, packed, vfm and peer
-#   4   .gpu_session/call4     gpu_generate.py 8k; vfm plan --calibrate; one-GPU layouts predicted vs
-#                              measured; gpu_generate.py 32k
+#   4   .gpu_session/call4     gpu_generate.py 8k; vfm plan --calibrate; one-GPU layouts predicted vs measured
+#   5   .gpu_session/call5     gpu_generate.py 32k; gpu_train.py 32k compile+ac (vfm and peer)
 #   part .gpu_session/xN       keeps a DALI/Ray part under /tmp; installs a bundle once it is whole
 #   extras .gpu_session/xN     keeps its part, installs every whole bundle (DALI, Ray), runs the DALI
 #                              decoder tests and decode speeds, the curator with --runner ray
@@ -26,8 +26,8 @@ set -uo pipefail
 
 STEP=${1:-}
 case "$STEP" in
-    1|2|3|4|part|extras) ;;
-    *) echo "usage: bash benchmarks/gpu_session/run.sh STEP   (STEP: 1, 2, 3, 4, part, extras; see the header)" >&2
+    1|2|3|4|5|part|extras) ;;
+    *) echo "usage: bash benchmarks/gpu_session/run.sh STEP   (STEP: 1, 2, 3, 4, 5, part, extras; see the header)" >&2
        exit 2 ;;
 esac
 cd "$(dirname "$0")/../.." || exit 2
@@ -238,21 +238,28 @@ step3() {
 step4() {
     prepare_call
     need diffusers "diffusers (the peer) comes with this call's folder (.gpu_session/call4)" || return
-    task generate_8k 220 60 "$PY" benchmarks/gpu_generate.py "${SMOKE_FLAG[@]}" --tokens 8k --steps 20 \
+    task generate_8k 240 60 "$PY" benchmarks/gpu_generate.py "${SMOKE_FLAG[@]}" --tokens 8k --steps 20 \
         --json "$OUT/generate_8k.json"
-    local base=h100 plan_args=(--measure 7 --steps 5 --layout-timeout 90)
+    local base=h100 plan_args=(--measure 6 --steps 5 --layout-timeout 80)
     if [[ $SMOKE == 1 ]]; then
         base=cpu
         plan_args=(--measure 2 --steps 3 --layout-timeout 120 --set "model.options={hidden = 64, depth = 2, num_heads = 2, patch = [1, 2, 2]}"
                    --set "data.latent_shape=[4, 2, 8, 8]" --set data.num_samples=16)
     fi
-    task calibrate 90 20 "$PY" -m vfm_cli.main plan --calibrate --gpu "$base" --profile-out "$OUT/$base-calibrated.toml"
+    task calibrate 60 20 "$PY" -m vfm_cli.main plan --calibrate --gpu "$base" --profile-out "$OUT/$base-calibrated.toml"
     local profile="$OUT/$base-calibrated.toml"
     [[ -f $profile ]] || { echo "no calibrated profile: the plan uses the built-in '$base' profile"; profile=$base; }
-    task plan_measure 250 60 "$PY" benchmarks/gpu_session/plan_measure.py benchmarks/gpu_session/plan-1gpu.toml \
+    task plan_measure 240 60 "$PY" benchmarks/gpu_session/plan_measure.py benchmarks/gpu_session/plan-1gpu.toml \
         --gpu "$profile" --gpus 1 "${plan_args[@]}" --json "$OUT/plan_measure.json"
-    task generate_32k 200 60 "$PY" benchmarks/gpu_generate.py "${SMOKE_FLAG[@]}" --tokens 32k --steps 5 \
+}
+
+step5() {
+    prepare_call
+    need diffusers "diffusers (the peer) comes with this call's folder (.gpu_session/call5)" || return
+    task generate_32k 300 90 "$PY" benchmarks/gpu_generate.py "${SMOKE_FLAG[@]}" --tokens 32k --steps 3 \
         --json "$OUT/generate_32k.json"
+    task train_32k 240 120 "$PY" benchmarks/gpu_train.py "${SMOKE_FLAG[@]}" --tokens 32k --modes compile+ac \
+        --json "$OUT/train_32k.json"
 }
 
 step_part() {  # no Python started: a few seconds; a bundle whose last part came is installed now
@@ -281,7 +288,7 @@ step_extras() {
 
 main() {
     case "$STEP" in
-        1) step1 ;; 2) step2 ;; 3) step3 ;; 4) step4 ;; part) step_part ;; extras) step_extras ;;
+        1) step1 ;; 2) step2 ;; 3) step3 ;; 4) step4 ;; 5) step5 ;; part) step_part ;; extras) step_extras ;;
     esac
     summary
 }
