@@ -270,7 +270,11 @@ step_part() {  # no Python started: a few seconds; a bundle whose last part came
 step_extras() {
     prepare_call
     need av "PyAV comes with call 1 (.gpu_session/call1)" || return
-    if importable nvidia.dali; then
+    # each bundle is measured once per machine: a later extras call (the next bundle's last part) skips it
+    if [[ -f $STATE/measured.dali ]]; then
+        echo "DALI: measured by an earlier extras call on this machine"
+    elif importable nvidia.dali; then
+        touch "$STATE/measured.dali"
         task pytest_dali 150 40 "$PY" -m pytest -m gpu tests/curator/test_decoders.py -k dali -q -rs -p no:cacheprovider \
             --junitxml="$OUT/pytest_dali.xml"
         task decode_fps 150 40 "$PY" benchmarks/gpu_session/decode_fps.py "${SMOKE_FLAG[@]}" --seconds 12 --frames 256 \
@@ -278,7 +282,10 @@ step_extras() {
     else
         echo "nvidia.dali is not importable: its bundle is not whole (see the bundle lines above)"
     fi
-    if importable ray; then
+    if [[ -f $STATE/measured.ray ]]; then
+        echo "Ray: measured by an earlier extras call on this machine"
+    elif importable ray; then
+        touch "$STATE/measured.ray"
         task curator_ray 300 120 "$PY" benchmarks/curator_gpu.py "${SMOKE_FLAG[@]}" --runner ray --videos 4 --seconds 8 \
             --workdir "$STATE/curator-ray" --json "$OUT/curator_gpu_ray.json"
     else
