@@ -214,16 +214,17 @@ summary() {
 
 step1() {
     prepare_call
-    task pytest_gpu 330 60 "$PY" -m pytest -m gpu tests/gpu -q -rs -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml"
+    task pytest_gpu 330 60 "$PY" -m pytest -m gpu tests/gpu -q -rs -p no:cacheprovider -o timeout=150 --junitxml="$OUT/pytest_gpu.xml"
     task attention 100 30 "$PY" benchmarks/gpu_attention.py "${SMOKE_FLAG[@]}" --json "$OUT/attention.json"
 }
 
 step2() {
     prepare_call
     need av "PyAV comes with call 1 (.gpu_session/call1); this machine went cold since, or call 1 did not run" || return
+    rm -rf "$STATE/decode" "$STATE/curator"   # a repeated call starts afresh (curate would resume)
     task decode_fps 120 40 "$PY" benchmarks/gpu_session/decode_fps.py "${SMOKE_FLAG[@]}" --seconds 12 --frames 256 \
         --workdir "$STATE/decode" --json "$OUT/decode_fps.json"
-    task pytest_decoders 180 40 "$PY" -m pytest -m gpu tests/curator/test_decoders.py -q -rs -p no:cacheprovider \
+    task pytest_decoders 180 40 "$PY" -m pytest -m gpu tests/curator/test_decoders.py -q -rs -p no:cacheprovider -o timeout=150 \
         --junitxml="$OUT/pytest_decoders.xml"
     task curator_gpu 330 120 "$PY" benchmarks/curator_gpu.py "${SMOKE_FLAG[@]}" --videos 8 --seconds 12 \
         --workdir "$STATE/curator" --json "$OUT/curator_gpu.json"
@@ -275,7 +276,8 @@ step_extras() {
         echo "DALI: measured by an earlier extras call on this machine"
     elif importable nvidia.dali; then
         touch "$STATE/measured.dali"
-        task pytest_dali 150 40 "$PY" -m pytest -m gpu tests/curator/test_decoders.py -k dali -q -rs -p no:cacheprovider \
+        rm -rf "$STATE/decode"
+        task pytest_dali 150 40 "$PY" -m pytest -m gpu tests/curator/test_decoders.py -k dali -q -rs -p no:cacheprovider -o timeout=150 \
             --junitxml="$OUT/pytest_dali.xml"
         task decode_fps 150 40 "$PY" benchmarks/gpu_session/decode_fps.py "${SMOKE_FLAG[@]}" --seconds 12 --frames 256 \
             --workdir "$STATE/decode" --json "$OUT/decode_fps_extras.json"
@@ -286,6 +288,7 @@ step_extras() {
         echo "Ray: measured by an earlier extras call on this machine"
     elif importable ray; then
         touch "$STATE/measured.ray"
+        rm -rf "$STATE/curator-ray"
         task curator_ray 300 120 "$PY" benchmarks/curator_gpu.py "${SMOKE_FLAG[@]}" --runner ray --videos 4 --seconds 8 \
             --workdir "$STATE/curator-ray" --json "$OUT/curator_gpu_ray.json"
     else
