@@ -284,5 +284,5 @@ def test_run_sh_refuses_a_bundle_whose_parts_do_not_match_the_checksum(device_ro
 
 
 def test_run_sh_rejects_an_unknown_step():
-    result = subprocess.run(["bash", str(BENCH / "gpu_session" / "run.sh"), "5"], capture_output=True, text=True)
+    result = subprocess.run(["bash", str(BENCH / "gpu_session" / "run.sh"), "6"], capture_output=True, text=True)
     assert result.returncode == 2 and "STEP: 1, 2, 3, 4, 5, part, extras" in result.stderr
