@@ -9,7 +9,9 @@ CPU stages are fused into one Ray call (all 8 here: one call per video). Prints 
 processed per wall-second, each run's ratio to both baselines, the auto-balancer's worker
 allocation, and the CPU bound: the pipeline's measured stage-seconds per video over this machine's
 cores is the most any runner could do. The machine's load average is printed before the runs and
-beside each run: on a shared machine, compare ratios of one run of this script only.
+beside each run, with the share of CPU time the host took from this (virtual) machine during the run
+(steal; /proc/stat): other work slows the 2-worker pipeline more than a 1-process baseline, so on a
+shared machine compare ratios of one run of this script only.
 
     python benchmarks/curator_throughput.py [--videos 12] [--seconds 8] [--num-cpus N]
 """
@@ -22,6 +24,22 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+
+def cpu_counters() -> tuple[int, int] | None:
+    """(steal, total) CPU jiffies of this machine so far (/proc/stat), None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
+def steal_pct(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    if before is None or after is None or after[1] <= before[1]:
+        return float("nan")
+    return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
 def main() -> None:
@@ -57,6 +75,8 @@ def main() -> None:
 
     # naive baseline: one process, one video after another
     stages = [DecodeStage(), SplitStage(), TranscodeStage()]
+    steal: dict[str, float] = {}
+    c0 = cpu_counters()
     t0 = time.perf_counter()
     baseline_clips = 0
     for path in inputs:
@@ -67,28 +87,34 @@ def main() -> None:
         baseline_clips += len(task.clips)
     baseline_wall = time.perf_counter() - t0
     load = {"naive": os.getloadavg()[0]}
+    steal["naive"], c0 = steal_pct(c0, cpu_counters()), cpu_counters()
     # the same work as the pipeline, in this process (no Ray started yet)
     serial = vfm_curator.curate([str(root / "in")], root / "serial", {"run": {"runner": "serial"}})
     load["serial"] = os.getloadavg()[0]
+    steal["serial"] = steal_pct(c0, cpu_counters())
 
     t0 = time.perf_counter()
     ensure_ray(num_cpus=args.num_cpus)
     ray_start = time.perf_counter() - t0
+    c0 = cpu_counters()
     summary = vfm_curator.curate([str(root / "in")], root / "out", {"run": {"balance_interval_s": 1.0}})
     pipeline_wall = summary.wall_s
     load["cold"] = os.getloadavg()[0]
+    steal["cold"], c0 = steal_pct(c0, cpu_counters()), cpu_counters()
     warm = vfm_curator.curate([str(root / "in")], root / "warm", {"run": {"balance_interval_s": 1.0}})
     load["warm"] = os.getloadavg()[0]
+    steal["warm"], c0 = steal_pct(c0, cpu_counters()), cpu_counters()
 
     same = vfm_curator.curate([str(root / "in")], root / "out3", {"stages": ["decode", "split", "transcode", "write"],
                                                                    "options": {"write": {"thumbnails": False}}})
     load["same"] = os.getloadavg()[0]
+    steal["same"] = steal_pct(c0, cpu_counters())
 
     print(f"{args.videos} videos x {args.seconds:g} s at {args.width}x{args.height}, {fps} fps; "
           f"{os.cpu_count()} CPU cores; Ray start {ray_start:.1f} s (not counted); load average before the runs "
           + " / ".join(f"{x:.1f}" for x in load_before) + " (1 / 5 / 15 min)")
     base_rate, serial_rate = video_s / baseline_wall, video_s / serial.wall_s
-    print(f"{'run':<40}{'wall s':>8}{'clips':>7}{'video-s/wall-s':>16}{'vs naive':>10}{'vs serial':>11}{'load':>6}")
+    print(f"{'run':<40}{'wall s':>8}{'clips':>7}{'video-s/wall-s':>16}{'vs naive':>10}{'vs serial':>11}{'load':>6}{'steal %':>9}")
     rows = [
         ("sequential naive (decode, detect, transcode)", baseline_wall, baseline_clips, "naive"),
         ("sequential, all 8 stages (serial runner)", serial.wall_s, serial.clips, "serial"),
@@ -99,7 +125,7 @@ def main() -> None:
     for label, wall, clips, key in rows:
         rate = video_s / wall
         print(f"{label[:40]:<40}{wall:>8.2f}{clips:>7}{rate:>16.2f}{rate / base_rate:>10.2f}{rate / serial_rate:>11.2f}"
-              f"{load[key]:>6.1f}")
+              f"{load[key]:>6.1f}{steal[key]:>9.1f}")
     print("auto-balancer: measured seconds per video and workers (last decision)")
     last = summary.decisions[-1] if summary.decisions else {"seconds_per_item": {}, "workers": summary.workers}
     print(f"{'stage':<12}{'s / video':>10}{'workers':>9}{'peak running':>14}")
