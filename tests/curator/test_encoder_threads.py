@@ -47,3 +47,29 @@ def test_the_encoder_is_opened_with_the_worker_s_thread_count(tmp_path, monkeypa
     assert seen == [1, 1], seen  # FFmpeg applied it to the codec context
     with av.open(io.BytesIO(task.clips[0].mp4)) as c:
         assert sum(1 for _ in c.decode(video=0)) == 30
+
+
+def test_decoding_threads_follow_omp_num_threads_and_the_frames_do_not_change(tmp_path, monkeypatch):
+    import os
+
+    import numpy as np
+
+    from vfm_curator.io.video import iter_frames
+
+    make_video(tmp_path / "d.mp4", [40, 40], seed=3, width=320, height=192)
+
+    def decode() -> tuple[list, int]:
+        frames, most = [], 0
+        for _, frame in iter_frames(str(tmp_path / "d.mp4"), width=64, height=38):
+            frames.append(frame)
+            most = max(most, len(os.listdir("/proc/self/task")))  # OS threads of this process now
+        return frames, most
+
+    # one thread first: FFmpeg keeps a codec's worker threads alive after the container closes
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a Ray worker's 1-CPU call
+    one, threads_one = decode()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    auto, threads_auto = decode()
+    if (os.cpu_count() or 1) > 1:  # FFmpeg's own choice: a decoding thread per core and one more
+        assert threads_auto >= threads_one + 2
+    assert len(one) == len(auto) == 80 and all(np.array_equal(a, b) for a, b in zip(one, auto))

@@ -34,7 +34,17 @@ def fresh_probe(monkeypatch):
         return real(frames, fps, **kwargs)
 
     monkeypatch.setattr(encode, "encode_h264", counting)
+    # as on a GPU machine without NVENC (an H100): a device node, so FFmpeg's encoder is really tried
+    monkeypatch.setattr(encode.glob, "glob", lambda pattern: ["/dev/nvidia0"])
     return calls
+
+
+def test_without_an_nvidia_device_node_the_probe_does_not_open_ffmpeg(monkeypatch):
+    monkeypatch.setattr(encode, "_NVENC", None)
+    tried = []
+    monkeypatch.setattr(encode, "encode_h264", lambda *a, **k: tried.append(1))
+    monkeypatch.setattr(encode.glob, "glob", lambda pattern: [])
+    assert encode.nvenc_probe() == (False, "no NVIDIA GPU device (/dev/nvidia*) here") and tried == []
 
 
 def _split(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import io
 import logging
 from fractions import Fraction
@@ -21,6 +22,10 @@ def nvenc_probe() -> tuple[bool, str]:
     FFmpeg with no NVIDIA driver, no GPU, or a GPU without a video encoder (an H100). Tried once per
     process on a tiny frame, with the options the writer uses."""
     global _NVENC
+    if _NVENC is None and not glob.glob("/dev/nvidia[0-9]*"):
+        # no NVIDIA device node: no driver can open an encoder (saves opening FFmpeg's NVENC, ~0.2 s
+        # per worker process, on every CPU-only machine)
+        _NVENC = (False, "no NVIDIA GPU device (/dev/nvidia*) here")
     if _NVENC is None:
         try:
             encode_h264([np.zeros((144, 256, 3), np.uint8)], 25.0, codec="h264_nvenc")

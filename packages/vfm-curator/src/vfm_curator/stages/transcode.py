@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 from vfm_curator.io import staging
 from vfm_curator.io.encode import ENCODERS, H264Writer, mux_audio, nvenc_available, pick_codec, resize
 from vfm_curator.io.paths import disk_full
-from vfm_curator.io.video import iter_frames, release_freed_memory
+from vfm_curator.io.video import iter_frames, release_freed_memory, threads_given
 from vfm_curator.stages.base import InputError, Resources, Stage
 from vfm_curator.tasks import Clip, VideoTask
 
@@ -148,7 +147,4 @@ def encoder_threads(option: int | None) -> int:
     threads. The encoded bytes depend on the thread count (not on anything else)."""
     if option is not None:
         return int(option)
-    try:
-        return max(0, int(os.environ.get("OMP_NUM_THREADS", "") or 0))
-    except ValueError:
-        return 0
+    return threads_given()
