@@ -5,7 +5,7 @@ after another: the naive one (decode, detect shots, transcode; no output written
 as the pipeline (every stage: decode, split, stitch, transcode, embed, caption, filter, write,
 through the in-process runner, libx264 with its own threads: its best setting). The pipeline runs
 every stage streaming on a local Ray, cold (its workers start during the run) and warm; adjacent
-CPU stages with the same batch are fused into one Ray call (three calls per video here). Prints video-seconds
+CPU stages are fused into one Ray call (all 8 here: one call per video). Prints video-seconds
 processed per wall-second, each run's ratio to both baselines, the auto-balancer's worker
 allocation, and the CPU bound: the pipeline's measured stage-seconds per video over this machine's
 cores is the most any runner could do. The machine's load average is printed before the runs and
@@ -136,7 +136,7 @@ def main() -> None:
     if summary.decisions:
         print("first decision:", json.dumps(summary.decisions[0]["workers"]))
         for group, g in summary.decisions[-1].get("groups", {}).items():
-            print(f"fused group: {group}: {g['seconds_per_item']:.3f} s / video, {g['workers']} workers (one Ray call each)")
+            print(f"fused group: {group}: {g['seconds_per_item']:.3f} s / video, {g['workers']} workers (one Ray call per video)")
     # The CPU bound: stage-seconds per video (measured in the warm run's workers) over the cores
     measured = warm.decisions[-1]["seconds_per_item"] if warm.decisions else {}
     if measured:

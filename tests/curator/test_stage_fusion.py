@@ -63,31 +63,16 @@ class Broken(Mark):
         raise FileNotFoundError("no model at /nowhere")
 
 
-class Heavy(Mark):
-    name = "heavy"
-    resources = Resources(cpus=1.0, memory_mb=256)
-
-
-class Batching(Mark):
-    name = "batching"
-    batch_size = 4
-
-
-def test_adjacent_stages_with_the_same_gpu_need_and_batch_fuse_and_pinned_stages_stay_alone():
-    specs = [StageSpec(First), StageSpec(Heavy), StageSpec(OnGpu), StageSpec(Third), StageSpec(Mark)]
+def test_adjacent_stages_with_the_same_gpu_need_fuse_and_pinned_stages_stay_alone():
+    specs = [StageSpec(First), StageSpec(Second), StageSpec(OnGpu), StageSpec(Third), StageSpec(Mark)]
     groups = fuse(specs)
-    assert [g.stages for g in groups] == [("first", "heavy"), ("on_gpu",), ("third", "mark")]
+    assert [g.stages for g in groups] == [("first", "second"), ("on_gpu",), ("third", "mark")]
     cpu = groups[0].declared()  # the members run one at a time: the most any asks for, not the sum
     assert (cpu.cpus, cpu.gpus, cpu.memory_mb) == (1.0, 0.0, 256)
-    assert groups[0].batch_size == 1 and groups[0].name == "first+heavy"
+    assert groups[0].batch_size == 1 and groups[0].name == "first+second"
     assert groups[1].declared().gpus == 1.0
-    assert [g.stages for g in fuse(specs, pinned={"mark"})] == [("first", "heavy"), ("on_gpu",), ("third",), ("mark",)]
+    assert [g.stages for g in fuse(specs, pinned={"mark"})] == [("first", "second"), ("on_gpu",), ("third",), ("mark",)]
     assert [g.stages for g in fuse(specs, enabled=False)] == [(s.name,) for s in specs]
-
-
-def test_a_stage_that_batches_keeps_its_batch_instead_of_joining_single_item_stages():
-    groups = fuse([StageSpec(First), StageSpec(Batching), StageSpec(Second), StageSpec(Third)])
-    assert [(g.stages, g.batch_size) for g in groups] == [(("first",), 1), (("batching", "second"), 4), (("third",), 1)]
 
 
 def test_the_balancer_sizes_fused_groups_within_cpu_and_gpu_slots_and_logs_per_stage_times():
@@ -131,18 +116,18 @@ def test_a_fused_run_takes_each_item_through_every_stage_in_one_worker_call(ray_
     from vfm_curator.execution.ray_runner import RayRunner
 
     progress, decisions = {}, []
-    runner = RayRunner([StageSpec(First), StageSpec(Heavy), StageSpec(Third)], balance_interval_s=0.0, cpu_budget=2.0,
+    runner = RayRunner([StageSpec(First), StageSpec(Second), StageSpec(Third)], balance_interval_s=0.0, cpu_budget=2.0,
                        on_progress=lambda s, n: progress.__setitem__(s, progress.get(s, 0) + n),
                        on_decision=decisions.append)
-    assert [g.stages for g in runner.groups] == [("first", "heavy", "third")]
+    assert [g.stages for g in runner.groups] == [("first", "second", "third")]
     out = list(runner.run(Item(id=i, path=[]) for i in range(12)))
     assert sorted(o["id"] for o in out) == list(range(12))
     for item in out:
-        assert [name for name, _ in item["path"]] == ["first", "heavy", "third"]
+        assert [name for name, _ in item["path"]] == ["first", "second", "third"]
         assert len({pid for _, pid in item["path"]}) == 1, item["path"]  # one call, one process
-    assert progress == {"first": 12, "heavy": 12, "third": 12}
-    assert runner.allocation == {"first": 2, "heavy": 2, "third": 2}  # 2 CPUs, 1 CPU per fused worker
-    assert decisions and set(decisions[0]["seconds_per_item"]) == {"first", "heavy", "third"}
+    assert progress == {"first": 12, "second": 12, "third": 12}
+    assert runner.allocation == {"first": 2, "second": 2, "third": 2}  # 2 CPUs, 1 CPU per fused worker
+    assert decisions and set(decisions[0]["seconds_per_item"]) == {"first", "second", "third"}
 
 
 def test_a_worker_dying_inside_a_fused_call_fails_its_item_only_and_a_setup_error_names_its_stage(ray_session, by_value):
@@ -153,12 +138,12 @@ def test_a_worker_dying_inside_a_fused_call_fails_its_item_only_and_a_setup_erro
     def failure(task, stage, reason, cause, kind):
         failed[task["id"]] = (stage, reason.split(":")[0], cause, kind)
 
-    runner = RayRunner([StageSpec(First), StageSpec(Heavy), StageSpec(Third, {"kill_id": 3})], cpu_budget=2.0,
+    runner = RayRunner([StageSpec(First), StageSpec(Second), StageSpec(Third, {"kill_id": 3})], cpu_budget=2.0,
                        failure=failure)
     out = list(runner.run(Item(id=i, path=[]) for i in range(6)))
     assert sorted(o["id"] for o in out) == list(range(6))  # the dead call's item comes back, marked failed
-    assert failed == {3: ("first+heavy+third", "first+heavy+third worker failed", "machine", "worker-crash")}
-    assert all([n for n, _ in o["path"]] == ["first", "heavy", "third"] for o in out if o["id"] != 3)
+    assert failed == {3: ("first+second+third", "first+second+third worker failed", "machine", "worker-crash")}
+    assert all([n for n, _ in o["path"]] == ["first", "second", "third"] for o in out if o["id"] != 3)
 
     failed.clear()
     runner = RayRunner([StageSpec(First), StageSpec(Broken), StageSpec(Third)], cpu_budget=2.0, failure=failure)

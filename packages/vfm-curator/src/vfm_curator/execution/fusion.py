@@ -2,13 +2,10 @@
 call, so a video makes one Ray call per group instead of one per stage (no fill and drain between
 cheap stages, no object-store round trip per stage).
 
-Rule (:func:`fuse`): adjacent stages join while they ask for the same GPUs per worker (a GPU stage
-never holds its GPU through a CPU stage's work, nor a CPU stage through a GPU stage's) and take the
-same batch (a stage that batches, e.g. ``shard_text`` encoding 16 captions per forward or
-``shard_tokenize`` 4 clips, keeps its batch instead of getting one item per call), unless
-``run.workers`` pins a stage's worker count: a pinned stage runs alone, as asked. The auto-balancer
-then sizes workers per group. The default clipping pipeline on CPU makes three calls per video:
-``decode+split+stitch+transcode``, ``embed`` (4 videos a call) and ``caption+filter+write``.
+Rule (:func:`fuse`): adjacent stages join while they ask for the same GPUs per worker (all CPU-only
+stages form one group; a GPU stage never holds its GPU through a CPU stage's work, nor a CPU stage
+through a GPU stage's), unless ``run.workers`` pins a stage's worker count: a pinned stage runs alone,
+as asked. The auto-balancer then sizes workers per group.
 """
 
 from __future__ import annotations
@@ -35,7 +32,9 @@ class StageGroup:
 
     @property
     def batch_size(self) -> int:
-        return self.specs[0].batch_size  # every member's (fuse joins equal batches only)
+        # items enter a call together and go through every stage of it: the smallest batch any
+        # member accepts (a bigger batch would only leave workers idle at the end of the stream)
+        return min(s.batch_size for s in self.specs)
 
     def declared(self) -> Resources:
         """One worker of the group: the members run one at a time in it, so it needs the most any of
@@ -48,13 +47,13 @@ class StageGroup:
 
 
 def fuse(specs: list[StageSpec], *, pinned: set[str] | frozenset[str] = frozenset(), enabled: bool = True) -> list[StageGroup]:
-    """Groups of adjacent stages with the same GPU need and batch size, in pipeline order; ``pinned``
-    stages (a fixed worker count) and, with ``enabled=False``, every stage run alone."""
+    """Groups of adjacent stages with the same GPU need, in pipeline order; ``pinned`` stages (a
+    fixed worker count) and, with ``enabled=False``, every stage run alone."""
     groups: list[list[StageSpec]] = []
     for spec in specs:
         last = groups[-1] if groups else None
         if (enabled and last is not None and spec.name not in pinned and last[-1].name not in pinned
-                and spec.declared().gpus == last[-1].declared().gpus and spec.batch_size == last[-1].batch_size):
+                and spec.declared().gpus == last[-1].declared().gpus):
             last.append(spec)
         else:
             groups.append([spec])
