@@ -33,7 +33,10 @@ class StageGroup:
     @property
     def batch_size(self) -> int:
         # items enter a call together and go through every stage of it: the smallest batch any
-        # member accepts (a bigger batch would only leave workers idle at the end of the stream)
+        # member accepts (a bigger batch would only leave workers idle at the end of the stream).
+        # A batching stage that should keep its batch (shard_text's 16 captions per forward) is
+        # pinned with run.workers and runs alone. Fusing equal batches only was measured: the
+        # clipping stages on CPU then make three calls per video, 10-25 % slower warm, 20-30 % cold.
         return min(s.batch_size for s in self.specs)
 
     def declared(self) -> Resources:
