@@ -50,3 +50,15 @@ def test_config_files_reject_unknown_keys_and_unknown_plugins(tmp_path):
         ShardConfig(frames=[1]).stage_specs()
     with pytest.raises(KeyError, match="hash"):  # the error lists the registered encoders
         vfm_curator.shard(tmp_path / "clips", tmp_path / "o", text_encoder="no-such-encoder")
+
+
+def test_models_on_cuda_ask_ray_for_a_gpu_share_and_on_the_cpu_nothing_changes():
+    # a Ray worker that declares no GPU sees no CUDA device: device = "cuda" must come with a share
+    # (declaring it needs no GPU here; only running the stage would)
+    on_gpu = {s.name: s.declared() for s in ShardConfig(device="cuda").stage_specs()}
+    assert (on_gpu["shard_tokenize"].gpus, on_gpu["shard_text"].gpus) == (0.5, 0.5)
+    assert on_gpu["shard_decode"].gpus == 0.0
+    on_cpu = ShardConfig().stage_specs()
+    assert all(s.declared() == s.cls.resources for s in on_cpu)
+    with pytest.raises(ValueError, match="gpu_share = 0 is out of range"):
+        ShardConfig.from_dict({"options": {"shard_text": {"gpu_share": 0}}}).stage_specs()

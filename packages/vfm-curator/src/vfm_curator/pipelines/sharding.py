@@ -115,8 +115,9 @@ class ShardConfig:
         for name in self.execution.stages:
             cls = host.get("stages", name)
             options = {**{k: v for k, v in shared.items() if k in cls.defaults}, **self.execution.stage_options(name)}
-            cls(**options)  # validate now, in the driver, with a clear error
-            specs.append(StageSpec(cls, options))
+            stage = cls(**options)  # validate now, in the driver, with a clear error
+            # a model on CUDA asks Ray for its GPU share (a worker that declares none sees no GPU)
+            specs.append(StageSpec(cls, options, getattr(stage, "configured_resources", None)))
         return specs
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from vfm_curator.stages.base import Resources, Stage, run_guarded
 from vfm_curator.stages.shard_task import ShardTask, credit_time
-from vfm_curator.stages.shard_tokenize import build_registered
+from vfm_curator.stages.shard_tokenize import build_registered, model_device_resources
 
 
 def encode_captions(encoder, captions: list[str]) -> list[np.ndarray]:
@@ -35,7 +35,14 @@ class ShardTextStage(Stage):
     name = "shard_text"
     resources = Resources(cpus=1.0, memory_mb=1024)
     batch_size = 16
-    defaults = {"text_encoder": "hash", "text_encoder_options": {}, "seed": 0, "device": "cpu"}
+    defaults = {"text_encoder": "hash", "text_encoder_options": {}, "seed": 0, "device": "cpu", "gpu_share": 0.5}
+
+    def check_options(self) -> None:
+        self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
+
+    @property
+    def configured_resources(self) -> Resources | None:
+        return model_device_resources(self)
 
     def setup(self) -> None:
         o = self.opt
