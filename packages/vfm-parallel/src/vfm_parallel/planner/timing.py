@@ -114,16 +114,32 @@ def _collective(nbytes: float, calls: float, bw: float, hw: HardwareProfile) -> 
 
 
 def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool = True, framework: str = "vfm") -> StepTime:
-    cal = hw.calibration
-    tp, cp, pp = layout.tp, layout.cp, layout.pp
-    layers = spec.layers / pp
-    full_layers = spec.full_layers / pp
-    ac = layout.activation_checkpointing
-    S, h = spec.seq_len, spec.hidden
-    mb = layout.micro_batch
-    crosses = {}
+    crosses: dict = {}  # group -> whether it crosses nodes, filled by each part
+    t_compute, t_attention = _compute_time(spec, layout, hw)
+    t_tp = _tp_time(spec, layout, hw, crosses)
+    t_cp = _cp_time(spec, layout, hw, t_attention, crosses)
+    p_rank = spec.params / (layout.tp * layout.pp)
+    t_dp = _dp_time(layout, hw, p_rank, spec.layers / layout.pp, t_compute, framework, crosses)
+    t_bubble, t_pp = _pipeline_time(spec, layout, hw, t_compute + t_tp + t_cp, crosses)
+    t_kernels = _kernel_time(spec, layout, hw)
+    if layout.pp > 1:
+        t_bubble += t_kernels * (layout.pp - 1) / layout.n_micro
+    # --- optimizer: AdamW + EMA read and write every sharded state once (memory bound) --------------
+    shards = layout.dp * layout.cp if layout.distopt else layout.fsdp_shards
+    state_bytes = p_rank / shards * (4 + 4 + 8 + (4 if ema and not layout.distopt else 0)) * 2
+    t_opt = state_bytes / (hw.hbm_gbps * 1e9)
+    ga = layout.grad_accum
+    return StepTime(compute=ga * t_compute, kernels=ga * t_kernels, tp_comm=ga * t_tp, cp_comm=ga * t_cp, dp_comm=ga * t_dp,
+                    pp_bubble=ga * t_bubble, pp_comm=ga * t_pp, optimizer=t_opt,
+                    tokens_per_step=layout.dp * layout.micro_batch * ga * spec.seq_len, world=layout.world_size,
+                    model_flops_per_token=spec.model_flops_per_token, crosses_nodes=crosses)
 
-    # --- compute of one micro-step on one rank ------------------------------------------------------
+
+def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple[float, float]:
+    """(compute, of which attention) seconds of one micro-step on one rank."""
+    cal = hw.calibration
+    tp, cp, pp, S, mb = layout.tp, layout.cp, layout.pp, spec.seq_len, layout.micro_batch
+    ac = layout.activation_checkpointing
     flops = mb * S * spec.model_flops_per_token / (tp * cp * pp)
     if ac:
         flops *= 4.0 / 3.0  # the forward runs twice
@@ -134,44 +150,50 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     tokens = mb / layout.n_micro * S / cp if pp > 1 else mb * S / cp
     t_attention = attn_flops / (cal.attention_efficiency * hw.peak_flops) * attention_shape_factor(spec, layout, hw)
     t_compute = (flops - attn_flops) / (cal.matmul_efficiency * hw.peak_flops) * gemm_shape_factor(spec, tp, tokens, hw) + t_attention
+    return t_compute, t_attention
 
-    # --- tensor (+ sequence) parallel: all-gather into and reduce-scatter out of each region -------
-    t_tp = 0.0
-    if tp > 1:
-        bw, crosses["tp"] = group_bandwidth(1, tp, hw)
-        passes = 3 if ac else 2  # forward, backward (+ the recomputed forward)
-        calls = layers * spec.tp_regions * 2 * passes
-        nbytes = calls * (tp - 1) / tp * mb * S / cp * h * ACT_BYTES
-        t_tp = (1 - cal.tp_overlap) * _collective(nbytes, calls, bw, hw)
 
-    # --- context parallel ---------------------------------------------------------------------------
-    t_cp = 0.0
-    if cp > 1:
-        bw, crosses["cp"] = group_bandwidth(tp, cp, hw, p2p=layout.cp_strategy != "cp-ulysses")
-        shard = mb * S / cp
-        if layout.cp_strategy == "cp-ulysses":
-            # q, k, v in and the output back, forward and backward (+ recompute): not overlapped
-            passes = 3 if ac else 2
-            calls = full_layers * 4 * passes
-            nbytes = calls * (cp - 1) / cp * shard * h / tp * ACT_BYTES
-            t_cp = _collective(nbytes, calls, bw, hw)
-        else:
-            # ring: K and V blocks per hop forward; K, V and their gradients per hop backward. A hop's
-            # transfer hides behind the attention of the block in hand; only the excess shows.
-            kv_width = spec.num_kv_heads * spec.head_dim / tp
-            blocks_per_hop = 2 + 4 + (2 if ac else 0)
-            calls = full_layers * (cp - 1) * blocks_per_hop
-            nbytes = calls * shard * kv_width * ACT_BYTES
-            t_ring = _collective(nbytes, calls, bw, hw)
-            # each remote block's partial result is merged into fp32 accumulators (online softmax
-            # forward; dQ, dK, dV backward): memory-bound passes the ring adds, not hidden
-            merge = full_layers * (cp - 1) * shard * h / tp * RING_MERGE_BYTES
-            t_cp = max(0.0, t_ring - t_attention * (cp - 1) / cp) + merge / (hw.hbm_gbps * 1e9)
+def _tp_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, crosses: dict) -> float:
+    """Tensor (+ sequence) parallel: an all-gather into and a reduce-scatter out of each region."""
+    tp = layout.tp
+    if tp <= 1:
+        return 0.0
+    bw, crosses["tp"] = group_bandwidth(1, tp, hw)
+    passes = 3 if layout.activation_checkpointing else 2  # forward, backward (+ the recomputed forward)
+    calls = spec.layers / layout.pp * spec.tp_regions * 2 * passes
+    nbytes = calls * (tp - 1) / tp * layout.micro_batch * spec.seq_len / layout.cp * spec.hidden * ACT_BYTES
+    return (1 - hw.calibration.tp_overlap) * _collective(nbytes, calls, bw, hw)
 
-    # --- data parallel: FSDP gathers and reduce-scatters per micro-step, HSDP/DDP all-reduce --------
-    p_rank = spec.params / (tp * pp)
-    t_dp = 0.0
-    kind = layout.dp_kind
+
+def _cp_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, t_attention: float, crosses: dict) -> float:
+    """Context parallel: Ulysses all-to-alls, or the ring's K/V hops beyond what attention hides."""
+    tp, cp, h = layout.tp, layout.cp, spec.hidden
+    if cp <= 1:
+        return 0.0
+    ac = layout.activation_checkpointing
+    full_layers = spec.full_layers / layout.pp
+    bw, crosses["cp"] = group_bandwidth(tp, cp, hw, p2p=layout.cp_strategy != "cp-ulysses")
+    shard = layout.micro_batch * spec.seq_len / cp
+    if layout.cp_strategy == "cp-ulysses":
+        # q, k, v in and the output back, forward and backward (+ recompute): not overlapped
+        calls = full_layers * 4 * (3 if ac else 2)
+        return _collective(calls * (cp - 1) / cp * shard * h / tp * ACT_BYTES, calls, bw, hw)
+    # ring: K and V blocks per hop forward; K, V and their gradients per hop backward. A hop's
+    # transfer hides behind the attention of the block in hand; only the excess shows.
+    kv_width = spec.num_kv_heads * spec.head_dim / tp
+    calls = full_layers * (cp - 1) * (2 + 4 + (2 if ac else 0))
+    t_ring = _collective(calls * shard * kv_width * ACT_BYTES, calls, bw, hw)
+    # each remote block's partial result is merged into fp32 accumulators (online softmax
+    # forward; dQ, dK, dV backward): memory-bound passes the ring adds, not hidden
+    merge = full_layers * (cp - 1) * shard * h / tp * RING_MERGE_BYTES
+    return max(0.0, t_ring - t_attention * (cp - 1) / cp) + merge / (hw.hbm_gbps * 1e9)
+
+
+def _dp_time(layout: Layout, hw: HardwareProfile, p_rank: float, layers: float, t_compute: float, framework: str,
+             crosses: dict) -> float:
+    """Data parallel per micro-step: FSDP gathers and reduce-scatters, HSDP/DDP all-reduces, or
+    Megatron's distributed optimizer once per step; what the compute does not hide."""
+    cal, tp, cp, kind = hw.calibration, layout.tp, layout.cp, layout.dp_kind
     if kind in ("fsdp", "hsdp"):
         n = layout.dp_shard * cp
         bw, crosses["dp_shard"] = group_bandwidth(tp, n, hw)
@@ -180,51 +202,46 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
         gather_bytes = MEGATRON_GATHER_BYTES if framework == "megatron" else PARAM_COMM_BYTES
         gather = 2 * (n - 1) / n * p_rank * gather_bytes  # forward and backward all-gathers
         scatter = (n - 1) / n * p_rank * PARAM_COMM_BYTES
-        t_dp_raw = _collective(gather + scatter, 3 * layers, bw, hw)
+        t_raw = _collective(gather + scatter, 3 * layers, bw, hw)
         if kind == "hsdp":
             r = layout.dp_replicate
             rbw, crosses["dp_replicate"] = group_bandwidth(tp * cp * layout.dp_shard, r, hw)
-            t_dp_raw += _collective(2 * (r - 1) / r * p_rank / n * PARAM_COMM_BYTES, layers, rbw, hw)
-        t_dp = max(t_dp_raw - t_compute, (1 - cal.dp_overlap) * t_dp_raw)
-    elif kind == "distopt":
+            t_raw += _collective(2 * (r - 1) / r * p_rank / n * PARAM_COMM_BYTES, layers, rbw, hw)
+        return max(t_raw - t_compute, (1 - cal.dp_overlap) * t_raw)
+    if kind == "distopt":
         # once per optimizer step: reduce-scatter fp32 gradients (overlapped with the last micro-step's
         # backward) and all-gather bf16 weights (with the next step's first forward), over dp x cp
         n = layout.dp * cp
         bw, crosses["dp"] = group_bandwidth(tp, n, hw)
         t_once = _collective((n - 1) / n * p_rank * (PARAM_COMM_BYTES + MEGATRON_GATHER_BYTES), 2 * layers, bw, hw)
-        t_dp = max(t_once - t_compute, (1 - cal.dp_overlap) * t_once) / layout.grad_accum
-    elif kind == "ddp":
+        return max(t_once - t_compute, (1 - cal.dp_overlap) * t_once) / layout.grad_accum
+    if kind == "ddp":
         r = layout.dp_replicate * cp
         bw, crosses["dp_replicate"] = group_bandwidth(tp, r, hw)
         t_ar = _collective(2 * (r - 1) / r * p_rank * PARAM_COMM_BYTES, layers, bw, hw)
-        t_dp = max(t_ar - t_compute * 2 / 3, (1 - cal.dp_overlap) * t_ar)  # buckets overlap the backward
+        return max(t_ar - t_compute * 2 / 3, (1 - cal.dp_overlap) * t_ar)  # buckets overlap the backward
+    return 0.0
 
-    # --- pipeline: bubble and stage-to-stage sends --------------------------------------------------
-    t_bubble = t_pp = 0.0
-    if pp > 1:
-        stage_work = t_compute + t_tp + t_cp
-        t_bubble = stage_work * (pp - 1) / layout.n_micro
-        bw, crosses["pp"] = group_bandwidth(layout.world_size // pp, pp, hw, p2p=True)
-        per_micro = (mb / layout.n_micro) * S / cp * h / tp * ACT_BYTES
-        t_pp = _collective(2 * layout.n_micro * per_micro, 2 * layout.n_micro, bw, hw)
 
-    # --- fixed per-kernel cost (launch, tail of small kernels): grows with the number of kernels a
-    # micro-step runs, not with its FLOPs, so it is what makes slicing a small problem finely lose
-    passes = 3 if ac else 2  # forward = 1 kernel set, backward = 2, recompute = 1 more
+def _pipeline_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, stage_work: float,
+                   crosses: dict) -> tuple[float, float]:
+    """(bubble, stage-to-stage sends) of a pipeline micro-step; (0, 0) without one."""
+    pp = layout.pp
+    if pp <= 1:
+        return 0.0, 0.0
+    t_bubble = stage_work * (pp - 1) / layout.n_micro
+    bw, crosses["pp"] = group_bandwidth(layout.world_size // pp, pp, hw, p2p=True)
+    per_micro = (layout.micro_batch / layout.n_micro) * spec.seq_len / layout.cp * spec.hidden / layout.tp * ACT_BYTES
+    return t_bubble, _collective(2 * layout.n_micro * per_micro, 2 * layout.n_micro, bw, hw)
+
+
+def _kernel_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> float:
+    """The fixed per-kernel cost (launch, tail of small kernels): grows with the number of kernels a
+    micro-step runs, not with its FLOPs, so it is what makes slicing a small problem finely lose."""
+    pp, cp = layout.pp, layout.cp
+    passes = 3 if layout.activation_checkpointing else 2  # forward = 1 kernel set, backward = 2, recompute = 1 more
     runs = layout.n_micro if pp > 1 else 1  # a pipeline runs every layer once per microbatch
-    kernels = runs * (layers * KERNELS_PER_BLOCK * (passes + 1) / 2
-                      + (full_layers * (cp - 1) * RING_KERNELS_PER_HOP * (passes + 1) / 2 if cp > 1 and layout.cp_strategy != "cp-ulysses" else 0))
-    t_kernels = kernels * cal.kernel_overhead_us * 1e-6
-    if pp > 1:
-        t_bubble += t_kernels * (pp - 1) / layout.n_micro
-
-    micro = t_compute + t_kernels + t_tp + t_cp + t_dp + t_bubble + t_pp
-    # --- optimizer: AdamW + EMA read and write every sharded state once (memory bound) --------------
-    shards = layout.dp * cp if layout.distopt else layout.fsdp_shards
-    state_bytes = p_rank / shards * (4 + 4 + 8 + (4 if ema and not layout.distopt else 0)) * 2
-    t_opt = state_bytes / (hw.hbm_gbps * 1e9)
-    ga = layout.grad_accum
-    return StepTime(compute=ga * t_compute, kernels=ga * t_kernels, tp_comm=ga * t_tp, cp_comm=ga * t_cp, dp_comm=ga * t_dp,
-                    pp_bubble=ga * t_bubble, pp_comm=ga * t_pp, optimizer=t_opt,
-                    tokens_per_step=layout.dp * mb * ga * S, world=layout.world_size,
-                    model_flops_per_token=spec.model_flops_per_token, crosses_nodes=crosses)
+    ring = cp > 1 and layout.cp_strategy != "cp-ulysses"
+    kernels = runs * (spec.layers / pp * KERNELS_PER_BLOCK * (passes + 1) / 2
+                      + (spec.full_layers / pp * (cp - 1) * RING_KERNELS_PER_HOP * (passes + 1) / 2 if ring else 0))
+    return kernels * hw.calibration.kernel_overhead_us * 1e-6
