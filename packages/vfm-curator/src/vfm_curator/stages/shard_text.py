@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 import numpy as np
 
-from vfm_curator.stages.base import Resources, Stage, run_guarded
+from vfm_curator.stages.base import Resources, run_guarded
 from vfm_curator.stages.shard_task import ShardTask, credit_time
-from vfm_curator.stages.shard_tokenize import build_registered, model_device_resources
+from vfm_curator.stages.shard_tokenize import ModelOnDeviceStage, build_registered
 
 
 def encode_captions(encoder, captions: list[str]) -> list[np.ndarray]:
@@ -28,7 +28,7 @@ def encode_captions(encoder, captions: list[str]) -> list[np.ndarray]:
     return rows
 
 
-class ShardTextStage(Stage):
+class ShardTextStage(ModelOnDeviceStage):
     """Sets ``task.text`` ((L, D) float32) for up to ``batch_size`` clips per call. A missing caption
     is encoded as the empty string (the pipeline fails such clips earlier when captions are required)."""
 
@@ -36,13 +36,6 @@ class ShardTextStage(Stage):
     resources = Resources(cpus=1.0, memory_mb=1024)
     batch_size = 16
     defaults = {"text_encoder": "hash", "text_encoder_options": {}, "seed": 0, "device": "cpu", "gpu_share": 0.5}
-
-    def check_options(self) -> None:
-        self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
-
-    @property
-    def configured_resources(self) -> Resources | None:
-        return model_device_resources(self)
 
     def setup(self) -> None:
         o = self.opt

@@ -45,34 +45,33 @@ def build_registered(kind: str, name: str, options: dict[str, Any] | None = None
     return model
 
 
-def model_device_resources(stage: Stage) -> Resources | None:
-    """``stage``'s resources with ``gpus = gpu_share`` when its model runs on CUDA (``device`` =
-    ``cuda`` or ``cuda:N``): Ray gives a worker that declares no GPU no CUDA device at all. None
-    on the CPU (the class's resources)."""
-    if not str(stage.opt["device"]).startswith("cuda"):
-        return None
-    base = type(stage).resources
-    return Resources(cpus=base.cpus, gpus=float(stage.opt["gpu_share"]), memory_mb=base.memory_mb)
-
-
-def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):
-    return build_registered("tokenizers", name, options, seed, device)
-
-
-class ShardTokenizeStage(Stage):
-    """Sets ``task.latent`` ((C, T', H', W') float32) for up to ``batch_size`` clips per call."""
-
-    name = "shard_tokenize"
-    resources = Resources(cpus=1.0, memory_mb=2048)
-    batch_size = 4
-    defaults = {"tokenizer": "pixel", "tokenizer_options": {}, "seed": 0, "device": "cpu", "gpu_share": 0.5}
+class ModelOnDeviceStage(Stage):
+    """A stage whose model runs on its ``device`` option: on CUDA (``cuda`` or ``cuda:N``) a worker
+    asks Ray for ``gpu_share`` of a GPU, since Ray gives a worker that declares none no CUDA device
+    at all; on the CPU it keeps the class's resources."""
 
     def check_options(self) -> None:
         self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
 
     @property
     def configured_resources(self) -> Resources | None:
-        return model_device_resources(self)
+        if not str(self.opt["device"]).startswith("cuda"):
+            return None
+        base = type(self).resources
+        return Resources(cpus=base.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=base.memory_mb)
+
+
+def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):
+    return build_registered("tokenizers", name, options, seed, device)
+
+
+class ShardTokenizeStage(ModelOnDeviceStage):
+    """Sets ``task.latent`` ((C, T', H', W') float32) for up to ``batch_size`` clips per call."""
+
+    name = "shard_tokenize"
+    resources = Resources(cpus=1.0, memory_mb=2048)
+    batch_size = 4
+    defaults = {"tokenizer": "pixel", "tokenizer_options": {}, "seed": 0, "device": "cpu", "gpu_share": 0.5}
 
     def setup(self) -> None:
         o = self.opt
