@@ -73,6 +73,13 @@ class Stage:
             raise ValueError(f"stage {self.name!r}: option {key} = {value!r} is out of range; accepted: "
                              f"{kind} in {left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]")
 
+    def gpu_share_resources(self, **changes: Any) -> Resources:
+        """The class's resources asking Ray for the ``gpu_share`` option's part of a GPU (what a stage
+        declares once it knows its work runs on CUDA), with ``changes`` (e.g. ``memory_mb``)."""
+        from dataclasses import replace
+
+        return replace(type(self).resources, gpus=float(self.opt["gpu_share"]), **changes)
+
     def ensure_setup(self) -> None:
         if not self._ready:
             try:

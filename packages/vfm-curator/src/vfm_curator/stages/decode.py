@@ -71,7 +71,7 @@ class DecodeStage(Stage):
             on_gpu = decoder_class(name).uses_gpu
         if not on_gpu:
             return None
-        return Resources(cpus=self.resources.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=2048)
+        return self.gpu_share_resources(memory_mb=2048)
 
     def setup(self) -> None:
         """A backend named in the config must be available on this worker: else the stage cannot be

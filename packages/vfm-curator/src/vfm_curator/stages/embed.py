@@ -146,5 +146,4 @@ def gpu_resources(stage: Stage, kind: str, name: str | None, options: dict) -> R
     device = option_device(kind, name, options)
     if device is None or not uses_cuda(device):
         return None
-    base = type(stage).resources
-    return Resources(cpus=base.cpus, gpus=float(stage.opt["gpu_share"]), memory_mb=base.memory_mb)
+    return stage.gpu_share_resources()

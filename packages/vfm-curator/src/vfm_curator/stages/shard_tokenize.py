@@ -57,8 +57,7 @@ class ModelOnDeviceStage(Stage):
     def configured_resources(self) -> Resources | None:
         if not str(self.opt["device"]).startswith("cuda"):
             return None
-        base = type(self).resources
-        return Resources(cpus=base.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=base.memory_mb)
+        return self.gpu_share_resources()
 
 
 def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):

@@ -41,7 +41,7 @@ class StitchStage(Stage):
 
         if not uses_cuda(self.opt["device"]):
             return None
-        return Resources(cpus=self.resources.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=self.resources.memory_mb)
+        return self.gpu_share_resources()
 
     def setup(self) -> None:
         from vfm_curator.embedders import get_embedder

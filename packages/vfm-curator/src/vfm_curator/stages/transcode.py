@@ -55,7 +55,7 @@ class TranscodeStage(Stage):
         """A GPU share when the encoder will be NVENC (the probe opens it here)."""
         if self.opt["encoder"] == "libx264" or not nvenc_available():
             return None
-        return Resources(cpus=self.resources.cpus, gpus=float(self.opt["gpu_share"]), memory_mb=self.resources.memory_mb)
+        return self.gpu_share_resources()
 
     def setup(self) -> None:
         self.codec = pick_codec(self.opt["encoder"])  # the probe, once per process; a notice when auto falls back
