@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from vfm_curator.decoders import availability, choose, measure
+from vfm_curator.errors import InputError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +15,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=256, help="frames to time per backend (default 256)")
     parser.add_argument("--width", type=int, default=0, help="decode scaled to this width (default: full size)")
     args = parser.parse_args(argv)
+    if args.frames < 1 or args.width < 0:
+        parser.error(f"--frames must be >= 1 and --width >= 0 (0: full size), got {args.frames} and {args.width}")
+    try:
+        return _report(args)
+    except InputError as exc:  # not a video this machine can decode: one line, not a traceback
+        parser.exit(2, f"{parser.prog}: {args.video}: {exc}\n")
+
+
+def _report(args: argparse.Namespace) -> int:
     size = None
     if args.width:
         from vfm_curator.io.video import probe, small_size
