@@ -66,7 +66,7 @@ def seeds_plan(model: str, context: str, hw):
 
 
 def _matches(mp, ac):
-    return lambda layout: layout.model_parallel() == mp and (ac is None or layout.activation_checkpointing == ac)
+    return lambda layout: layout.model_parallel() == mp and (ac is None or bool(layout.activation_checkpointing) == ac)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=_id)

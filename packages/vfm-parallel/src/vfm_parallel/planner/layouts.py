@@ -1,5 +1,5 @@
 """Candidate layouts: every combination of mesh sizes, CP strategy, pipeline schedule, data-parallel
-kind, activation checkpointing and micro-batch for a world size, and the check that vfm accepts each
+kind, activation checkpointing (none, full, selective) and micro-batch for a world size, and the check that vfm accepts each
 one (``ParallelDims.validate`` plus the trainer config's own rules, called, not copied)."""
 
 from __future__ import annotations
@@ -27,13 +27,29 @@ class Layout:
     cp_strategy: str = ""  # cp-ring | cp-ulysses when cp > 1
     pp_schedule: str = "1f1b"
     pp_microbatches: int = 0  # 0 = pp
-    activation_checkpointing: bool = False
+    #: False | "full" | "selective" (True reads as "full"): ``parallel.activation_checkpointing``.
+    activation_checkpointing: bool | str = False
+    #: Blocks of each pipeline stage checkpointed, the first ones; 0 = all (``parallel.checkpoint_blocks``).
+    checkpoint_blocks: int = 0
     micro_batch: int = 1  # samples per rank per micro-step (data.micro_batch)
     grad_accum: int = 1  # micro-steps per optimizer step (optim.grad_accum)
     #: Sequence parallelism with TP (``sp``); vfm runs CP with plain ``tp`` (sp + cp is not supported).
     sp: bool = True
     #: Megatron's distributed optimizer instead of FSDP (framework="megatron" only: not a vfm strategy).
     distopt: bool = False
+
+    def __post_init__(self) -> None:
+        if self.activation_checkpointing is True:
+            object.__setattr__(self, "activation_checkpointing", "full")
+        if self.activation_checkpointing not in (False, "full", "selective"):
+            raise ValueError(f"activation_checkpointing must be False, True, 'full' or 'selective', got {self.activation_checkpointing!r}")
+
+    def checkpointed(self, layers: int) -> int:
+        """Blocks of a pipeline stage (of ``layers`` blocks in the model) that are checkpointed."""
+        if not self.activation_checkpointing:
+            return 0
+        stage = layers // self.pp
+        return min(self.checkpoint_blocks, stage) if self.checkpoint_blocks else stage
 
     @property
     def dims(self) -> ParallelDims:
@@ -92,7 +108,8 @@ class Layout:
         elif self.dp_kind:
             parts.append(f"{self.dp_kind}{self.dp if self.dp > 1 else ''}")
         if self.activation_checkpointing:
-            parts.append("ac")
+            parts.append("ac" + ("-selective" if self.activation_checkpointing == "selective" else "")
+                         + (f"-first{self.checkpoint_blocks}" if self.checkpoint_blocks else ""))
         parts.append(f"mb{self.micro_batch}")
         return " ".join(p for p in parts if p)
 
@@ -100,6 +117,8 @@ class Layout:
         """The ``[parallel]`` section of a vfm train config."""
         table = {"pp": self.pp, "dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "cp": self.cp, "tp": self.tp,
                  "strategies": self.strategies(), "activation_checkpointing": self.activation_checkpointing}
+        if self.checkpoint_blocks:
+            table["checkpoint_blocks"] = self.checkpoint_blocks
         if self.pp > 1:
             table["pp_schedule"] = self.pp_schedule
             table["pp_microbatches"] = self.n_micro
@@ -149,6 +168,10 @@ def _pow2_upto(limit: int) -> list[int]:
 
 
 FRAMEWORKS = ("vfm", "megatron")
+#: Checkpointing enumerated per framework; the partial ones (the first n blocks of each stage, the
+#: fewest that fit) are derived from "full" once memory is known (``ranking.plan``). Megatron's
+#: selective recompute (core attention) keeps nearly as much as none under flash attention: left out.
+CHECKPOINTING = {"vfm": (False, "full", "selective"), "megatron": (False, "full")}
 
 
 def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_per_node: int = 8,
@@ -183,7 +206,7 @@ def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_pe
                 for dp_replicate, dp_shard, *distopt in splits:
                     cp_choices = (CP_STRATEGIES if framework == "vfm" else ("cp-ring",)) if cp > 1 else ("",)
                     for cp_strategy in cp_choices:
-                        for ac in (False, True):
+                        for ac in CHECKPOINTING[framework]:
                             for mb in mbs:
                                 for schedule, n_micro in _pipeline_choices(pp, mb):
                                     if framework == "megatron" and schedule != "1f1b":

@@ -6,7 +6,7 @@ All figures are bytes on the busiest rank (the first pipeline stage holds the mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vfm_parallel.planner.layouts import Layout
 from vfm_parallel.planner.model_spec import ModelSpec
@@ -19,6 +19,8 @@ FSDP_LIVE_BLOCKS = 2
 #: Bytes per token per hidden unit that a checkpointed block keeps: its input, the residual stream,
 #: which is bf16 under autocast (the patch embedding's output already is).
 CHECKPOINT_BYTES = 2
+#: Bytes of one activation element (bf16 under autocast).
+ACT_ELEMENT_BYTES = 2
 #: Share of a block's activations that TP without sequence parallelism does not split (10 / 34).
 NO_SP_UNSPLIT = 10 / 34
 
@@ -63,16 +65,50 @@ def activation_bytes(spec: ModelSpec, layout: Layout, overhead: float = 1.0) -> 
         # without SP the norm/residual regions hold all S/cp tokens on every TP rank: about 10 of
         # the 34 bytes of Korthikanti et al.'s per-layer count stay unsplit
         per_block *= layout.tp * NO_SP_UNSPLIT + (1 - NO_SP_UNSPLIT)
-    if layout.activation_checkpointing:
-        kept = layers * CHECKPOINT_BYTES * spec.hidden * tokens
-        peak = kept + per_block  # one block's activations live again while it is recomputed
-    else:
-        kept = layers * per_block
-        peak = kept
+    checkpointed = layout.checkpointed(spec.layers)
+    kept = (layers - checkpointed) * per_block + checkpointed * checkpointed_block_bytes(spec, layout, tokens)
+    # one checkpointed block's activations live again while it is recomputed
+    peak = kept + (per_block if checkpointed else 0.0)
     in_flight = layout.n_micro if layout.pp_schedule == "gpipe" else min(layout.n_micro, layout.pp)
     if layout.pp == 1:
         in_flight = 1
     return overhead * (kept * in_flight + (peak - kept))
+
+
+def checkpointed_block_bytes(spec: ModelSpec, layout: Layout, tokens: float) -> float:
+    """What a checkpointed block keeps for ``tokens`` tokens per TP rank: its bf16 input under full
+    checkpointing; under selective also its matmul and attention outputs (``selective_widths``; a
+    row-parallel output is full width on every TP rank, so it counts tp times the split tokens)."""
+    kept = CHECKPOINT_BYTES * spec.hidden * tokens
+    if layout.tp > 1 and not layout.sp:
+        kept *= layout.tp  # without SP every TP rank holds the block's whole input
+    if layout.activation_checkpointing == "selective":
+        split, whole = spec.selective_widths()
+        kept += ACT_ELEMENT_BYTES * spec.hidden * tokens * (split + whole * layout.tp)
+    return kept
+
+
+def least_checkpointing(spec: ModelSpec, layout: Layout, usable: float, *, ema: bool = True,
+                        activation_overhead: float = 1.0) -> Layout | None:
+    """``layout`` (full checkpointing of every block) checkpointing only the first n blocks of each
+    stage, n the fewest that fit in ``usable`` bytes; None where no checkpointing fits, or where
+    every block must be checkpointed (those are candidates already). Memory falls with every block
+    checkpointed, so n is a bisection over 1 .. L'-1."""
+    stage = spec.layers // layout.pp
+    if layout.activation_checkpointing != "full" or layout.checkpoint_blocks or stage < 2:
+        return None
+
+    def fits(n: int) -> bool:
+        return memory(spec, replace(layout, activation_checkpointing="full" if n else False, checkpoint_blocks=n),
+                      ema=ema, activation_overhead=activation_overhead).total <= usable
+
+    if fits(0) or not fits(stage - 1):
+        return None
+    lo, hi = 0, stage - 1  # fits(hi) and not fits(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return replace(layout, checkpoint_blocks=hi)
 
 
 def memory(spec: ModelSpec, layout: Layout, *, ema: bool = True, activation_overhead: float = 1.0) -> Memory:

@@ -20,8 +20,8 @@ class ModelSpec:
     one SP all-gather in and one reduce-scatter out. ``full_attention_layers``: blocks whose
     self-attention sees the whole sequence (the ones ring CP moves K/V for); -1 = all.
     ``act_bytes_per_token``: bf16 activations a block keeps for backward, per token, in units of the
-    hidden size (see docs/plan.md for the count). Selective checkpointing is not planned: a train
-    config can only switch full checkpointing on (``parallel.activation_checkpointing``).
+    hidden size (see docs/plan.md for the count). What selective checkpointing keeps is counted
+    from the block's linears and attentions (:meth:`selective_widths`).
     """
 
     name: str
@@ -96,6 +96,24 @@ class ModelSpec:
         if self.tp_regions >= 2:
             out += [(h, ffn, "col"), (ffn, h, "row")]
         return out
+
+    @property
+    def attentions_per_block(self) -> int:
+        """Attention kernels per block: the self-attention, plus one per extra TP region (cross-attention)."""
+        return 1 + max(0, self.tp_regions - 2)
+
+    def selective_widths(self) -> tuple[float, float]:
+        """What vfm's selective checkpointing (``ac`` mode ``selective``) keeps of a block per token, in
+        units of the hidden size: the outputs of its per-token matmuls and attentions (the ops its policy
+        saves; the norms, modulations, RoPE, GELU, gates and residual adds are recomputed).
+        (split by TP, not split): a column-parallel linear's output and an attention's output are split
+        by heads/width; a row-parallel linear's output is its full-width partial sum before the
+        reduce(-scatter) on every TP rank. dit-cross: q, k, v, self-attention out, cross-attention q and
+        out, fc1 (4) = 10 split; o, cross o, fc2 = 3 not split; 13 of the 27 widths ``act_bytes_per_token``
+        counts (the cross-attention's k and v come from the text, not per latent token)."""
+        col = sum(n for _, n, style in self.token_linears() if style == "col") / self.hidden
+        row = sum(n for _, n, style in self.token_linears() if style == "row") / self.hidden
+        return col + self.attentions_per_block, row
 
     def with_seq_len(self, seq_len: int) -> "ModelSpec":
         from dataclasses import replace

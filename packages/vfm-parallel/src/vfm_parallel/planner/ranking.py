@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from vfm_parallel.planner.hardware import HardwareProfile
 from vfm_parallel.planner.layouts import Layout, enumerate_layouts, vfm_rejects
-from vfm_parallel.planner.memory import Memory, memory
+from vfm_parallel.planner.memory import Memory, least_checkpointing, memory
 from vfm_parallel.planner.model_spec import ModelSpec
 from vfm_parallel.planner.timing import StepTime, step_time
 
@@ -123,6 +123,13 @@ def plan(spec: ModelSpec, world: int, hw: HardwareProfile, *, global_batch: int,
     for layout in enumerate_layouts(world, spec, global_batch, framework=framework, **enumerate_options):
         pred = predict(spec, layout, hw, ema=ema, framework=framework)
         (result.ranked if pred.feasible else result.others).append(pred)
+        # where no checkpointing runs out of memory and full checkpointing fits: also the fewest
+        # checkpointed blocks per stage that fit (the least recompute), not every count in between
+        partial = least_checkpointing(spec, layout, hw.usable_bytes, ema=ema and framework == "vfm",
+                                      activation_overhead=hw.calibration.activation_overhead) if pred.feasible else None
+        if partial is not None:
+            pred = predict(spec, partial, hw, ema=ema, framework=framework)
+            (result.ranked if pred.feasible else result.others).append(pred)
     if not result.ranked and not result.others:
         raise PlanError(f"no layout of {world} GPUs splits a global batch of {global_batch} samples: "
                         "the data-parallel degree must divide it (use --global-batch)")

@@ -29,6 +29,34 @@ RING_MERGE_BYTES = 48
 KERNELS_PER_BLOCK = 40
 #: Kernels a ring hop adds per forward (partial attention, merge, send/recv), backward ~2x.
 RING_KERNELS_PER_HOP = 3
+#: Of a block's kernels, the ones selective checkpointing runs again: all but the 12 linears and the
+#: two attentions of KERNELS_PER_BLOCK.
+SELECTIVE_RECOMPUTED_KERNELS = KERNELS_PER_BLOCK - 14
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """What activation checkpointing runs again in backward, as shares of one forward of a stage."""
+
+    full: float  # blocks recomputed whole (FLOPs, kernels): checkpointed / L' under full checkpointing
+    selective: float  # blocks whose element-wise ops are recomputed (selective checkpointing)
+
+    @property
+    def comm(self) -> float:
+        """Forward collectives run again: a checkpointed block's TP gathers and reduce-scatters and CP
+        hops are no matmul or attention output, so selective checkpointing re-runs them too."""
+        return self.full + self.selective
+
+    @property
+    def kernels(self) -> float:
+        return self.full + self.selective * SELECTIVE_RECOMPUTED_KERNELS / KERNELS_PER_BLOCK
+
+    @classmethod
+    def of(cls, spec: ModelSpec, layout: Layout) -> "Recompute":
+        share = layout.checkpointed(spec.layers) / (spec.layers // layout.pp)
+        if layout.activation_checkpointing == "selective":
+            return cls(0.0, share)
+        return cls(share, 0.0)
 
 
 @dataclass(frozen=True)
@@ -139,17 +167,23 @@ def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple
     """(compute, of which attention) seconds of one micro-step on one rank."""
     cal = hw.calibration
     tp, cp, pp, S, mb = layout.tp, layout.cp, layout.pp, spec.seq_len, layout.micro_batch
-    ac = layout.activation_checkpointing
-    flops = mb * S * spec.model_flops_per_token / (tp * cp * pp)
-    if ac:
-        flops *= 4.0 / 3.0  # the forward runs twice
-    attn_flops = mb * S * spec.attention_flops_per_token / (tp * cp * pp) * (4.0 / 3.0 if ac else 1.0)
+    rc = Recompute.of(spec, layout)
+    again = 1.0 + rc.full / 3.0  # a recomputed block runs its forward (1/3 of forward + backward) twice
+    flops = mb * S * spec.model_flops_per_token / (tp * cp * pp) * again
+    attn_flops = mb * S * spec.attention_flops_per_token / (tp * cp * pp) * again
     # per-rank shapes: a GEMM's M is the tokens of one (pipeline) microbatch on this CP rank (SP
     # gathers them before each column-parallel linear); the attention kernel sees S/cp queries
     # against S/cp keys per ring hop
     tokens = mb / layout.n_micro * S / cp if pp > 1 else mb * S / cp
     t_attention = attn_flops / (cal.attention_efficiency * hw.peak_flops) * attention_shape_factor(spec, layout, hw)
     t_compute = (flops - attn_flops) / (cal.matmul_efficiency * hw.peak_flops) * gemm_shape_factor(spec, tp, tokens, hw) + t_attention
+    if rc.selective:
+        # the element-wise ops between the kept outputs run again: each recomputed tensor (what the
+        # block keeps without checkpointing less what selective keeps) read and written once at HBM speed
+        split, whole = spec.selective_widths()
+        recomputed = max(0.0, spec.act_bytes_per_token - ACT_BYTES * (split + whole))
+        blocks = rc.selective * spec.layers / pp
+        t_compute += 2 * recomputed * spec.hidden * mb * S / (cp * tp) * blocks / (hw.hbm_gbps * 1e9)
     return t_compute, t_attention
 
 
@@ -159,7 +193,7 @@ def _tp_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, crosses: dict
     if tp <= 1:
         return 0.0
     bw, crosses["tp"] = group_bandwidth(1, tp, hw)
-    passes = 3 if layout.activation_checkpointing else 2  # forward, backward (+ the recomputed forward)
+    passes = 2 + Recompute.of(spec, layout).comm  # forward, backward (+ the recomputed blocks' forward)
     calls = spec.layers / layout.pp * spec.tp_regions * 2 * passes
     nbytes = calls * (tp - 1) / tp * layout.micro_batch * spec.seq_len / layout.cp * spec.hidden * ACT_BYTES
     return (1 - hw.calibration.tp_overlap) * _collective(nbytes, calls, bw, hw)
@@ -170,18 +204,18 @@ def _cp_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, t_attention: 
     tp, cp, h = layout.tp, layout.cp, spec.hidden
     if cp <= 1:
         return 0.0
-    ac = layout.activation_checkpointing
+    again = Recompute.of(spec, layout).comm  # share of the layers whose forward hops run again
     full_layers = spec.full_layers / layout.pp
     bw, crosses["cp"] = group_bandwidth(tp, cp, hw, p2p=layout.cp_strategy != "cp-ulysses")
     shard = layout.micro_batch * spec.seq_len / cp
     if layout.cp_strategy == "cp-ulysses":
         # q, k, v in and the output back, forward and backward (+ recompute): not overlapped
-        calls = full_layers * 4 * (3 if ac else 2)
+        calls = full_layers * 4 * (2 + again)
         return _collective(calls * (cp - 1) / cp * shard * h / tp * ACT_BYTES, calls, bw, hw)
     # ring: K and V blocks per hop forward; K, V and their gradients per hop backward. A hop's
     # transfer hides behind the attention of the block in hand; only the excess shows.
     kv_width = spec.num_kv_heads * spec.head_dim / tp
-    calls = full_layers * (cp - 1) * (2 + 4 + (2 if ac else 0))
+    calls = full_layers * (cp - 1) * (2 + 4 + 2 * again)
     t_ring = _collective(calls * shard * kv_width * ACT_BYTES, calls, bw, hw)
     # each remote block's partial result is merged into fp32 accumulators (online softmax
     # forward; dQ, dK, dV backward): memory-bound passes the ring adds, not hidden
@@ -239,7 +273,7 @@ def _kernel_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> float:
     """The fixed per-kernel cost (launch, tail of small kernels): grows with the number of kernels a
     micro-step runs, not with its FLOPs, so it is what makes slicing a small problem finely lose."""
     pp, cp = layout.pp, layout.cp
-    passes = 3 if layout.activation_checkpointing else 2  # forward = 1 kernel set, backward = 2, recompute = 1 more
+    passes = 2 + Recompute.of(spec, layout).kernels  # forward = 1 kernel set, backward = 2, recompute = 1 more
     runs = layout.n_micro if pp > 1 else 1  # a pipeline runs every layer once per microbatch
     ring = cp > 1 and layout.cp_strategy != "cp-ulysses"
     kernels = runs * (spec.layers / pp * KERNELS_PER_BLOCK * (passes + 1) / 2

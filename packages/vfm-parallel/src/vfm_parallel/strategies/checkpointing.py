@@ -40,21 +40,31 @@ def _selective_context():
 
 
 class ActivationCheckpointing:
-    """``ac``: options ``mode`` (``"full"`` | ``"selective"``) and ``every`` (checkpoint every
-    n-th block only; 1 = all)."""
+    """``ac``: options ``mode`` (``"full"`` | ``"selective"``), ``every`` (checkpoint every n-th block
+    only; 1 = all) and ``blocks`` (checkpoint only the first n of those, like Megatron's
+    ``--recompute-method block --recompute-num-layers n``; 0 = all). Under a pipeline the blocks are
+    this stage's (``ac`` applies after the ``pp`` split), so ``blocks`` counts per stage."""
 
     name = "ac"
     phase = "checkpoint"
     mesh_dims: tuple[str, ...] = ()
 
-    def apply(self, model: nn.Module, mesh: Any, plan: Any, *, mode: str = "full", every: int = 1) -> nn.Module:
+    def apply(self, model: nn.Module, mesh: Any, plan: Any, *, mode: str = "full", every: int = 1,
+              blocks: int = 0) -> nn.Module:
         if mode not in MODES:
             raise ValueError(f"activation checkpointing mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if every < 1:
-            raise ValueError(f"every must be >= 1; got {every}")
-        for index, block in enumerate(blocks_of(model, plan)):
-            if index % every == 0:
-                block.forward = _checkpointed(block.forward, mode)
+        for key, value, least in (("every", every, 1), ("blocks", blocks, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"activation checkpointing {key} must be an int >= {least}; got {value!r}")
+        stage_blocks = blocks_of(model, plan)
+        chosen = [i for i in range(len(stage_blocks)) if i % every == 0]
+        if blocks > len(chosen):
+            raise ValueError(f"activation checkpointing blocks = {blocks}, but this model (or pipeline stage) has "
+                             f"{len(chosen)} blocks to checkpoint{f' (every {every})' if every > 1 else ''}; "
+                             "use 0 (all) or fewer")
+        chosen = chosen[:blocks] if blocks else chosen
+        for index in chosen:
+            stage_blocks[index].forward = _checkpointed(stage_blocks[index].forward, mode)
         return model
 
 

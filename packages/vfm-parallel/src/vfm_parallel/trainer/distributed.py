@@ -91,6 +91,8 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
                              device_type=device.type, strategies=[])
 
     options = {}
+    if "ac" in strategies and cfg.checkpointing():
+        options["ac"] = cfg.checkpointing()  # mode and blocks; "ac" listed with the key false: all blocks, full
     if "pp" in strategies:
         from vfm_parallel.trainer.pipeline import packed_weighted_mse
 

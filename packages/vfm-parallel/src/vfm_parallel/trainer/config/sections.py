@@ -30,6 +30,10 @@ class ModelConfig:
     init_from: str = ""  # a vfm export, diffusers model folder or DiT .pt the model starts from ("" = random init)
 
 
+#: What ``parallel.activation_checkpointing`` accepts.
+CHECKPOINTING = (False, True, "full", "selective")
+
+
 @dataclass
 class ParallelConfig:
     """Mesh sizes, outermost first (pp, dp_replicate, dp_shard, cp, tp); dp_shard = -1 fills the rest."""
@@ -40,10 +44,35 @@ class ParallelConfig:
     cp: int = 1
     tp: int = 1
     strategies: list = field(default_factory=list)  # [] = what vfm_parallel.parallelize picks for the dims
-    activation_checkpointing: bool = False
+    # false | true (= "full": recompute each checkpointed block) | "selective" (keep the matmul and
+    # attention outputs, recompute the element-wise ops between them): the `ac` strategy's mode
+    activation_checkpointing: bool | str = False
+    # how many blocks of each pipeline stage (of the model without pp) to checkpoint, the first ones
+    # (Megatron's --recompute-method block --recompute-num-layers n); 0 = all
+    checkpoint_blocks: int = 0
     compile: bool = False
     pp_schedule: str = "1f1b"  # gpipe | 1f1b
     pp_microbatches: int = 0  # pipeline microbatches per micro-batch; 0 = pp (must divide data.micro_batch)
+
+    def __post_init__(self) -> None:
+        self.checkpointing()  # a bad value fails when the section is read, naming what is accepted
+
+    def checkpointing(self) -> dict[str, Any]:
+        """The `ac` strategy's options these keys ask for (``{}`` = no checkpointing)."""
+        ac, blocks = self.activation_checkpointing, self.checkpoint_blocks
+        if not (isinstance(ac, bool) or (isinstance(ac, str) and ac in CHECKPOINTING)):
+            raise ConfigError("parallel.activation_checkpointing",
+                              f"must be false, true (= \"full\"), \"full\" or \"selective\", got {ac!r}")
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise ConfigError("parallel.checkpoint_blocks",
+                              f"must be an int >= 0 (blocks checkpointed per pipeline stage, the first ones; 0 = all), got {blocks!r}")
+        if blocks and ac is False:
+            raise ConfigError("parallel.checkpoint_blocks",
+                              f"{blocks} blocks to checkpoint, but parallel.activation_checkpointing is false; "
+                              "set it to true, \"full\" or \"selective\" (or checkpoint_blocks = 0)")
+        if ac is False:
+            return {}
+        return {"mode": "full" if ac is True else ac, "blocks": blocks}
 
     def resolved(self, world_size: int) -> dict[str, int]:
         """The five sizes with dp_shard filled in for ``world_size``."""
