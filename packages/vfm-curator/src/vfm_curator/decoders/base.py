@@ -27,7 +27,9 @@ def gpu_library(module: str, label: str, *, torch_use: str, no_cuda: str = "no C
     except ImportError:
         return None, f"{label} is not installed"
     except Exception as exc:  # noqa: BLE001 - a wheel that cannot load its libraries
-        return None, f"{label} does not load: {type(exc).__name__}: {exc}"
+        # e.g. PyNvVideoCodec's import needs the driver's libnvidia-encode and raises a RuntimeError
+        # with a 20-line troubleshooting text: its first line says what is missing
+        return None, f"{label} does not load: {one_line(exc, first=True)}"
     try:
         import torch
     except ImportError:
@@ -35,6 +37,62 @@ def gpu_library(module: str, label: str, *, torch_use: str, no_cuda: str = "no C
     if not torch.cuda.is_available():
         return None, no_cuda
     return lib, ""
+
+
+def one_line(exc: BaseException, *, first: bool = False) -> str:
+    """``"Type: message"`` on one line. PyNvVideoCodec's errors span several lines (a call, an error
+    code, FFmpeg's words, a source line): they are joined with spaces, or cut to the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = (lines[0] if first else " ".join(lines)) if lines else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: FFmpeg's AV_NOPTS_VALUE: "no timestamp", as PyNvVideoCodec passes it on
+NO_PTS = -(2**63)
+
+
+class FrameTimes:
+    """Gives each frame a GPU decoder hands out (in display order) the container's presentation time
+    for it (:func:`stream_facts` ``.times``), so that a backend's frames are PyAV's frames.
+
+    Frames take the times in order: frame ``i`` gets ``times[i]``. With ``time_base`` (seconds per
+    tick) and the frames' own timestamps, one more rule: frames stamped before the first container
+    time, while none has been matched yet, are skipped (``None``): the pre-roll an edit list makes
+    the decoder output and PyAV drops (a clip cut without re-encoding). The first timestamp that is
+    not the time it is given (another unit, no timestamps) turns timestamps off for the rest.
+    :attr:`done` is true once every time is handed out (``time_of`` then gives ``None``)."""
+
+    def __init__(self, times: Sequence[float], time_base: Optional[float] = None) -> None:
+        self.times = tuple(times)
+        self.time_base = time_base if time_base and time_base > 0 else None
+        gaps = [b - a for a, b in zip(self.times, self.times[1:]) if b > a]
+        self._eps = max(min(gaps) / 2 if gaps else 1e-6, (self.time_base or 0.0) / 2)
+        self.next = 0  # index of the next container time to hand out
+        self.use_pts = self.time_base is not None
+        self.skipped = 0  # pre-roll frames left out
+
+    @property
+    def done(self) -> bool:
+        return self.next >= len(self.times)
+
+    def time_of(self, pts: Optional[int] = None) -> Optional[float]:
+        """The time of the next decoded frame (``pts``: its timestamp in ticks, if it has one), or
+        ``None``: leave this frame out (pre-roll, or every time is handed out)."""
+        if self.done:
+            return None
+        t = self.times[self.next]
+        if self.use_pts:
+            if pts is None or pts == NO_PTS:
+                self.use_pts = False
+            else:
+                x = float(pts) * self.time_base
+                if self.next == 0 and x < t - self._eps:
+                    self.skipped += 1
+                    return None
+                if abs(x - t) > self._eps:
+                    self.use_pts = False
+        self.next += 1
+        return t
 
 
 class Decoder:

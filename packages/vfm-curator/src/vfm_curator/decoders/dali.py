@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator, Sequence
 
-from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, stream_facts
+from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, one_line, stream_facts
 from vfm_curator.errors import InputError
 
 #: frames DALI decodes per pipeline run (one sequence); bounds the GPU memory held at once
@@ -26,15 +26,13 @@ class DaliDecoder(Decoder):
 
     def __init__(self, device: str | None = None) -> None:
         super().__init__(device or "cuda")
-        self._pipe = None  # reused from video to video while each is read to its end
-        self._clean = False
+        self._reader: SequenceReader | None = None  # one pipeline, reused from video to video
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         return _available()
 
     def decode(self, path: str, sizes: Sequence[Size] = (None,)) -> Iterator[tuple[float, list[Any]]]:
-        import numpy as np
         import torch
 
         sizes = check_sizes(sizes)
@@ -43,34 +41,69 @@ class DaliDecoder(Decoder):
         if device.type != "cuda":
             raise ValueError(f"decoder 'dali' decodes on a CUDA device, not {self.device!r}")
         gpu = device.index if device.index is not None else torch.cuda.current_device()
-        try:
-            if self._pipe is None or not self._clean:  # a video left half-read would hand on its frames
-                self._pipe = _pipeline(gpu)
-            self._clean = False
-            self._pipe.feed_input("video", [np.fromfile(path, dtype=np.uint8)])
-        except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError for most things
-            raise InputError(f"DALI cannot open this video: {type(exc).__name__}: {exc}") from exc
-        count, total = 0, len(facts.times)
+        if self._reader is None or self._reader.device_id != gpu:
+            self._reader = SequenceReader(gpu)
         with torch.cuda.device(gpu):
-            while count < total:
-                try:
-                    (batch,) = self._pipe.run()
-                    frames = _to_torch(batch[0], gpu)  # (F, H, W, 3) uint8, a copy DALI will not reuse
-                except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends it
-                    if count == 0:
-                        raise InputError(f"cannot decode any frame (DALI): {type(exc).__name__}: {exc}") from exc
-                    return
-                if frames.shape[0] == 0:
-                    return
-                for i, frame in enumerate(frames):
-                    if count >= total:
-                        break
-                    yield facts.times[count], _finish(frame, sizes, facts)
-                    count += 1
-                # read to the end, in step with the container (every frame of ceil(total / SEQUENCE)
-                # sequences used): the next video may reuse the pipeline
-                used_all = i == len(frames) - 1 and count == total
-                self._clean = used_all and (len(frames) < SEQUENCE or total % SEQUENCE == 0)
+            for t, frame in self._reader.frames(path, facts.times):
+                yield t, _finish(frame, sizes, facts)
+
+
+class SequenceReader:
+    """A DALI pipeline around ``fn.experimental.inputs.video`` (``device`` ``"mixed"``: NVDEC; ``"cpu"``:
+    FFmpeg, which in DALI 2.4 decodes only VP8, VP9 and MJPEG) that reads one video after another.
+    :meth:`frames` feeds a file's bytes and runs the pipeline once per ``sequence`` frames; a video
+    read to its end (in step with the container's frame count) leaves the pipeline ready for the
+    next, anything else (an error, a consumer that stopped early) makes the next video build a
+    fresh one, so no frame of one video is ever handed out as another's."""
+
+    def __init__(self, device_id: int | None, device: str = "mixed", sequence: int = SEQUENCE) -> None:
+        self.device_id, self.device, self.sequence = device_id, device, int(sequence)
+        self._pipe = None
+        self._clean = False
+
+    def frames(self, path: str, times: Sequence[float]) -> Iterator[tuple[float, Any]]:
+        """``(time, frame)`` for each of ``times`` in order: frame an (H, W, 3) uint8 RGB torch tensor
+        (a copy DALI does not reuse), on the pipeline's device, as DALI decodes it (not rotated)."""
+        import numpy as np
+        import torch
+
+        if self._pipe is None or not self._clean:
+            try:
+                self._pipe = build_pipeline(self.device_id, self.device, self.sequence)
+            except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError for most things
+                raise InputError(f"DALI's pipeline does not build (fn.experimental.inputs.video, device "
+                                 f"{self.device}): {one_line(exc, first=True)}") from exc
+        self._clean = False
+        try:
+            self._pipe.feed_input("video", [np.fromfile(path, dtype=np.uint8)])
+        except Exception as exc:  # noqa: BLE001
+            raise InputError(f"DALI cannot take this video (Pipeline.feed_input): {one_line(exc, first=True)}") from exc
+        count, total, last = 0, len(times), None
+        while count < total:
+            try:
+                if last is not None and last.is_cuda:
+                    # DALI reuses its output buffer on the next run (exec_dynamic off): the copy of
+                    # the last one, queued on torch's stream, must have finished
+                    torch.cuda.current_stream(last.device).synchronize()
+                (batch,) = self._pipe.run()
+                last = _to_torch(batch[0], self.device_id)  # (F, H, W, 3) uint8, a copy
+            except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends it
+                if count == 0:
+                    raise InputError(f"cannot decode any frame (DALI, fn.experimental.inputs.video on "
+                                     f"{self.device}): {one_line(exc, first=True)}") from exc
+                return
+            n = int(last.shape[0])
+            if n == 0:
+                return
+            used = 0
+            for frame in last:
+                if count >= total:
+                    break
+                yield times[count], frame
+                count += 1
+                used += 1
+            # every frame of ceil(total / sequence) sequences used: DALI is at the video's end too
+            self._clean = count == total and used == n and (n < self.sequence or total % self.sequence == 0)
 
 
 def _finish(frame, sizes, facts) -> list:
@@ -95,32 +128,39 @@ def _finish(frame, sizes, facts) -> list:
     return out
 
 
-def _to_torch(sample, gpu: int):
+def _to_torch(sample, device_id: int | None):
+    """A DALI ``TensorGPU``/``TensorCPU`` as a torch tensor of its own (DALI 2.4 tensors export
+    ``__dlpack__``; ``__cuda_array_interface__`` for older ones)."""
     import torch
 
     try:
         view = torch.from_dlpack(sample)
     except Exception:  # noqa: BLE001 - older DALI: the CUDA array interface
-        view = torch.as_tensor(sample, device=f"cuda:{gpu}")
+        view = torch.as_tensor(sample, device=f"cuda:{device_id or 0}")
+    if view.ndim != 4 or view.shape[-1] != 3 or view.dtype != torch.uint8:
+        raise ValueError(f"fn.experimental.inputs.video gave {tuple(view.shape)} {view.dtype}, "
+                         "expected (frames, height, width, 3) uint8")
     return view.clone()
 
 
-def _pipeline(gpu: int):
-    from nvidia.dali import fn, pipeline_def
+def video_node(device: str = "mixed", sequence: int = SEQUENCE):
+    """The pipeline's one operator (argument names as DALI 2.4's schema has them; checked by
+    tests/curator/test_decoders_dali_schema.py wherever DALI is installed)."""
+    from nvidia.dali import fn
 
-    def video():
-        return fn.experimental.inputs.video(name="video", sequence_length=SEQUENCE, device="mixed",
-                                            last_sequence_policy="partial", blocking=False)
+    return fn.experimental.inputs.video(name="video", sequence_length=sequence, device=device,
+                                        last_sequence_policy="partial", blocking=False)
 
-    # one sequence per run, never scheduled ahead of the input (running past the video's end is an
-    # error); DALI versions whose executor refuses these switches get one prefetch slot instead
-    try:
-        pipe = pipeline_def(video, batch_size=1, num_threads=2, device_id=gpu, prefetch_queue_depth=1,
-                            exec_async=False, exec_pipelined=False)()
-        pipe.build()
-    except (TypeError, ValueError, RuntimeError):
-        pipe = pipeline_def(video, batch_size=1, num_threads=2, device_id=gpu, prefetch_queue_depth=1)()
-        pipe.build()
+
+def build_pipeline(device_id: int | None, device: str = "mixed", sequence: int = SEQUENCE):
+    """One sequence per run, never scheduled ahead of the input (running past the video's end is an
+    error): prefetch depth 1 and the simple executor (``exec_async``/``exec_pipelined`` off), as
+    DALI 2.4 accepts them. ``device_id`` None only for ``device="cpu"``."""
+    from nvidia.dali import pipeline_def
+
+    pipe = pipeline_def(lambda: video_node(device, sequence), batch_size=1, num_threads=2, device_id=device_id,
+                        prefetch_queue_depth=1, exec_async=False, exec_pipelined=False)()
+    pipe.build()
     return pipe
 
 

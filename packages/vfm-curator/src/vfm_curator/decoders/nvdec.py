@@ -10,9 +10,11 @@ PyAV (:func:`vfm_curator.decoders.base.stream_facts`), so they are PyAV's.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Iterator, Sequence
 
-from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, stream_facts
+from vfm_curator.decoders.base import (Decoder, FrameTimes, Size, check_sizes, gpu_library, one_line,
+                                       stream_facts)
 from vfm_curator.errors import InputError
 
 
@@ -34,7 +36,7 @@ class NvdecDecoder(Decoder):
         import PyNvVideoCodec as nvc
         import torch
 
-        from vfm_curator.decoders.yuv import planes_to_rgb, split_nv12, split_planar
+        from vfm_curator.decoders.yuv import planes_to_rgb, split_surface
 
         sizes = check_sizes(sizes)
         facts = stream_facts(path)  # also the clear InputError for a file PyAV cannot read
@@ -42,44 +44,126 @@ class NvdecDecoder(Decoder):
         if device.type != "cuda":
             raise ValueError(f"decoder 'nvdec' decodes on a CUDA device, not {self.device!r}")
         gpu = device.index if device.index is not None else torch.cuda.current_device()
+        demuxer, decoder = _open(nvc, path, gpu, facts)
+        timeline = FrameTimes(facts.times, _time_base(demuxer))
         count = 0
         try:
-            demuxer = nvc.CreateDemuxer(path)
-            decoder = nvc.CreateDecoder(gpuid=gpu, codec=demuxer.GetNvCodecId(), cudacontext=0, cudastream=0,
-                                        usedevicememory=True)
-        except Exception as exc:  # noqa: BLE001 - PyNvVideoCodec raises its own types and RuntimeError
-            raise InputError(f"NVDEC cannot open this video: {type(exc).__name__}: {exc}") from exc
-        try:
             for surface in _surfaces(nvc, demuxer, decoder, torch.cuda.current_stream(device)):
-                if count >= len(facts.times):
-                    break  # a frame the container has no timestamp for (PyAV would not give it)
-                planes = torch.from_dlpack(surface)  # (H*3/2, W) NV12 (or planar) uint8, on the GPU
-                if planes.ndim == 3 and planes.shape[-1] == 1:
-                    planes = planes[..., 0]
-                if planes.dtype != torch.uint8:  # P016 & co (10/12-bit): not converted here
-                    raise InputError(f"NVDEC gave {getattr(surface, 'format', '?')} ({planes.dtype}); only 8-bit "
-                                     "surfaces are converted on the GPU")
-                if str(getattr(surface, "format", "NV12")).endswith("NV12"):
-                    y, u, v = split_nv12(planes, facts.coded_height)
-                else:  # 4:4:4 streams (odd sizes) come as three full planes
-                    y, u, v = split_planar(planes, facts.coded_height, chroma="444")
+                t = timeline.time_of(_pts(surface))
+                if t is None:
+                    if timeline.done:
+                        break  # a frame the container has no time for (PyAV would not give it)
+                    continue  # pre-roll the container discards
+                try:
+                    planes = torch.from_dlpack(surface)  # NV12 (H*3/2, W) uint8 on the GPU, no copy
+                    y, u, v = split_surface(planes, surface.format, facts.coded_height)
+                except Exception as exc:  # noqa: BLE001 - DLPack export or an unconverted format
+                    raise InputError(f"NVDEC frame -> torch (torch.from_dlpack(DecodedFrame), format "
+                                     f"{getattr(surface, 'format', '?')}): {one_line(exc)}") from exc
                 out = planes_to_rgb(y, u, v, sizes=sizes, rotation=facts.rotation, full_range=facts.full_range,
                                     matrix=facts.matrix)
-                yield facts.times[count], out
+                yield t, out
                 count += 1
         except InputError:
             if count == 0:
                 raise
         except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends the stream
             if count == 0:
-                raise InputError(f"cannot decode any frame (NVDEC): {type(exc).__name__}: {exc}") from exc
+                raise InputError(f"cannot decode any frame (NVDEC, PyNvDecoder.Decode): {one_line(exc)}") from exc
+
+
+def chroma_and_depth(pix_fmt: str) -> tuple[str, int]:
+    """PyNvVideoCodec's ``cudaVideoChromaFormat`` member name (``"420"``, ``"422"``, ``"444"``,
+    ``"Monochrome"``) and the bit depth of an FFmpeg pixel format name as PyAV reports it
+    (``yuv420p`` -> ``("420", 8)``, ``yuv444p10le`` -> ``("444", 10)``). PyNvVideoCodec's own
+    ``demuxer.ChromaFormat()`` says 4:2:0 for an H264 4:4:4 stream (2.2.4), so PyAV's word is used."""
+    name = pix_fmt.lower()
+    match = re.search(r"(\d+)(le|be)$", name)
+    depth = int(match.group(1)) if match else 8
+    if name.startswith("gray"):
+        return "Monochrome", depth
+    for chroma in ("444", "422", "420"):
+        if chroma in name:
+            return chroma, depth
+    if name.startswith(("nv12", "nv21", "p010", "p016")):  # semi-planar 4:2:0
+        return "420", depth
+    raise ValueError(f"pixel format {pix_fmt!r} is not one NVDEC decodes (4:2:0, 4:2:2, 4:4:4 or monochrome YUV)")
+
+
+def _check_caps(nvc, gpu: int, codec, facts) -> None:
+    """An InputError, before any decoding, when this GPU's NVDEC does not decode the stream (codec,
+    chroma format, bit depth, size), as ``PyNvVideoCodec.GetDecoderCaps`` says: the decode stage then
+    decodes it with ``pyav``. (What NVDEC does when handed one it cannot decode is unknown here.)"""
+    try:
+        chroma, depth = chroma_and_depth(facts.pix_fmt)
+    except ValueError as exc:
+        raise InputError(f"NVDEC: {exc}") from None
+    try:
+        caps = _caps(nvc, gpu, codec, chroma, depth)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"NVDEC cannot tell whether it decodes this video (PyNvVideoCodec.GetDecoderCaps): "
+                         f"{one_line(exc)}") from exc
+    what = f"{getattr(codec, 'name', codec)} {chroma} {depth}-bit"
+    if not caps.get("supported", 0):
+        raise InputError(f"NVDEC on this GPU does not decode {what} (PyNvVideoCodec.GetDecoderCaps)")
+    w, h = facts.coded_width, facts.coded_height
+    lo = (caps.get("width_min", 0), caps.get("height_min", 0))
+    hi = (caps.get("width_max", w) or w, caps.get("height_max", h) or h)
+    if not (lo[0] <= w <= hi[0] and lo[1] <= h <= hi[1]):
+        raise InputError(f"NVDEC on this GPU decodes {what} from {lo[0]}x{lo[1]} to {hi[0]}x{hi[1]}, "
+                         f"not {w}x{h} (PyNvVideoCodec.GetDecoderCaps)")
+
+
+@functools.lru_cache(maxsize=64)
+def _caps(nvc, gpu: int, codec, chroma: str, depth: int) -> dict:
+    return nvc.GetDecoderCaps(gpuid=gpu, codec=codec, chromaformat=nvc.cudaVideoChromaFormat.__members__[chroma],
+                              bitdepth=depth)
+
+
+def _open(nvc, path: str, gpu: int, facts):
+    """PyNvVideoCodec's demuxer and an NVDEC decoder for its codec, output NV12 in device memory.
+    Their errors (``PyNvVCException``, several lines) become one-line InputErrors naming the call."""
+    try:
+        demuxer = nvc.CreateDemuxer(filename=path)
+        codec = demuxer.GetNvCodecId()
+    except Exception as exc:  # noqa: BLE001 - PyNvVCException, RuntimeError
+        raise InputError(f"NVDEC cannot open this video (PyNvVideoCodec.CreateDemuxer): {one_line(exc)}") from exc
+    _check_caps(nvc, gpu, codec, facts)
+    try:
+        # keywords as PyNvVideoCodec 2.2.4 names them; outputColorType stays NATIVE (NV12 for 8-bit
+        # 4:2:0), latency NATIVE (display order). A CUDA *driver* error in here ends the process
+        # (PyNvVideoCodec logs "[FATAL] CUDA driver API error" and exits) - it cannot be caught.
+        decoder = nvc.CreateDecoder(gpuid=gpu, codec=codec, cudacontext=0, cudastream=0, usedevicememory=True)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"NVDEC cannot decode this video (PyNvVideoCodec.CreateDecoder, codec {codec}): "
+                         f"{one_line(exc)}") from exc
+    return demuxer, decoder
+
+
+def _time_base(demuxer) -> float | None:
+    """Seconds per timestamp tick of the demuxer's video stream (``GetTimebaseNum/Den``), if known."""
+    try:
+        num, den = int(demuxer.GetTimebaseNum()), int(demuxer.GetTimebaseDen())
+    except Exception:  # noqa: BLE001 - a PyNvVideoCodec without these: frames are counted instead
+        return None
+    return num / den if num > 0 and den > 0 else None
+
+
+def _pts(surface) -> int | None:
+    """A decoded frame's presentation timestamp in the demuxer's ticks (``DecodedFrame.getPTS()``)."""
+    try:
+        return int(surface.getPTS())
+    except Exception:  # noqa: BLE001 - not there / not a number: FrameTimes counts frames instead
+        return None
 
 
 def _surfaces(nvc, demuxer, decoder, stream):
     """Every decoded surface in display order. A surface lives in the decoder's buffer pool until
-    the next ``Decode`` call, so torch's stream (converting the last ones) is waited for first."""
+    a later ``Decode`` call, so torch's stream (converting the last ones) is waited for first.
+    PyNvVideoCodec's demuxer ends with an empty packet (``bsl == 0``), which flushes the decoder
+    (seen with 2.2.4); one that does not is followed by an explicit empty ``PacketData``."""
     last_size = None
-    for packet in demuxer:  # the demuxer ends with an empty packet, which flushes the decoder
+    for packet in demuxer:
         stream.synchronize()
         last_size = packet.bsl
         yield from decoder.Decode(packet)
@@ -99,7 +183,7 @@ def _available() -> tuple[bool, str]:
         # defaults: 8-bit 4:2:0; the codec named, as the H264 streams this product writes
         caps = nvc.GetDecoderCaps(gpuid=torch.cuda.current_device(), codec=nvc.cudaVideoCodec.H264)
     except Exception as exc:  # noqa: BLE001 - no libnvcuvid, a driver without video capability
-        return False, f"NVDEC is not usable: {type(exc).__name__}: {exc}"
+        return False, f"NVDEC is not usable (PyNvVideoCodec.GetDecoderCaps): {one_line(exc, first=True)}"
     if not caps.get("supported", 0):
         return False, "this GPU's NVDEC does not decode 8-bit 4:2:0 H264"
     return True, f"PyNvVideoCodec {getattr(nvc, '__version__', '?')} on {torch.cuda.get_device_name()} ({caps.get('num_decoder_engines', '?')} NVDEC)"

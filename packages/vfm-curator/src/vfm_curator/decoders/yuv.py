@@ -27,6 +27,34 @@ def split_nv12(surface, height: int):
     return y, uv[:, 0::2], uv[:, 1::2]
 
 
+#: NVDEC surface formats (PyNvVideoCodec's ``Pixel_Format`` names) converted here, 8-bit only
+SURFACE_FORMATS = ("NV12", "YUV444")
+
+
+def split_surface(surface, pixel_format, height: int):
+    """A decoded surface as PyNvVideoCodec 2.x hands it out (``DecodedFrame``, its default ``NATIVE``
+    output), seen by torch through DLPack -> ``y, u, v``. ``pixel_format`` is the frame's ``format``
+    (``Pixel_Format.NV12``, or its name): NV12 comes as one ``(R * 3 // 2, W)`` uint8 array (luma
+    rows, then the interleaved chroma rows), YUV444 (4:4:4 streams) as ``(3 * R, W)``; a trailing
+    axis of 1 is accepted. Anything else (P016 for 10/12-bit, NV16/P216 for 4:2:2) is a ValueError
+    naming the format and the accepted ones."""
+    import torch
+
+    name = str(getattr(pixel_format, "name", pixel_format)).rsplit(".", 1)[-1]
+    if name not in SURFACE_FORMATS:
+        raise ValueError(f"NVDEC surface format {name} is not converted here; accepted: "
+                         f"{', '.join(SURFACE_FORMATS)} (8-bit 4:2:0 and 4:4:4)")
+    if surface.ndim == 3 and surface.shape[-1] == 1:
+        surface = surface[..., 0]
+    rows_needed = height * 3 if name == "YUV444" else height + (height + 1) // 2
+    if surface.ndim != 2 or surface.dtype != torch.uint8 or surface.shape[0] < rows_needed:
+        raise ValueError(f"a {name} surface of {height} rows should be 2-D uint8 with at least {rows_needed} "
+                         f"rows, got shape {tuple(surface.shape)} {surface.dtype}")
+    if name == "NV12":
+        return split_nv12(surface, height)
+    return split_planar(surface, height, chroma="444")
+
+
 def split_planar(surface, height: int, *, chroma: str = "444"):
     """A planar surface -> ``y, u, v``: ``chroma="444"``: ``(3 * R, W)``; ``"420"``: I420 as
     ``(R * 3 // 2, W)`` (PyAV's ``yuv420p`` array). ``R >= height`` rows of luma (possibly padded)."""
