@@ -18,6 +18,7 @@ import pytest
 
 from vfm_curator import decoders
 from vfm_curator.decoders.pyav import PyAVDecoder
+from vfm_curator.errors import InputError
 from vfm_curator.decoders.yuv import planes_to_rgb, split_nv12, split_planar
 from vfm_curator.io.video import iter_frames, probe, small_size
 from vfm_curator.shot_detectors.content import FrameScorer
@@ -25,6 +26,8 @@ from vfm_curator.stages.base import StageSetupError
 from vfm_curator.stages.decode import DecodeStage
 from vfm_curator.synth import make_video, shot_frames
 from vfm_curator.tasks import VideoTask
+
+from .test_decoders_backends import edit_list_clip
 
 FULL_TOL = (1.0, 4)  # (mean, max) |diff| at full size
 SCALED_TOL = (2.0, 16)  # (mean, max) |diff| scaled
@@ -75,6 +78,8 @@ def videos(tmp_path_factory) -> dict[str, Path]:
     out["bt709"] = _write(d / "bt709.mp4", _frames(16, 96, 64, 6), colorspace=1)
     out["bframes"] = _write(d / "bframes.mp4", _frames(24, 96, 64, 7),
                             options={"preset": "medium", "crf": "18", "bf": "3"})
+    # an edit list whose first 3 frames are pre-roll PyAV drops (a clip cut without re-encoding)
+    out["edit"] = edit_list_clip(out["bframes"], d / "edit.mp4")
     return {k: Path(v) for k, v in out.items()}
 
 
@@ -378,8 +383,6 @@ def test_decode_stage_scores_tensor_frames_like_numpy_ones(videos):
 
 
 def test_a_gpu_backend_that_cannot_open_a_stream_falls_back_to_pyav(videos, caplog):
-    from vfm_curator.errors import InputError
-
     class Refuses(PyAVDecoder):
         name = "refuses"
 
@@ -408,7 +411,7 @@ def test_measure_reports_decode_frames_per_second(videos):
 # --- GPU parity: each backend against pyav, where its library and a GPU are ---------------------------
 
 GPU_BACKENDS = ["nvdec", "dali", "pyav-cuda"]
-GPU_CASES = ["plain", "rotated", "vfr", "full_range", "bt709", "bframes"]
+GPU_CASES = ["plain", "rotated", "vfr", "full_range", "bt709", "bframes", "edit"]
 
 
 def _need(name: str):
@@ -425,7 +428,10 @@ def _host(frame) -> np.ndarray:
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", GPU_CASES)
 @pytest.mark.parametrize("name", GPU_BACKENDS)
-def test_gpu_backend_matches_pyav(name, case, videos, big_videos):
+def test_gpu_backend_matches_pyav(name, case, videos, big_videos, request):
+    if (name, case) == ("dali", "edit"):  # DALI hands out no timestamps: frames are counted
+        request.applymarker(pytest.mark.xfail(reason="unknown until a GPU run: whether DALI's mixed "
+                                              "fn.experimental.inputs.video drops edit-list pre-roll", strict=False))
     decoder = _need(name)
     for path in (videos[case], big_videos.get(case if case != "plain" else "limited")):
         if path is None:
@@ -442,6 +448,40 @@ def test_gpu_backend_matches_pyav(name, case, videos, big_videos):
             assert [f.shape for f in frames] == [f.shape for _, f in ref]
             mean, worst = _diff(frames, [f for _, f in ref])
             assert mean <= tol_mean and worst <= tol_max, f"{name} {case} {want}: mean {mean:.2f} max {worst}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["plain", "vfr", "bframes", "edit"])
+def test_nvdec_frames_carry_the_container_timestamps(case, videos):
+    """PyNvVideoCodec's ``DecodedFrame.getPTS()`` is the packet's pts (what ``FrameTimes`` relies on
+    to leave edit-list pre-roll out): every frame matched the container's time by its own stamp."""
+    decoder = _need("nvdec")
+    got = list(decoder.frames(str(videos[case])))
+    timeline = decoder.timeline
+    assert timeline.use_pts and timeline.done, "NVDEC frames' getPTS() did not match the container's times"
+    assert len(got) == len(timeline.times) and timeline.skipped == (3 if case == "edit" else 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["nvdec", "dali"])
+def test_gpu_backend_on_a_stream_nvdec_may_not_decode(name, videos):
+    """H264 4:4:4 (what odd-sized videos are written as): NVDEC decodes it on few GPUs. Either the
+    frames match PyAV, or a one-line InputError before any frame (the decode stage then uses pyav) -
+    never a crash (PyNvVideoCodec ends the process on some CUDA errors, hence nvdec's
+    GetDecoderCaps pre-check)."""
+    decoder = _need(name)
+    path = str(videos["odd"])
+    try:
+        got = list(decoder.frames(path))
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        if name == "nvdec":
+            assert "GetDecoderCaps" in str(exc), str(exc)
+        return
+    ref = list(PyAVDecoder().frames(path))
+    assert [t for t, _ in got] == [t for t, _ in ref]
+    mean, worst = _diff([_host(f) for _, f in got], [f for _, f in ref])
+    assert mean <= FULL_TOL[0] and worst <= FULL_TOL[1], (mean, worst)
 
 
 @pytest.mark.gpu

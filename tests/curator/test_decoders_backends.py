@@ -81,17 +81,43 @@ def test_frame_times_match_the_frames_own_timestamps_to_the_container(h264, case
     assert timeline.time_of(pts[-1] + 512) is None  # one frame more than the container has: left out
 
 
-def test_frame_times_skip_pre_roll_before_the_first_container_time(h264):
-    """An edit list (a clip cut without re-encoding) makes NVDEC output frames from the keyframe
-    before the cut, which PyAV drops: they are stamped before the container's first time."""
-    pts, base = _display_order_pts(h264["bframes"])
-    times = container_times(str(h264["bframes"]))[3:]  # as if the first 3 were cut off
+def edit_list_clip(src: Path, dst: Path, frames: int = 3) -> Path:
+    """``src`` remuxed with its timestamps moved ``frames`` frames earlier: the mp4 muxer writes an
+    edit list that starts the clip at 0, so the first ``frames`` frames (pts < 0) are pre-roll the
+    container marks to discard - what a clip cut without re-encoding looks like. PyAV drops them;
+    PyNvVideoCodec 2.2.4's demuxer hands their packets out (``discardable=1``, pts < 0)."""
+    import av
+
+    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
+        stream = inp.streams.video[0]
+        shift = frames * int(round(1 / (float(stream.time_base) * float(stream.average_rate))))
+        target = out.add_stream_from_template(stream)
+        for packet in inp.demux(stream):
+            if packet.dts is None:
+                continue
+            packet.pts -= shift
+            packet.dts -= shift
+            packet.stream = target
+            out.mux(packet)
+    return dst
+
+
+def test_frame_times_skip_edit_list_pre_roll(h264, tmp_path):
+    """Counting frames would give NVDEC's three pre-roll frames the first three times and shift every
+    frame of the clip by three; their own timestamps (before the first container time) leave them out."""
+    import av
+
+    clip = edit_list_clip(h264["bframes"], tmp_path / "cut.mp4")
+    times = container_times(str(clip))
+    with av.open(str(clip)) as c:
+        assert len([f for f in c.decode(video=0)]) == len(times) == 13  # PyAV drops the pre-roll
+    pts, base = _display_order_pts(clip)  # every packet, as NVDEC decodes them
+    assert len(pts) == 16 and pts[:3] == [-1536, -1024, -512]
     timeline = FrameTimes(times, base)
-    got = [timeline.time_of(p) for p in pts]
-    assert got == [None] * 3 + list(times) and timeline.skipped == 3
-    # counted (no time base): the same frames would be shifted by three, which is what this prevents
-    counted = FrameTimes(times)
-    assert [counted.time_of(p) for p in pts][:3] == list(times[:3])
+    assert [timeline.time_of(p) for p in pts] == [None] * 3 + list(times)
+    assert timeline.skipped == 3 and timeline.done
+    counted = FrameTimes(times)  # the same frames counted (no time base): shifted by three
+    assert [counted.time_of(p) for p in pts][3] == times[3] != times[0]
 
 
 @pytest.mark.parametrize("stamps", ["none", "nopts", "constant", "other_unit"])

@@ -27,6 +27,7 @@ class NvdecDecoder(Decoder):
 
     def __init__(self, device: str | None = None) -> None:
         super().__init__(device or "cuda")
+        self.timeline: FrameTimes | None = None
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -45,7 +46,7 @@ class NvdecDecoder(Decoder):
             raise ValueError(f"decoder 'nvdec' decodes on a CUDA device, not {self.device!r}")
         gpu = device.index if device.index is not None else torch.cuda.current_device()
         demuxer, decoder = _open(nvc, path, gpu, facts)
-        timeline = FrameTimes(facts.times, _time_base(demuxer))
+        self.timeline = timeline = FrameTimes(facts.times, _time_base(demuxer))  # kept: what the last video did
         count = 0
         try:
             for surface in _surfaces(nvc, demuxer, decoder, torch.cuda.current_stream(device)):
