@@ -63,11 +63,11 @@ def test_curate_retry_failed_reruns_the_failed_videos(tmp_path):
     (tmp_path / "c.toml").write_text('[run]\nrunner = "serial"\n[options.split]\nmin_clip_s = 1.0\n')
     args = ["curate", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--config", str(tmp_path / "c.toml"), "--no-progress"]
     runner = CliRunner()
-    assert runner.invoke(app, args).exit_code == 0
-    assert runner.invoke(app, args).exit_code == 0  # the failure stays: same options, same file
+    assert runner.invoke(app, args).exit_code == 1  # no clip written: exit 1 (tests/cli/test_curate_outcome.py)
+    assert runner.invoke(app, args).exit_code == 1  # the failure stays: same options, same file
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["processed"] == 0
     result = runner.invoke(app, [*args, "--retry-failed", "too-short"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1 and "error: no clip written: the video failed (too-short 1)" in result.output, result.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["processed"], summary["retried"], summary["failures"]) == (1, 1, 1)
 

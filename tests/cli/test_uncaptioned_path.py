@@ -143,7 +143,9 @@ def test_shard_with_no_clip_in_the_table_exits_1(tmp_path, curated):
     src.mkdir()
     (src / "broken.mp4").write_bytes(b"not a video")
     clips = tmp_path / "clips"
-    assert _invoke("curate", src, "-o", clips, "--config", root / "curate.toml", "--no-progress").exit_code == 0
+    # curate exits 1 too (no clip written) but leaves its empty clip table, which shard then refuses
+    assert _invoke("curate", src, "-o", clips, "--config", root / "curate.toml", "--no-progress").exit_code == 1
+    assert (clips / "clips.parquet").is_file()
     result = _invoke("shard", clips, "-o", tmp_path / "shards", "--config", root / "shard.toml", "--no-progress",
                      "--no-require-captions")
     assert result.exit_code == 1 and "no sample written: the clip table lists no clips" in result.stderr

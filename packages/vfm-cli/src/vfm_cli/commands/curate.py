@@ -108,10 +108,14 @@ def curate(
     ), title=f"vfm curate -> {summary.out}")
     Console().print(table)
     typer.echo(f"report: {Path(summary.out) / 'report.html'}")
+    if summary.failures_line():
+        typer.echo(f"failures: {summary.failures_line()}")
     if summary.uncaptioned:
         from vfm_curator.io.report import UNCAPTIONED_ADVICE
 
         typer.echo(f"captions: {summary.uncaptioned} of {summary.clips} clips have none. {UNCAPTIONED_ADVICE}.")
+    if summary.problem():  # nothing for `vfm shard` to read: never a quiet exit 0
+        fail(summary.problem())
 
 
 def apply_caption_options(cfg, captioner: str | None, url: str | None, model: str | None, prompt: str | None,

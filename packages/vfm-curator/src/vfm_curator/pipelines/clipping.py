@@ -42,6 +42,7 @@ class Summary:
 
     out: str
     videos: int = 0  # inputs named this time
+    videos_total: int = 0  # videos with a record in the output folder (finished or failed, all runs)
     processed: int = 0  # videos run this time
     skipped: int = 0  # finished (or failed for good) in an earlier run
     retried: int = 0  # failed before and run again this time (--retry-failed, machine cause, changed config/input)
@@ -59,9 +60,42 @@ class Summary:
     captions_dropped: int = 0  # clips taken out of clips.parquet for their caption (caption_qa action = drop)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     decoders: dict[str, int] = field(default_factory=dict)  # videos decoded by each decoder backend, this run
+    # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
+    failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def top_failure(self) -> tuple[str, dict[str, Any]] | None:
+        """(kind, {count, reason, cause}) of the most common failure among the folder's videos."""
+        if not self.failure_kinds:
+            return None
+        return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
+
+    def problem(self) -> str | None:
+        """One line when the output folder holds no clip (every video failed, or the filters kept
+        nothing): ``vfm curate`` exits non-zero with it, as ``vfm shard`` does with no sample."""
+        if self.clips:
+            return None
+        top = self.top_failure()
+        if top is None:
+            return f"no clip written: no clip of the {self.videos_total} videos passed the filters; see {Path(self.out) / 'report.html'}"
+        kind, f = top
+        if self.failures == self.videos_total:
+            what = "the video failed" if self.failures == 1 else f"all {self.failures} videos failed"
+        else:
+            what = f"{self.failures} of {self.videos_total} videos failed and the others gave no clip"
+        return (f"no clip written: {what} ({self._kinds()}); the most common reason: {f['reason']}; "
+                f"see {Path(self.out) / 'failures.jsonl'}")
+
+    def failures_line(self) -> str | None:
+        """``N videos failed (kind count, ...): OUT/failures.jsonl``, when any did."""
+        if not self.failures:
+            return None
+        return f"{self.failures} video{'s' if self.failures != 1 else ''} failed ({self._kinds()}): {Path(self.out) / 'failures.jsonl'}"
+
+    def _kinds(self) -> str:
+        return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))
 
 
 def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
@@ -255,6 +289,8 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     lines = [json.dumps(failure_line(r), sort_keys=True) for r in failed]
     atomic_write(safe_join(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(failed)
+    summary.failure_kinds = failure_kinds(failed)
+    summary.videos_total = len(records)
     summary.hours_in = sum(r.get("duration_s", 0.0) for r in ok) / 3600
     # the clips in clips.parquet: what the review took out (dedup, caption QA drops) is not output
     removed_s = sum(e.get("end_s", 0.0) - e.get("start_s", 0.0) for e in review.removed)
@@ -270,6 +306,17 @@ def uncaptioned(table: Path) -> int:
 
     captions = pq.read_table(table, columns=["caption"]).column("caption").to_pylist()
     return sum(not (c or "").strip() for c in captions)
+
+
+def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Failed records by their failure's kind (its stage when it has none): count, the first reason, cause."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for record in sorted(failed, key=lambda r: str(r.get("source", ""))):
+        failure = record.get("failure") or {}
+        kind = str(failure.get("kind") or failure.get("stage") or "unknown")
+        entry = kinds.setdefault(kind, {"count": 0, "reason": failure.get("reason", ""), "cause": failure.get("cause", "")})
+        entry["count"] += 1
+    return kinds
 
 
 def failure_line(record: dict[str, Any]) -> dict[str, Any]:
