@@ -48,8 +48,8 @@ def shard(
         cfg.execution.check()  # [run] ranges and stage names before any work (the run checks the same)
     except (OSError, ValueError, TypeError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    if tokenizer is None and config is None or text_encoder is None and config is None:
-        raise typer.BadParameter("name --tokenizer and --text-encoder (or give them in --config [shard])")
+    if config is None and (tokenizer is None or text_encoder is None):
+        raise typer.BadParameter(_missing_models(tokenizer, text_encoder))
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
@@ -86,6 +86,17 @@ def shard(
     if problem:  # nothing to train on: never a quiet exit 0
         err.print(f"[red]error:[/red] {escape(problem)}", soft_wrap=True, highlight=False)
         raise typer.Exit(1)
+
+
+def _missing_models(tokenizer: str | None, text_encoder: str | None) -> str:
+    """Which of --tokenizer / --text-encoder is missing, with the registered names of each."""
+    from vfm_models.plugins import host
+
+    missing = [f"{option} (registered: {', '.join(host.names(kind))})"
+               for option, kind, given in (("--tokenizer", "tokenizers", tokenizer), ("--text-encoder", "text_encoders", text_encoder))
+               if given is None]
+    them = "it" if len(missing) == 1 else "them"
+    return f"name {' and '.join(missing)}, or give {them} in --config [shard]; e.g. --tokenizer pixel --text-encoder hash"
 
 
 def register(app: typer.Typer) -> None:

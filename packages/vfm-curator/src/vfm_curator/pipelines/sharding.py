@@ -189,6 +189,8 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
     import pyarrow.parquet as pq
 
     table_path = clips_dir / "clips.parquet"
+    if not clips_dir.exists():
+        raise ValueError(f"{clips_dir} does not exist; expected the output folder of `vfm curate` (clips/ + clips.parquet)")
     if not table_path.is_file():
         raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
     try:
