@@ -428,10 +428,7 @@ def _host(frame) -> np.ndarray:
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", GPU_CASES)
 @pytest.mark.parametrize("name", GPU_BACKENDS)
-def test_gpu_backend_matches_pyav(name, case, videos, big_videos, request):
-    if (name, case) == ("dali", "edit"):  # DALI hands out no timestamps: frames are counted
-        request.applymarker(pytest.mark.xfail(reason="unknown until a GPU run: whether DALI's mixed "
-                                              "fn.experimental.inputs.video drops edit-list pre-roll", strict=False))
+def test_gpu_backend_matches_pyav(name, case, videos, big_videos):
     decoder = _need(name)
     for path in (videos[case], big_videos.get(case if case != "plain" else "limited")):
         if path is None:

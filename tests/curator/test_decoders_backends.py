@@ -172,6 +172,21 @@ def test_pynvvideocodec_errors_become_one_line():
     assert one_line(exc, first=True) == "RuntimeError: CreateFormatContext :"
 
 
+def test_dali_errors_become_the_line_that_says_what_went_wrong():
+    from vfm_curator.decoders.dali import dali_error
+
+    # what DALI 2.4's Pipeline.run raised here for bytes that are not a video
+    exc = RuntimeError(
+        "Critical error in pipeline:\nError in CPU operator `nvidia.dali.fn.experimental.inputs.video`,\nwhich was "
+        "used in the pipeline definition with the following traceback:\n\n  File \"dali.py\", line 165, in "
+        "video_node\n    return fn.experimental.inputs.video(name=\"video\")\n\nencountered:\n\nAssert on "
+        "\"frames_decoders_[0]->IsValid()\" failed: Failed to create video decoder for provided video data\nC++ "
+        "context: [/opt/dali/dali/operators/video/input/video_input.h:291] \nCurrent pipeline object is no longer valid.")
+    assert dali_error(exc) == ('RuntimeError: Assert on "frames_decoders_[0]->IsValid()" failed: Failed to create '
+                               'video decoder for provided video data')
+    assert dali_error(ValueError("one\ntwo")) == "ValueError: one two"
+
+
 # --- DALI, where it is installed --------------------------------------------------------------------
 
 
@@ -211,6 +226,7 @@ def mjpeg(tmp_path_factory) -> dict[str, Path]:
     for name, n, rotation in (("n40", 40, 0), ("n64", 64, 0), ("n7", 7, 0), ("rot", 5, 90)):
         frames = list(shot_frames(n, 96, 64, rng))
         out[name] = _encode(d / f"{name}.mp4", frames, "mjpeg", "yuvj420p", rotation=rotation)
+    out["edit"] = edit_list_clip(out["n40"], d / "edit.mp4")  # PyAV gives 37 frames
     return out
 
 
@@ -231,13 +247,15 @@ def _assert_same_frames(got: list[np.ndarray], ref: list[np.ndarray], what: str)
     assert mean <= 6.0, (what, mean)
 
 
-def test_dali_sequence_reader_reads_video_after_video_like_pyav(mjpeg):
+@pytest.mark.parametrize("executor", ["simple", "dynamic"])
+def test_dali_sequence_reader_reads_video_after_video_like_pyav(mjpeg, executor):
     """The decode loop of the ``dali`` backend (feed, one run per 32 frames, the partial last
-    sequence, the pipeline kept for the next video only after a clean end), on DALI's CPU variant."""
+    sequence, the pipeline kept for the next video only after a clean end), on DALI's CPU variant,
+    with each executor the backend may build its pipeline with."""
     _dali()
     from vfm_curator.decoders.dali import SequenceReader
 
-    reader = SequenceReader(None, device="cpu")
+    reader = SequenceReader(None, device="cpu", executors=(executor,))
     pipes = []
     for name in ("n40", "n64", "n7", "rot", "n40"):
         path = mjpeg[name]
@@ -253,6 +271,16 @@ def test_dali_sequence_reader_reads_video_after_video_like_pyav(mjpeg):
         assert [f.shape for f in frames] == [f.shape for f in ref]
         _assert_same_frames(frames, ref, name)
     assert len(set(map(id, pipes))) == 1  # every video read to its end: one pipeline throughout
+    assert reader.executor == executor
+
+    # an edit-listed clip: DALI decodes the 37 frames PyAV gives, then hands out 3 more (the
+    # container's sample count, 40) that are not the clip's; counting stops at 37, the pipeline
+    # is not reused (DALI is not at the video's end)
+    times = container_times(str(mjpeg["edit"]))
+    got = list(reader.frames(str(mjpeg["edit"]), times))
+    assert [t for t, _ in got] == list(times) and len(times) == 37
+    _assert_same_frames([f.numpy() for _, f in got], _pyav(mjpeg["edit"]), "edit")
+    assert reader._pipe is pipes[-1] and not reader._clean
 
     # a consumer that stops early: the next video gets a fresh pipeline and only its own frames
     stream = reader.frames(str(mjpeg["n40"]), container_times(str(mjpeg["n40"])))
@@ -273,10 +301,15 @@ def test_dali_errors_name_the_call(mjpeg, h264, tmp_path):
     junk.write_bytes(b"\x00not a video" * 100)
     with pytest.raises(InputError, match=r"DALI.*fn.experimental.inputs.video|Pipeline.feed_input") as err:
         list(reader.frames(str(junk), [0.0, 0.04]))
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and "Failed to create video decoder" in str(err.value)
     # H264 on the CPU variant: refused (GPU.md: "Codec 27 (h264) is not supported by the CPU variant")
     with pytest.raises(InputError, match="DALI") as err:
         list(reader.frames(str(h264["plain"]), container_times(str(h264["plain"]))))
     assert "\n" not in str(err.value)
     # and the reader still works after errors (a fresh pipeline)
     assert len(list(reader.frames(str(mjpeg["n7"]), container_times(str(mjpeg["n7"]))))) == 7
+    # a pipeline no executor builds: one line naming the call and each executor's reason
+    with pytest.raises(InputError, match=r"DALI's pipeline does not build \(fn.experimental.inputs.video, device "
+                                         r"nonsense\): simple: .*; dynamic: ") as err:
+        list(SequenceReader(None, device="nonsense").frames(str(mjpeg["n7"]), [0.0]))
+    assert "\n" not in str(err.value)

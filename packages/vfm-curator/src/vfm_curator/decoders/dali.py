@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator, Sequence
 
-from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, one_line, stream_facts
+from vfm_curator.decoders.base import Decoder, Size, check_sizes, gpu_library, stream_facts
 from vfm_curator.errors import InputError
 
 #: frames DALI decodes per pipeline run (one sequence); bounds the GPU memory held at once
@@ -56,10 +56,28 @@ class SequenceReader:
     next, anything else (an error, a consumer that stopped early) makes the next video build a
     fresh one, so no frame of one video is ever handed out as another's."""
 
-    def __init__(self, device_id: int | None, device: str = "mixed", sequence: int = SEQUENCE) -> None:
+    def __init__(self, device_id: int | None, device: str = "mixed", sequence: int = SEQUENCE,
+                 executors: Sequence[str] = ("simple", "dynamic")) -> None:
         self.device_id, self.device, self.sequence = device_id, device, int(sequence)
+        self.executors = tuple(executors)
+        self.executor: str | None = None  # the one that built
         self._pipe = None
         self._clean = False
+
+    def _build(self):
+        """A fresh pipeline with the first executor (:data:`EXECUTORS`) that builds it; if none
+        does, an InputError naming the call and each executor's first line of error."""
+        errors = []
+        for executor in self.executors:
+            try:
+                pipe = build_pipeline(self.device_id, self.device, self.sequence, executor=executor)
+            except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError for most things
+                errors.append(f"{executor}: {dali_error(exc)}")
+                continue
+            self.executor = executor
+            return pipe
+        raise InputError(f"DALI's pipeline does not build (fn.experimental.inputs.video, device {self.device}): "
+                         + "; ".join(errors))
 
     def frames(self, path: str, times: Sequence[float]) -> Iterator[tuple[float, Any]]:
         """``(time, frame)`` for each of ``times`` in order: frame an (H, W, 3) uint8 RGB torch tensor
@@ -68,16 +86,12 @@ class SequenceReader:
         import torch
 
         if self._pipe is None or not self._clean:
-            try:
-                self._pipe = build_pipeline(self.device_id, self.device, self.sequence)
-            except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError for most things
-                raise InputError(f"DALI's pipeline does not build (fn.experimental.inputs.video, device "
-                                 f"{self.device}): {one_line(exc, first=True)}") from exc
+            self._pipe = self._build()
         self._clean = False
         try:
             self._pipe.feed_input("video", [np.fromfile(path, dtype=np.uint8)])
         except Exception as exc:  # noqa: BLE001
-            raise InputError(f"DALI cannot take this video (Pipeline.feed_input): {one_line(exc, first=True)}") from exc
+            raise InputError(f"DALI cannot take this video (Pipeline.feed_input): {dali_error(exc)}") from exc
         count, total, last = 0, len(times), None
         while count < total:
             try:
@@ -90,7 +104,7 @@ class SequenceReader:
             except Exception as exc:  # noqa: BLE001 - as io.video: an error after the first frame ends it
                 if count == 0:
                     raise InputError(f"cannot decode any frame (DALI, fn.experimental.inputs.video on "
-                                     f"{self.device}): {one_line(exc, first=True)}") from exc
+                                     f"{self.device}): {dali_error(exc)}") from exc
                 return
             n = int(last.shape[0])
             if n == 0:
@@ -104,6 +118,18 @@ class SequenceReader:
                 used += 1
             # every frame of ceil(total / sequence) sequences used: DALI is at the video's end too
             self._clean = count == total and used == n and (n < self.sequence or total % self.sequence == 0)
+
+
+def dali_error(exc: BaseException) -> str:
+    """DALI's error on one line: a pipeline error reads "Critical error in pipeline: Error in CPU
+    operator ..., which was used in the pipeline definition with the following traceback: <our
+    source lines> encountered: <the error> C++ context: ..." (DALI 2.4); the part after
+    "encountered:" is what says what went wrong."""
+    text = str(exc)
+    if "encountered:" in text:
+        text = text.split("encountered:", 1)[1].split("C++ context:", 1)[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' '.join(lines)[:500]}" if lines else type(exc).__name__
 
 
 def _finish(frame, sizes, facts) -> list:
@@ -152,14 +178,22 @@ def video_node(device: str = "mixed", sequence: int = SEQUENCE):
                                         last_sequence_policy="partial", blocking=False)
 
 
-def build_pipeline(device_id: int | None, device: str = "mixed", sequence: int = SEQUENCE):
+#: DALI executors a pipeline is built with, in the order tried: the simple one (``exec_async`` and
+#: ``exec_pipelined`` off; its outputs are reused after the next run, hence our copy) and DALI 2.x's
+#: default dynamic one. Both read video after video correctly on DALI 2.4's CPU variant.
+EXECUTORS = {"simple": {"exec_async": False, "exec_pipelined": False}, "dynamic": {"exec_dynamic": True}}
+
+
+def build_pipeline(device_id: int | None, device: str = "mixed", sequence: int = SEQUENCE, *,
+                   executor: str = "simple"):
     """One sequence per run, never scheduled ahead of the input (running past the video's end is an
-    error): prefetch depth 1 and the simple executor (``exec_async``/``exec_pipelined`` off), as
-    DALI 2.4 accepts them. ``device_id`` None only for ``device="cpu"``."""
+    error): prefetch depth 1. ``device_id`` None only for ``device="cpu"``."""
     from nvidia.dali import pipeline_def
 
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown DALI executor {executor!r}; accepted: {', '.join(EXECUTORS)}")
     pipe = pipeline_def(lambda: video_node(device, sequence), batch_size=1, num_threads=2, device_id=device_id,
-                        prefetch_queue_depth=1, exec_async=False, exec_pipelined=False)()
+                        prefetch_queue_depth=1, **EXECUTORS[executor])()
     pipe.build()
     return pipe
 
