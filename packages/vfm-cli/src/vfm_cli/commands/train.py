@@ -56,6 +56,7 @@ def train(
     try:
         world = world_size or env_world_size()
         cfg = config_mod.load(config, items, world)
+        _shard_paths(cfg, require=not validate_only)
         from vfm_cli import recipe
 
         resolved = recipe.validate(cfg, world, require_data=not validate_only)  # the run is built from it: resolved once
@@ -93,6 +94,27 @@ def train(
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _shard_paths(cfg, *, require: bool) -> None:
+    """``data.blend`` naming the output folder of ``vfm shard`` means its ``blend.yaml`` (the folder
+    itself is no energon dataset). A blend or shard folder that does not exist is one line saying so
+    (``require``: not for ``--validate``, which may run away from the shards), before the trust check
+    would call it untrusted metadata and suggest --trust-dataset-code."""
+    from vfm_parallel.trainer.config import ConfigError
+
+    if cfg.data.source != "shards":
+        return
+    blend = Path(cfg.data.blend) if cfg.data.blend else None
+    if blend is not None and blend.is_dir() and not (blend / ".nv-meta").is_dir() and (blend / "blend.yaml").is_file():
+        cfg.data.blend = str(blend / "blend.yaml")
+    if not require:
+        return
+    key, paths = ("data.blend", [cfg.data.blend]) if cfg.data.blend else ("data.shards", list(cfg.data.shards))
+    for path in paths:
+        if not Path(path).exists():
+            raise ConfigError(key, f"{path} does not exist; accepted: the blend.yaml that `vfm shard` writes, its output "
+                                   f"folder, or prepared dataset folders (with .nv-meta/)")
 
 
 def _sinks(cfg) -> list:
