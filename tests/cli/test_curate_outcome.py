@@ -37,3 +37,12 @@ def test_curate_exits_1_with_one_line_when_every_video_failed(tmp_path):
     # a re-run skips them (same files, same options) and still says so
     again = _curate([tmp_path / "in"], out)
     assert again.exit_code == 1 and "error: no clip written: all 3 videos failed" in again.output, again.output
+
+
+def test_curate_refuses_num_cpus_0_instead_of_ignoring_it(tmp_path):
+    make_video(tmp_path / "in" / "good.mp4", [30], seed=1)
+    for command in (["curate", str(tmp_path / "in")], ["shard", str(tmp_path / "out"), "--tokenizer", "pixel", "--text-encoder", "hash"]):
+        result = CliRunner().invoke(app, [*command, "-o", str(tmp_path / "out"), "--num-cpus", "0", "--no-progress"])
+        assert result.exit_code == 1, result.output
+        assert result.output.strip() == "error: config [run] num_cpus = 0.0; accepted: a number > 0", result.output
+    assert not (tmp_path / "out").exists()

@@ -41,7 +41,7 @@ def apply_run_options(execution: Any, runner: str | None, ray_address: str | Non
         execution.runner = runner
     if ray_address:
         execution.ray_address = ray_address
-    if num_cpus:
+    if num_cpus is not None:  # 0 too: refused by the [run] check, not silently ignored
         execution.num_cpus = num_cpus
 
 
