@@ -31,6 +31,11 @@ from .test_decoders_backends import edit_list_clip
 
 FULL_TOL = (1.0, 4)  # (mean, max) |diff| at full size
 SCALED_TOL = (2.0, 16)  # (mean, max) |diff| scaled
+# dali: DALI 2.4 turns NVDEC's NV12 into RGB itself (chroma interpolated bilinearly where swscale
+# repeats it, rounded where swscale truncates); what a CPU model of its kernel gives on these
+# sharp-edged test pictures, with a little room (test_dali_colour_path_..., docs/decoders.md)
+DALI_FULL_TOL = (4.0, 32)
+DALI_SCALED_TOL = (2.5, 20)
 
 
 def _write(path: Path, frames: list[np.ndarray], *, pix_fmt: str = "yuv420p", options: dict | None = None,
@@ -209,6 +214,53 @@ def test_gpu_colour_path_matches_pyav_within_tolerance(big_videos, case):
     assert mean <= FULL_TOL[0] and worst <= FULL_TOL[1], (mean, worst)
     mean, worst = _diff(small, ref_small)
     assert mean <= SCALED_TOL[0] and worst <= SCALED_TOL[1], (mean, worst)
+
+
+def _dali_kernel_model(frame, full_range: bool):
+    """What DALI 2.4's ``VideoColorSpaceConversionKernel`` (dali/operators/video/color_space.cu; the
+    wheel's libdali_operators.so has its three conversion types and no other) makes of a decoded
+    NV12 frame: luma as is, chroma sampled bilinearly at pixel centres (edges clamped), BT.601
+    (limited, or JPEG full range), rounded to uint8 - whatever matrix the stream is tagged with.
+    A model of DALI, for the ``dali`` backend's own conversion code; the real one runs in the
+    ``gpu`` tests."""
+    import torch
+    import torch.nn.functional as F
+
+    nv12 = torch.from_numpy(frame.reformat(format="nv12").to_ndarray().copy())
+    y, u, v = split_nv12(nv12, frame.height)
+    uv = F.interpolate(torch.stack([u.float(), v.float()])[None], size=tuple(y.shape), mode="bilinear",
+                       align_corners=False)[0]
+    Y, Cb, Cr = y.float(), uv[0] - 128.0, uv[1] - 128.0
+    if not full_range:
+        Y, Cb, Cr = (Y - 16.0) * 255.0 / 219.0, Cb * 255.0 / 224.0, Cr * 255.0 / 224.0
+    r, b = Y + 1.402 * Cr, Y + 1.772 * Cb
+    g = (Y - 0.299 * r - 0.114 * b) / 0.587
+    return torch.stack([r, g, b], -1).round().clamp(0, 255).to(torch.uint8)
+
+
+@pytest.mark.parametrize("case", ["plain", "full_range", "bt709", "big_bt709", "big_rotated"])
+def test_dali_colour_path_matches_pyav_within_dali_tolerance(videos, big_videos, case):
+    """The ``dali`` backend takes DALI's BT.601 RGB back to YUV and converts it with the stream's
+    matrix, scaled as swscale scales: within DALI's tolerance of PyAV. Taking DALI's RGB as it is
+    would put BT.709 streams outside it (DALI converts every stream with BT.601)."""
+    import av
+
+    from vfm_curator.decoders.dali import _finish
+
+    path = str(big_videos[case[4:]] if case.startswith("big_") else videos[case])
+    facts = decoders.stream_facts(path)
+    size = _small(Path(path))
+    with av.open(path) as c:
+        dali_rgb = [_dali_kernel_model(f, facts.full_range) for f in c.decode(video=0)]
+    for want, (tol_mean, tol_max) in ((None, DALI_FULL_TOL), (size, DALI_SCALED_TOL)):
+        ref = [f for _, f in PyAVDecoder().frames(path, want)]
+        got = [_finish(f, [want], facts)[0].numpy() for f in dali_rgb]
+        assert [g.shape for g in got] == [f.shape for f in ref]
+        mean, worst = _diff(got, ref)
+        assert mean <= tol_mean and worst <= tol_max, (case, want, mean, worst)
+        if facts.matrix == "bt709" and want is None and facts.rotation == 0:
+            as_is = _diff([f.numpy() for f in dali_rgb], ref)[0]
+            assert as_is > tol_mean, as_is  # what the re-conversion is for
 
 
 def test_gpu_colour_path_reads_padded_and_444_surfaces(videos):
@@ -435,7 +487,8 @@ def test_gpu_backend_matches_pyav(name, case, videos, big_videos):
             continue
         path = str(path)
         size = _small(Path(path))
-        for want, (tol_mean, tol_max) in ((None, FULL_TOL), (size, SCALED_TOL)):
+        tolerances = (DALI_FULL_TOL, DALI_SCALED_TOL) if name == "dali" else (FULL_TOL, SCALED_TOL)
+        for want, (tol_mean, tol_max) in zip((None, size), tolerances):
             ref = list(PyAVDecoder().frames(path, want))
             got = list(decoder.frames(path, want))
             assert [t for t, _ in got] == [t for t, _ in ref], f"{name} {case}: times differ"

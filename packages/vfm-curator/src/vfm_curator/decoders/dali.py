@@ -133,25 +133,17 @@ def dali_error(exc: BaseException) -> str:
 
 
 def _finish(frame, sizes, facts) -> list:
-    """A decoded (H, W, 3) RGB frame at the requested display sizes, upright."""
-    import torch
-    import torch.nn.functional as F
+    """A decoded (H, W, 3) RGB frame at the requested display sizes, upright, converted as the other
+    backends convert: DALI's RGB (BT.601 whatever the stream says) is taken back to YUV and goes
+    through :func:`~vfm_curator.decoders.yuv.planes_to_rgb` with the stream's matrix and range,
+    scaled the way swscale scales (luma, then chroma at half width) and truncated like it."""
+    from vfm_curator.decoders.yuv import planes_to_rgb, rgb_to_planes
 
-    k = int(round(facts.rotation / 90.0)) % 4
-    if k and tuple(frame.shape[:2]) != (facts.coded_height, facts.coded_width):
-        k = 0  # DALI already applied the display matrix
-    out = []
-    for size in sizes:
-        img = frame
-        if size is not None:
-            w, h = size if k % 2 == 0 else (size[1], size[0])
-            if (h, w) != tuple(frame.shape[:2]):
-                x = frame.permute(2, 0, 1)[None].float()
-                shrink = h < frame.shape[0] or w < frame.shape[1]
-                x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False, antialias=shrink)
-                img = x[0].permute(1, 2, 0).round_().clamp_(0, 255).to(torch.uint8)
-        out.append(torch.rot90(img, k=k, dims=(0, 1)).contiguous() if k else img)
-    return out
+    rotation = facts.rotation
+    if rotation % 180 and tuple(frame.shape[:2]) != (facts.coded_height, facts.coded_width):
+        rotation = 0  # DALI already applied the display matrix (2.4's CPU variant does not)
+    y, u, v = rgb_to_planes(frame, matrix="bt601", full_range=facts.full_range)
+    return planes_to_rgb(y, u, v, sizes=sizes, rotation=rotation, full_range=facts.full_range, matrix=facts.matrix)
 
 
 def _to_torch(sample, device_id: int | None):

@@ -117,6 +117,36 @@ def planes_to_rgb(y, u, v, *, sizes: Sequence, rotation: int = 0, full_range: bo
     return out
 
 
+def _matrix(matrix: str):
+    """RGB = M @ (Y', Cb', Cr'), with Y', Cb', Cr' already range-scaled as in :func:`planes_to_rgb`."""
+    kr, kb = _K[matrix]
+    kg = 1.0 - kr - kb
+    return [[1.0, 0.0, 2.0 * (1.0 - kr)],
+            [1.0, -2.0 * kb * (1.0 - kb) / kg, -2.0 * kr * (1.0 - kr) / kg],
+            [1.0, 2.0 * (1.0 - kb), 0.0]]
+
+
+def rgb_to_planes(rgb, *, matrix: str = "bt601", full_range: bool = False):
+    """(H, W, 3) RGB (uint8 or float) that was converted from YUV with ``matrix`` and range ->
+    the float ``y, u, v`` planes (0-255 code values, full size) it came from, to go through
+    :func:`planes_to_rgb` again (with the stream's matrix, scaled as swscale scales). Exact but for
+    pixels the first conversion clipped to [0, 255] or rounded. DALI 2.4 hands out RGB converted
+    with BT.601 whatever the stream says (its ``VideoColorSpaceConversionKernel`` has only BT.601
+    limited, JPEG full range and plain upsampling), chroma upsampled bilinearly."""
+    import torch
+
+    if matrix not in _K:
+        raise ValueError(f"unknown colour matrix {matrix!r}; accepted: {', '.join(_K)}")
+    inv = torch.linalg.inv(torch.tensor(_matrix(matrix), dtype=torch.float64)).to(torch.float32)
+    ycc = rgb.float() @ inv.to(rgb.device).T  # (H, W, 3): Y', Cb', Cr' (range-scaled, centred)
+    y, cb, cr = ycc.unbind(-1)
+    if not full_range:
+        y = y * (219.0 / 255.0) + 16.0
+        cb = cb * (224.0 / 255.0)
+        cr = cr * (224.0 / 255.0)
+    return y, cb + 128.0, cr + 128.0
+
+
 def _resize(F, planes, h: int, w: int):
     """(1, C, H, W) float -> (1, C, h, w): bilinear, antialiased when shrinking (swscale's default)."""
     if planes.shape[-2:] == (h, w):
