@@ -187,6 +187,21 @@ def test_dali_errors_become_the_line_that_says_what_went_wrong():
     assert dali_error(ValueError("one\ntwo")) == "ValueError: one two"
 
 
+def test_a_library_that_fails_to_load_is_named_on_one_line(tmp_path, monkeypatch):
+    """PyNvVideoCodec's import raises a RuntimeError of some 20 lines when the driver's
+    libnvidia-encode is missing; ``available()`` says its first line."""
+    from vfm_curator.decoders.base import gpu_library
+
+    pkg = tmp_path / "fake_nvc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('raise RuntimeError("libnvidia-encode.so.1: cannot open shared object file\\n\\n'
+                                     '=== TROUBLESHOOTING STEPS ===\\n1. Running in Docker?")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lib, why = gpu_library("fake_nvc", "PyNvVideoCodec", torch_use="frames are torch tensors")
+    assert lib is None
+    assert why == "PyNvVideoCodec does not load: RuntimeError: libnvidia-encode.so.1: cannot open shared object file"
+
+
 # --- DALI, where it is installed --------------------------------------------------------------------
 
 

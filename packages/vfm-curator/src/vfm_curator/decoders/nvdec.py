@@ -4,7 +4,10 @@ PyNvVideoCodec demuxes the file (its own FFmpeg) and NVDEC decodes each packet t
 in GPU memory, handed to torch through DLPack without a copy to the host. The surface is turned into
 RGB on the GPU by :mod:`vfm_curator.decoders.yuv` with the stream's matrix and range, scaled and
 rotated there; the presentation times, rotation and colour facts come from the container through
-PyAV (:func:`vfm_curator.decoders.base.stream_facts`), so they are PyAV's.
+PyAV (:func:`vfm_curator.decoders.base.stream_facts`), so they are PyAV's, and each frame takes the
+container time its own timestamp matches (:class:`~vfm_curator.decoders.base.FrameTimes`).
+
+Calls and keywords as PyNvVideoCodec 2.2.4 has them (read from its bindings, docs/decoders.md).
 """
 
 from __future__ import annotations
