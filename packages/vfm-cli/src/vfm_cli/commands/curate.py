@@ -90,6 +90,9 @@ def curate(
         summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
     except (ValueError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT; StopRun: disk full
         fail(exc)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)
+        typer.echo(f"interrupted: the videos that finished are kept in {out}; run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
     table = figures_table((
         ("videos", summary.videos),
         ("processed now", summary.processed),

@@ -56,6 +56,9 @@ def shard(
                       progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
         fail(exc)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)
+        typer.echo(f"interrupted: the clips sharded so far are kept in {out}; run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
     buckets = Table(title=f"vfm shard -> {summary.out}")
     for column in ("bucket (HxWxT)", "samples", "tokens", "shards", "MB"):
         buckets.add_column(column, justify="right")
