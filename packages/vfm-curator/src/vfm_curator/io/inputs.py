@@ -24,9 +24,9 @@ class Source:
 def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]:
     """Every source named by ``inputs``, deduplicated, in a stable order.
 
-    A directory contributes its video files (by extension, recursively); a glob its matches; a
-    ``.jsonl``/``.csv`` manifest its ``path`` entries (relative to the manifest) and their optional
-    ``caption``; any other path is taken as a video as given. Raises ``ValueError`` for an input
+    A directory contributes its video files (by extension, recursively, dot-files and dot-folders
+    left out); a glob its matches; a ``.jsonl``/``.csv`` manifest its ``path`` entries (relative to
+    the manifest) and their optional ``caption``; any other path is taken as a video as given. Raises ``ValueError`` for an input
     that names nothing (a glob without matches, a missing path) or a manifest without a path column.
 
     ``exclude`` (the output folder) and everything under it is never input: directories and globs
@@ -40,6 +40,12 @@ def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]
     return list(out.values())
 
 
+def _hidden(relative: Path) -> bool:
+    """A dot-file or a file under a dot-folder of a directory input: macOS's ``._clip.mp4`` resource
+    forks (not videos), ``.Trash``, ``.git``... are skipped, as globs skip them; named, they are read."""
+    return any(part.startswith(".") for part in relative.parts)
+
+
 def _inside(path: str | Path, folder: str | None) -> bool:
     if folder is None:
         return False
@@ -50,7 +56,8 @@ def _inside(path: str | Path, folder: str | None) -> bool:
 def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Source]:
     path = Path(item)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS
+                       and not _hidden(p.relative_to(path)))
         return [Source(_resolve(p)) for p in files if not _inside(p, skip)]
     if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
         sources = read_manifest(path)
