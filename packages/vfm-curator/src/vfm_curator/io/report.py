@@ -228,7 +228,20 @@ def figures(data: ReportData, summary: Any) -> str:
                     for label, value, note in items)
     advice = (f"<p class=\"advice\" id=\"uncaptioned\">{uncaptioned} kept clip{'s have' if uncaptioned != 1 else ' has'} "
               f"no caption. {e(UNCAPTIONED_ADVICE)}.</p>") if uncaptioned else ""
-    return f"<ul class=\"figures\">{cells}</ul>{advice}"
+    return f"<ul class=\"figures\">{cells}</ul>{advice}{_short_note(data.ok)}"
+
+
+def _short_note(ok: list[dict]) -> str:
+    """The finished videos that decoded well short of their declared length (the decode stage's
+    ``decoded_short``), each with both lengths: truncated or damaged files whose clips stop early."""
+    short = [(str(r.get("source", "")), r["meta"]["decoded_short"]) for r in ok if (r.get("meta") or {}).get("decoded_short")]
+    if not short:
+        return ""
+    items = ", ".join(f"{e(Path(src).name)} ({charts.duration(s['decoded_s'])} of {charts.duration(s['declared_s'])})"
+                      for src, s in sorted(short))
+    return (f"<p class=\"advice\" id=\"decoded-short\">{len(short)} video{'s' if len(short) != 1 else ''} decoded short of "
+            f"the length {'they declare' if len(short) != 1 else 'it declares'} (truncated or damaged files; their clips "
+            f"end where decoding stopped): {items}.</p>")
 
 
 def _caption_note(kept: list[ClipRow], uncaptioned: int) -> str:

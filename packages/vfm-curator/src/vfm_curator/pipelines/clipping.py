@@ -60,6 +60,8 @@ class Summary:
     captions_dropped: int = 0  # clips taken out of clips.parquet for their caption (caption_qa action = drop)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     decoders: dict[str, int] = field(default_factory=dict)  # videos decoded by each decoder backend, this run
+    # finished videos that decoded well short of their declared length (truncated or damaged files)
+    decoded_short: int = 0
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -291,6 +293,7 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.failures = len(failed)
     summary.failure_kinds = failure_kinds(failed)
     summary.videos_total = len(records)
+    summary.decoded_short = sum(1 for r in ok if (r.get("meta") or {}).get("decoded_short"))
     summary.hours_in = sum(r.get("duration_s", 0.0) for r in ok) / 3600
     # the clips in clips.parquet: what the review took out (dedup, caption QA drops) is not output
     removed_s = sum(e.get("end_s", 0.0) - e.get("start_s", 0.0) for e in review.removed)

@@ -143,6 +143,21 @@ class DecodeStage(Stage):
             "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
             "decoder": decoder.name,
         }
+        short = decoded_short(info.duration, task.meta["duration"])
+        if short is not None:
+            task.meta["decoded_short"] = short
+            log.info("decode: %s decodes %.2f s of the %.2f s it declares (truncated or damaged); its clips end there",
+                        task.source, short["decoded_s"], short["declared_s"])
+
+
+def decoded_short(declared_s: float, decoded_s: float) -> dict[str, float] | None:
+    """``{declared_s, decoded_s}`` when decoding ended well before the length the container declares
+    (by more than 0.5 s and 5 %): a truncated download or a damaged file, whose frames up to there
+    are kept. None otherwise (no declared length, or within the tolerance of timestamp rounding)."""
+    declared_s = float(declared_s or 0.0)
+    if declared_s <= 0 or decoded_s >= declared_s - max(0.5, 0.05 * declared_s):
+        return None
+    return {"declared_s": round(declared_s, 3), "decoded_s": round(float(decoded_s), 3)}
 
 
 def _score(decoder, path: str, size: tuple[int, int]) -> tuple[array, object]:
