@@ -107,7 +107,7 @@ def curate(
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("throughput (video s / wall s)", f"{summary.throughput:.2f}"),
         ("decoders (videos)", ", ".join(f"{name} {n}" for name, n in sorted(summary.decoders.items())) or "-"),
-        ("workers", summary.workers),
+        ("workers", summary.workers_text()),
     ), title=f"vfm curate -> {summary.out}")
     Console().print(table)
     typer.echo(f"report: {Path(summary.out) / 'report.html'}")

@@ -55,6 +55,7 @@ class Summary:
     video_s_processed: float = 0.0  # seconds of video run through this time
     throughput: float = 0.0  # video seconds per wall second, this run
     workers: dict[str, int] = field(default_factory=dict)  # final auto-balancer allocation
+    fused: list[list[str]] = field(default_factory=list)  # stages that ran one after another in one worker (Ray)
     duplicates: int = 0  # clips taken out of clips.parquet as near-duplicates ([dedup]; review.jsonl)
     captions_flagged: int = 0  # clips kept with a caption under the caption_qa thresholds
     captions_dropped: int = 0  # clips taken out of clips.parquet for their caption (caption_qa action = drop)
@@ -95,6 +96,20 @@ class Summary:
         if not self.failures:
             return None
         return f"{self.failures} video{'s' if self.failures != 1 else ''} failed ({self._kinds()}): {Path(self.out) / 'failures.jsonl'}"
+
+    def workers_text(self) -> str:
+        """``stage=n, ...``; fused stages (one worker runs them in turn) as one ``first..last=n (k stages
+        fused)`` entry, so 8 stages fused on 2 CPUs read as 2 workers, not 16."""
+        group_of = {stage: tuple(group) for group in self.fused for stage in group}
+        parts, seen = [], set()
+        for stage, n in self.workers.items():
+            group = group_of.get(stage)
+            if group is None:
+                parts.append(f"{stage}={n}")
+            elif group not in seen:
+                seen.add(group)
+                parts.append(f"{group[0]}..{group[-1]}={n} ({len(group)} stages fused)")
+        return ", ".join(parts)
 
     def _kinds(self) -> str:
         return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))
@@ -258,6 +273,7 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
             if progress is not None:
                 progress.stop()
     summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
+    summary.fused = [list(g.stages) for g in getattr(runner, "groups", []) if len(g.stages) > 1]
     summary.decisions = list(runner.decisions)
 
 
