@@ -1,6 +1,5 @@
 """The training config's sections: one dataclass per TOML table, with its defaults and what each key means."""
 
-from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
