@@ -1,6 +1,6 @@
-"""The run summary shows fused stages (one Ray worker runs them in turn) as one entry with their
-worker count, so 8 stages fused on 2 CPUs read as 2 workers and not as 8 x 2; stages that ran
-alone (the serial runner) are listed one by one."""
+"""The run summary and report.html show fused stages (one Ray worker runs them in turn) as one
+group with its worker count, so 8 stages fused on 2 CPUs read as 2 workers and not as 8 x 2; stages
+that ran alone (the serial runner) are listed one by one."""
 
 from __future__ import annotations
 
@@ -20,5 +20,11 @@ def test_fused_stages_show_as_one_entry_and_serial_stages_one_by_one(tmp_path, r
     assert 1 <= n <= 2 and set(fused.workers.values()) == {n}
     assert fused.workers_text() == f"decode..write={n} (8 stages fused)"
     assert json.loads((tmp_path / "ray" / "summary.json").read_text())["fused"] == [list(DEFAULT_STAGES)]
+    report = (tmp_path / "ray" / "report.html").read_text()
+    workers = "1 worker" if n == 1 else f"{n} workers"
+    assert report.count(f"fused in decode..write ({workers} for its 8 stages)") == 8
+    assert "balancer measured" not in report  # a fused stage's own share, measured on few calls, is left out
     alone = curate(tmp_path / "in", tmp_path / "serial", {"run": {"runner": "serial"}})
     assert alone.fused == [] and alone.workers_text() == ", ".join(f"{s}=1" for s in DEFAULT_STAGES)
+    report = (tmp_path / "serial" / "report.html").read_text()
+    assert "fused in" not in report and report.count("1 worker") >= len(DEFAULT_STAGES)

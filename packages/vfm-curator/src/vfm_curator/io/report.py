@@ -265,15 +265,23 @@ def stage_chart(data: ReportData, summary: Any) -> str:
     workers = dict(getattr(summary, "workers", {}) or {})
     decisions = list(getattr(summary, "decisions", []) or [])
     measured = decisions[-1].get("seconds_per_item", {}) if decisions else {}
+    # a fused stage shares its group's workers (one worker runs the group's stages in turn): named
+    # once as the group's, not as workers of its own (8 fused stages x 2 read as 16 workers)
+    fused = {stage: group for group in (getattr(summary, "fused", None) or []) for stage in group}
     order = list(workers) + [s for s in totals if s not in workers]
     items = []
     for stage in order:
         if stage not in totals:
             continue
         note = []
-        if stage in workers:
-            note.append(f"{workers[stage]} worker{'s' if workers[stage] != 1 else ''}")
-        if stage in measured:
+        n = workers.get(stage)
+        if stage in fused:
+            group = fused[stage]
+            note.append(f"fused in {group[0]}..{group[-1]}" + (f" ({n} worker{'s' if n != 1 else ''} for its {len(group)} stages)"
+                                                                if n is not None else ""))
+        elif n is not None:
+            note.append(f"{n} worker{'s' if n != 1 else ''}")
+        if stage in measured and stage not in fused:  # a fused stage's own share is measured on few calls
             note.append(f"balancer measured {charts.number(float(measured[stage]))} s per call")
         items.append((stage, sum(totals[stage]) / len(totals[stage]), ", ".join(note)))
     videos = max((len(v) for v in totals.values()), default=0)
