@@ -275,17 +275,16 @@ def stage_chart(data: ReportData, summary: Any) -> str:
             continue
         note = []
         n = workers.get(stage)
-        if stage in fused:
-            group = fused[stage]
-            note.append(f"fused in {group[0]}..{group[-1]}" + (f" ({n} worker{'s' if n != 1 else ''} for its {len(group)} stages)"
-                                                                if n is not None else ""))
-        elif n is not None:
+        if n is not None and stage not in fused:  # a fused group's workers are named once, in the title
             note.append(f"{n} worker{'s' if n != 1 else ''}")
         if stage in measured and stage not in fused:  # a fused stage's own share is measured on few calls
             note.append(f"balancer measured {charts.number(float(measured[stage]))} s per call")
         items.append((stage, sum(totals[stage]) / len(totals[stage]), ", ".join(note)))
     videos = max((len(v) for v in totals.values()), default=0)
-    title = f"seconds per video, mean over {videos} videos" + (f"; {len(decisions)} balancer decisions" if decisions else "")
+    groups = "".join(f"; {g[0]}..{g[-1]} fused ({len(g)} stages, {workers.get(g[0], '?')} worker{'s' if workers.get(g[0]) != 1 else ''})"
+                     for g in (getattr(summary, "fused", None) or []))
+    title = (f"seconds per video, mean over {videos} videos{groups}"
+             + (f"; {len(decisions)} balancer decision{'s' if len(decisions) != 1 else ''}" if decisions else ""))
     return charts.bars(items, title=title, unit="s")
 
 
