@@ -57,6 +57,21 @@ def disk_full(path: Path) -> DiskFullError:
                          "and run again; what finished is kept")
 
 
+#: What marks a folder as a pipeline's output (an interrupted first run has only ``.state/``).
+OUTPUT_MARKERS = {"vfm curate": ("clips.parquet", ".state/videos"), "vfm shard": ("shard_config.json", "blend.yaml")}
+
+
+def check_not_other_output(out: Path, mine: str, option: str = "-o") -> None:
+    """Refuse an output folder that holds the other pipeline's output (``mine``: ``"vfm curate"`` or
+    ``"vfm shard"``): both write summary.json and failures.jsonl there, so one run would overwrite
+    the other's (``vfm shard out -o out`` did)."""
+    for owner, markers in OUTPUT_MARKERS.items():
+        found = [m for m in markers if (out / m).exists()]
+        if owner != mine and found:
+            raise ValueError(f"{option} {out} is the output folder of `{owner}` (it holds {found[0]}), which this run would "
+                             f"overwrite; accepted: a new folder, or one that `{mine}` wrote")
+
+
 def check_out_folder(out: Path, option: str = "-o") -> None:
     """An output folder must be a folder (new, or an earlier output): one line otherwise."""
     if out.exists() and not out.is_dir():

@@ -21,7 +21,7 @@ from vfm_curator.failures import check_retry, input_stamp, options_hash, should_
 from vfm_curator.io import staging, state
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
-from vfm_curator.io.paths import atomic_write, check_out_folder, disk_full, safe_join
+from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
 from vfm_curator.tasks import VideoTask
 from vfm_plugins import FolderLock
 
@@ -147,6 +147,7 @@ def run_clipping(
     config = config or CurateConfig()
     retry = check_retry(retry_failed)
     check_out_folder(out)
+    check_not_other_output(out, "vfm curate")
     specs = stage_specs(config, out)
     sources = expand(list(inputs), exclude=out)
     if not sources:

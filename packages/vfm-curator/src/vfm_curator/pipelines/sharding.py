@@ -29,7 +29,7 @@ from typing import Any, Callable
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, options_hash, should_retry
-from vfm_curator.io.paths import atomic_write, check_out_folder, disk_full, safe_join
+from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
 from vfm_curator.pipelines.clipping import Progress
 from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
@@ -219,6 +219,7 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
     config = config or ShardConfig()
     retry = check_retry(retry_failed)
     check_out_folder(out)
+    check_not_other_output(out, "vfm shard")
     clips_dir = Path(clips_dir).resolve()
     specs = config.stage_specs()
     try:
