@@ -96,14 +96,7 @@ class CurateConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "CurateConfig":
-        path = Path(path)
-        if path.suffix.lower() == ".json":
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        if path.suffix.lower() == ".toml":
-            import tomllib
-
-            return cls.from_dict(tomllib.loads(path.read_text(encoding="utf-8")))
-        raise ValueError(f"config {path}: unsupported format {path.suffix!r}; accepted: .toml, .json")
+        return cls.from_dict(read_config_file(path))
 
     def stage_options(self, name: str) -> dict[str, Any]:
         return dict(self.options.get(name, {}))
@@ -147,3 +140,20 @@ class CurateConfig:
             if name not in self.stages:
                 raise ValueError(f"config [run] workers: no stage {name!r} in this pipeline; stages: {', '.join(self.stages)}")
             number(f"workers.{name}", count, lo=1, integer=True)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A ``.toml`` or ``.json`` config file as a dict; a missing file, a folder, another format or a
+    syntax error is a ``ValueError`` naming the file (and the line, for TOML)."""
+    import tomllib
+
+    path = Path(path)
+    if path.suffix.lower() not in (".toml", ".json"):
+        raise ValueError(f"config {path}: unsupported format {path.suffix!r}; accepted: .toml, .json")
+    if not path.is_file():
+        raise ValueError(f"config {path} {'is a folder' if path.is_dir() else 'does not exist'}; accepted: a .toml or .json file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"config {path} is not valid {path.suffix.lower()[1:].upper()}: {exc}") from None

@@ -72,19 +72,33 @@ def curate(
     from vfm_plugins import FolderLockedError
 
     err = Console(stderr=True)
+    # the command-line options each step applies: an error names them (Typer's param hint), else --config
+    review = ("--caption-qa-model", caption_qa_model, "--caption-min-score", caption_min_score, "--caption-qa", caption_qa,
+              "--caption-qa-calibration", caption_qa_calibration, "--dedup", dedup, "--dedup-threshold", dedup_threshold)
+    captions = ("--captioner", captioner, "--caption-url", caption_url, "--caption-model", caption_model,
+                "--caption-prompt", caption_prompt, "--caption-api-key-env", caption_api_key_env)
+    shots = ("--shot-detector", shot_detector, "--shot-option", shot_option)
+    hint = "--config"
     try:
         cfg = CurateConfig.load(config) if config is not None else CurateConfig()
+        hint = _given(*review)
         apply_review_options(cfg, caption_qa_model=caption_qa_model, caption_min_score=caption_min_score,
                              caption_qa=caption_qa, caption_calibration=caption_qa_calibration, dedup=dedup,
                              dedup_threshold=dedup_threshold)
+        hint = _given(*captions)
         apply_caption_options(cfg, captioner, caption_url, caption_model, caption_prompt, caption_api_key_env)
+        hint = _given(*shots)
         apply_shot_options(cfg, shot_detector, shot_option or [])
         apply_gpus(cfg, gpus, ray_address)
-        stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
+        try:
+            stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
+        except ValueError:  # the config's fault unless it passes alone: then the command line's options
+            hint = _given(*review, *captions, *shots) if config is None or _valid_alone(config, out) else "--config"
+            raise
     except GpusError as exc:
         raise typer.BadParameter(str(exc), param_hint="--gpus") from exc
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        raise typer.BadParameter(str(exc), param_hint=hint) from exc
     apply_run_options(cfg, runner, ray_address, num_cpus)
     try:
         summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
@@ -122,6 +136,25 @@ def curate(
         typer.echo(f"captions: {summary.uncaptioned} of {summary.clips} clips have none. {UNCAPTIONED_ADVICE}.")
     if summary.problem():  # nothing for `vfm shard` to read: never a quiet exit 0
         fail(summary.problem())
+
+
+def _given(*pairs) -> str:
+    """The given options among ``(name, value, name, value, ...)`` as Typer's param hint (e.g.
+    ``--shot-detector / --shot-option``), or ``--config`` when none was given on the command line."""
+    names = [pairs[i] for i in range(0, len(pairs), 2) if pairs[i + 1] not in (None, [])]
+    return " / ".join(names) if names else "--config"
+
+
+def _valid_alone(config: Path, out: Path) -> bool:
+    """Whether the config file alone (no command-line option applied) passes the option checks."""
+    from vfm_curator.config import CurateConfig
+    from vfm_curator.pipelines.clipping import stage_specs
+
+    try:
+        stage_specs(CurateConfig.load(config), out)
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def apply_caption_options(cfg, captioner: str | None, url: str | None, model: str | None, prompt: str | None,

@@ -92,15 +92,9 @@ class ShardConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "ShardConfig":
-        path = Path(path)
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".json":
-            return cls.from_dict(json.loads(text))
-        if path.suffix.lower() == ".toml":
-            import tomllib
+        from vfm_curator.config import read_config_file
 
-            return cls.from_dict(tomllib.loads(text))
-        raise ValueError(f"config {path}: unsupported format {path.suffix!r}; accepted: .toml, .json")
+        return cls.from_dict(read_config_file(path))
 
     def identity(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in IDENTITY}
