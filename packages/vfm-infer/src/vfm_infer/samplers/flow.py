@@ -49,19 +49,26 @@ class FlowEuler(_FlowSampler):
 class FlowHeun(_FlowSampler):
     """Second-order Heun steps; the correction evaluates v at the new point (x_next, s_next).
 
-    Unlike EDM the velocity is finite at s = 0, so every step is corrected (2N evaluations).
+    The last step, to s = 0, stays an Euler step (2N - 1 evaluations), as in EDM's Heun and
+    diffusers' ``FlowMatchHeunDiscreteScheduler``: the exact velocity is finite there, but a trained
+    model never saw s = 0 (training levels lie inside (0, 1)), and correcting with its prediction
+    there made the demo model's backgrounds twice as grainy (`vfm eval` background RMS 36.8 against
+    18.8 at 4 steps, 24.0 against 16.0 at 10, guidance 3). One Euler step of size h
+    adds O(h^2), so the method stays second order.
     """
 
     order = 2
 
     def num_evaluations(self) -> int:
-        return 2 * self.steps
+        return 2 * self.steps - 1
 
     def _run(self, evaluate, x, levels, generator, callback):
         for i, (s, s_next) in enumerate(zip(levels[:-1], levels[1:])):
             v_cur = evaluate(x, s)
             x_next = x + (s_next - s) * v_cur
-            v_next = evaluate(x_next, s_next)
-            x = x + (s_next - s) * (0.5 * v_cur + 0.5 * v_next)
+            if s_next > 0:
+                v_next = evaluate(x_next, s_next)
+                x_next = x + (s_next - s) * (0.5 * v_cur + 0.5 * v_next)
+            x = x_next
             callback(i + 1, self.steps)
         return x
