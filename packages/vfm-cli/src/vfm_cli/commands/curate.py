@@ -127,6 +127,8 @@ def curate(
     typer.echo(f"report: {Path(summary.out) / 'report.html'}")
     if summary.failures_line():
         typer.echo(f"failures: {summary.failures_line()}")
+    if summary.other_options_line():
+        typer.echo(f"options changed: {summary.other_options_line()}")
     if summary.decoded_short:
         typer.echo(f"decoded short: {summary.decoded_short} video{'s' if summary.decoded_short != 1 else ''} ended well "
                    f"before the length the file declares (truncated or damaged); their clips end there: listed in report.html")

@@ -53,6 +53,8 @@ def video_record(task: Any, **extra: Any) -> dict[str, Any]:
         "clips": 0,
         "meta": {k: v for k, v in task.meta.items() if k != "cuts"},
         "timings": task.timings,
+        # stage -> hash of the options up to it: a later run tells a video made with other options
+        "options_hashes": dict(task.context.get("options_hashes") or {}),
         **extra,
     }
 

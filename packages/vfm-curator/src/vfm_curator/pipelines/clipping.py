@@ -63,6 +63,8 @@ class Summary:
     decoders: dict[str, int] = field(default_factory=dict)  # videos decoded by each decoder backend, this run
     # finished videos that decoded well short of their declared length (truncated or damaged files)
     decoded_short: int = 0
+    # videos skipped as finished although made with other stage options: the first changed stage -> count
+    other_options: dict[str, int] = field(default_factory=dict)
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -110,6 +112,16 @@ class Summary:
                 seen.add(group)
                 parts.append(f"{group[0]}..{group[-1]}={n} ({len(group)} stages fused)")
         return ", ".join(parts)
+
+    def other_options_line(self) -> str | None:
+        """One line when finished videos were skipped although this run's stage options differ from theirs."""
+        if not self.other_options:
+            return None
+        n = sum(self.other_options.values())
+        stages = ", ".join(sorted(self.other_options))
+        return (f"{n} video{'s' if n != 1 else ''} finished before with other options (changed from stage {stages} on) "
+                f"{'were' if n != 1 else 'was'} skipped and kept{' as they were' if n != 1 else ' as it was'}; to apply "
+                f"the new options, curate into a new output folder")
 
     def _kinds(self) -> str:
         return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))
@@ -181,6 +193,9 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
         attempt = _attempt(out, record, task, hashes, config, retry)
         if attempt is None:
             summary.skipped += 1
+            changed = _changed_stage(record, hashes, specs)
+            if changed is not None:
+                summary.other_options[changed] = summary.other_options.get(changed, 0) + 1
             continue
         summary.retried += record is not None
         task.context = {"attempt": attempt, "input_stamp": input_stamp(source.path), "options_hashes": hashes}
@@ -214,6 +229,15 @@ def _attempt(out: Path, record: dict | None, task: VideoTask, hashes: dict[str, 
         return None
     automatic = failure.get("cause") == "machine" and retry is None
     return int(failure.get("attempts", 1)) + 1 if automatic else 1
+
+
+def _changed_stage(record: dict | None, hashes: dict[str, str], specs: list[StageSpec]) -> str | None:
+    """The first stage whose options (with those before it) differ from the ones a finished video's
+    record was made with; None when they are the same, or unknown (a record from before they were kept)."""
+    made = (record or {}).get("options_hashes") or {}
+    if (record or {}).get("status") != "ok" or not made or made.get("*") == hashes["*"]:
+        return None
+    return next((s.name for s in specs if made.get(s.name) != hashes[s.name]), specs[-1].name)
 
 
 def _encodable(path: str) -> bool:
