@@ -39,6 +39,15 @@ def test_generate_writes_a_playable_mp4_and_contact_sheet(tmp_path):
     assert "0000.mp4" in result.output and "seconds per step:" in result.output
 
 
+def test_a_size_other_than_the_trained_one_is_generated_with_a_warning_naming_the_trained_size(tmp_path):
+    export = make_export(tmp_path / "export")  # trained on 4 frames at 16x16
+    other = invoke("--checkpoint", export, "--prompt", "2", "--steps", "1", "--frames", "6", "-o", tmp_path / "other")
+    assert other.exit_code == 0, other.output
+    assert "warning: this model was trained on 4 frames at 16x16 (latent 12x4x8x8); 6 frames at 16x16" in other.output
+    same = invoke("--checkpoint", export, "--prompt", "2", "--steps", "1", "-o", tmp_path / "same")
+    assert same.exit_code == 0 and "warning" not in same.output
+
+
 def test_same_seed_gives_the_same_video_from_the_cli(tmp_path):
     from vfm_infer.video.mp4 import read_mp4
 

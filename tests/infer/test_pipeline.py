@@ -27,6 +27,24 @@ def test_frames_and_size_set_the_video_shape():
     assert video.shape == (3, 3, 8, 12)
 
 
+def test_a_shape_other_than_the_trained_one_warns_naming_both():
+    import warnings
+
+    from vfm_infer.pipeline import UntrainedShapeWarning
+
+    pipe = VideoPipeline(tiny_dit(), tiny_meta("rectified-flow"))  # trained: latent (12, 4, 8, 8), 4 frames at 16x16
+    with pytest.warns(UntrainedShapeWarning, match="trained on 4 frames at 16x16 \\(latent 12x4x8x8\\); 8 frames at "
+                      "16x24 is a shape it never saw \\(its sincos positions along the larger frames, width go beyond"):
+        prepared = pipe.prepare(GenerationSpec(steps=2, frames=8, size=(16, 24)), ["0"])
+    assert len(prepared.warnings) == 1 and "leave out --frames and --size" in prepared.warnings[0]
+    smaller = pipe.prepare(GenerationSpec(steps=2, frames=2, size=(16, 16)), ["0"]).warnings
+    assert smaller and "2 frames at 16x16 is a shape it never saw, so expect" in smaller[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the trained shape, by default or named, warns of nothing
+        assert pipe.prepare(GenerationSpec(steps=2), ["0"]).warnings == ()
+        assert pipe.prepare(GenerationSpec(steps=2, frames=4, size=(16, 16)), ["0"]).warnings == ()
+
+
 def test_guidance_changes_the_video_and_scale_one_is_unguided():
     pipe = VideoPipeline(tiny_dit(), tiny_meta())
     guided = pipe.generate("2", SPEC)

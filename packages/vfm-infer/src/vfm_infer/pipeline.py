@@ -15,6 +15,7 @@ import dataclasses
 import inspect
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -71,6 +72,11 @@ class NonFiniteOutputError(ValueError):
     """The sampler or the decoder produced inf or nan values (which would write a black video)."""
 
 
+class UntrainedShapeWarning(UserWarning):
+    """A request for a frame count or size other than the training data's: the model generates it,
+    but it never learnt that shape (its positions reach where training never put a token)."""
+
+
 #: Seeds a torch generator takes; prompt i draws its noise with seed + i.
 MAX_SEED = 2**64 - 1
 
@@ -114,6 +120,8 @@ class Prepared:
     sampler: Sampler
     latent_shape: tuple[int, int, int, int]
     spec: GenerationSpec
+    #: what the user should know before looking at the videos (e.g. a size the model never trained on)
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -250,6 +258,26 @@ class VideoPipeline:
             raise ValueError(f"H264 output needs an even height and width; the video would be {h_pix}x{w_pix}")
         return c_lat, t_lat, h_lat, w_lat
 
+    def untrained_shape(self, shape: tuple[int, int, int, int]) -> str | None:
+        """A warning when ``shape`` (C', T', H', W') is not the latent shape the export records for its
+        training data, naming both in frames and pixels; None when it is."""
+        trained = tuple(int(v) for v in self.meta["latent_shape"])
+        if tuple(shape) == trained:
+            return None
+        tok, channels = self.tokenizer, getattr(self.tokenizer, "channels", 3)
+        sc = tok.spatial_compression
+
+        def pixels(s: tuple[int, ...]) -> str:
+            return f"{self._default_frames(s[1], channels)} frames at {s[2] * sc}x{s[3] * sc}"
+
+        beyond = [name for name, i in (("frames", 1), ("height", 2), ("width", 3)) if shape[i] > trained[i]]
+        kind = getattr(self.model.config, "pos_embed", None)
+        reach = (f" (its {kind + ' ' if kind else ''}positions along the larger {', '.join(beyond)} go beyond any it "
+                 "trained on)" if beyond else "")
+        return (f"this model was trained on {pixels(trained)} (latent {'x'.join(map(str, trained))}); "
+                f"{pixels(shape)} is a shape it never saw{reach}, so expect a worse video than at the trained "
+                f"shape (leave out --frames and --size for it)")
+
     def _default_frames(self, t_lat: int, channels: int) -> int:
         """The fewest pixel frames the tokenizer turns into ``t_lat`` latent frames."""
         sc = self.tokenizer.spatial_compression
@@ -279,7 +307,10 @@ class VideoPipeline:
         if self.parallel.cfg_group is not None and self.conditioner.kind == "none":
             raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
         self.check_memory(shape, spec, token_shards)
-        return Prepared(sampler, shape, spec)
+        notes = tuple(n for n in (self.untrained_shape(shape),) if n)
+        for note in notes:
+            warnings.warn(note, UntrainedShapeWarning, stacklevel=2)
+        return Prepared(sampler, shape, spec, notes)
 
     def check_memory(self, shape: tuple[int, int, int, int], spec: GenerationSpec, token_shards: int = 1) -> None:
         """Refuse a request whose estimated peak (:mod:`vfm_infer.memory`) exceeds the device's free memory."""

@@ -81,7 +81,8 @@ def generate(
     import time
 
     from vfm_infer.distributed import layout_sizes, setup_inference
-    from vfm_infer.pipeline import DTYPES, ExportError, GenerationSpec, NonFiniteOutputError, VideoPipeline, check_spec
+    from vfm_infer.pipeline import (DTYPES, ExportError, GenerationSpec, NonFiniteOutputError, UntrainedShapeWarning,
+                                     VideoPipeline, check_spec)
     from vfm_infer.plugins import host
     from vfm_infer.video.contact_sheet import contact_sheet, write_png
     from vfm_infer.video.frames import to_uint8_frames
@@ -130,11 +131,18 @@ def generate(
                                              weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
     except (ExportError, KeyError, ValueError) as exc:
         fail(str(exc))
+    import warnings
+
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory
-        prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards)
+        with warnings.catch_warnings():  # shown below as one plain line, once, by the writing rank
+            warnings.simplefilter("ignore", UntrainedShapeWarning)
+            prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
         fail(str(exc))
+    if rank == 0:
+        for note in prepared.warnings:
+            typer.echo(f"warning: {note}", err=True)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
