@@ -91,6 +91,7 @@ def curate(
         apply_caption_options(cfg, captioner, caption_url, caption_model, caption_prompt, caption_api_key_env)
         hint = _given(*shots)
         apply_shot_options(cfg, shot_detector, shot_option or [])
+        hint = "--config"
         apply_gpus(cfg, gpus, ray_address)
         try:
             stage_specs(cfg, out)  # every option range-checked before any work (the run checks the same)
