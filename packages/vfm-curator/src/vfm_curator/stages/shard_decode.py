@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from vfm_curator.io.video import iter_frames, probe
-from vfm_curator.stages.base import InputError, Resources, Stage
+from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
 from vfm_curator.stages.shard_task import ShardTask
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".webp", ".bmp"}
@@ -109,10 +109,10 @@ class ShardDecodeStage(Stage):
             task.modality, count = "image", 1
         else:
             count = choose_frames(len(frames), self.opt["frames"])
-            if count is None:
-                raise InputError(
+            if count is None:  # the clip is fine, the configured buckets are too long for it
+                raise LimitError(
                     f"too short: {len(frames)} frame(s) at stride {stride}; the shortest bucket takes "
-                    f"{min(self.opt['frames'])} (frames = {list(self.opt['frames'])})"
+                    f"{min(self.opt['frames'])} (frames = {list(self.opt['frames'])})", kind="too-short",
                 )
             task.modality = "video"
         task.frames = np.ascontiguousarray(frames[:count])
