@@ -112,6 +112,52 @@ def test_the_trainer_checkpoints_the_configured_blocks_and_trains_like_the_plain
     assert [checkpointed.losses[s] for s in steps] == pytest.approx([plain.losses[s] for s in steps], rel=1e-6)
 
 
+def _four_block_parts(counts):
+    """The tiny run with a 4-block dit (2 per pipeline stage), counting each block's MLP calls."""
+
+    def build(ctx):
+        import vfm_models
+
+        parts = build_parts(ctx)
+        torch.manual_seed(0)
+        parts.model = vfm_models.get_family("dit").create("tiny", in_channels=3, patch=(1, 2, 2), num_classes=4,
+                                                          hidden=16, num_heads=2, depth=4)
+        for i, block in enumerate(parts.model.blocks):
+            block.mlp.register_forward_hook(lambda *_, i=i: counts.__setitem__(i, counts[i] + 1))
+        return parts
+
+    return build
+
+
+def _pp2_partial(rank, world, root):
+    import os
+
+    from vfm_parallel.trainer import train
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
+    out = {}
+    for name, extra in {"plain": {}, "first1": {"activation_checkpointing": True, "checkpoint_blocks": 1}}.items():
+        counts = [0, 0, 0, 0]
+        cfg = tiny_config(root / name, train={"steps": 3}, parallel={"pp": 2, "dp_shard": 1, **extra})
+        out[name] = (train(from_dict(cfg, world), _four_block_parts(counts)).losses, counts)
+    return out
+
+
+def test_checkpoint_blocks_counts_per_pipeline_stage_and_trains_like_no_checkpointing(tmp_path):
+    """pp = 2 over gloo, 4 blocks: checkpoint_blocks = 1 recomputes the first block of each stage."""
+    from tests.gloo import spawn
+
+    ranks = spawn(_pp2_partial, 2, tmp_path)
+    for rank, result in enumerate(ranks):
+        (plain_losses, plain_counts), (losses, counts) = result["plain"], result["first1"]
+        first, second = 2 * rank, 2 * rank + 1  # this stage's blocks
+        assert plain_counts[first] == plain_counts[second] == counts[second] > 0
+        # a recompute in each backward of the 3 steps x 2 microbatches (a stage may also run a
+        # forward outside the steps: at most one recompute per forward)
+        assert 3 * 2 <= counts[first] - counts[second] <= counts[second], ranks
+        assert losses == plain_losses
+
+
 @pytest.mark.parametrize("parallel, key, accepted", [
     ({"activation_checkpointing": "yes"}, "parallel.activation_checkpointing", '"full" or "selective"'),
     ({"activation_checkpointing": 1}, "parallel.activation_checkpointing", "false, true"),
