@@ -163,6 +163,8 @@ def test_checkpoint_blocks_counts_per_pipeline_stage_and_trains_like_no_checkpoi
     ({"activation_checkpointing": 1}, "parallel.activation_checkpointing", "false, true"),
     ({"activation_checkpointing": "full", "checkpoint_blocks": -2}, "parallel.checkpoint_blocks", "int >= 0"),
     ({"checkpoint_blocks": 4}, "parallel.checkpoint_blocks", "activation_checkpointing is false"),
+    # configs/dit-7b.toml lists its strategies: --set parallel.activation_checkpointing=true alone did nothing
+    ({"activation_checkpointing": True, "strategies": ["fsdp"]}, "parallel.activation_checkpointing", 'has no "ac"'),
 ])
 def test_bad_checkpointing_values_name_the_key_and_what_is_accepted(parallel, key, accepted):
     with pytest.raises(ConfigError) as err:

@@ -71,6 +71,10 @@ class ParallelConfig:
                               "set it to true, \"full\" or \"selective\" (or checkpoint_blocks = 0)")
         if ac is False:
             return {}
+        if self.strategies and "ac" not in self.strategies:  # an explicit list is what runs: say so, do not skip it
+            raise ConfigError("parallel.activation_checkpointing",
+                              f"is {'true' if ac is True else repr(ac)} but parallel.strategies = {self.strategies} has no \"ac\"; add \"ac\" to the "
+                              "strategies (or leave them empty for vfm's defaults)")
         return {"mode": "full" if ac is True else ac, "blocks": blocks}
 
     def resolved(self, world_size: int) -> dict[str, int]:
