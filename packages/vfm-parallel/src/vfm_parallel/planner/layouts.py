@@ -1,6 +1,7 @@
 """Candidate layouts: every combination of mesh sizes, CP strategy, pipeline schedule, data-parallel
-kind, activation checkpointing (none, full, selective) and micro-batch for a world size, and the check that vfm accepts each
-one (``ParallelDims.validate`` plus the trainer config's own rules, called, not copied)."""
+kind, activation checkpointing (none, full, selective) and micro-batch for a world size, and the
+check that vfm accepts each one (``ParallelDims.validate`` plus the trainer config's own rules,
+called, not copied)."""
 
 from __future__ import annotations
 

@@ -179,9 +179,10 @@ def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple
     t_compute = (flops - attn_flops) / (cal.matmul_efficiency * hw.peak_flops) * gemm_shape_factor(spec, tp, tokens, hw) + t_attention
     if rc.selective:
         # the element-wise ops between the kept outputs run again: each recomputed tensor (what the
-        # block keeps without checkpointing less what selective keeps) read and written once at HBM speed
+        # block keeps without checkpointing less what selective keeps: its input and the matmul and
+        # attention outputs; 54 - 28 bytes for dit-cross) read and written once at HBM speed
         split, whole = spec.selective_widths()
-        recomputed = max(0.0, spec.act_bytes_per_token - ACT_BYTES * (split + whole))
+        recomputed = max(0.0, spec.act_bytes_per_token - ACT_BYTES * (1 + split + whole))
         blocks = rc.selective * spec.layers / pp
         t_compute += 2 * recomputed * spec.hidden * mb * S / (cp * tp) * blocks / (hw.hbm_gbps * 1e9)
     return t_compute, t_attention
