@@ -99,6 +99,16 @@ def test_a_folder_that_is_not_an_export_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_a_training_checkpoint_given_as_the_export_points_to_the_run_s_export(tmp_path):
+    # vfm train writes <out>/checkpoints/step_N (resumable state) beside <out>/export (for inference)
+    export = make_export(tmp_path / "run" / "export")
+    checkpoint = tmp_path / "run" / "checkpoints" / "step_00000060"
+    checkpoint.mkdir(parents=True)
+    for given in (checkpoint, tmp_path / "run"):
+        result = invoke("--checkpoint", given, "--prompt", "1", "-o", tmp_path / "out")
+        assert result.exit_code == 1 and f"its inference export is {export}" in result.output
+
+
 def test_asking_for_cuda_without_a_gpu_names_the_problem_and_the_way_out(tmp_path):
     export = make_export(tmp_path / "export")
     result = invoke("--checkpoint", export, "--prompt", "1", "--device", "cuda", "-o", tmp_path / "out")

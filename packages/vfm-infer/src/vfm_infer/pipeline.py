@@ -146,6 +146,15 @@ def without_full_masks(cond: dict, uncond: dict | None) -> tuple[dict, dict | No
     return strip(cond), strip(uncond)
 
 
+def _export_hint(folder: Path) -> str:
+    """Where a training run keeps its export, when ``folder`` is the run or one of its checkpoints
+    (``vfm train`` writes ``<out_dir>/export`` beside ``<out_dir>/checkpoints/step_*``)."""
+    for candidate in (folder / "export", folder.parent.parent / "export", folder.parent / "export"):
+        if (candidate / "model.safetensors").is_file() and (candidate / "config.json").is_file():
+            return f"; this looks like a training run: its inference export is {candidate}"
+    return ""
+
+
 class VideoPipeline:
     """Generation from a model and its export metadata on one device.
 
@@ -193,7 +202,7 @@ class VideoPipeline:
         missing = [n for n in ("model.safetensors", "config.json") if not (folder / n).is_file()]
         if missing:
             raise ExportError(f"{folder} is not an inference export: missing {', '.join(missing)} "
-                              "(expected a folder with model.safetensors and config.json)")
+                              f"(expected a folder with model.safetensors and config.json){_export_hint(folder)}")
         from vfm_models.export import load_export
 
         from vfm_models.export import NonFiniteWeightsError, check_finite
