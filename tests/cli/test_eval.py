@@ -43,3 +43,13 @@ def test_eval_errors_name_what_is_wrong(tmp_path):
     (tmp_path / "more.txt").write_text("a\nb\nc\n")
     result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "more.txt")])
     assert result.exit_code == 1 and "0002.mp4" in result.output
+
+
+def test_eval_says_why_a_prompt_that_is_not_a_demo_caption_is_not_scored(tmp_path):
+    _videos(tmp_path)
+    prompts = tmp_path / "other.txt"
+    prompts.write_text("a fox in the snow\na red circle moving right\n")
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts)])
+    assert result.exit_code == 0, result.output
+    assert "note: shapes: 1 of 2 prompts are not demo captions" in result.output
+    assert "not demo captions" in json.loads((tmp_path / "scores.json").read_text())["shapes"]["notes"][0]

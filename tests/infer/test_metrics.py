@@ -72,6 +72,8 @@ def test_a_prompt_that_is_not_a_demo_caption_is_reported_not_scored():
     assert [r["parsed"] for r in result.per_video] == [False, True]
     assert result.per_video[0]["colour_ok"] is None
     assert result.summary["videos"] == 2 and result.summary["scored"] == 1 and result.summary["all_correct"] == 1
+    assert len(result.notes) == 1 and "1 of 2 prompts are not demo captions" in result.notes[0]
+    assert "'a fox in the snow'" in result.notes[0] and "<circle|square>" in result.notes[0]
 
 
 def test_helpers():

@@ -67,6 +67,8 @@ def print_scores(results: dict, console) -> None:
         for key, value in result.summary.items():
             summary.add_row(key, _cell(value))
         console.print(summary)
+        for note in result.notes:
+            console.print(f"note: {name}: {note}", highlight=False, markup=False, soft_wrap=True)
 
 
 def eval_command(
@@ -99,7 +101,8 @@ def eval_command(
         fail(exc)
     print_scores(results, Console())
     path = out or videos / "scores.json"
-    payload = {name: {"summary": r.summary, "per_video": r.per_video} for name, r in results.items()}
+    payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}
+               for name, r in results.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     typer.echo(str(path))

@@ -22,10 +22,12 @@ class EvalItem:
 @dataclass
 class MetricResult:
     """``per_video``: one dict per item, in order (empty for a metric of the whole set, e.g. FVD);
-    ``summary``: numbers over the set (counts, means, the set-level score)."""
+    ``summary``: numbers over the set (counts, means, the set-level score); ``notes``: lines a reader
+    needs to read the numbers (e.g. why some videos were not scored)."""
 
     per_video: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 class Metric(ABC):

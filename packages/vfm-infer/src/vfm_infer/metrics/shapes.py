@@ -175,4 +175,10 @@ class ShapesAdherence(Metric):
             "all_correct": sum(bool(r["colour_ok"] and r["direction_ok"] and r["flat"] and r["single_shape"]) for r in scored),
             "mean_background_rms": round(float(np.mean([r["background_rms"] for r in rows])), 2) if rows else 0.0,
         }
-        return MetricResult(rows, summary)
+        notes = []
+        if len(scored) < len(rows):
+            first = next(item.prompt for item, row in zip(items, rows) if not row["parsed"])
+            notes.append(f"{len(rows) - len(scored)} of {len(rows)} prompts are not demo captions, so their videos "
+                         f"are not scored (first: {first!r}; accepted: '<colour> <circle|square> moving "
+                         f"<right|left|down|up>', colours {', '.join(PALETTE)})")
+        return MetricResult(rows, summary, notes)
