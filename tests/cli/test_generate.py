@@ -109,6 +109,18 @@ def test_a_training_checkpoint_given_as_the_export_points_to_the_run_s_export(tm
         assert result.exit_code == 1 and f"its inference export is {export}" in result.output
 
 
+def test_videos_left_by_an_earlier_run_in_the_folder_are_named(tmp_path):
+    export = make_export(tmp_path / "export")
+    out = tmp_path / "out"
+    out.mkdir()
+    for i in (1, 2, 3):  # an earlier run of four prompts
+        (out / f"{i:04d}.mp4").write_bytes(b"old")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "also holds 3 videos of an earlier run (0001.mp4 ... 0003.mp4)" in result.output
+    assert (out / "0003.mp4").read_bytes() == b"old"  # the user's files are not deleted
+
+
 def test_asking_for_cuda_without_a_gpu_names_the_problem_and_the_way_out(tmp_path):
     export = make_export(tmp_path / "export")
     result = invoke("--checkpoint", export, "--prompt", "1", "--device", "cuda", "-o", tmp_path / "out")

@@ -167,6 +167,11 @@ def generate(
     if rank == 0:
         for path in written:
             typer.echo(str(path))
+        stale = _earlier_videos(out, len(prompt_list))
+        if stale:
+            typer.echo(f"note: {out} also holds {len(stale)} videos of an earlier run ({stale[0].name}"
+                       f"{' ... ' + stale[-1].name if len(stale) > 1 else ''}), left as they were; this run wrote "
+                       f"0000.mp4 to {len(prompt_list) - 1:04d}.mp4", err=True)
         typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
                    f"({prepared.sampler.num_evaluations()} model evaluations per video, sampler {type(prepared.sampler).__name__}, "
                    f"{pipe.device} {str(pipe.dtype).removeprefix('torch.')})")
@@ -174,6 +179,14 @@ def generate(
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _earlier_videos(out: Path, count: int) -> list[Path]:
+    """Numbered videos past this run's ``count`` (from an earlier run into the same folder)."""
+    import re
+
+    numbered = [p for p in out.glob("*.mp4") if re.fullmatch(r"\d{4,}\.mp4", p.name)]
+    return sorted((p for p in numbered if int(p.stem) >= count), key=lambda p: int(p.stem))
 
 
 def register(app: typer.Typer) -> None:
