@@ -1,13 +1,13 @@
 """Decoded YUV planes -> upright RGB uint8 frames with torch, on whatever device the planes are on.
 
 The GPU backends get NV12 (or planar) surfaces from NVDEC and turn them into the frames PyAV gives,
-following what FFmpeg's swscale does with its default flags: at full size, chroma is repeated
-(nearest); scaled, luma is resized bilinearly (antialiased when shrinking, swscale's
-``SWS_BILINEAR``) and chroma to the output height and half its width, then repeated across pixel
-pairs; then the stream's matrix (BT.601 unless it says BT.709/BT.2020) and range (limited 16-235
-unless full), truncated to uint8 as swscale does; then the display rotation. Measured against PyAV
-on the CPU (tests/curator/test_decoders.py, docs/decoders.md): at most 0.64/255 apart on average
-and 2/255 at worst at full size; 1.6/255 and 7/255 scaled from 320x192 to 64 wide.
+following what :func:`vfm_curator.io.video._to_rgb` has swscale do: at full size, chroma is
+repeated over its 2x2 pixels; scaled, luma and chroma are resized bilinearly to the output size
+(antialiased when shrinking; swscale's ``SWS_BILINEAR | SWS_FULL_CHR_H_INT``); then the stream's
+matrix (BT.601 unless it says BT.709/BT.2020) and range (limited 16-235 unless full), rounded to
+uint8 (swscale's default paths truncated, 1-2 levels darker); then the display rotation. Measured
+against PyAV on the CPU (tests/curator/test_decoders.py, docs/decoders.md): at most 0.01/255 apart
+on average and 1/255 at worst at full size; 0.82/255 and 4/255 scaled from 320x192 to 64 wide.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def planes_to_rgb(y, u, v, *, sizes: Sequence, rotation: int = 0, full_range: bo
         if (w, h) == (width, height):  # swscale's unscaled path: each chroma sample covers its pixels
             fy, fx = -(-height // chroma.shape[-2]), -(-width // chroma.shape[-1])
             cbcr = chroma.repeat_interleave(fy, -2).repeat_interleave(fx, -1)[..., :h, :w]
-        else:  # scaled: chroma to (h, w/2), each sample then covering a pixel pair
-            cbcr = _resize(F, chroma, h, (w + 1) // 2).repeat_interleave(2, -1)[..., :w]
+        else:  # scaled: chroma straight to (h, w), as swscale with FULL_CHR_H_INT (io.video.SCALED_FLAGS)
+            cbcr = _resize(F, chroma, h, w)
         Y, Cb, Cr = luma, cbcr[0, 0] - 128.0, cbcr[0, 1] - 128.0
         if not full_range:
             Y = (Y - 16.0) * (255.0 / 219.0)
@@ -110,7 +110,7 @@ def planes_to_rgb(y, u, v, *, sizes: Sequence, rotation: int = 0, full_range: bo
         r = Y + 2.0 * (1.0 - kr) * Cr
         b = Y + 2.0 * (1.0 - kb) * Cb
         g = (Y - kr * r - kb * b) / (1.0 - kr - kb)
-        rgb = torch.stack([r, g, b], dim=-1).floor_().clamp_(0, 255).to(torch.uint8)  # (h, w, 3)
+        rgb = torch.stack([r, g, b], dim=-1).round_().clamp_(0, 255).to(torch.uint8)  # (h, w, 3)
         if k:
             rgb = torch.rot90(rgb, k=k, dims=(0, 1)).contiguous()
         out.append(rgb)
