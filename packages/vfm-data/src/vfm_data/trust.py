@@ -44,11 +44,25 @@ class UntrustedDatasetError(ValueError):
         self.file, self.key, self.reason = str(file), key, reason
 
 
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset folder or blend file that does not exist: names the path (and the blend naming it)
+    and what is accepted; missing is not untrusted, so no advice to trust its code."""
+
+    def __init__(self, path: Path, named_by: str = "") -> None:
+        by = f" (named by {named_by})" if named_by else ""
+        super().__init__(f"vfm_data: {path} does not exist{by}; accepted: a prepared dataset folder (with .nv-meta/, "
+                         f"vfm shard or vfm_data.prepare_dataset writes it) or a blend .yaml file")
+        self.path = str(path)
+
+
 def check_dataset(path: Any, *, trust_dataset_code: bool = False) -> None:
     """Refuse a dataset folder, blend YAML or metadataset dict whose metadata vfm did not write.
 
-    Blends are followed into every dataset (and nested blend) they name.
+    Blends are followed into every dataset (and nested blend) they name. A path that does not exist
+    is a :class:`DatasetNotFoundError` (a ``FileNotFoundError``), trusted or not.
     """
+    if not isinstance(path, dict) and not Path(os.fspath(path)).exists():
+        raise DatasetNotFoundError(Path(os.fspath(path)))
     if trust_dataset_code:
         warnings.warn(f"trusting the dataset code of {path if not isinstance(path, dict) else 'an in-memory blend'}: "
                       "energon may import and run what its YAML names", UserWarning, stacklevel=2)
@@ -56,11 +70,13 @@ def check_dataset(path: Any, *, trust_dataset_code: bool = False) -> None:
     _check_path(path, seen=set())
 
 
-def _check_path(path: Any, seen: set[Path]) -> None:
+def _check_path(path: Any, seen: set[Path], named_by: str = "") -> None:
     if isinstance(path, dict):
         _check_blend(path, "<in-memory blend>", base=Path("/"), seen=seen)
         return
     path = Path(os.fspath(path))
+    if not path.exists():
+        raise DatasetNotFoundError(path, named_by)
     resolved = path.resolve()
     if resolved in seen:
         raise UntrustedDatasetError(path, "path", "the blend names itself (a cycle)")
@@ -135,7 +151,7 @@ def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: set[Path]) -> 
             key = f"splits.{split}.blend[{i}]"
             _only_keys(file, key, entry, _BLEND_ENTRY_KEYS)
             _check_entry(file, key, entry)
-            _check_path(entry_path(entry, base), seen)
+            _check_path(entry_path(entry, base), seen, f"{file} {key}.path")
 
 
 def _check_entry(file: Path | str, key: str, entry: dict) -> None:

@@ -34,13 +34,13 @@ def data_available(cfg: TrainConfig) -> bool:
 def check_trusted(cfg: TrainConfig) -> None:
     """The blend or shard folders hold only metadata vfm writes (docs/security.md), unless the
     config trusts their code; before anything (energon included) reads them further."""
-    from vfm_data.trust import UntrustedDatasetError, check_dataset
+    from vfm_data.trust import DatasetNotFoundError, UntrustedDatasetError, check_dataset
 
     key = "data.blend" if cfg.data.blend else "data.shards"
     try:
         for path in [cfg.data.blend] if cfg.data.blend else cfg.data.shards:
             check_dataset(path, trust_dataset_code=cfg.data.trust_dataset_code)
-    except UntrustedDatasetError as exc:
+    except (UntrustedDatasetError, DatasetNotFoundError) as exc:
         raise ConfigError(key, str(exc)) from None
 
 

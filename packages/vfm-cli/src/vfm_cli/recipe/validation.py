@@ -1,8 +1,10 @@
 """The recipe's checks before any process group starts: :func:`validate` resolves the config once
-and checks its names, the patch against the data and (with a world size) the mesh against the model."""
+and checks its names, every dataset's latent shape against the model (:mod:`~vfm_cli.recipe.data_shapes`)
+and (with a world size) the mesh against the model."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -11,7 +13,8 @@ import vfm_models
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 from vfm_cli.recipe.names import check_formulation_options, check_name
-from vfm_cli.recipe.resolution import Resolved, resolve, seq_len
+from vfm_cli.recipe.data_shapes import check_data_shapes, data_shapes
+from vfm_cli.recipe.resolution import Resolved, grid_of, resolve, seq_len
 from vfm_cli.recipe.shards import data_available
 
 
@@ -44,9 +47,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     pt, ph, pw = r.mcfg.patch
     if cfg.data.source == "shards" and ph != pw:
         raise ConfigError("model.options.patch", f"the shard loader cuts square patches; got ph={ph}, pw={pw}")
-    _, t, h, w = r.latent_shape
-    if cfg.data.source == "synthetic" and (t % pt or h % ph or w % pw):
-        raise ConfigError("data.latent_shape", f"(T, H, W) = {(t, h, w)} is not divisible by the patch {r.mcfg.patch}")
+    check_data_shapes(cfg, r)
     if cfg.model.init_from:
         from vfm_cli.recipe.init_from import check_init
 
@@ -61,7 +62,16 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
 
     with torch.device("meta"):
         plan = vfm_models.get_family(cfg.model.family).build(r.mcfg).parallel_plan()
+    dims = ParallelDims(**cfg.parallel.resolved(world_size))
     try:
-        ParallelDims(**cfg.parallel.resolved(world_size)).validate(world_size, plan, seq_len(cfg, r))
+        dims.validate(world_size, plan, seq_len(cfg, r))
     except LayoutError as exc:
         raise ConfigError("parallel", str(exc)) from None
+    if cfg.data.packing:
+        return
+    for where, shape in data_shapes(cfg, r)[1:]:  # every bucket is a sequence cp splits, not only the first
+        tokens = math.prod(grid_of(shape, r.mcfg))
+        try:
+            dims.validate(world_size, None, tokens)
+        except LayoutError as exc:
+            raise ConfigError("parallel", f"{where}: {exc}") from None

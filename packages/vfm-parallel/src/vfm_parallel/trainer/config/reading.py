@@ -90,13 +90,34 @@ def _deepcopy(data: Any) -> Any:
     return data
 
 
+class ConfigFileError(ConfigError):
+    """The config file itself cannot be read: its message names the file, not a key (``key`` is
+    ``"<file>"``); a :class:`ConfigError`, so callers that catch those report it the same way."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("<file>", reason)
+        self.args = (reason,)
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+_ACCEPTED = "accepted: a TOML training config file (e.g. configs/tiny.toml)"
+
+
 def load(path: str | Path, overrides: list[str] = (), world_size: int | None = None) -> TrainConfig:
     """Read a TOML config, apply ``--set`` overrides, validate."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError("<file>", f"no config file at {path}") from None
+        raise ConfigFileError(f"no config file at {path}; {_ACCEPTED}") from None
+    except IsADirectoryError:
+        raise ConfigFileError(f"{path} is a folder, not a config file; {_ACCEPTED}") from None
+    except UnicodeDecodeError:
+        raise ConfigFileError(f"{path} is not a text file; {_ACCEPTED}") from None
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read the config file {path} ({exc.strerror or exc}); {_ACCEPTED}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("<file>", f"{path} is not valid TOML: {exc}") from None
+        raise ConfigFileError(f"{path} is not valid TOML: {exc}") from None
     return from_dict(apply_overrides(data, list(overrides)), world_size)
