@@ -9,6 +9,8 @@ Read in this order (each module one purpose):
   each dataset's first sample), read through vfm-data.
 - :mod:`~vfm_cli.recipe.resolution`: :func:`resolve` turns the config into a :class:`Resolved`
   (the family's config with what the shards decide filled in).
+- :mod:`~vfm_cli.recipe.data_shapes`: every dataset's latent shape against the model's shape rules
+  (patch, 2-D sin-cos, pack length, durations), one line naming the folder.
 - :mod:`~vfm_cli.recipe.validation`: :func:`validate` resolves once and checks names, patch and
   mesh before any process group starts; it returns the :class:`Resolved` the run is built from.
 - :mod:`~vfm_cli.recipe.loaders`: the synthetic loader and vfm-data's loader as trainer batches.
