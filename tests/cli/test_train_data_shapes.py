@@ -2,7 +2,8 @@
 ``--validate`` and at the start of a run: a patch that does not divide a bucket's latent (the
 loader cropped it silently, and ``vfm generate`` then refused the export), more than one latent
 frame for the 2-D sin-cos table, a pack shorter than one sample, durations longer than a bucket,
-and a bucket other than the first whose tokens cp does not divide. Each is one ``error:`` line
+a bucket other than the first whose tokens cp does not divide, and (ST-DiT with cp-hybrid) a bucket
+whose frames cannot be dealt whole to the cp ranks. Each is one ``error:`` line
 naming the dataset folder, the latent shape, the rule and what is accepted."""
 
 from __future__ import annotations
@@ -135,3 +136,13 @@ def test_cp_must_divide_the_tokens_of_every_bucket_not_only_the_first(shards, tm
     line = _one_error_line(_train(tmp_path, shards, "parallel.cp=2", "parallel.dp_shard=1", world_size=2))
     assert line.startswith(f"error: config key 'parallel': {shards / 'small'}: parallel layout")
     assert line.endswith("sequence length 9 tokens is not divisible by cp 2")
+
+
+def test_st_dit_cp_hybrid_needs_whole_frames_per_rank_in_every_bucket(shards, tmp_path):
+    # the wide bucket's grid is (2, 4, 6): 2 frames cannot be dealt to cp=4 ranks one micro-batch at a time
+    sets = ['model.family="stdit"', "data.blend=", f"data.shards=['{shards / 'wide'}']", "parallel.cp=4",
+            "parallel.dp_shard=1", 'parallel.strategies=["cp-hybrid"]']
+    line = _one_error_line(_train(tmp_path, shards, *sets, world_size=4))
+    assert line.startswith(f"error: config key 'parallel': {shards / 'wide'}: latent (C, T, H, W) = (12, 2, 8, 12), "
+                           f"data.micro_batch = 1: spatial attention by all-to-all deals whole groups to cp=4 ranks")
+    assert _train(tmp_path, shards, *sets, "data.micro_batch=2", world_size=4).exit_code == 0

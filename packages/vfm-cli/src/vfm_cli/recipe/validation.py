@@ -67,6 +67,8 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
         dims.validate(world_size, plan, seq_len(cfg, r))
     except LayoutError as exc:
         raise ConfigError("parallel", str(exc)) from None
+    if "cp-hybrid" in cfg.parallel.strategies and dims.cp > 1:
+        _check_cp_groups(cfg, r, plan, dims.cp)
     if cfg.data.packing:
         return
     for where, shape in data_shapes(cfg, r)[1:]:  # every bucket is a sequence cp splits, not only the first
@@ -75,3 +77,21 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
             dims.validate(world_size, None, tokens)
         except LayoutError as exc:
             raise ConfigError("parallel", f"{where}: {exc}") from None
+
+
+def _check_cp_groups(cfg: TrainConfig, r: Resolved, plan, cp: int) -> None:
+    """cp-hybrid (ST-DiT's) deals whole frames (spatial attention) and whole patch positions
+    (temporal attention) to the cp ranks: every bucket's grid must let it (packing with cp is
+    refused by the config itself)."""
+    from vfm_parallel.cp.groups import check_groups
+
+    kinds = {kind for kind in plan.attention.values() if kind in ("spatial", "temporal")}
+    for overrides in getattr(plan, "attention_overrides", {}).values():
+        kinds |= {kind for kind in overrides.values() if kind in ("spatial", "temporal")}
+    for where, shape in data_shapes(cfg, r):
+        for kind in sorted(kinds):
+            try:
+                check_groups(kind, cfg.data.micro_batch, grid_of(shape, r.mcfg), cp)
+            except ValueError as exc:
+                raise ConfigError("parallel", f"{where}: latent (C, T, H, W) = {shape}, data.micro_batch = "
+                                              f"{cfg.data.micro_batch}: {exc}") from None
