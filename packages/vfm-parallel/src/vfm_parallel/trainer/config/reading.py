@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tomllib
 import typing
 from pathlib import Path
@@ -14,9 +15,14 @@ from vfm_parallel.trainer.config.sections import ConfigError, TrainConfig
 _SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}
 
 
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict[str, Any]:
+    # resolved once per config class: vfm plan reads thousands of candidate [parallel] blocks
+    return typing.get_type_hints(cls)
+
+
 def _field_type(cls: type, f: dataclasses.Field) -> Any:
-    hints = typing.get_type_hints(cls)
-    return hints[f.name]
+    return _type_hints(cls)[f.name]
 
 
 def _coerce(key: str, value: Any, kind: Any) -> Any:
