@@ -187,3 +187,27 @@ def test_a_clip_transcoded_twice_keeps_its_mean_colour(tagged, tmp_path, case):
     for g in (1, 2):
         step = means[g] - means[g - 1]
         assert (np.abs(step) <= DRIFT).all(), (case, g, step.round(2))
+
+
+def test_nv12_frames_as_the_cuda_hwaccel_hands_them_over_give_the_same_pixels(tmp_path):
+    """``pyav-cuda`` frames come to the host as NV12: converted like planar 4:2:0 (chroma over its
+    2x2 pixels, exact), not by swscale's 4:2:0 path, which samples chroma a pixel to the left (on
+    these sharp-edged pictures that is tens of levels at the edges). Odd sizes included."""
+    from av.video.reformatter import VideoReformatter
+
+    from vfm_curator.io.video import _to_rgb
+    from vfm_curator.synth import make_video
+
+    make_video(tmp_path / "v.mp4", [3, 3], seed=5)
+    with av.open(str(tmp_path / "v.mp4")) as c:
+        decoded = list(c.decode(video=0))
+    # H264 4:2:0 has even sides; other codecs' may be odd (here: the decoded frames scaled to 95x63)
+    odd = [VideoReformatter().reformat(f, width=95, height=63) for f in decoded[:2]]
+    for name, frames in (("even", decoded), ("odd", odd)):
+        assert frames[0].format.name == "yuv420p"
+        for frame in frames:
+            nv12 = VideoReformatter().reformat(frame, format="nv12")
+            assert nv12.format.name == "nv12"
+            want = _to_rgb(frame, None, None, VideoReformatter())
+            assert np.array_equal(_to_rgb(nv12, None, None, VideoReformatter()), want), name
+            assert np.abs(want - _reference(frame)).max() <= FULL_MAX

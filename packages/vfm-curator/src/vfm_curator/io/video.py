@@ -215,28 +215,42 @@ def _to_rgb(frame, width: int | None, height: int | None, reformatter) -> np.nda
         w, h = h, w  # scale in coded orientation, then rotate
     if w and h and (w, h) != (frame.width, frame.height):
         rgb = reformatter.reformat(frame, width=w, height=h, format="rgb24", interpolation=SCALED_FLAGS).to_ndarray()
-    elif frame.format.name in _YUV420:  # (a hardware frame's format is its device's, e.g. "cuda")
-        rgb = reformatter.reformat(_yuv420_as_444(frame), format="rgb24").to_ndarray()
     else:
-        rgb = reformatter.reformat(frame, format="rgb24", interpolation=FULL_SIZE_FLAGS).to_ndarray()
+        if frame.sw_format is not None:  # a hardware frame (hwaccel="cuda"): copied to the host (NV12)
+            frame = reformatter.reformat(frame, format=frame.sw_format.name)
+        if frame.format.name in _YUV420:
+            rgb = reformatter.reformat(_yuv420_as_444(frame), format="rgb24").to_ndarray()
+        else:
+            rgb = reformatter.reformat(frame, format="rgb24", interpolation=FULL_SIZE_FLAGS).to_ndarray()
     return upright(rgb, rotation)
 
 
-_YUV420 = ("yuv420p", "yuvj420p")
+_YUV420 = ("yuv420p", "yuvj420p", "nv12")
+
+
+def _plane(plane, width: int) -> np.ndarray:
+    """A frame's plane as an (height, width) uint8 view (its rows may be padded)."""
+    return np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)[:, :width]
 
 
 def _yuv420_as_444(frame):
-    """An 8-bit 4:2:0 frame as a yuv444p frame with each chroma sample repeated over its 2x2 pixels
-    (as swscale's default unscaled path and the GPU decoders pair them), same colour tags. swscale
+    """An 8-bit 4:2:0 frame (planar, or NV12 as the CUDA hwaccel hands it over) as a yuv444p frame
+    with each chroma sample repeated over its 2x2 pixels (as swscale's default unscaled path and the
+    GPU decoders pair them), same colour tags. swscale
     converts 4:4:4 to RGB exactly (correctly rounded), 4:2:0 only with flags that also move chroma
     one pixel left (:data:`FULL_SIZE_FLAGS`): a clip transcoded again and again would drift."""
     import av
 
     h, w = frame.height, frame.width
+    planes = frame.planes
+    if frame.format.name == "nv12":  # one plane of interleaved U, V
+        uv = _plane(planes[1], 2 * planes[1].width)
+        sources = [_plane(planes[0], w), uv[:, 0::2], uv[:, 1::2]]
+    else:
+        sources = [_plane(p, p.width) for p in planes[:3]]
     out = av.VideoFrame(w, h, "yuv444p")
-    for i, (src_plane, dst_plane) in enumerate(zip(frame.planes, out.planes)):
-        src = np.frombuffer(src_plane, np.uint8).reshape(src_plane.height, src_plane.line_size)[:, : src_plane.width]
-        dst = np.frombuffer(dst_plane, np.uint8).reshape(dst_plane.height, dst_plane.line_size)[:, :w]
+    for i, (src, dst_plane) in enumerate(zip(sources, out.planes)):
+        dst = _plane(dst_plane, w)
         if i == 0:
             dst[:] = src
         else:
