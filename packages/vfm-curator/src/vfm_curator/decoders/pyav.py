@@ -50,8 +50,9 @@ class PyAVDecoder(Decoder):
 
 
 class PyAVCudaDecoder(PyAVDecoder):
-    """PyAV with FFmpeg's CUDA hwaccel (NVDEC), frames transferred to the host and converted there
-    by swscale, so they are PyAV's frames; ``device == "cpu"`` (numpy)."""
+    """PyAV with FFmpeg's CUDA hwaccel (NVDEC), frames transferred to the host (NV12) and converted
+    there as ``pyav`` converts its own (:func:`vfm_curator.io.video._to_rgb`), so they are PyAV's
+    frames; ``device == "cpu"`` (numpy)."""
 
     name = "pyav-cuda"
     hwaccel = "cuda"
