@@ -50,3 +50,17 @@ def test_channel_count_disagreeing_with_the_model_is_an_error_naming_both(tmp_pa
     loader = make_loader(tmp_path, patch_size=2, batch_size=1, max_seq_len=32, latent_channels=4)
     with pytest.raises(Exception, match="16 channels but the model expects 4"):
         next(loader)
+
+
+def test_a_latent_the_patch_does_not_divide_is_cropped_counted_and_named(tmp_path):
+    # vfm train --validate reads one sample per folder; a later sample of another size must not be
+    # cropped silently
+    with ShardWriter(tmp_path, max_shard_bytes=1 << 20) as w:
+        w.write("even", torch.randn(4, 1, 4, 4), torch.randn(3, 8), meta())
+        w.write("odd", torch.randn(4, 1, 5, 4), torch.randn(3, 8), meta())
+    quiet(prepare_dataset, tmp_path)
+    loader = make_loader(tmp_path, patch_size=2, batch_size=1, streams=1, shuffle_buffer=None)
+    with pytest.warns(UserWarning, match=r"sample odd: latent \(H, W\) = \(5, 4\) is not divisible by the patch 2"):
+        shapes = {tuple(next(loader).latents.shape[-2:]) for _ in range(4)}
+    assert shapes == {(4, 4)}
+    assert loader.counts["patch_remainder_crop"] >= 1

@@ -8,6 +8,7 @@ the packing hooks ``select_samples_to_pack`` / ``pack_selected_samples``, ``batc
 from __future__ import annotations
 
 import types
+import warnings
 from collections import Counter
 from typing import Any, Sequence
 
@@ -77,6 +78,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         self.decode = SampleDecoder(latent_channels, self.skips)
         # skipped / dropped / cropped, by reason and by reason@shard (see vfm_data.skips)
         self.counts: Counter[str] = self.skips.counts
+        self._remainder_warned: set[str] = set()  # shards already named for a patch-remainder crop
         self._readers: list = []  # the guarded tar readers of this stream's datasets
         self.skips.shard_has_decodable = self._shard_has_decodable
         self.cookers = [Cooker(self._cook)]
@@ -106,6 +108,17 @@ class VideoTaskEncoder(DefaultTaskEncoder):
             grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
             tokens = grid[0] * grid[1] * grid[2]
         pt, p = self.temporal_patch, self.patch_size
+        if latent.shape[2] != grid[1] * p or latent.shape[3] != grid[2] * p:
+            # a spatial remainder is never a bucket's choice (vfm train --validate refuses it for the
+            # first sample of each folder): the crop is counted and the first one per shard named
+            self.counts["patch_remainder_crop"] += 1
+            shard = shard_of(sample)
+            if shard not in self._remainder_warned:
+                self._remainder_warned.add(shard)
+                warnings.warn(f"vfm_data: {shard} sample {sample.__key__}: latent (H, W) = "
+                              f"{tuple(latent.shape[2:])} is not divisible by the patch {p}; cropped to "
+                              f"{(grid[1] * p, grid[2] * p)} (write such clips to a bucket the patch divides)",
+                              stacklevel=2)
         sample.latent = latent[:, : grid[0] * pt, : grid[1] * p, : grid[2] * p]
         sample.grid, sample.num_tokens = grid, tokens
         self.skips.used()
