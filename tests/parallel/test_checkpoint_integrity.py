@@ -18,15 +18,8 @@ from torch import nn
 import vfm_models
 from tests.gloo import spawn
 from tests.parallel.trainer_helpers import SHAPE, run_config, tiny_config
+from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from vfm_parallel import checkpoint as ckpt
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _linear(value: float = 1.0) -> nn.Module:

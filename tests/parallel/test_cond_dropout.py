@@ -9,20 +9,13 @@ import pytest
 import torch
 
 from tests.parallel import trainer_helpers
+from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from tests.parallel.trainer_helpers import tiny_config
 from vfm_models.conditioning import with_null
 from vfm_parallel.trainer import batches, from_dict, train
 from vfm_parallel.trainer.config import ConfigError
 from vfm_parallel.trainer.ema import clean_fqn
 from vfm_parallel.trainer.streams import cond_dropout_generator
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 CLASSES = 4

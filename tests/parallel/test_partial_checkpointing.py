@@ -12,20 +12,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.parallel.scenarios import family_batch, family_model
 from tests.parallel.trainer_helpers import build_parts, run_config, tiny_config
+from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from vfm_parallel.planner import ModelSpec
 from vfm_parallel.strategies.checkpointing import _save_compute_ops
 from vfm_parallel.trainer.config import ConfigError, ParallelConfig, from_dict
 from vfm_parallel.trainer.distributed import parallelize_model
 
 ONE = {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1}
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _deep_dit_cross(depth: int = 4):

@@ -8,16 +8,9 @@ import pytest
 import torch
 
 from tests.parallel.trainer_helpers import run_config, tiny_config
+from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from vfm_parallel.trainer.ema import clean_fqn
 from vfm_parallel.trainer.mfu import mfu
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _weights(result):

@@ -6,10 +6,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+import torch
 import vfm_models
 
 from vfm_parallel.trainer.synthetic import SyntheticLoader, make_blobs
 from vfm_parallel.trainer import TrainParts, from_dict
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Imported by a test module: each of its tests runs on one CPU thread (fast and repeatable)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 SHAPE = (3, 2, 4, 4)  # patch (1, 2, 2) -> 8 tokens per sample  # (C, T, H, W) of the synthetic latents
 
