@@ -211,3 +211,40 @@ def test_nv12_frames_as_the_cuda_hwaccel_hands_them_over_give_the_same_pixels(tm
             want = _to_rgb(frame, None, None, VideoReformatter())
             assert np.array_equal(_to_rgb(nv12, None, None, VideoReformatter()), want), name
             assert np.abs(want - _reference(frame)).max() <= FULL_MAX
+
+
+def _planes(path) -> list[np.ndarray]:
+    """Each frame's Y, U and V planes (uint8, as decoded: no conversion)."""
+    with av.open(str(path)) as c:
+        return [np.concatenate([np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, : p.width].ravel()
+                                for p in f.planes]) for f in c.decode(video=0)]
+
+
+def test_limited_range_4_2_0_is_encoded_from_its_decoded_planes_with_its_colour_tags(tagged, tmp_path):
+    # No RGB round trip: the clip's planes are the source's up to the codec's loss, and the clip says
+    # BT.709 as the source does (an RGB-fed encoder writes untagged BT.601, ~1 level off per plane)
+    source = tagged[("yuv420p", "bt709")]
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(_transcode(source, 6))
+    with av.open(str(clip)) as c:
+        context = c.streams.video[0].codec_context
+        assert (int(context.colorspace), int(context.color_range)) == (1, 1)
+    diff = [np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(_planes(source), _planes(clip))]
+    assert len(diff) == 6 and max(diff) < 0.5, diff
+
+
+def test_full_range_and_rotated_sources_still_go_through_rgb(tagged, tmp_path):
+    from vfm_curator.synth import make_video
+
+    full = tmp_path / "full.mp4"
+    full.write_bytes(_transcode(tagged[("yuvj420p", "bt601")], 6))
+    rotated = tmp_path / "rotated.mp4"
+    make_video(rotated, [8], seed=3, width=96, height=64, rotation=90)
+    turned = tmp_path / "turned.mp4"
+    turned.write_bytes(_transcode(rotated, 8))
+    for path in (full, turned):
+        with av.open(str(path)) as c:
+            frame = next(c.decode(video=0))
+            assert frame.format.name == "yuv420p" and int(frame.color_range) != 2  # limited, as H264 High takes it
+    with av.open(str(turned)) as c:
+        assert (c.streams.video[0].height, c.streams.video[0].width) == (96, 64)  # upright

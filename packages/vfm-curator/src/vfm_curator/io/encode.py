@@ -89,6 +89,7 @@ class H264Writer:
         self.codec, self.crf, self.preset, self.threads = codec, crf, preset, int(threads)
         self.stream = None
         self.count = 0
+        self.decoded = False  # frames are handed over decoded (write_decoded), not as RGB
 
     def _open(self, width: int, height: int) -> None:
         self.stream = self.container.add_stream(self.codec, rate=self.rate)
@@ -111,6 +112,33 @@ class H264Writer:
         self.count += 1
         for packet in self.stream.encode(vf):
             self.container.mux(packet)
+
+    def write_decoded(self, frame) -> bool:
+        """Encode a decoded ``av.VideoFrame`` as it is when it is 8-bit 4:2:0 planar, limited range,
+        upright and of even size: no RGB round trip (exact colours, about 6 ms less per 720p frame),
+        and the clip carries the source's colour tags (matrix, primaries, transfer). Returns False,
+        encoding nothing, for any other frame (the caller converts it to RGB and calls :meth:`write`);
+        a writer takes one kind for all its frames."""
+        from av.video.frame import PictureType
+
+        passes = (frame.format.name == "yuv420p" and not int(round(frame.rotation)) % 360
+                  and frame.width % 2 == 0 and frame.height % 2 == 0 and int(frame.color_range) != 2)  # 2 = full (JPEG) range
+        if self.stream is None:
+            if not passes:
+                return False
+            self._open(frame.width, frame.height)
+            context = self.stream.codec_context
+            context.colorspace, context.color_primaries, context.color_trc = frame.colorspace, frame.color_primaries, frame.color_trc
+            self.decoded = True
+        elif not (passes and self.decoded and (frame.width, frame.height) == (self.stream.width, self.stream.height)):
+            return False
+        frame.pts = self.count
+        frame.time_base = 1 / self.rate
+        frame.pict_type = PictureType.NONE  # the encoder places its own keyframes, not the source's
+        self.count += 1
+        for packet in self.stream.encode(frame):
+            self.container.mux(packet)
+        return True
 
     def close(self) -> bytes | None:
         """Flush and close; the mp4's bytes when written in memory, else None (they are in ``path``)."""

@@ -139,6 +139,41 @@ def iter_frames(
             yield t, rgb
 
 
+def iter_decoded(path: str, *, hwaccel: str | None = None) -> Iterator[tuple[object, "_RGB"]]:
+    """Like :func:`iter_frames` (same order, count and error rules) but yields ``(frame, rgb)``: the
+    decoded ``av.VideoFrame`` as it came out of the decoder, and a callable giving the frame that
+    :func:`iter_frames` would have yielded, converted only when called (transcode hands 4:2:0
+    frames to the encoder as they are and converts only the few it samples)."""
+    import av
+
+    from av.video.reformatter import VideoReformatter
+
+    reformatter = VideoReformatter()
+    count = 0
+    with closing(_decoded(path, hwaccel)) as decoded:
+        for _, frame in decoded:
+            rgb = _RGB(frame, reformatter)
+            if count == 0:  # iter_frames fails a stream whose first frame cannot be converted
+                try:
+                    rgb()
+                except (av.FFmpegError, ValueError) as exc:
+                    raise InputError(f"cannot decode any frame: {exc}") from exc
+            count += 1
+            yield frame, rgb
+
+
+class _RGB:
+    """The upright RGB of one decoded frame, converted on first call."""
+
+    def __init__(self, frame, reformatter) -> None:
+        self.frame, self.reformatter, self.value = frame, reformatter, None
+
+    def __call__(self) -> np.ndarray:
+        if self.value is None:
+            self.value = _to_rgb(self.frame, None, None, self.reformatter)
+        return self.value
+
+
 def frames_at(
     path: str, indices, *, width: int | None = None, height: int | None = None, hwaccel: str | None = None
 ) -> dict[int, np.ndarray]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from vfm_curator.io import staging
 from vfm_curator.io.encode import ENCODERS, H264Writer, mux_audio, nvenc_available, pick_codec, resize
 from vfm_curator.io.paths import disk_full
-from vfm_curator.io.video import iter_frames, release_freed_memory, threads_given
+from vfm_curator.io.video import iter_decoded, release_freed_memory, threads_given
 from vfm_curator.stages.base import InputError, Resources, Stage
 from vfm_curator.tasks import Clip, VideoTask
 
@@ -77,7 +77,7 @@ class TranscodeStage(Stage):
     def _encode(self, task: VideoTask, clips: list[Clip]) -> None:
         fps = float(task.meta["fps"])
         k, writer, sample_at, samples = 0, None, set(), []
-        for i, (_, frame) in enumerate(iter_frames(task.source, hwaccel=self.opt["hwaccel"])):
+        for i, (decoded, rgb) in enumerate(iter_decoded(task.source, hwaccel=self.opt["hwaccel"])):
             while k < len(clips) and i >= clips[k].end:
                 k = self._finish(task, clips[k], writer, samples, k)
                 writer, samples = None, []
@@ -91,9 +91,10 @@ class TranscodeStage(Stage):
                 writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]),
                                     path=None if path is None else str(path), threads=self.threads)
                 sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
-            writer.write(frame)
+            if not writer.write_decoded(decoded):
+                writer.write(rgb())
             if i in sample_at:
-                samples.append(resize(frame, int(self.opt["sample_size"])))
+                samples.append(resize(rgb(), int(self.opt["sample_size"])))
         while k < len(clips):  # the file ended early (truncated): keep what was written, if complete
             k = self._finish(task, clips[k], writer, samples, k)
             writer, samples = None, []
