@@ -25,6 +25,7 @@ import pytest
 
 from vfm_curator.io.video import iter_frames, probe, small_size
 from vfm_curator.stages.transcode import TranscodeStage
+from vfm_curator.synth import write_video
 from vfm_curator.tasks import Clip, VideoTask
 
 _K = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722)}
@@ -53,19 +54,9 @@ def _pictures(n: int, width: int, height: int):
 
 
 def _write(path: Path, pix_fmt: str, matrix: str, n: int = 6, width: int = 160, height: int = 96) -> Path:
-    container = av.open(str(path), "w")
-    stream = container.add_stream("libx264", rate=24)
-    stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-    stream.options = {"preset": "ultrafast", "crf": "16"}
     # tagged in the stream's VUI: AVCOL_SPC_BT709 (1) or SMPTE170M (6, BT.601); range MPEG (1) or JPEG (2)
-    stream.codec_context.colorspace = 1 if matrix == "bt709" else 6
-    stream.codec_context.color_range = 2 if pix_fmt.startswith("yuvj") else 1
-    for img in _pictures(n, width, height):
-        for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-            container.mux(packet)
-    for packet in stream.encode():
-        container.mux(packet)
-    container.close()
+    write_video(path, list(_pictures(n, width, height)), pix_fmt=pix_fmt, options={"preset": "ultrafast", "crf": "16"},
+                colorspace=1 if matrix == "bt709" else 6, color_range=2 if pix_fmt.startswith("yuvj") else 1)
     return path
 
 

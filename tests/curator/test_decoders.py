@@ -24,7 +24,7 @@ from vfm_curator.io.video import iter_frames, probe, small_size
 from vfm_curator.shot_detectors.content import FrameScorer
 from vfm_curator.stages.base import StageSetupError
 from vfm_curator.stages.decode import DecodeStage
-from vfm_curator.synth import make_video, shot_frames
+from vfm_curator.synth import make_video, shot_frames, write_video
 from vfm_curator.tasks import VideoTask
 
 from .test_decoders_backends import edit_list_clip
@@ -42,23 +42,7 @@ def _write(path: Path, frames: list[np.ndarray], *, pix_fmt: str = "yuv420p", op
            colorspace: int | None = None, rotation: int = 0) -> Path:
     """A real H264 mp4 with the given pixel format (``yuvj420p``: full range), x264 options and
     colour-matrix tag (1 = BT.709)."""
-    import av
-
-    container = av.open(str(path), "w")
-    stream = container.add_stream("libx264", rate=24)
-    stream.height, stream.width = frames[0].shape[:2]
-    stream.pix_fmt = pix_fmt
-    stream.options = options or {"preset": "ultrafast", "crf": "18"}
-    if colorspace is not None:
-        stream.codec_context.colorspace = colorspace
-    if rotation:
-        stream.set_display_rotation(rotation)
-    for img in frames:
-        for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-            container.mux(packet)
-    for packet in stream.encode():
-        container.mux(packet)
-    container.close()
+    write_video(path, frames, pix_fmt=pix_fmt, options=options, colorspace=colorspace, rotation=rotation)
     return path
 
 

@@ -23,7 +23,7 @@ from vfm_curator.decoders.base import NO_PTS, FrameTimes, one_line
 from vfm_curator.decoders.nvdec import chroma_and_depth
 from vfm_curator.decoders.yuv import split_nv12, split_surface
 from vfm_curator.errors import InputError
-from vfm_curator.synth import make_video, shot_frames
+from vfm_curator.synth import make_video, shot_frames, write_video
 
 
 @pytest.fixture(scope="module")
@@ -39,21 +39,7 @@ def h264(tmp_path_factory) -> dict[str, Path]:
 
 
 def _encode(path: Path, frames, codec: str, pix_fmt: str, options: dict | None = None, rotation: int = 0) -> Path:
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(codec, rate=24)
-        stream.height, stream.width = frames[0].shape[:2]
-        stream.pix_fmt = pix_fmt
-        if options:
-            stream.options = options
-        if rotation:
-            stream.set_display_rotation(rotation)
-        for img in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    write_video(path, list(frames), codec=codec, pix_fmt=pix_fmt, options=options or {}, rotation=rotation)
     return path
 
 

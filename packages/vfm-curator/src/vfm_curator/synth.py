@@ -77,8 +77,16 @@ def write_video(
     rotation: int = 0,
     vfr: bool = False,
     audio: bool = False,
+    codec: str = "libx264",
+    pix_fmt: str | None = None,
+    options: dict | None = None,
+    colorspace: int | None = None,
+    color_range: int | None = None,
 ) -> None:
-    """Encode (height, width, 3) uint8 frames as an H264 mp4 (see :func:`make_video` for options)."""
+    """Encode (height, width, 3) uint8 frames as an H264 mp4 (see :func:`make_video` for options).
+    ``pix_fmt`` (default: yuv420p, yuv444p at odd sizes), the encoder's ``options`` (default: crf 18,
+    ultrafast), and the colour tags written in the stream (``colorspace``: 1 = BT.709, 6 = BT.601;
+    ``color_range``: 1 = limited, 2 = full) let tests make the files a decoder must get right."""
     import av
 
     path = Path(path)
@@ -86,11 +94,15 @@ def write_video(
     height, width = frames[0].shape[:2]
     container = av.open(str(path), "w")
     rate = Fraction(fps).limit_denominator(1001)
-    stream = container.add_stream("libx264", rate=rate)
+    stream = container.add_stream(codec, rate=rate)
     # 4:2:0 needs even sides; odd-sized test videos are written in 4:4:4 (High 4:4:4 profile)
     stream.width, stream.height = width, height
-    stream.pix_fmt = "yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p"
-    stream.options = {"crf": "18", "preset": "ultrafast"}
+    stream.pix_fmt = pix_fmt or ("yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p")
+    stream.options = {"crf": "18", "preset": "ultrafast"} if options is None else options
+    if colorspace is not None:
+        stream.codec_context.colorspace = colorspace
+    if color_range is not None:
+        stream.codec_context.color_range = color_range
     time_base = Fraction(1, 1000) if vfr else 1 / rate
     stream.codec_context.time_base = time_base
     if rotation:
