@@ -6,30 +6,11 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
+from tests.cli.train_configs import tiny_shards_train
 from vfm_cli.main import app
 from vfm_curator.synth import make_video
 
-TRAIN = """
-[model]
-family = "dit-cross"
-preset = "tiny"
-options = { hidden = 32, depth = 1, num_heads = 2, patch = [1, 2, 2], text_dim = 64 }
-formulation = "rectified-flow"
-[data]
-source = "shards"
-micro_batch = 1
-[optim]
-warmup_steps = 0
-[train]
-steps = 1
-[checkpoint]
-interval = 1
-export = false
-[logging]
-progress = false
-tensorboard = false
-loss_curve = false
-"""
+TRAIN = tiny_shards_train(", text_dim = 64")
 
 
 def _shards(tmp_path):

@@ -16,33 +16,14 @@ import torch
 from typer.testing import CliRunner
 
 import vfm_models
+from tests.cli.train_configs import tiny_shards_train
 from vfm_cli.main import app
 
 # (C, T, H, W): 12 channels = 3 colours x the pixel tokenizer's 2x2 patch, as `vfm shard` writes them
 WIDE, SMALL = (12, 2, 8, 12), (12, 1, 6, 6)  # patch (1, 2, 2): 48 and 9 tokens
 TEXT_DIM = 16
 
-TRAIN = """
-[model]
-family = "dit-cross"
-preset = "tiny"
-options = { hidden = 32, depth = 1, num_heads = 2, patch = [1, 2, 2] }
-formulation = "rectified-flow"
-[data]
-source = "shards"
-micro_batch = 1
-[optim]
-warmup_steps = 0
-[train]
-steps = 1
-[checkpoint]
-interval = 1
-export = false
-[logging]
-progress = false
-tensorboard = false
-loss_curve = false
-"""
+TRAIN = tiny_shards_train()
 
 
 def _bucket(root, name, shape, n):
