@@ -106,19 +106,22 @@ class H264Writer:
         frame = even_crop(frame)
         if self.stream is None:
             self._open(frame.shape[1], frame.shape[0])
-        vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
-        vf.pts = self.count
-        vf.time_base = 1 / self.rate
+        self._encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24"))
+
+    def _encode(self, frame) -> None:
+        """Frame ``count`` gets pts ``count`` (so the clip has exactly the frames written)."""
+        frame.pts = self.count
+        frame.time_base = 1 / self.rate
         self.count += 1
-        for packet in self.stream.encode(vf):
+        for packet in self.stream.encode(frame):
             self.container.mux(packet)
 
     def write_decoded(self, frame) -> bool:
         """Encode a decoded ``av.VideoFrame`` as it is when it is 8-bit 4:2:0 planar, limited range,
         upright and of even size: no RGB round trip (exact colours, about 6 ms less per 720p frame),
         and the clip carries the source's colour tags (matrix, primaries, transfer). Returns False,
-        encoding nothing, for any other frame (the caller converts it to RGB and calls :meth:`write`);
-        a writer takes one kind for all its frames."""
+        encoding nothing, for any other frame (the caller converts it to RGB and calls :meth:`write`),
+        and for every frame of a writer that :meth:`write` opened (its stream is tagged as RGB input)."""
         from av.video.frame import PictureType
 
         passes = (frame.format.name == "yuv420p" and not int(round(frame.rotation)) % 360
@@ -132,12 +135,8 @@ class H264Writer:
             self.decoded = True
         elif not (passes and self.decoded and (frame.width, frame.height) == (self.stream.width, self.stream.height)):
             return False
-        frame.pts = self.count
-        frame.time_base = 1 / self.rate
         frame.pict_type = PictureType.NONE  # the encoder places its own keyframes, not the source's
-        self.count += 1
-        for packet in self.stream.encode(frame):
-            self.container.mux(packet)
+        self._encode(frame)
         return True
 
     def close(self) -> bytes | None:
