@@ -37,7 +37,8 @@ def main() -> None:
             task = VideoTask(source)
             DecodeStage().process([task])
             SplitStage(min_clip_s=0.25).process([task])
-            assert task.failure is None, task.failure
+            if task.failure is not None:
+                raise SystemExit(f"error: {source}: {task.failure}")
             frames = sum(c.end - c.start for c in task.clips)
             stage = TranscodeStage(encoder="libx264")
             stage.setup()
