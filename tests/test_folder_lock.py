@@ -125,3 +125,38 @@ def test_two_processes_racing_for_a_folder_never_both_hold_it(tmp_path):
     lines = log.read_text().split()
     assert sum(wins) > 0 and len(lines) == 2 * sum(wins)
     assert lines == ["in", "out"] * sum(wins)  # never two "in" in a row: one holder at a time
+
+
+DYING = textwrap.dedent("""
+    import ctypes, os, platform, sys, threading, time
+    from vfm_plugins import FolderLock
+    FolderLock(sys.argv[1], command="dying holder").acquire()
+    # another thread lives on for a while after the main thread has gone, as a killed torch run's
+    # threads do while they leave a write: the process is a zombie, its files (the flock) still open
+    threading.Thread(target=lambda: (time.sleep(float(sys.argv[2])), os._exit(0))).start()
+    print("held", flush=True)
+    SYS_EXIT = {"x86_64": 60, "aarch64": 93}[platform.machine()]
+    ctypes.CDLL(None).syscall(SYS_EXIT, 0)  # ends this thread only
+""")
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine not in ("x86_64", "aarch64"),
+                    reason="needs Linux's thread-only exit syscall")
+def test_a_holder_whose_process_is_exiting_is_waited_for_and_then_taken_over(tmp_path):
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", DYING, str(tmp_path / "run"), "1.5"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    while _state(proc.pid) != "Z":  # main thread gone: what `kill -9` of a busy run looks like at first
+        time.sleep(0.01)
+    started = time.monotonic()
+    with pytest.warns(StaleLockWarning, match=f"pid {proc.pid}.*ended without releasing"):
+        lock = FolderLock(tmp_path / "run", command="rerun").acquire()
+    assert 0.5 < time.monotonic() - started < 10  # waited for the last thread, not refused at once
+    assert lock.holder.command == "rerun"
+    lock.release()
+    proc.wait()

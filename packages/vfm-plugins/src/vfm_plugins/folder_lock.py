@@ -8,7 +8,8 @@ How it decides (POSIX):
 
 - The lock is ``fcntl.flock`` on ``FOLDER/.vfm-lock``, held on an open descriptor for as long as the
   run lives. The kernel drops it when the holder's process dies, however it dies (kill -9 included),
-  so a lock that cannot be taken means a live holder, and one that can means none.
+  so a lock that cannot be taken means a live holder, and one that can means none. A holder that
+  is already dying (its main thread gone, others still ending) is waited for, up to 15 s.
 - The file's content (one JSON line) names the holder. A taker that finds content left behind by a
   holder on *this* host knows that holder is dead (the kernel released its lock): it takes over with
   a :class:`StaleLockWarning` naming it.
@@ -175,7 +176,7 @@ class FolderLock:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock_unless_live(fd)
             except BlockingIOError:
                 holder = _read_holder(fd, wait=True)
                 os.close(fd)
@@ -245,6 +246,34 @@ def _command_line() -> list[str]:
         i = orig.index("-m")
         return ["python", "-m", orig[i + 1], *sys.argv[1:]]
     return [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
+
+
+# how long a taker waits for a holder that is already dying (killed, its threads still ending)
+EXITING_HOLDER_WAIT_S = 15.0
+
+
+def _flock_unless_live(fd: int) -> None:
+    """Take the flock on ``fd``, or raise BlockingIOError while a live run holds it.
+
+    A process killed with SIGKILL shows as a zombie as soon as its main thread has gone, but the
+    kernel closes its files (and so drops the flock) only when its last thread has ended: a torch
+    run's threads can take seconds to leave a write or a collective. A holder on this host in that
+    state is waited for, so ``kill -9`` and an immediate re-run (a scheduler's requeue) resumes
+    instead of being refused by a run that no longer exists.
+    """
+    deadline = None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            holder = _read_holder(fd, wait=False)
+            if holder is None or holder.host != socket.gethostname() or pid_exists(holder.pid):
+                raise
+            deadline = deadline if deadline is not None else time.monotonic() + EXITING_HOLDER_WAIT_S
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _read_holder(fd: int, *, wait: bool) -> "LockHolder | None":
