@@ -43,6 +43,9 @@ class UntrustedDatasetError(ValueError):
         super().__init__(f"{file}: {key}: {reason}. vfm does not hand it to energon; {_OPT_IN}")
         self.file, self.key, self.reason = str(file), key, reason
 
+    def __reduce__(self):  # rebuilt from its fields, so it crosses processes (loader workers)
+        return type(self), (self.file, self.key, self.reason)
+
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset folder or blend file that does not exist: names the path (and the blend naming it)
@@ -52,7 +55,10 @@ class DatasetNotFoundError(FileNotFoundError):
         by = f" (named by {named_by})" if named_by else ""
         super().__init__(f"vfm_data: {path} does not exist{by}; accepted: a prepared dataset folder (with .nv-meta/, "
                          f"vfm shard or vfm_data.prepare_dataset writes it) or a blend .yaml file")
-        self.path = str(path)
+        self.path, self.named_by = str(path), named_by
+
+    def __reduce__(self):  # OSError's own pickling would call __init__ with (errno, message)
+        return type(self), (self.path, self.named_by)
 
 
 def check_dataset(path: Any, *, trust_dataset_code: bool = False) -> None:

@@ -57,6 +57,10 @@ class FolderLockedError(RuntimeError):
         self.folder, self.path, self.holder = folder, path, holder
         who = holder.describe() if holder else "a run that is still starting (no holder written yet)"
         super().__init__(f"{folder} is in use by another run: {who}{why} (lock file {path})")
+        self.why = why
+
+    def __reduce__(self):  # rebuilt from its fields, so it crosses processes (Ray workers, spawn)
+        return type(self), (self.folder, self.path, self.holder, self.why)
 
 
 class StaleLockWarning(UserWarning):

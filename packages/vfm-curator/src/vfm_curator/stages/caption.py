@@ -128,6 +128,13 @@ class CaptionError(InputError):
         super().__init__(message)
         self.cause, self.kind = cause, kind
 
+    def __reduce__(self):  # rebuilt with its keywords, so it crosses processes (Ray workers)
+        return _caption_error, (str(self), self.cause, self.kind)
+
+
+def _caption_error(message: str, cause: str, kind: str) -> CaptionError:
+    return CaptionError(message, cause=cause, kind=kind)
+
 
 def caption_clips(captioner, clips: Iterable[list], count: int) -> list:
     """Each of the ``count`` clips' caption (a string) or the exception its captioner raised for it."""

@@ -14,6 +14,9 @@ class ConfigError(ValueError):
         self.key = key
         self.reason = reason
 
+    def __reduce__(self):  # rebuilt from its fields, so it crosses processes (Ray workers, spawn)
+        return type(self), (self.key, self.reason)
+
 
 @dataclass
 class ModelConfig:
