@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
 
         return CurateConfig
     if name == "Summary":
-        from vfm_curator.pipelines.clipping import Summary
+        from vfm_curator.pipelines.summary import Summary
 
         return Summary
     if name in ("shard", "ShardConfig", "ShardSummary"):

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from vfm_curator.config import CurateConfig
-from vfm_curator.pipelines.clipping import Progress, Summary, run_clipping
+from vfm_curator.pipelines.clipping import run_clipping
+from vfm_curator.pipelines.summary import Progress, Summary
 
 
 def curate(

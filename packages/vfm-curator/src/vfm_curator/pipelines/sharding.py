@@ -31,7 +31,7 @@ from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, options_hash, should_retry
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
-from vfm_curator.pipelines.clipping import Progress
+from vfm_curator.pipelines.summary import Progress
 from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
 from vfm_curator.stages.shard_decode import Bucket, check_buckets
 from vfm_curator.stages.shard_task import ShardTask

@@ -1,0 +1,136 @@
+"""What a curation run reports: :class:`Summary` (counts, throughput, failures by kind, the lines the
+CLI prints), the :class:`Progress` protocol a display implements, and the helpers that read a
+finished folder's clip table and failure records into it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Progress(Protocol):
+    """What a progress display implements (the CLI's rich bars do)."""
+
+    def start(self, stages: list[str], total: int) -> None: ...
+
+    def advance(self, stage: str, n: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class Summary:
+    """What a run did. ``*_total`` fields describe the whole output folder (all runs)."""
+
+    out: str
+    videos: int = 0  # inputs named this time
+    videos_total: int = 0  # videos with a record in the output folder (finished or failed, all runs)
+    processed: int = 0  # videos run this time
+    skipped: int = 0  # finished (or failed for good) in an earlier run
+    retried: int = 0  # failed before and run again this time (--retry-failed, machine cause, changed config/input)
+    failures: int = 0  # failed videos in the output folder
+    clips: int = 0  # clips in clips.parquet (every finished video of the folder)
+    uncaptioned: int = 0  # of those, clips without a caption (`vfm shard` fails them unless --no-require-captions)
+    hours_in: float = 0.0  # video hours of every finished input (ok ones)
+    hours_out: float = 0.0  # clip hours written
+    wall_s: float = 0.0
+    video_s_processed: float = 0.0  # seconds of video run through this time
+    throughput: float = 0.0  # video seconds per wall second, this run
+    workers: dict[str, int] = field(default_factory=dict)  # final auto-balancer allocation
+    fused: list[list[str]] = field(default_factory=list)  # stages that ran one after another in one worker (Ray)
+    duplicates: int = 0  # clips taken out of clips.parquet as near-duplicates ([dedup]; review.jsonl)
+    captions_flagged: int = 0  # clips kept with a caption under the caption_qa thresholds
+    captions_dropped: int = 0  # clips taken out of clips.parquet for their caption (caption_qa action = drop)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decoders: dict[str, int] = field(default_factory=dict)  # videos decoded by each decoder backend, this run
+    # finished videos that decoded well short of their declared length (truncated or damaged files)
+    decoded_short: int = 0
+    # videos skipped as finished although made with other stage options: the first changed stage -> count
+    other_options: dict[str, int] = field(default_factory=dict)
+    # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
+    failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def top_failure(self) -> tuple[str, dict[str, Any]] | None:
+        """(kind, {count, reason, cause}) of the most common failure among the folder's videos."""
+        if not self.failure_kinds:
+            return None
+        return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
+
+    def problem(self) -> str | None:
+        """One line when the output folder holds no clip (every video failed, or the filters kept
+        nothing): ``vfm curate`` exits non-zero with it, as ``vfm shard`` does with no sample."""
+        if self.clips:
+            return None
+        top = self.top_failure()
+        if top is None:
+            return f"no clip written: no clip of the {self.videos_total} videos passed the filters; see {Path(self.out) / 'report.html'}"
+        kind, f = top
+        if self.failures == self.videos_total:
+            what = "the video failed" if self.failures == 1 else f"all {self.failures} videos failed"
+        else:
+            what = f"{self.failures} of {self.videos_total} videos failed and the others gave no clip"
+        return (f"no clip written: {what} ({self._kinds()}); the most common reason: {f['reason']}; "
+                f"see {Path(self.out) / 'failures.jsonl'}")
+
+    def failures_line(self) -> str | None:
+        """``N videos failed (kind count, ...): OUT/failures.jsonl``, when any did."""
+        if not self.failures:
+            return None
+        return f"{self.failures} video{'s' if self.failures != 1 else ''} failed ({self._kinds()}): {Path(self.out) / 'failures.jsonl'}"
+
+    def workers_text(self) -> str:
+        """``stage=n, ...``; fused stages (one worker runs them in turn) as one ``first..last=n (k stages
+        fused)`` entry, so 8 stages fused on 2 CPUs read as 2 workers, not 16."""
+        group_of = {stage: tuple(group) for group in self.fused for stage in group}
+        parts, seen = [], set()
+        for stage, n in self.workers.items():
+            group = group_of.get(stage)
+            if group is None:
+                parts.append(f"{stage}={n}")
+            elif group not in seen:
+                seen.add(group)
+                parts.append(f"{group[0]}..{group[-1]}={n} ({len(group)} stages fused)")
+        return ", ".join(parts)
+
+    def other_options_line(self) -> str | None:
+        """One line when finished videos were skipped although this run's stage options differ from theirs."""
+        if not self.other_options:
+            return None
+        n = sum(self.other_options.values())
+        stages = ", ".join(sorted(self.other_options))
+        return (f"{n} video{'s' if n != 1 else ''} finished before with other options (changed from stage {stages} on) "
+                f"{'were' if n != 1 else 'was'} skipped and kept{' as they were' if n != 1 else ' as it was'}; to apply "
+                f"the new options, curate into a new output folder")
+
+    def _kinds(self) -> str:
+        return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))
+
+
+def uncaptioned(table: Path) -> int:
+    """Rows of a clip table whose caption is missing or blank."""
+    import pyarrow.parquet as pq
+
+    captions = pq.read_table(table, columns=["caption"]).column("caption").to_pylist()
+    return sum(not (c or "").strip() for c in captions)
+
+
+def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Failed records by their failure's kind (its stage when it has none): count, the first reason, cause."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for record in sorted(failed, key=lambda r: str(r.get("source", ""))):
+        failure = record.get("failure") or {}
+        kind = str(failure.get("kind") or failure.get("stage") or "unknown")
+        entry = kinds.setdefault(kind, {"count": 0, "reason": failure.get("reason", ""), "cause": failure.get("cause", "")})
+        entry["count"] += 1
+    return kinds
+
+
+def failure_line(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's line in failures.jsonl: source, stage, reason, cause, kind, attempts."""
+    failure = record.get("failure") or {}
+    keep = ("stage", "reason", "cause", "kind", "attempts")
+    return {"source": record.get("source", ""), **{k: failure[k] for k in keep if k in failure}}
