@@ -13,6 +13,7 @@ reading uses too), so the check sees what energon will see.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -39,12 +40,14 @@ _OPT_IN = ("to let energon run it anyway, and only for data you trust: vfm train
 class UntrustedDatasetError(ValueError):
     """Dataset metadata that vfm did not write: names the file, the key and what is accepted."""
 
-    def __init__(self, file: Path | str, key: str, reason: str) -> None:
-        super().__init__(f"{file}: {key}: {reason}. vfm does not hand it to energon; {_OPT_IN}")
-        self.file, self.key, self.reason = str(file), key, reason
+    def __init__(self, file: Path | str, key: str, reason: str, hint: str | None = None) -> None:
+        # ``hint``: what is accepted when the opt-in is not the answer (paths, sizes); default: the opt-in
+        tail = _OPT_IN if hint is None else hint
+        super().__init__(f"{file}: {key}: {reason}. vfm does not hand it to energon" + (f"; {tail}" if tail else ""))
+        self.file, self.key, self.reason, self.hint = str(file), key, reason, hint
 
     def __reduce__(self):  # rebuilt from its fields, so it crosses processes (loader workers)
-        return type(self), (self.file, self.key, self.reason)
+        return type(self), (self.file, self.key, self.reason, self.hint)
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -116,16 +119,140 @@ def _check_dataset_folder(folder: Path) -> None:
         if file.suffix in (".yaml", ".yml") and file.name not in META_YAMLS:
             raise UntrustedDatasetError(file, "<file>", f"vfm writes no such file; accepted YAML here: {', '.join(META_YAMLS)}")
     _check_dataset_yaml(dataset_yaml, _load(dataset_yaml))
-    if (meta / "split.yaml").is_file():
-        split = _load(meta / "split.yaml")
-        _refuse_code(meta / "split.yaml", split)
-        _only_keys(meta / "split.yaml", "", split, {"split_parts", "exclude"})
-        _plain_strings(meta / "split.yaml", "split_parts", split.get("split_parts"), depth=2)
-        _plain_strings(meta / "split.yaml", "exclude", split.get("exclude", []), depth=1)
-    if (meta / ".info.yaml").is_file():
-        info = _load(meta / ".info.yaml")
-        _refuse_code(meta / ".info.yaml", info)
-        _only_keys(meta / ".info.yaml", "", info, {"energon_version", "shard_counts"})
+    # energon reads .info.json before .info.yaml, and split.json only when split.yaml is missing
+    info_file = meta / ".info.json" if (meta / ".info.json").is_file() else meta / ".info.yaml"
+    counts: dict[str, int] = {}
+    if info_file.is_file():
+        info = _load_json(info_file) if info_file.suffix == ".json" else _load(info_file)
+        _refuse_code(info_file, info)
+        _only_keys(info_file, "", info, {"energon_version", "shard_counts"})
+        counts = _check_shard_counts(folder, info_file, info.get("shard_counts", {}))
+    split_file = meta / "split.yaml" if (meta / "split.yaml").is_file() else meta / "split.json"
+    if split_file.is_file():
+        split = _load_json(split_file) if split_file.suffix == ".json" else _load(split_file)
+        _refuse_code(split_file, split)
+        _only_keys(split_file, "", split, {"split_parts", "exclude"})
+        _plain_strings(split_file, "split_parts", split.get("split_parts"), depth=2)
+        _plain_strings(split_file, "exclude", split.get("exclude", []), depth=1)
+        excluded = set(_expand(split_file, "exclude", split.get("exclude", []), MAX_EXCLUDES))
+        for part, names in split["split_parts"].items():
+            key = f"split_parts.{part}"
+            for name in _expand(split_file, key, names, len(counts) + len(excluded)):
+                if name not in excluded:
+                    _check_shard_name(folder, split_file, key, name)
+                    if name not in counts:
+                        raise UntrustedDatasetError(split_file, key, f"names shard {name!r}, which "
+                                                    f"{info_file.name} does not list", hint=_IN_FOLDER)
+
+
+#: Most names a split file's ``exclude`` may expand to (shard names and ``shard/key`` sample names).
+MAX_EXCLUDES = 1_000_000
+_TAR_BLOCK = 512  # every tar member, so every sample, takes at least one header block
+_IN_FOLDER = ("accepted: shard files named relative to the dataset folder and inside it, as vfm shard writes them "
+              "(to train on shards in another folder, name that folder in a blend file)")
+
+
+def _load_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UntrustedDatasetError(file, "<file>", f"not readable JSON ({type(exc).__name__}: {exc})") from None
+
+
+def _check_shard_name(folder: Path, file: Path, key: str, name: str) -> None:
+    """A shard name energon joins to the dataset folder: it (and its ``.idx``) must stay inside it."""
+    inside = folder.resolve()
+    if not name or os.path.isabs(name) or ".." in Path(name).parts:
+        raise UntrustedDatasetError(file, key, f"shard name {name!r} points outside the dataset folder", hint=_IN_FOLDER)
+    for candidate in (folder / name, folder / f"{name}.idx"):
+        if not candidate.resolve().is_relative_to(inside):
+            raise UntrustedDatasetError(file, key, f"shard {candidate.name} is a link to {candidate.resolve()}, "
+                                        f"outside the dataset folder {inside}", hint=_IN_FOLDER)
+
+
+def _check_shard_counts(folder: Path, file: Path, counts: Any) -> dict[str, int]:
+    if not isinstance(counts, dict):
+        raise UntrustedDatasetError(file, "shard_counts", "must map shard names to sample counts")
+    for name, count in counts.items():
+        key = f"shard_counts.{name}"
+        _check_shard_name(folder, file, key, name)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise UntrustedDatasetError(file, key, f"must be a whole number of samples >= 0, got {count!r}", hint="")
+        shard = folder / name
+        size = shard.stat().st_size if shard.is_file() else 0
+        if count > size // _TAR_BLOCK:  # energon sizes its sample tables by these counts
+            raise UntrustedDatasetError(file, key, f"says {count} samples, more than its {size} bytes can hold "
+                                        f"(at most {size // _TAR_BLOCK}: every sample takes a {_TAR_BLOCK}-byte tar "
+                                        f"header at least)", hint="")
+    return counts
+
+
+def _expand(file: Path, key: str, patterns: list[str], limit: int) -> Iterator[str]:
+    """``patterns`` brace-expanded as energon expands them, refusing more than ``limit`` names in
+    all before any is made (braceexpand materialises every range: ``{0..999999999}`` is a billion
+    strings)."""
+    import braceexpand
+
+    total = 0
+    for pattern in patterns:
+        try:
+            total += _brace_count(pattern)
+        except ValueError as exc:
+            raise UntrustedDatasetError(file, key, f"{pattern!r} is not a brace pattern energon reads ({exc})", hint="") from None
+        if total > limit:
+            raise UntrustedDatasetError(file, key, f"expands to more than {limit} names ({pattern!r}); "
+                                        "accepted: the shards the dataset lists, each once", hint="")
+    for pattern in patterns:
+        yield from braceexpand.braceexpand(pattern)
+
+
+def _brace_count(pattern: str) -> int:
+    """How many names ``braceexpand(pattern)`` makes, computed without making them (its grammar:
+    literals, ``{a,b}`` sequences, ``{1..9..2}`` / ``{a..z}`` ranges, nesting, backslash escapes)."""
+    from braceexpand import alphabet, char_range_re, int_range_re
+
+    def pattern_count(text: str) -> int:
+        count, pos, depth, opened = 1, 0, 0, 0
+        while pos < len(text):
+            if text[pos] == "\\":
+                pos += 2
+                continue
+            if text[pos] == "{":
+                opened = pos if depth == 0 else opened
+                depth += 1
+            elif text[pos] == "}":
+                depth -= 1
+                if depth < 0:
+                    raise ValueError("unbalanced braces")
+                if depth == 0:
+                    count *= expression_count(text[opened + 1:pos])
+            pos += 1
+        if depth != 0:
+            raise ValueError("unbalanced braces")
+        return count
+
+    def expression_count(expr: str) -> int:
+        if match := int_range_re.match(expr):
+            a, b, step = int(match[1]), int(match[2]), (int(match[3]) if match[3] else 1) or 1
+            return abs(b - a) // step + 1
+        if match := char_range_re.match(expr):
+            a, b, step = alphabet.index(match[1]), alphabet.index(match[2]), (int(match[3]) if match[3] else 1) or 1
+            return abs(b - a) // step + 1
+        items, pos, depth, start = [], 0, 0, 0
+        while pos < len(expr):
+            if expr[pos] == "\\":
+                pos += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(expr[pos], 0)
+            if expr[pos] == "," and depth == 0:
+                items.append(expr[start:pos])
+                start = pos + 1
+            pos += 1
+        if depth != 0 or not items:  # not a sequence: braceexpand keeps the braces, expanding inside
+            return pattern_count(expr)
+        return sum(pattern_count(item) for item in [*items, expr[start:]])
+
+    return pattern_count(pattern)
 
 
 def _check_dataset_yaml(file: Path, doc: Any) -> None:
