@@ -17,7 +17,7 @@ from vfm_plugins.declaration import (
     parse_declaration,
     read_declaration,
 )
-from vfm_plugins.errors import DuplicateNameError, PluginError, UnknownNameError
+from vfm_plugins.errors import DuplicateNameError, PluginError, PluginLoadError, PluginWarning, UnknownNameError
 from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
 from vfm_plugins.host import DISABLE_ENV, Entry, FailedPlugin, PluginHost, Register, autoload_disabled
 from vfm_plugins.parent_watch import exit_with_parent
@@ -35,6 +35,8 @@ __all__ = [
     "LOCK_NAME",
     "LockHolder",
     "PluginError",
+    "PluginLoadError",
+    "PluginWarning",
     "PluginHost",
     "Register",
     "StaleLockWarning",

@@ -11,14 +11,17 @@ Each top-level table of the file is one plugin kind::
 ``hook`` becomes the docstring of the hookspec ``<project>_register_<kind>(register: Register)``
 (:func:`declare_hookspecs`); ``builtin`` lists the package's own entries, which register through
 that same hook, as a third-party plugin does (:meth:`Declaration.builtin_plugin`). A target is a
-lazy ``"module:attr"`` string, imported only when the name is used.
+lazy ``"module:attr"`` string, imported only when the name is used. ``requires`` (optional) lists
+the attributes every target of the kind must have: ``PluginHost.get`` checks them when it loads a
+target, so a plugin that lacks one fails with an error naming it instead of an ``AttributeError``
+deep inside the code that uses it.
 """
 
 from __future__ import annotations
 
 import functools
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -50,6 +53,8 @@ class Declaration:
     hooks: dict[str, str]
     builtins: dict[str, tuple[BuiltinEntry, ...]]
     source: str = DECLARATION_FILE
+    #: kind -> the attributes each of its targets must have (``requires`` in the file)
+    requires: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def hook_name(self, kind: str) -> str:
         return f"{self.project}_register_{kind}"
@@ -102,6 +107,7 @@ def parse_declaration(project: str, text: str, source: str = DECLARATION_FILE) -
         raise PluginError(f"{source}: not valid TOML: {exc}") from None
     hooks: dict[str, str] = {}
     builtins: dict[str, tuple[BuiltinEntry, ...]] = {}
+    requires: dict[str, tuple[str, ...]] = {}
     for kind, table in data.items():
         where = f"{source} [{kind}]"
         if not kind.isidentifier():
@@ -109,16 +115,22 @@ def parse_declaration(project: str, text: str, source: str = DECLARATION_FILE) -
                               f"{project}_register_<kind>), e.g. text_encoders")
         if not isinstance(table, dict):
             raise PluginError(f"{where}: a kind is a table with `hook` (its docstring) and optionally `builtin`")
-        _only(where, table, ("hook", "builtin"))
+        _only(where, table, ("hook", "builtin", "requires"))
         doc = table.get("hook")
         if not isinstance(doc, str) or not doc.strip():
             raise PluginError(f"{where}: `hook` must be a non-empty string: the hook's docstring "
                               "(what a plugin of this kind registers and what its target is)")
         hooks[kind] = doc.strip()
         builtins[kind] = _entries(f"{source} [{kind}.builtin]", table.get("builtin", {}))
+        required = table.get("requires", [])
+        if not (isinstance(required, list) and all(isinstance(a, str) and a.isidentifier() for a in required)):
+            raise PluginError(f"{where}: `requires` must be a list of attribute names, e.g. "
+                              f"[\"name\", \"process\"]; got {required!r}")
+        if required:
+            requires[kind] = tuple(required)
     if not hooks:
         raise PluginError(f"{source}: declares no kind; each top-level table [<kind>] is one")
-    return Declaration(project, hooks, builtins, source)
+    return Declaration(project, hooks, builtins, source, requires)
 
 
 def _entries(where: str, table: Any) -> tuple[BuiltinEntry, ...]:

@@ -16,3 +16,11 @@ class UnknownNameError(PluginError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead
         return str(self.args[0]) if self.args else ""
+
+
+class PluginLoadError(PluginError, ImportError):
+    """A registered name whose target cannot be imported, or lacks what its kind requires."""
+
+
+class PluginWarning(UserWarning):
+    """A plugin was skipped (it failed to import, or implements its hooks wrongly); the rest works."""

@@ -6,8 +6,10 @@ every host shares this code and the errors of :mod:`vfm_plugins.errors`.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as metadata
+import inspect
 import os
 import threading
 import warnings
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 import pluggy
 
-from vfm_plugins.errors import DuplicateNameError, PluginError, UnknownNameError
+from vfm_plugins.errors import DuplicateNameError, PluginError, PluginLoadError, PluginWarning, UnknownNameError
 
 if TYPE_CHECKING:
     from vfm_plugins.declaration import Declaration
@@ -47,12 +49,24 @@ class Entry:
     description: str = ""
 
     def load(self) -> Any:
-        """The registered object; a ``"module:attr"`` string target is imported on first use."""
+        """The registered object; a ``"module:attr"`` string target is imported on first use.
+
+        A target that cannot be imported is a :class:`PluginLoadError` (an ``ImportError``) naming
+        the entry, its provider and the target, chained to the original error."""
         if isinstance(self.target, str) and ":" in self.target:
             module_name, _, attr = self.target.partition(":")
-            obj: Any = importlib.import_module(module_name)
+            where = f"{_singular(self.kind)} {self.name!r} (from {self.provider} {self.version})"
+            try:
+                obj: Any = importlib.import_module(module_name)
+            except Exception as exc:
+                raise PluginLoadError(f"{where} cannot be loaded: importing {module_name} (its target "
+                                      f"{self.target!r}) failed: {type(exc).__name__}: {exc}") from exc
             for part in attr.split("."):
-                obj = getattr(obj, part)
+                try:
+                    obj = getattr(obj, part)
+                except AttributeError:
+                    raise PluginLoadError(f"{where} cannot be loaded: {type(obj).__name__} {getattr(obj, '__name__', obj)!s} "
+                                          f"has no attribute {part!r} (its target is {self.target!r})") from None
             return obj
         return self.target
 
@@ -72,6 +86,7 @@ class FailedPlugin:
 class _Provider:
     name: str
     version: str
+    plugin: str = ""  # the entry point (``dist:name``) of a third-party plugin; "" for built-ins
 
 
 def _distribution_version(dist_name: str) -> str:
@@ -87,6 +102,22 @@ def _singular(kind: str) -> str:
     if words.endswith("ies"):
         return words[:-3] + "y"
     return words[:-1] if words.endswith("s") else words
+
+
+def _describe(target: Any) -> str:
+    if isinstance(target, str):
+        return repr(target)
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
+
+
+def _register_signature(name: str, target: Any, *, description: str = "") -> None: ...
+
+
+_REGISTER_SIGNATURE = inspect.signature(_register_signature)
+
+
+def _call_text(args: tuple, kwargs: dict) -> str:
+    return ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
 
 
 def autoload_disabled(host: str) -> bool:
@@ -151,12 +182,60 @@ class PluginHost:
                     continue
                 try:
                     plugin = ep.load()
-                    pm.register(plugin, name=plugin_name)
                 except Exception as exc:  # a broken plugin must not break the tool
-                    self._fail(plugin_name, dist, version, f"failed to load: {exc!r}")
+                    self._fail(plugin_name, dist, version,
+                               f"failed to import {ep.value!r}: {type(exc).__name__}: {exc}")
                     continue
-                providers[plugin_name] = _Provider(dist, version)
+                problem = self._check_hookimpls(pm, plugin)
+                if problem is None:
+                    try:
+                        pm.register(plugin, name=plugin_name)
+                    except Exception as exc:  # pluggy's own validation (a historic or wrapper hook)
+                        problem = str(exc).splitlines()[0] if str(exc) else repr(exc)
+                if problem is not None:
+                    if pm.has_plugin(plugin_name):
+                        pm.unregister(name=plugin_name)
+                    self._fail(plugin_name, dist, version, problem)
+                    continue
+                providers[plugin_name] = _Provider(dist, version, plugin_name)
         return pm, providers
+
+    def _check_hookimpls(self, pm: pluggy.PluginManager, plugin: Any) -> str | None:
+        """What is wrong with how ``plugin`` implements this host's hooks, in one line, or None.
+
+        pluggy silently ignores a hook name it does not know and a function without this host's
+        ``@hookimpl`` marker, and reports a wrong signature in several lines; a plugin author
+        gets one line naming the function and what is expected instead."""
+        prefix = f"{self.project}_"
+        hooks = sorted(self.kinds.values())
+        marker = f"from {self.project}.plugins import hookimpl"
+        for attr in sorted(dir(plugin)):
+            if not attr.startswith(prefix):
+                continue
+            function = getattr(plugin, attr, None)
+            if not callable(function):
+                continue
+            if pm.parse_hookimpl_opts(plugin, attr) is None:
+                if attr not in hooks and not attr.startswith(f"{prefix}register_"):
+                    continue  # a helper that merely shares the prefix
+                other = [name.removesuffix("_impl") for name in vars(function)
+                         if name.endswith("_impl") and name != f"{self.project}_impl"] \
+                    if hasattr(function, "__dict__") else []
+                why = f"is marked with the {other[0]} hookimpl, not {self.project}'s" if other else \
+                    "has no @hookimpl marker, so it would never be called"
+                return f"{attr} {why}; decorate it with the {self.project} marker ({marker})"
+            if attr not in hooks:
+                close = difflib.get_close_matches(attr, hooks, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                return f"{attr} is not a hook of {self.project}; {hint}its hooks: {', '.join(hooks)}"
+            try:
+                params = list(inspect.signature(function).parameters)
+            except (TypeError, ValueError):
+                continue
+            if params != ["register"]:
+                return (f"{attr}({', '.join(params)}) has the wrong signature; expected {attr}(register): "
+                        "one argument named register, the callback register(name, target, *, description='')")
+        return None
 
     def _entry_points(self) -> Iterable[metadata.EntryPoint]:
         seen: set[tuple[str, str]] = set()
@@ -168,7 +247,8 @@ class PluginHost:
 
     def _fail(self, plugin_name: str, dist: str, version: str, error: str) -> None:
         self._failed.append(FailedPlugin(self.project, plugin_name, dist, version, error))
-        warnings.warn(f"{self.project}: plugin {plugin_name!r} ({dist} {version}) {error}", stacklevel=3)
+        warnings.warn(f"{self.project}: plugin {plugin_name!r} ({dist} {version}) is skipped: {error}",
+                      PluginWarning, stacklevel=3)
 
     def _load(self) -> dict[str, dict[str, Entry]]:
         with self._lock:
@@ -179,8 +259,8 @@ class PluginHost:
             entries: dict[str, dict[str, Entry]] = {kind: {} for kind in self.kinds}
             for kind, hook_name in self.kinds.items():
                 hook = getattr(pm.hook, hook_name)
-                # pluggy calls the most recently registered first; register built-ins first.
-                for impl in reversed(hook.get_hookimpls()):
+                # In registration order: the built-ins first, so a clash names them first.
+                for impl in hook.get_hookimpls():
                     provider = providers[impl.plugin_name]
                     staged: dict[str, Entry] = {}
                     register = self._register_callback(kind, provider, entries[kind], staged)
@@ -189,7 +269,8 @@ class PluginHost:
                     except DuplicateNameError:
                         raise
                     except Exception as exc:
-                        self._fail(impl.plugin_name, provider.name, provider.version, f"raised in {hook_name}: {exc!r}")
+                        self._fail(impl.plugin_name, provider.name, provider.version,
+                                   f"raised in {hook_name}: {type(exc).__name__}: {exc}")
                         continue
                     entries[kind].update(staged)
             self._entries = entries
@@ -198,14 +279,33 @@ class PluginHost:
     def _register_callback(
         self, kind: str, provider: _Provider, existing: dict[str, Entry], staged: dict[str, Entry]
     ) -> Register:
-        def register(name: str, target: Any, *, description: str = "") -> None:
+        usage = "register(name, target, *, description='')"
+
+        def register(*args: Any, **kwargs: Any) -> None:
+            try:
+                bound = _REGISTER_SIGNATURE.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise PluginError(f"{usage}: {exc}; got register({_call_text(args, kwargs)})") from None
+            name, target = bound.arguments["name"], bound.arguments["target"]
+            description = bound.arguments.get("description", "")
             if not isinstance(name, str) or not name:
-                raise PluginError(f"{self.project}: a {kind} name must be a non-empty string, got {name!r}")
+                raise PluginError(f"{self.project}: a {_singular(kind)} name must be a non-empty string, got {name!r}")
+            if not isinstance(description, str):
+                raise PluginError(f"{usage}: description must be a string, got {description!r}")
+            if isinstance(target, str):
+                module_name, _, attr = target.partition(":")
+                if not (module_name and attr):
+                    raise PluginError(f"{_singular(kind)} {name!r}: a string target must be \"module:attr\" "
+                                      f"(imported when the name is used), got {target!r}")
             previous = existing.get(name) or staged.get(name)
             if previous is not None:
+                by = f"{provider.name} {provider.version}"
+                if provider.plugin:
+                    by += f" (plugin {provider.plugin})"
                 raise DuplicateNameError(
                     f"{self.project}: {kind} name {name!r} is registered twice: by "
-                    f"{previous.provider} {previous.version} and by {provider.name} {provider.version}"
+                    f"{previous.provider} {previous.version} and by {by}; one of them must use another name "
+                    f"(or uninstall one, or set {DISABLE_ENV}={self.project} to load built-ins only)"
                 )
             staged[name] = Entry(kind, name, target, provider.name, provider.version, description)
 
@@ -237,8 +337,21 @@ class PluginHost:
         return entries[name]
 
     def get(self, kind: str, name: str) -> Any:
-        """The object registered as ``name`` for ``kind``; unknown names list the available ones."""
-        return self.entry(kind, name).load()
+        """The object registered as ``name`` for ``kind``; unknown names list the available ones.
+
+        A target that cannot be imported, or that lacks an attribute its kind ``requires`` (the
+        host's ``plugins.toml``), is a :class:`PluginLoadError` naming the entry and its provider."""
+        entry = self.entry(kind, name)
+        obj = entry.load()
+        required = self.declaration.requires.get(kind, ()) if self.declaration is not None else ()
+        missing = [attr for attr in required if not hasattr(obj, attr)]
+        if missing:
+            what = _singular(kind)
+            raise PluginLoadError(
+                f"{what} {name!r} (from {entry.provider} {entry.version}, target {_describe(entry.target)}) "
+                f"lacks {', '.join(missing)}; a {what} must have: {', '.join(required)} "
+                f"(the {self.kinds[kind]} hook's docstring says what each is)")
+        return obj
 
     def failed(self) -> list[FailedPlugin]:
         self._load()
