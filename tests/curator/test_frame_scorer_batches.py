@@ -1,6 +1,8 @@
-"""The decode stage's CPU scorer works on batches of frames (numpy's per-call overhead dominated
-64x36 frames scored one by one): its scores must be those of the frames scored one at a time, across
-batch boundaries, reads mid-batch and a frame size change, on real decoded H264."""
+"""The decode stage's CPU scoring pass made cheaper: the scorer works on batches of frames (numpy's
+per-call overhead dominated 64x36 frames scored one by one), and its small frames are shrunk by
+swscale's area average. The scores must be those of the frames scored one at a time, across batch
+boundaries, reads mid-batch and a frame size change, on real decoded H264; only the detection sizes
+get the area average."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from vfm_curator.colour import HSVScratch, rgb_to_hsv
-from vfm_curator.io.video import iter_frames
+from vfm_curator.io.video import SCALED_FLAGS, SMALL_FLAGS, iter_frames
 from vfm_curator.shot_detectors.content import FrameScorer
 from vfm_curator.stages.decode import DecodeStage
 from vfm_curator.synth import make_video, shot_frames
@@ -180,3 +182,25 @@ def test_frame_scorer_refuses_what_is_not_one_uint8_rgb_frame(bad):
 def test_frame_scorer_refuses_a_batch_that_is_not_a_positive_whole_number(batch):
     with pytest.raises(ValueError, match="batch must be a positive whole number"):
         FrameScorer(batch=batch)
+
+
+@pytest.mark.parametrize(("size", "flags"), [
+    ((64, 36), SMALL_FLAGS),  # the decode stage's frames (5x smaller)
+    ((48, 26), SMALL_FLAGS),  # a detector's own (TransNetV2's 48x27 rounded to even)
+    ((128, 72), SMALL_FLAGS),  # the largest detection size
+    ((160, 90), SCALED_FLAGS),  # above it: shard or sample frames
+    ((200, 112), SCALED_FLAGS),  # under 2x smaller
+])
+def test_only_detection_sized_frames_are_shrunk_by_area_average(tmp_path, size, flags):
+    from av.video.reformatter import VideoReformatter
+
+    path = tmp_path / "v.mp4"
+    make_video(path, [4], seed=2, width=320, height=180, speed=2.0)
+    got = [f for _, f in iter_frames(str(path), width=size[0], height=size[1])]
+    with av.open(str(path)) as container:
+        decoded = list(container.decode(video=0))
+    for frame, rgb in zip(decoded, got, strict=True):
+        want = {f: VideoReformatter().reformat(frame, width=size[0], height=size[1], format="rgb24", interpolation=f)
+                .to_ndarray() for f in (SMALL_FLAGS, SCALED_FLAGS)}
+        assert not np.array_equal(want[SMALL_FLAGS], want[SCALED_FLAGS])  # the two filters differ here
+        assert np.array_equal(rgb, want[flags])
