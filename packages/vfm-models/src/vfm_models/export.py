@@ -119,6 +119,60 @@ def read_meta(folder: str | PathLike) -> dict[str, Any]:
     return meta
 
 
+class _TooManyTensors(Exception):
+    pass
+
+
+def weight_shapes(path: str | PathLike) -> dict[str, tuple[int, ...]]:
+    """{name: shape} from a safetensors header, reading no tensor data."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+
+
+def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mapping[str, Any], what: str) -> None:
+    """Refuse, before any memory is allocated, a config whose model does not fit ``weights`` (a
+    safetensors file, read by header only, or {name: tensor or shape}): the model is first built on
+    the meta device, and a build registering far more tensors than the weights hold is stopped
+    early. A config is data: ``depth: 100000`` or ``hidden: 10**6`` must not allocate what the
+    weights do not hold (it took all memory, then failed the shape check). Raises
+    :class:`CheckpointMismatchError` naming the differences."""
+    shapes = weight_shapes(weights) if isinstance(weights, (str, PathLike)) else dict(weights)
+    limit = 2 * len(shapes) + 256  # re-registrations and non-persistent buffers have room
+    count = 0
+
+    def counted(*_: Any) -> None:
+        nonlocal count
+        count += 1
+        if count > limit:
+            raise _TooManyTensors
+
+    from torch.nn.modules import module as nn_module
+
+    hooks = [nn_module.register_module_parameter_registration_hook(counted),
+             nn_module.register_module_buffer_registration_hook(counted)]
+    try:
+        with torch.device("meta"):
+            skeleton = family.build(config)
+    except _TooManyTensors:
+        raise CheckpointMismatchError(f"the weights in {weights} do not fit {what}: the config builds a model with "
+                                      f"more than {limit} tensors, the weights hold {len(shapes)}") from None
+    except Exception as exc:  # a plugin family whose build needs real tensors: checked after its build instead
+        import warnings
+
+        warnings.warn(f"{what}: the model cannot be built on the meta device ({type(exc).__name__}: {exc}), so its "
+                      "config is checked against the weights only once it is built", UserWarning, stacklevel=3)
+        return
+    finally:
+        for hook in hooks:
+            hook.remove()
+    own = skeleton.state_dict()
+    missing, unexpected, differ = differences(own, shapes)
+    if missing or unexpected or differ:
+        raise CheckpointMismatchError(f"the weights in {weights} do not fit {what}:\n{mismatch(own, shapes)}")
+
+
 def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, *,
                 weights_roots: Iterable[str | PathLike] = ()) -> tuple[nn.Module, dict[str, Any]]:
     """Rebuild the model of an export by family name and load its weights -> (model in eval mode, meta).
@@ -135,6 +189,7 @@ def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtyp
     meta = check_export_paths(folder, read_meta(folder), weights_roots)
     family = vfm_models.get_family(meta["family"])
     config = family.config(**_tuples(meta["config"]))
+    check_fits_weights(family, config, Path(folder) / WEIGHTS, f"family {meta['family']!r} with the config in {CONFIG}")
     model = family.build(config)
     state = load_state_dict(Path(folder) / WEIGHTS)
     own = model.state_dict()

@@ -23,6 +23,8 @@ from vfm_models.formulations.base import Formulation, prediction
 BETA_SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 #: how inference steps are spread over the training steps (diffusers' names and definitions)
 SPACINGS = ("leading", "trailing", "linspace")
+#: The most training timesteps DDPM accepts (its tables are 8 bytes a step; diffusers' DDPM uses 1000).
+MAX_TRAIN_TIMESTEPS = 1_000_000
 
 
 def make_betas(schedule: str, num_train_timesteps: int, beta_start: float, beta_end: float) -> torch.Tensor:
@@ -62,8 +64,9 @@ class DDPM(Formulation):
         beta_end: float = 0.02,
         beta_schedule: str = "linear",
     ) -> None:
-        if isinstance(num_train_timesteps, bool) or not isinstance(num_train_timesteps, int) or num_train_timesteps < 1:
-            raise ValueError(f"num_train_timesteps must be an integer >= 1, got {num_train_timesteps!r}")
+        if (isinstance(num_train_timesteps, bool) or not isinstance(num_train_timesteps, int)
+                or not 1 <= num_train_timesteps <= MAX_TRAIN_TIMESTEPS):  # an export names it: 10**10 was 80 GB of tables
+            raise ValueError(f"num_train_timesteps must be an integer in [1, {MAX_TRAIN_TIMESTEPS}], got {num_train_timesteps!r}")
         if beta_schedule not in BETA_SCHEDULES:
             raise ValueError(f"beta_schedule must be one of {', '.join(BETA_SCHEDULES)}; got {beta_schedule!r}")
         if not 0 < beta_start <= beta_end < 1:

@@ -13,6 +13,8 @@ import re
 import torch
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
+#: The largest position table (dim * max_length values) the hash encoder builds: 64 MB in float32.
+MAX_TABLE = 1 << 24
 END = "</s>"  # appended like T5's end token, so that every text has at least one real token
 
 
@@ -20,8 +22,9 @@ class HashTextEncoder:
     """Words -> hashed embeddings (B, L, dim) and mask (B, L); L is the longest text (<= max_length)."""
 
     def __init__(self, dim: int = 64, max_length: int = 32, pad_to_max_length: bool = False) -> None:
-        if dim < 2 or dim % 2 or max_length < 1:
-            raise ValueError(f"hash encoder needs an even dim >= 2 and max_length >= 1; got dim={dim}, max_length={max_length}")
+        if dim < 2 or dim % 2 or max_length < 1 or dim * max_length > MAX_TABLE:  # an export names them: a table that size
+            raise ValueError(f"hash encoder needs an even dim >= 2, max_length >= 1 and dim * max_length <= {MAX_TABLE}; "
+                             f"got dim={dim}, max_length={max_length}")
         self.dim, self.max_length, self.pad_to_max_length = dim, max_length, pad_to_max_length
         self._cache: dict[str, torch.Tensor] = {}
         pos = torch.arange(max_length, dtype=torch.float64)[:, None]

@@ -1,0 +1,70 @@
+"""An export's config.json is data: numbers in it must not make loading allocate what the weights do
+not hold. A model config is checked against the safetensors header on the meta device before the
+model is built, and option tables (DDPM's schedule, the hash encoder's positions) are bounded.
+
+Each crafted export is loaded by ``VideoPipeline.from_export`` in a child process limited to 1.5 GB
+of address space, so that a regression fails fast with a MemoryError instead of taking the machine's
+memory; the child prints the error it got."""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import subprocess
+import sys
+
+from tests.infer.tiny import tiny_dit, tiny_meta
+from vfm_models.export import save_export
+
+LIMIT = 1536 << 20
+CHILD = """
+import sys
+from vfm_infer.pipeline import VideoPipeline
+for folder in sys.argv[1:]:
+    try:
+        VideoPipeline.from_export(folder)
+        print("LOADED")
+    except BaseException as exc:
+        print(type(exc).__name__, str(exc).replace(chr(10), " ")[:400])
+"""
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+def _export(folder, edit) -> str:
+    model = tiny_dit()
+    save_export(folder, model, {**tiny_meta(), "config": model.config})
+    meta = json.loads((folder / "config.json").read_text())
+    edit(meta)
+    (folder / "config.json").write_text(json.dumps(meta))
+    return str(folder)
+
+
+CASES = {
+    # a billion-parameter model from a 32-wide export: all memory, then the shape check
+    "hidden": (lambda m: m["config"].update(hidden=100_000),
+               r"ExportError .*do not fit family 'dit' with the config in config\.json: different shapes \(\d+\): "
+               r"blocks\.0\.adaln\.linear\.bias: weights \(192,\) vs model \(600000,\)"),
+    # 100000 blocks: minutes and all memory before the check (the meta build is stopped early too)
+    "depth": (lambda m: m["config"].update(depth=100_000),
+              r"ExportError .*the config builds a model with more than \d+ tensors, the weights hold \d+"),
+    "ddpm": (lambda m: m.update(formulation="ddpm", formulation_options={"num_train_timesteps": 10**10}),
+             r"ValueError num_train_timesteps must be an integer in \[1, 1000000\], got 10000000000"),
+    "hash": (lambda m: m.update(text_encoder="hash", text_encoder_options={"dim": 64, "max_length": 10**9}),
+             r"ValueError hash encoder needs .*dim \* max_length <= 16777216; got dim=64, max_length=1000000000"),
+}
+
+
+def test_crafted_export_numbers_are_refused_without_allocating(tmp_path):
+    folders = [_export(tmp_path / name, edit) for name, (edit, _) in CASES.items()]
+    folders.append(_export(tmp_path / "plain", lambda m: None))  # the limit leaves room for a real load
+    out = subprocess.run([sys.executable, "-c", CHILD, *folders], capture_output=True, text=True, timeout=300,
+                         preexec_fn=_limited)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(folders), out.stderr[-2000:]
+    wrong = [f"{name}: {line}" for (name, (_, pattern)), line in zip(CASES.items(), lines) if not re.match(pattern, line)]
+    assert not wrong, "\n".join(wrong)
+    assert lines[-1] == "LOADED"
