@@ -16,6 +16,8 @@ import yaml
 
 from tests.data.helpers import write_dataset
 from vfm_data import make_loader
+from vfm_data.errors import ShardError
+from vfm_data.sample import first_sample
 from vfm_data.trust import UntrustedDatasetError
 
 OPTIONS = dict(patch_size=2, batch_size=2, max_seq_len=16, packing_buffer=8)
@@ -118,3 +120,10 @@ def test_a_split_naming_a_shard_the_info_does_not_list_is_refused(dataset):
     split["split_parts"]["train"] = ["shard-000000.tar", "other.tar"]
     (meta / "split.yaml").write_text(yaml.safe_dump(split))
     _refused(dataset, r"split\.yaml: split_parts\.train: names shard 'other\.tar', which \.info\.json does not list")
+
+
+def test_first_sample_reads_no_shard_linked_from_outside(dataset, secret):
+    # vfm train reads the first sample of every folder (shapes, tokenizer ids) from the *.tar files it finds
+    (dataset / "a.tar").symlink_to(secret / "shard-000000.tar")
+    with pytest.raises(ShardError, match=r"shard .*a\.tar is a link to .*secret/shard-000000\.tar, outside the dataset folder"):
+        first_sample(dataset)

@@ -156,6 +156,10 @@ def first_sample(folder: str | Path, *, max_tries: int = 100) -> VideoSample:
     if not shards or not (folder / ".nv-meta").is_dir():
         raise ShardError(f"vfm_data: {folder} is not a prepared shard folder (needs *.tar shards and .nv-meta/; "
                          f"vfm shard or vfm_data.prepare_dataset writes both)")
+    for shard in shards:  # a shard folder from someone else may link to files elsewhere on this machine
+        if not shard.resolve().is_relative_to(folder.resolve()):
+            raise ShardError(f"vfm_data: shard {shard_label(folder, shard.name)} is a link to {shard.resolve()}, outside the "
+                             f"dataset folder; accepted: shard files inside it (name other folders in a blend file)")
     decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries))
     for shard in shards:
         problem = tar_head_problem(shard)
