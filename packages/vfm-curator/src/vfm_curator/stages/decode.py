@@ -19,7 +19,8 @@ class DecodeStage(Stage):
     """Fills ``task.meta`` (fps, frames, width, height, duration, rotation, decoder) and, from one
     decoding pass at ``width`` pixels wide (upright), the per-frame ``task.times`` (seconds),
     ``task.cut_scores`` (shot detection) and ``task.motion`` (frame difference). Frames are scored
-    as they are decoded and dropped, so memory stays flat whatever the video's length.
+    as they are decoded (a batch of up to 32 small frames at a time: :class:`FrameScorer`) and
+    dropped, so memory stays flat whatever the video's length.
 
     ``decoder`` names a decoder backend (:mod:`vfm_curator.decoders`: ``pyav``, ``pyav-cuda``,
     ``nvdec``, ``dali`` or a plugin's) or ``auto``: the fastest available one, measured on the first
