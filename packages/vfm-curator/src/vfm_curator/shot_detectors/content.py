@@ -149,7 +149,7 @@ def _row_means(x: np.ndarray) -> np.ndarray:
 def content_scores(frames) -> np.ndarray:
     """Frames (a (T, h, w, 3) uint8 RGB array or any iterable of (h, w, 3) frames) -> (T,) float32:
     score[i] = mean |HSV(i) - HSV(i-1)| over pixels and channels; score[0] = 0. Hue is compared on
-    its circle (179 and 1 are 2 apart). Streams: one frame at a time."""
+    its circle (179 and 1 are 2 apart). Streams: a batch of frames at a time (:class:`FrameScorer`)."""
     scorer = FrameScorer()
     for frame in frames:
         scorer.push(np.asarray(frame))
