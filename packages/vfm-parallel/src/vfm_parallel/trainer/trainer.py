@@ -92,9 +92,12 @@ class _Run:
         self.pm = parallelize(self.parts.model, cfg.parallel, sizes, self.device, self.parts.seq_len)
         self.model = self.pm.model
         self.pipelined = self.pm.schedule is not None
-        # What checkpoints, EMA and the export see: under PP the stage under single-process names.
-        self.named = (OriginalNames(self.model, self.pm.plan.blocks, getattr(self.model, "_vfm_block_offset", 0))
-                      if self.pipelined else self.model)
+        # What checkpoints, EMA and the export see: the model under its single-process names, so a
+        # checkpoint loads in any layout and the export in one process. Under DDP that is the model
+        # inside the wrapper (pm.inner: no "module." prefix); under PP the stage's blocks renumbered.
+        inner = self.pm.inner
+        self.named = (OriginalNames(inner, self.pm.plan.blocks, getattr(inner, "_vfm_block_offset", 0))
+                      if self.pipelined else inner)
         o = cfg.optim
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = adamw(self.params, o, self.device)
