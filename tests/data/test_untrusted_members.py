@@ -1,0 +1,87 @@
+"""Shard members are decoded as data only: a ``.pth`` holding a pickle that would run code, an
+``.npy`` of Python objects, a header claiming a huge array, a symlink member and a ``../`` member
+name are each skipped and counted as corrupt; nothing runs, nothing is extracted, the good samples
+still arrive (real tars, prepared by energon, read by ``make_loader``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import resource
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+
+from tests.data.helpers import meta, quiet
+from vfm_data import ShardWriter, make_loader, prepare_dataset
+from vfm_data.format import encode_array
+
+
+class Touch:
+    """Unpickling this creates the marker file: what a crafted pickle would do instead."""
+
+    def __init__(self, marker) -> None:
+        self.marker = pathlib.Path(marker)
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (self.marker,))
+
+
+def _add(tar, name, data=b"", **fields):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    for k, v in fields.items():
+        setattr(info, k, v)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _huge_npy_header() -> bytes:
+    """An .npy whose header claims a (1000000, 1000000, 1, 1) float32 array (4 TB) over 64 bytes of data."""
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((1, 1, 1, 1), np.float32))
+    raw = buf.getvalue().replace(b"(1, 1, 1, 1)", b"(1000000, 1000000, 1, 1)")
+    return raw + bytes(64)
+
+
+def test_members_that_would_run_code_or_escape_are_skipped_and_run_nothing(tmp_path):
+    marker = tmp_path / "marker"
+    data = tmp_path / "data"
+    good = torch.randn(4, 1, 4, 4)
+    with ShardWriter(data, max_shard_bytes=1 << 20) as w:
+        for i in range(4):
+            w.write(f"good{i}", good, torch.randn(2, 8), meta("image"))
+    text, js = encode_array(torch.randn(2, 8), "npy"), json.dumps(meta("image").to_json()).encode()
+    pickled = io.BytesIO()
+    torch.save({"x": Touch(marker)}, pickled)
+    objects = io.BytesIO()
+    np.save(objects, np.array([Touch(marker)], dtype=object), allow_pickle=True)
+    bad = {"pth": ("latent.pth", pickled.getvalue()), "objnpy": ("latent.npy", objects.getvalue()),
+           "hugenpy": ("latent.npy", _huge_npy_header())}
+    with tarfile.open(data / "shard-000001.tar", "w") as tar:
+        for key, (part, payload) in bad.items():
+            _add(tar, f"{key}.{part}", payload)
+            _add(tar, f"{key}.text.npy", text)
+            _add(tar, f"{key}.json", js)
+        _add(tar, "link.latent.npy", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+        _add(tar, "link.text.npy", text)
+        _add(tar, "link.json", js)
+        _add(tar, "../../escape.latent.npy", encode_array(good, "npy"))
+        _add(tar, "../../escape.text.npy", text)
+        _add(tar, "../../escape.json", js)
+        _add(tar, "good4.latent.npy", encode_array(good, "npy"))
+        _add(tar, "good4.text.npy", text)
+        _add(tar, "good4.json", js)
+    quiet(prepare_dataset, data)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loader = make_loader(data, patch_size=2, batch_size=2, streams=1, shuffle_buffer=None)
+    with pytest.warns(UserWarning):
+        keys = {k for _ in range(8) for k in next(loader).keys}
+    assert not marker.exists()
+    assert {f"good{i}" for i in range(5)} <= keys
+    assert not keys & set(bad) and "link" not in keys
+    assert loader.counts["corrupt"] >= len(bad)
+    assert not (tmp_path / "escape.latent.npy").exists() and not (tmp_path.parent / "escape.latent.npy").exists()
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KB: the 4 TB header allocated nothing
