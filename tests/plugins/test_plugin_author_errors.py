@@ -253,3 +253,38 @@ def test_declaration_requires_must_be_a_list_of_attribute_names():
         parse_declaration("toypkg", '[widgets]\nhook = "Register widgets."\nrequires = "spin"\n')
     declared = parse_declaration("toypkg", '[widgets]\nhook = "Register widgets."\nrequires = ["spin"]\n')
     assert declared.requires == {"widgets": ("spin",)}
+
+
+def _required_kinds():
+    from vfm_cli.hosts import all_hosts
+
+    return [(h.project, kind, attrs) for h in all_hosts() for kind, attrs in h.declaration.requires.items()]
+
+
+@pytest.mark.parametrize(("project", "kind", "attrs"), _required_kinds(), ids=lambda v: v if isinstance(v, str) else None)
+def test_every_kind_that_requires_attributes_names_them_for_a_target_lacking_them(plugin, project, kind, attrs):
+    plugin("vfm-author-empty", {"author_empty": f"""
+        from {project}.plugins import hookimpl
+
+        class Empty:
+            pass
+
+        @hookimpl
+        def {project}_register_{kind}(register):
+            register("empty-thing", Empty)
+    """}, {project: "author_empty"})
+    from vfm_cli.hosts import all_hosts
+
+    host = {h.project: h for h in all_hosts()}[project]
+    with pytest.raises(PluginLoadError, match=f"lacks {', '.join(attrs)}; a .* must have: {', '.join(attrs)}"):
+        host.get(kind, "empty-thing")
+
+
+@pytest.mark.parametrize(("project", "kind", "attrs"), _required_kinds(), ids=lambda v: v if isinstance(v, str) else None)
+def test_every_builtin_has_what_its_kind_requires(project, kind, attrs):
+    from vfm_cli.hosts import all_hosts
+
+    host = {h.project: h for h in all_hosts()}[project]
+    for name, entry in host.entries(kind).items():
+        if entry.provider == host.distribution:
+            host.get(kind, name)  # raises PluginLoadError naming what is missing
