@@ -1,5 +1,6 @@
 """Shard members are decoded as data only: a ``.pth`` holding a pickle that would run code, an
-``.npy`` of Python objects, a header claiming a huge array, a symlink member and a ``../`` member
+``.npy`` of Python objects, a header claiming a huge array, a deflated ``.pth`` archive or a
+stride-0 ``.pth`` view (small members decoding to huge tensors), a symlink member and a ``../`` member
 name are each skipped and counted as corrupt; nothing runs, nothing is extracted, the good samples
 still arrive (real tars, prepared by energon, read by ``make_loader``)."""
 
@@ -10,6 +11,7 @@ import json
 import pathlib
 import resource
 import tarfile
+import zipfile
 
 import numpy as np
 import pytest
@@ -46,6 +48,24 @@ def _huge_npy_header() -> bytes:
     return raw + bytes(64)
 
 
+def _deflated_pth(tensor) -> bytes:
+    """torch.save's archive with its records deflated (zeros compress ~1000x: a bomb at scale)."""
+    buf = io.BytesIO()
+    torch.save(tensor, buf)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    return out.getvalue()
+
+
+def _stride_zero_pth(shape) -> bytes:
+    """One stored float viewed as ``shape`` (stride 0): (4, 1, 10**5, 10**5) is 160 GB from 1.5 KB."""
+    buf = io.BytesIO()
+    torch.save(torch.zeros(1).expand(*shape), buf)
+    return buf.getvalue()
+
+
 def test_members_that_would_run_code_or_escape_are_skipped_and_run_nothing(tmp_path):
     marker = tmp_path / "marker"
     data = tmp_path / "data"
@@ -59,7 +79,9 @@ def test_members_that_would_run_code_or_escape_are_skipped_and_run_nothing(tmp_p
     objects = io.BytesIO()
     np.save(objects, np.array([Touch(marker)], dtype=object), allow_pickle=True)
     bad = {"pth": ("latent.pth", pickled.getvalue()), "objnpy": ("latent.npy", objects.getvalue()),
-           "hugenpy": ("latent.npy", _huge_npy_header())}
+           "hugenpy": ("latent.npy", _huge_npy_header()),
+           "deflated": ("latent.pth", _deflated_pth(torch.zeros(4, 1, 4, 4))),
+           "strided": ("latent.pth", _stride_zero_pth((10**6, 1, 2, 2)))}
     with tarfile.open(data / "shard-000001.tar", "w") as tar:
         for key, (part, payload) in bad.items():
             _add(tar, f"{key}.{part}", payload)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,8 +106,26 @@ def decode_array(data: bytes, fmt: str) -> torch.Tensor:
     if fmt == "npy":
         return torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False))
     if fmt == "pth":
+        _check_stored(data)
         value = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"expected a tensor, found {type(value).__name__}")
+        if not value.is_contiguous() or value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            # a stride-0 view: 1.5 KB of member decoded as a 160 GB tensor
+            raise ValueError(f"a {tuple(value.shape)} tensor over {value.untyped_storage().nbytes()} stored bytes (stride "
+                             f"{value.stride()}); accepted: a contiguous tensor whose values are all stored (torch.save of "
+                             "tensor.contiguous().clone())")
         return value
     raise ValueError(f"array format must be 'npy' or 'pth', got {fmt!r}")
+
+
+def _check_stored(data: bytes) -> None:
+    """A ``.pth`` archive's records must be stored, not compressed: torch.save stores them, and a
+    deflated record decompresses up to 1000x (a 100 KB member into a 100 MB tensor)."""
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        return  # torch's legacy format: its tensor bytes are all in the member
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):
+                raise ValueError(f"record {info.filename} is compressed ({info.compress_size} -> {info.file_size} bytes); "
+                                 "accepted: torch.save's archive, whose records are stored uncompressed")
