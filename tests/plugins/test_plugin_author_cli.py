@@ -36,3 +36,15 @@ def test_a_skipped_plugin_warns_in_one_line_and_a_target_that_cannot_load_is_one
         "error: metric 'fancy' (from vfm-author-metric 0.0.1) cannot be loaded: importing author_metric_impl (its "
         "target 'author_metric_impl:Fancy') failed: ModuleNotFoundError: No module named 'author_metric_needs_this'",
     ]
+
+
+def test_vfm_plugins_shows_a_plugin_in_a_misspelt_group_as_failed(tmp_path):
+    misplaced = write_plugin(tmp_path / "group", "vfm-author-group", {"author_group": ""}, {"vfm_infers": "author_group"})
+    result = subprocess.run([sys.executable, "-m", "vfm_cli.main", "plugins", "--json"], capture_output=True, text=True,
+                            env=plugin_env([misplaced]), timeout=120)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    failed = [r for r in json.loads(result.stdout) if r["status"] == "failed"]
+    assert [(r["host"], r["name"]) for r in failed] == [("vfm_infers", "vfm-author-group:vfm-author-group")]
+    assert "did you mean vfm_infer?" in failed[0]["description"]

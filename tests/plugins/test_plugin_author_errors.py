@@ -288,3 +288,23 @@ def test_every_builtin_has_what_its_kind_requires(project, kind, attrs):
     for name, entry in host.entries(kind).items():
         if entry.provider == host.distribution:
             host.get(kind, name)  # raises PluginLoadError naming what is missing
+
+
+@pytest.mark.parametrize("group", ["vfm_model", "vfm-models", "vfm_samplers"])
+def test_an_entry_point_in_a_misspelt_host_group_is_reported_not_silently_ignored(plugin, group):
+    from vfm_cli.hosts import all_hosts
+    from vfm_plugins import misplaced_entry_points
+
+    plugin("vfm-author-group", {"author_group": """
+        from vfm_models.plugins import hookimpl
+
+        @hookimpl
+        def vfm_models_register_families(register):
+            register("group-family", "author_group:FAMILY")
+    """}, {group: "author_group"})
+    assert "group-family" not in vfm_models.host.names("families")
+    (found,) = [f for f in misplaced_entry_points(h.project for h in all_hosts()) if f.provider == "vfm-author-group"]
+    assert found.host == group and found.name == "vfm-author-group:vfm-author-group"
+    assert f"entry point in group {group!r}, which is not a vfm plugin host, so nothing loads it" in found.error
+    if group != "vfm_samplers":
+        assert "did you mean vfm_models?" in found.error

@@ -19,7 +19,15 @@ from vfm_plugins.declaration import (
 )
 from vfm_plugins.errors import DuplicateNameError, PluginError, PluginLoadError, PluginWarning, UnknownNameError
 from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
-from vfm_plugins.host import DISABLE_ENV, Entry, FailedPlugin, PluginHost, Register, autoload_disabled
+from vfm_plugins.host import (
+    DISABLE_ENV,
+    Entry,
+    FailedPlugin,
+    PluginHost,
+    Register,
+    autoload_disabled,
+    misplaced_entry_points,
+)
 from vfm_plugins.parent_watch import exit_with_parent
 
 __all__ = [
@@ -44,6 +52,7 @@ __all__ = [
     "autoload_disabled",
     "declare_hookspecs",
     "exit_with_parent",
+    "misplaced_entry_points",
     "parse_declaration",
     "read_declaration",
 ]

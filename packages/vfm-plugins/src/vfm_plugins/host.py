@@ -120,6 +120,31 @@ def _call_text(args: tuple, kwargs: dict) -> str:
     return ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
 
 
+def misplaced_entry_points(hosts: Iterable[str]) -> list[FailedPlugin]:
+    """Entry points in a group that looks like a vfm host's but is none (``vfm_model``,
+    ``vfm-models``, ``vfm_samplers``): no host ever loads them, so a plugin declared there would be
+    silently absent. One :class:`FailedPlugin` each, naming the closest host group."""
+    hosts = sorted(hosts)
+    normal = {h.replace("-", "_").lower(): h for h in hosts}
+    found = []
+    for group in sorted(metadata.entry_points().groups):
+        if group in hosts:
+            continue
+        key = group.replace("-", "_").replace(".", "_").lower()
+        close = normal.get(key) or next(iter(difflib.get_close_matches(key, list(normal), n=1, cutoff=0.8)), None)
+        if close is None and not key.startswith("vfm_"):
+            continue
+        for ep in metadata.entry_points(group=group):
+            dist = ep.dist.name if ep.dist is not None else "unknown"
+            version = ep.dist.version if ep.dist is not None else "unknown"
+            hint = f"did you mean {normal.get(close, close)}? " if close else ""
+            found.append(FailedPlugin(
+                group, f"{dist}:{ep.name}", dist, version,
+                f"entry point in group {group!r}, which is not a vfm plugin host, so nothing loads it; "
+                f"{hint}the host groups: {', '.join(hosts)}"))
+    return found
+
+
 def autoload_disabled(host: str) -> bool:
     """Whether third-party autoloading is switched off for ``host`` by :data:`DISABLE_ENV`."""
     value = os.environ.get(DISABLE_ENV, "").strip().lower()

@@ -18,7 +18,7 @@ def plugins(
     import warnings
 
     from vfm_cli.hosts import all_hosts
-    from vfm_plugins import PluginError
+    from vfm_plugins import PluginError, misplaced_entry_points
 
     rows = []
     with warnings.catch_warnings():
@@ -29,6 +29,10 @@ def plugins(
                 rows += host.describe()
             except PluginError as exc:
                 fail(exc)
+    # a plugin whose entry-point group is misspelt would otherwise be silently absent
+    rows += [{"host": f.host, "kind": "-", "name": f.name, "provider": f.provider, "version": f.version,
+              "status": "failed", "description": f.error}
+             for f in misplaced_entry_points(host.project for host in all_hosts())]
     if kind is not None:
         kinds = sorted({r["kind"] for r in rows if r["kind"] != "-"})
         if kind not in kinds:
