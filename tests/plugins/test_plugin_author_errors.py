@@ -308,3 +308,14 @@ def test_an_entry_point_in_a_misspelt_host_group_is_reported_not_silently_ignore
     assert f"entry point in group {group!r}, which is not a vfm plugin host, so nothing loads it" in found.error
     if group != "vfm_samplers":
         assert "did you mean vfm_models?" in found.error
+
+
+def test_a_hookimpl_whose_other_parameters_have_defaults_is_accepted(plugin):
+    plugin("vfm-author-defaults", {"author_defaults": """
+        from vfm_models.plugins import hookimpl
+
+        @hookimpl
+        def vfm_models_register_formulations(register, prefix="author"):
+            register(prefix + "-edm", "vfm_models.formulations.edm:EDM")
+    """}, {"vfm_models": "author_defaults"})
+    assert "author-edm" in vfm_models.host.names("formulations") and not vfm_models.host.failed()

@@ -254,11 +254,17 @@ class PluginHost:
                 hint = f"did you mean {close[0]}? " if close else ""
                 return f"{attr} is not a hook of {self.project}; {hint}its hooks: {', '.join(hooks)}"
             try:
-                params = list(inspect.signature(function).parameters)
+                params = inspect.signature(function).parameters.values()
             except (TypeError, ValueError):
                 continue
-            if params != ["register"]:
-                return (f"{attr}({', '.join(params)}) has the wrong signature; expected {attr}(register): "
+            # the host calls impl(register=callback): it must take that keyword and need nothing else
+            takes = any(p.name == "register" and p.kind is not p.POSITIONAL_ONLY for p in params) \
+                or any(p.kind is p.VAR_KEYWORD for p in params)
+            needs = [p.name for p in params if p.default is p.empty and p.name != "register"
+                     and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if not takes or needs:
+                shown = ", ".join(str(p) for p in params)
+                return (f"{attr}({shown}) has the wrong signature; expected {attr}(register): "
                         "one argument named register, the callback register(name, target, *, description='')")
         return None
 
