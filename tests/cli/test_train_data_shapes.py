@@ -116,7 +116,7 @@ def test_durations_longer_than_a_bucket_are_refused(shards, tmp_path):
 def test_cp_must_divide_the_tokens_of_every_bucket_not_only_the_first(shards, tmp_path):
     line = _one_error_line(_train(tmp_path, shards, "parallel.cp=2", "parallel.dp_shard=1", world_size=2))
     assert line.startswith(f"error: config key 'parallel': {shards / 'small'}: parallel layout")
-    assert line.endswith("sequence length 9 tokens is not divisible by cp 2")
+    assert line.endswith("sequence length 9 tokens is not divisible by cp 2; accepted: cp 1, 3, 9")
 
 
 def test_st_dit_cp_hybrid_needs_whole_frames_per_rank_in_every_bucket(shards, tmp_path):

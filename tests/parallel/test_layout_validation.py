@@ -39,6 +39,24 @@ def test_tokens_not_divisible_by_cp_names_the_numbers():
         ParallelDims(cp=4).validate(4, tokens=10)
 
 
+@pytest.mark.parametrize(
+    ("dims", "world", "kwargs", "tokens", "accepted"),
+    [
+        (ParallelDims(tp=3), 3, {"heads": 4, "kv_heads": 2}, None, "accepted: tp 1, 2"),
+        (ParallelDims(pp=8), 8, {}, None, "accepted: pp 1, 2, 4"),
+        (ParallelDims(cp=4), 4, None, 18, "accepted: cp 1, 2, 3, 6, 9, 18"),
+        (ParallelDims(cp=2, tp=2), 2, None, None,
+         "accepted: sizes whose product is 2 (parallel.dp_shard = -1 fills what the others leave), "
+         "or 4 processes (torchrun --nproc-per-node 4)"),
+    ],
+    ids=["tp", "pp", "cp", "world"],
+)
+def test_a_layout_that_does_not_fit_ends_with_the_accepted_values(dims, world, kwargs, tokens, accepted):
+    with pytest.raises(LayoutError) as info:
+        dims.validate(world, ToyDiT(**kwargs).parallel_plan() if kwargs is not None else None, tokens)
+    assert str(info.value).endswith(accepted)
+
+
 def test_every_problem_is_reported_at_once():
     with pytest.raises(LayoutError) as info:
         ParallelDims(pp=3, tp=3).validate(4, ToyDiT().parallel_plan())

@@ -12,6 +12,15 @@ from typing import Any
 MESH_DIMS: tuple[str, ...] = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _listed(values) -> str:
+    values = list(values)
+    return ", ".join(map(str, values)) if len(values) <= 12 else ", ".join(map(str, values[:11])) + f", ... {values[-1]}"
+
+
 class LayoutError(ValueError):
     """A parallel layout that cannot work: raised before any collective is issued."""
 
@@ -53,23 +62,31 @@ class ParallelDims:
         layers % pp (and layers >= pp); ``tokens`` (sequence length) adds tokens % cp.
         """
         problems: list[str] = []
+        accepted: list[str] = []
         if self.world_size != world_size:
             problems.append(
                 f"pp*dp_replicate*dp_shard*cp*tp = {self.pp}*{self.dp_replicate}*{self.dp_shard}*{self.cp}*{self.tp}"
                 f" = {self.world_size} but the world size is {world_size}"
             )
+            accepted.append(f"sizes whose product is {world_size} (parallel.dp_shard = -1 fills what the others leave), "
+                            f"or {self.world_size} processes (torchrun --nproc-per-node {self.world_size})")
         if plan is not None:
             heads, kv_heads, layers = plan.num_heads, plan.num_kv_heads, plan.num_layers
             if heads % self.tp:
                 problems.append(f"num_heads {heads} is not divisible by tp {self.tp}")
             if kv_heads % self.tp:
                 problems.append(f"num_kv_heads {kv_heads} is not divisible by tp {self.tp}")
+            if heads % self.tp or kv_heads % self.tp:
+                accepted.append("tp " + _listed(d for d in _divisors(heads) if kv_heads % d == 0))
             if layers % self.pp:
                 problems.append(f"num_layers {layers} is not divisible by pp {self.pp}")
+                accepted.append("pp " + _listed(_divisors(layers)))
         if tokens is not None and tokens % self.cp:
             problems.append(f"sequence length {tokens} tokens is not divisible by cp {self.cp}")
+            accepted.append("cp " + _listed(_divisors(tokens)))
         if problems:
-            raise LayoutError(f"parallel layout {self} does not fit: " + "; ".join(problems))
+            raise LayoutError(f"parallel layout {self} does not fit: " + "; ".join(problems)
+                              + "; accepted: " + "; ".join(accepted))
 
     def build_mesh(self, device_type: str = "cpu"):
         """The :class:`DeviceMesh` over all five dimensions (size-1 ones included, so every

@@ -92,7 +92,8 @@ def check_parallel(cfg: TrainConfig, world_size: int | None) -> None:
         product == world_size,
         "parallel",
         f"pp*dp_replicate*dp_shard*cp*tp = {'*'.join(str(v) for v in sizes.values())} = {product} "
-        f"but the world size is {world_size}",
+        f"but the world size is {world_size}; accepted: sizes whose product is {world_size} (dp_shard = -1 fills what "
+        f"the others leave), or {product} processes (torchrun --nproc-per-node {product})",
     )
     _require(not (d.packing and not p.strategies and sizes["dp_replicate"] > 1 and sizes["dp_shard"] == 1),
              "data.packing", "packed batches need fsdp or hsdp; dp_replicate > 1 with dp_shard = 1 picks ddp")
