@@ -57,6 +57,48 @@ class ParallelModel:
         return torch.stack([loss.detach() for loss in losses]).mean()
 
 
+def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = None) -> list:
+    """The strategies named, in application order, if they can run ``dims`` (and the model's
+    ``plan``, when given); else :class:`LayoutError` naming the problem and what is accepted.
+
+    What :func:`parallelize` checks before it applies anything, with no process group and no
+    model weights (the plan of a meta-device model will do), so a launcher or a config check can
+    refuse a layout before any rank starts: one strategy per phase, a strategy for every mesh
+    dimension of size > 1, and each strategy's own ``check(dims, plan)`` when it has one (DDP with
+    TP, Ulysses heads against cp, attention kinds a CP strategy cannot serve, TP without TP linears).
+    """
+    try:
+        chosen = order_strategies([get_strategy(name) for name in strategies])
+    except ValueError as exc:
+        raise LayoutError(str(exc)) from None
+    for dim in MESH_DIMS:
+        size = getattr(dims, dim)
+        if size > 1 and not any(s.phase == _DIM_PHASE[dim] and dim in s.mesh_dims for s in chosen):
+            serving = _serving(_DIM_PHASE[dim], dim)
+            raise LayoutError(f"{dim}={size} but no chosen strategy parallelizes over {dim!r}; chosen: "
+                              f"{', '.join(strategies) or '(none)'}; add one of: {', '.join(serving)}")
+    for strategy in chosen:
+        check = getattr(strategy, "check", None)
+        if check is not None:
+            check(dims, plan)
+    return chosen
+
+
+def _serving(phase: str, dim: str) -> list[str]:
+    """The registered strategies that parallelize over mesh dimension ``dim``."""
+    from vfm_parallel.plugins import host
+
+    names = []
+    for name in host.names("strategies"):
+        try:
+            strategy = get_strategy(name)
+        except Exception:  # a broken plugin is reported where it is chosen, not here
+            continue
+        if strategy.phase == phase and dim in strategy.mesh_dims:
+            names.append(name)
+    return names
+
+
 def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] = (), *, mesh: Any = None,
                 device_type: str = "cpu", tokens: int | None = None,
                 options: Mapping[str, Mapping[str, Any]] | None = None) -> ParallelModel:
@@ -73,15 +115,10 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
     plan = model.parallel_plan()
     world = dist.get_world_size() if dist.is_initialized() else 1
     dims.validate(world, plan, tokens)
-    chosen = order_strategies([get_strategy(name) for name in strategies])
+    chosen = check_strategies(dims, strategies, plan)
     unused = sorted(set(options) - {s.name for s in chosen})
     if unused:
         raise ValueError(f"options given for strategies not chosen: {', '.join(unused)}; chosen: {', '.join(strategies)}")
-    for dim in MESH_DIMS:
-        size = getattr(dims, dim)
-        if size > 1 and not any(s.phase == _DIM_PHASE[dim] and dim in s.mesh_dims for s in chosen):
-            raise LayoutError(f"{dim}={size} but no chosen strategy parallelizes over {dim!r}; chosen: "
-                              f"{', '.join(strategies) or '(none)'}")
     if mesh is None and any(s.mesh_dims for s in chosen):
         # Strategies over mesh dimensions need a process group; one plain process (python, or
         # torchrun with one rank) gets a single-rank group so they apply as on a cluster of one.

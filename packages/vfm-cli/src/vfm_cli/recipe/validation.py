@@ -59,14 +59,23 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
 
 def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
     from vfm_parallel import LayoutError, ParallelDims
+    from vfm_parallel.parallel_model import check_strategies
+    from vfm_parallel.trainer.distributed import default_strategies
 
     with torch.device("meta"):
         plan = vfm_models.get_family(cfg.model.family).build(r.mcfg).parallel_plan()
-    dims = ParallelDims(**cfg.parallel.resolved(world_size))
+    sizes = cfg.parallel.resolved(world_size)
+    dims = ParallelDims(**sizes)
     try:
         dims.validate(world_size, plan, seq_len(cfg, r))
     except LayoutError as exc:
         raise ConfigError("parallel", str(exc)) from None
+    strategies = list(cfg.parallel.strategies) or default_strategies(cfg.parallel, sizes)
+    try:  # what parallelize would refuse once every rank has started: refused here, before
+        check_strategies(dims, strategies, plan)
+    except LayoutError as exc:
+        chosen = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
+        raise ConfigError("parallel.strategies", f"{exc}{chosen}") from None
     if "cp-hybrid" in cfg.parallel.strategies and dims.cp > 1:
         _check_cp_groups(cfg, r, plan, dims.cp)
     if cfg.data.packing:

@@ -62,6 +62,26 @@ class ContextParallel:
     phase: str = "cp"
     mesh_dims: tuple[str, ...] = ("cp",)
 
+    def check(self, dims: Any, plan: Any = None) -> None:
+        """Before anything starts (``vfm_parallel.check_strategies``): every attention kind of the
+        model has a method here, and all-to-all (Ulysses) has the heads of a TP rank to split over cp."""
+        from vfm_parallel.dims import LayoutError
+
+        if dims.cp == 1 or plan is None:
+            return
+        kinds = {k for i in range(plan.num_layers) for k in _attention_for(plan, i).values()}
+        unknown = sorted(kinds - set(self.methods))
+        if unknown:
+            raise LayoutError(f"{self.name} has no method for this model's {', '.join(unknown)} attention; "
+                              f"it serves {', '.join(self.methods)}")
+        if any(self.methods[k] == "ulysses" for k in kinds):
+            heads = plan.num_heads // dims.tp
+            if heads % dims.cp:
+                fits = [c for c in range(2, heads + 1) if heads % c == 0]
+                raise LayoutError(f"{self.name} splits the attention heads over cp: {heads} heads per TP rank "
+                                  f"(num_heads {plan.num_heads} / tp {dims.tp}) are not divisible by cp {dims.cp}; "
+                                  f"accepted cp: {', '.join(map(str, fits)) or 'none'}, or use cp-ring")
+
     def apply(self, model: nn.Module, mesh: Any, plan: Any, *, average_gradients: bool = True) -> nn.Module:
         """Make ``model`` context-parallel over ``mesh``'s cp group, in place; returns it.
 

@@ -70,6 +70,13 @@ class DistributedDataParallel:
     phase = "dp"
     mesh_dims = ("dp_replicate", "dp_shard", "cp")
 
+    def check(self, dims: Any, plan: Any = None) -> None:
+        """Before anything starts (``vfm_parallel.check_strategies``): DDP takes no TP."""
+        from vfm_parallel.dims import LayoutError
+
+        if dims.tp > 1:
+            raise LayoutError(f"ddp does not compose with tp={dims.tp} (DTensor parameters); with tp use fsdp or hsdp")
+
     def apply(self, model: nn.Module, mesh: Any, plan: Any, **ddp_kwargs: Any) -> nn.Module:
         from torch.nn.parallel import DistributedDataParallel as DDP
 

@@ -34,6 +34,14 @@ class TensorParallel:
         self.sp = sp
         self.name = "sp" if sp else "tp"
 
+    def check(self, dims: Any, plan: Any = None) -> None:
+        """Before anything starts (``vfm_parallel.check_strategies``): the family must name TP linears."""
+        from vfm_parallel.dims import LayoutError
+
+        if dims.tp > 1 and plan is not None and not plan.tp:
+            raise LayoutError(f"{self.name}: this model's parallel plan names no colwise/rowwise linears, so it "
+                              f"does not support tensor parallelism; use tp = 1")
+
     def regions(self, mesh: Any, plan: Any, options: dict) -> list[str] | None:
         """The block sub-modules that hold the plan's TP linears; None when tp is 1 (nothing to do).
         Raises on options (none are taken) and on plans that TP/SP cannot apply to."""

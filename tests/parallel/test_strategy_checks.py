@@ -1,0 +1,62 @@
+"""Layouts the strategies refuse are refused before any rank starts: ``check_strategies`` (no
+process group, the plan of a meta-device model) and ``vfm train --validate`` name the problem and
+what is accepted, in one line. They used to surface as tracebacks from ``strategy.apply`` on every
+rank after the process group had started (DDP with TP, Ulysses heads against cp, a mesh dimension
+no chosen strategy serves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import vfm_models
+from typer.testing import CliRunner
+
+from vfm_parallel import LayoutError, ParallelDims
+from vfm_parallel.parallel_model import check_strategies
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan(family: str, **options):
+    with torch.device("meta"):
+        return vfm_models.get_family(family).create("tiny", **options).parallel_plan()
+
+
+@pytest.mark.parametrize(
+    "dims, strategies, options, message",
+    [
+        (ParallelDims(tp=2, dp_replicate=2), ["tp", "ddp"], {}, "ddp does not compose with tp=2 (DTensor parameters); with tp use fsdp or hsdp"),
+        (ParallelDims(cp=2), ["cp-ulysses"], {"num_heads": 3, "hidden": 48},
+         "3 heads per TP rank (num_heads 3 / tp 1) are not divisible by cp 2; accepted cp: 3, or use cp-ring"),
+        (ParallelDims(tp=2, cp=2), ["tp", "cp-ulysses"], {"num_heads": 2},
+         "1 heads per TP rank (num_heads 2 / tp 2) are not divisible by cp 2; accepted cp: none, or use cp-ring"),
+        (ParallelDims(tp=2, dp_shard=2), ["fsdp"], {}, "tp=2 but no chosen strategy parallelizes over 'tp'; chosen: fsdp; add one of:"),
+        (ParallelDims(cp=2), ["cp-ring", "cp-hybrid"], {}, "strategies 'cp-ring' and 'cp-hybrid' both act in phase 'cp'; pick one"),
+    ],
+    ids=["ddp-with-tp", "ulysses-heads", "ulysses-heads-per-tp-rank", "tp-without-strategy", "two-cp-strategies"],
+)
+def test_a_layout_the_strategies_refuse_is_refused_without_a_process_group(dims, strategies, options, message):
+    with pytest.raises(LayoutError) as error:
+        check_strategies(dims, strategies, _plan("stdit", **options))
+    assert message in str(error.value)
+
+
+def test_layouts_the_strategies_accept_pass():
+    plan = _plan("stdit", num_heads=4, hidden=64)
+    for dims, strategies in [(ParallelDims(tp=2, cp=2), ["tp", "cp-ulysses"]), (ParallelDims(cp=2), ["cp-hybrid", "fsdp"]),
+                             (ParallelDims(dp_replicate=2), ["ddp"]), (ParallelDims(pp=2, tp=2), ["pp", "tp"])]:
+        assert [s.name for s in check_strategies(dims, strategies, plan)] == sorted(strategies, key=lambda n: ["pp", "tp", "cp-ulysses", "cp-hybrid", "ddp", "fsdp"].index(n))
+
+
+def test_vfm_train_validate_refuses_ddp_with_tp_in_one_line():
+    from vfm_cli.main import app
+
+    result = CliRunner().invoke(app, ["train", str(ROOT / "configs" / "tiny.toml"), "--validate", "--world-size", "2",
+                                      "--set", "parallel.tp=2", "--set", "parallel.dp_shard=1",
+                                      "--set", 'parallel.strategies=["tp", "ddp"]'])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines == ["error: config key 'parallel.strategies': ddp does not compose with tp=2 (DTensor parameters); "
+                     "with tp use fsdp or hsdp"]
