@@ -61,7 +61,7 @@ def train(
 
         resolved = recipe.validate(cfg, world, require_data=not validate_only)  # the run is built from it: resolved once
     except config_mod.ConfigError as exc:
-        fail(exc)
+        _fail_once(exc)
     if validate_only:
         unchecked = "" if recipe.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
         typer.echo(f"{config}: valid{unchecked}")
@@ -71,6 +71,7 @@ def train(
     import os
 
     from vfm_models.export import NonFiniteWeightsError
+    from vfm_parallel import LayoutError
     from vfm_parallel.checkpoint import CheckpointError
     from vfm_parallel.trainer import NonFiniteTrainingError
     from vfm_parallel.trainer import train as run
@@ -82,18 +83,54 @@ def train(
     data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
     try:
         result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
-    except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, *data_errors) as exc:
+    except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError, *data_errors) as exc:
         # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
-        # train.out_dir, a damaged or incompatible checkpoint, or unusable shards; the progress bar's
-        # last line ends before the error
+        # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, or
+        # unusable shards; the progress bar's last line ends before the error
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
-        fail(exc)
+        _fail_once(exc)
+    except RuntimeError as exc:  # a collective whose peer is gone: one line, not the backend's traceback
+        lost = _peer_lost(exc)
+        if lost is None:
+            raise
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
+        fail(f"rank {os.environ.get('RANK', '0')} lost contact with another rank of this job, which stopped or was "
+             f"killed (torchrun's summary names it): {lost}")
     if rank0:
         _summary(result)
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _fail_once(exc: Exception) -> None:
+    """``error: ...`` and exit 1, printed once per node rather than by every rank: under torchrun
+    every rank of a node fails alike on a bad config, so local rank 0 prints the line and the
+    others exit silently once torchrun stops them for rank 0's exit. A rank whose local rank 0 did
+    not fail prints it itself after a moment (no error is lost)."""
+    import os
+    import time
+
+    if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1 and int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        time.sleep(_QUIET_WAIT_S)  # torchrun ends this rank here when local rank 0 has failed too
+    fail(exc)
+
+
+_QUIET_WAIT_S = 5.0
+
+#: What gloo (and NCCL) say when the rank at the other end of a collective has gone.
+_PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted")
+
+
+def _peer_lost(exc: BaseException) -> str | None:
+    """The backend's message, shortened, if ``exc`` says a peer rank is gone; else None."""
+    text = str(exc)
+    if not any(marker in text for marker in _PEER_LOST):
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first.split("] ", 1)[-1].split(". This is typically")[0]  # gloo's '[.../pair.cc:537] Read error ...'
 
 
 def _shard_paths(cfg, *, require: bool) -> None:
