@@ -17,9 +17,8 @@ def extra(name: str) -> dict[str, Requirement]:
 
 def test_the_diffusers_extra_refuses_releases_without_autoencoderklwan():
     """wan-vae builds diffusers' AutoencoderKLWan, first released in diffusers 0.33.0."""
-    import diffusers
+    from importlib.metadata import version
 
     spec = extra("diffusers")["diffusers"].specifier
     assert not spec.contains("0.32.2"), f"'vfm-models[diffusers]' admits diffusers 0.32.2, which has no AutoencoderKLWan: {spec}"
-    assert spec.contains("0.33.0") and spec.contains(diffusers.__version__)
-    assert hasattr(diffusers, "AutoencoderKLWan") and hasattr(diffusers, "AutoencoderKL")
+    assert spec.contains("0.33.0") and spec.contains(version("diffusers")), "the tested diffusers must stay admitted"
