@@ -319,3 +319,25 @@ def test_a_hookimpl_whose_other_parameters_have_defaults_is_accepted(plugin):
             register(prefix + "-edm", "vfm_models.formulations.edm:EDM")
     """}, {"vfm_models": "author_defaults"})
     assert "author-edm" in vfm_models.host.names("formulations") and not vfm_models.host.failed()
+
+
+def test_a_stage_that_inherits_the_default_name_is_refused_naming_the_name_to_set(plugin):
+    """Otherwise it runs as 'stage' in the progress bars, the workers figure and the balancer log."""
+    plugin("vfm-author-noname", {"author_noname": """
+        from vfm_curator.plugins import hookimpl
+        from vfm_curator.stages.base import Stage
+
+        class KeepFirst(Stage):  # forgot: name = "keep-first"
+            defaults = {"keep": 1}
+
+            def process_one(self, task):
+                task.clips = task.clips[: self.opt["keep"]]
+
+        @hookimpl
+        def vfm_curator_register_stages(register):
+            register("keep-first", KeepFirst)
+    """}, {"vfm_curator": "author_noname"})
+    with pytest.raises(PluginLoadError) as err:
+        curator_host.get("stages", "keep-first")
+    assert str(err.value) == ("stage 'keep-first' (from vfm-author-noname 0.0.1, target author_noname:KeepFirst) has "
+                              "name = 'stage'; it must be the name it is registered as: set name = 'keep-first'")

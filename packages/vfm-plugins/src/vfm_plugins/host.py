@@ -370,8 +370,9 @@ class PluginHost:
     def get(self, kind: str, name: str) -> Any:
         """The object registered as ``name`` for ``kind``; unknown names list the available ones.
 
-        A target that cannot be imported, or that lacks an attribute its kind ``requires`` (the
-        host's ``plugins.toml``), is a :class:`PluginLoadError` naming the entry and its provider."""
+        A target that cannot be imported, that lacks an attribute its kind ``requires`` (the
+        host's ``plugins.toml``), or whose required ``name`` is not the name it is registered as, is a
+        :class:`PluginLoadError` naming the entry and its provider."""
         entry = self.entry(kind, name)
         obj = entry.load()
         required = self.declaration.requires.get(kind, ()) if self.declaration is not None else ()
@@ -382,6 +383,10 @@ class PluginHost:
                 f"{what} {name!r} (from {entry.provider} {entry.version}, target {_describe(entry.target)}) "
                 f"lacks {', '.join(missing)}; a {what} must have: {', '.join(required)} "
                 f"(the {self.kinds[kind]} hook's docstring says what each is)")
+        if "name" in required and obj.name != name:  # logs, progress and option tables show obj.name
+            raise PluginLoadError(
+                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}, target {_describe(entry.target)}) "
+                f"has name = {obj.name!r}; it must be the name it is registered as: set name = {name!r}")
         return obj
 
     def failed(self) -> list[FailedPlugin]:
