@@ -100,3 +100,31 @@ def test_measure_runs_the_top_two_layouts_under_torchrun_and_reports_spearman(tm
     assert result.exit_code == 0, result.output
     assert "failed" not in result.output, result.output
     assert "spearman(predicted, measured) = " in result.output
+
+
+def test_plan_prints_the_train_command_of_the_best_layout_and_vfm_train_accepts_it():
+    import shlex
+
+    from vfm_parallel.trainer import config as config_mod
+
+    result = CliRunner().invoke(app, ["plan", str(CONFIGS / "tiny.toml"), "--gpus", "2", "--gpu", "cpu", "--set", "data.micro_batch=4"])
+    assert result.exit_code == 0, result.output
+    line = [ln for ln in result.output.splitlines() if ln.startswith("train the best: ")]
+    assert len(line) == 1, result.output
+    words = shlex.split(line[0].removeprefix("train the best: "))
+    assert words[:6] == ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "vfm_cli.main"]
+    assert words[6:8] == ["train", str(CONFIGS / "tiny.toml")]
+    sets = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
+    assert "data.micro_batch=4" in sets  # the plan's own --set comes along
+    checked = CliRunner().invoke(app, ["train", *words[7:], "--validate", "--world-size", "2"])
+    assert checked.exit_code == 0 and "valid" in checked.output, checked.output
+    # the command gives the planned layout: the first row of the table
+    cfg = config_mod.load(CONFIGS / "tiny.toml", sets, 2)
+    first = [ln for ln in result.output.splitlines() if ln.startswith("1 ")][0].split()[1]
+    assert first == "ddp2" and cfg.parallel.resolved(2)["dp_replicate"] == 2 and cfg.parallel.strategies == ["ddp"]
+
+
+def test_plan_help_names_the_parallel_block():
+    result = CliRunner().invoke(app, ["plan", "--help"])
+    text = " ".join(result.output.replace("│", " ").split())  # the help box's wrapped lines as one
+    assert "Write the winner's [parallel] block to this file." in text

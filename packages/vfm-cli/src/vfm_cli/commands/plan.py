@@ -52,11 +52,33 @@ def default_global_batch(cfg, gpus: int) -> int:
 
 
 def _overrides(layout, steps: int, out_dir: str) -> list[str]:
-    items = [f"parallel.{k}={json.dumps(v)}" for k, v in layout.parallel_table().items()]
-    items += [f"data.micro_batch={layout.micro_batch}", f"optim.grad_accum={layout.grad_accum}", f"train.steps={steps}",
+    items = layout_sets(layout)
+    items += [f"train.steps={steps}",
               "optim.warmup_steps=0", f"train.out_dir={out_dir}", "checkpoint.export=false", "checkpoint.interval=0",
               "logging.tensorboard=false", "logging.loss_curve=false", "logging.progress=false", "logging.interval=1"]
     return items
+
+
+def layout_sets(layout) -> list[str]:
+    """The ``--set`` items that give a config ``layout``: its ``[parallel]`` keys and its batch split."""
+    items = [f"parallel.{k}={json.dumps(v)}" for k, v in layout.parallel_table().items()]
+    return items + [f"data.micro_batch={layout.micro_batch}", f"optim.grad_accum={layout.grad_accum}"]
+
+
+def train_command(config: Path, layout, gpus: int, per_node: int, overrides: list[str]) -> str:
+    """The shell command that trains ``config`` with ``layout`` (one line, to copy): ``vfm train``
+    for one GPU, ``torchrun`` for one node, ``torchrun --nnodes`` (rendezvous to fill in) beyond."""
+    import shlex
+
+    if gpus == 1:
+        launcher = "vfm train"
+    elif gpus <= per_node:
+        launcher = f"torchrun --standalone --nproc-per-node {gpus} -m vfm_cli.main train"
+    else:
+        launcher = (f"torchrun --nnodes {-(-gpus // per_node)} --nproc-per-node {per_node} --rdzv-backend c10d "
+                    f"--rdzv-endpoint HOST:29500 -m vfm_cli.main train")
+    sets = list(overrides) + layout_sets(layout)
+    return f"{launcher} {shlex.quote(str(config))}" + "".join(f" --set {shlex.quote(item)}" for item in sets)
 
 
 def run_layout(config: Path, overrides: list[str], layout, gpus: int, steps: int, timeout: float) -> float:
@@ -90,7 +112,8 @@ def plan(
     top: int = typer.Option(10, "--top", help="Rows of the ranked table."),
     all_variants: bool = typer.Option(False, "--all-variants", help="List every variant, not the best per (tp, cp, pp)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    write_block: Optional[Path] = typer.Option(None, "--write-block", help="Write the winner's [parallel] block to this file."),
+    # "\\[": rich would take a bare "[parallel]" for a markup tag and print nothing
+    write_block: Optional[Path] = typer.Option(None, "--write-block", help="Write the winner's \\[parallel] block to this file."),
     calibrate: bool = typer.Option(False, "--calibrate", help="Measure this machine and write a profile (see --profile-out)."),
     profile_out: Path = typer.Option(Path("vfm-plan-profile.toml"), "--profile-out", help="Where --calibrate writes the profile."),
     measure: int = typer.Option(0, "--measure", help="Run the top K layouts for a few steps under torchrun and rank by measured tokens/s."),
@@ -135,6 +158,8 @@ def plan(
         typer.echo(f"error: no layout of {gpus} x {hw.name} fits {spec.name} at {spec.seq_len} tokens", err=True)
         raise typer.Exit(1)
     typer.echo(to_json(result, top) if as_json else format_table(result, top=top, all_variants=all_variants))
+    if not as_json:
+        typer.echo(f"train the best: {train_command(config, result.best.layout, gpus, nodes_of or hw.gpus_per_node, overrides or [])}")
     if write_block is not None:
         write_block.write_text(parallel_block(result.best))
         typer.echo(f"wrote the [parallel] block of {result.best.layout.short()} to {write_block}", err=as_json)
