@@ -14,6 +14,8 @@ import resource
 import subprocess
 import sys
 
+import pytest
+
 from tests.infer.tiny import tiny_dit, tiny_meta
 from vfm_models.export import save_export
 
@@ -38,29 +40,56 @@ def _export(folder, edit) -> str:
     model = tiny_dit()
     save_export(folder, model, {**tiny_meta(), "config": model.config})
     meta = json.loads((folder / "config.json").read_text())
-    edit(meta)
+    edit(meta, folder)
     (folder / "config.json").write_text(json.dumps(meta))
     return str(folder)
 
 
 CASES = {
     # a billion-parameter model from a 32-wide export: all memory, then the shape check
-    "hidden": (lambda m: m["config"].update(hidden=100_000),
+    "hidden": (lambda m, _: m["config"].update(hidden=100_000),
                r"ExportError .*do not fit family 'dit' with the config in config\.json: different shapes \(\d+\): "
                r"blocks\.0\.adaln\.linear\.bias: weights \(192,\) vs model \(600000,\)"),
     # 100000 blocks: minutes and all memory before the check (the meta build is stopped early too)
-    "depth": (lambda m: m["config"].update(depth=100_000),
+    "depth": (lambda m, _: m["config"].update(depth=100_000),
               r"ExportError .*the config builds a model with more than \d+ tensors, the weights hold \d+"),
-    "ddpm": (lambda m: m.update(formulation="ddpm", formulation_options={"num_train_timesteps": 10**10}),
+    "ddpm": (lambda m, _: m.update(formulation="ddpm", formulation_options={"num_train_timesteps": 10**10}),
              r"ValueError num_train_timesteps must be an integer in \[1, 1000000\], got 10000000000"),
-    "hash": (lambda m: m.update(text_encoder="hash", text_encoder_options={"dim": 64, "max_length": 10**9}),
+    "hash": (lambda m, _: m.update(text_encoder="hash", text_encoder_options={"dim": 64, "max_length": 10**9}),
              r"ValueError hash encoder needs .*dim \* max_length <= 16777216; got dim=64, max_length=1000000000"),
+    # a diffusers VAE folder inside the export whose config.json asks for a 1.4 TB model
+    "vae": (lambda m, folder: m.update(tokenizer="sd-vae", tokenizer_options={"path": _vae(folder / "vae")}),
+            r"CheckpointMismatchError sd-vae tokenizer: .*/vae/config\.json does not fit its weights: it describes a "
+            r"model of \d+ values, the weight files hold 10455"),
+    # a T5 folder inside the export whose config asks for 100000 layers (minutes of building, then all memory)
+    "t5": (lambda m, folder: m.update(text_encoder="t5", text_encoder_options={"path": _t5(folder / "t5")}),
+           r"CheckpointMismatchError T5TextEncoder: .*/t5/config\.json does not fit its weights: the config builds a "
+           r"model with more than \d+ tensors, the weights hold \d+"),
 }
+
+
+def _t5(folder) -> str:
+    pytest.importorskip("transformers")
+    from tests.models.test_text_encoders import make_t5_folder
+
+    make_t5_folder(folder, "t5")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_layers": 100_000}))
+    return "t5"
+
+
+def _vae(folder) -> str:
+    diffusers = pytest.importorskip("diffusers")
+    diffusers.AutoencoderKL(block_out_channels=(8,), down_block_types=("DownEncoderBlock2D",), latent_channels=4,
+                            up_block_types=("UpDecoderBlock2D",), norm_num_groups=4, layers_per_block=1).save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "block_out_channels": [200_000]}))
+    return "vae"
 
 
 def test_crafted_export_numbers_are_refused_without_allocating(tmp_path):
     folders = [_export(tmp_path / name, edit) for name, (edit, _) in CASES.items()]
-    folders.append(_export(tmp_path / "plain", lambda m: None))  # the limit leaves room for a real load
+    folders.append(_export(tmp_path / "plain", lambda m, _: None))  # the limit leaves room for a real load
     out = subprocess.run([sys.executable, "-c", CHILD, *folders], capture_output=True, text=True, timeout=300,
                          preexec_fn=_limited)
     lines = out.stdout.splitlines()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from os import PathLike
 from pathlib import Path
@@ -131,15 +132,13 @@ def weight_shapes(path: str | PathLike) -> dict[str, tuple[int, ...]]:
         return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
 
 
-def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mapping[str, Any], what: str) -> None:
-    """Refuse, before any memory is allocated, a config whose model does not fit ``weights`` (a
-    safetensors file, read by header only, or {name: tensor or shape}): the model is first built on
-    the meta device, and a build registering far more tensors than the weights hold is stopped
-    early. A config is data: ``depth: 100000`` or ``hidden: 10**6`` must not allocate what the
-    weights do not hold (it took all memory, then failed the shape check). Raises
-    :class:`CheckpointMismatchError` naming the differences."""
-    shapes = weight_shapes(weights) if isinstance(weights, (str, PathLike)) else dict(weights)
-    limit = 2 * len(shapes) + 256  # re-registrations and non-persistent buffers have room
+def build_on_meta(build: Any, tensors: int, what: str) -> nn.Module:
+    """``build()`` on the meta device (no memory), stopped with :class:`CheckpointMismatchError`
+    (``what``: the message's start) once it registers far more tensors than the ``tensors`` its
+    weights hold (``depth: 100000`` would otherwise make 100000 blocks of Python objects)."""
+    from torch.nn.modules import module as nn_module
+
+    limit = 2 * tensors + 256  # re-registrations and non-persistent buffers have room
     count = 0
 
     def counted(*_: Any) -> None:
@@ -148,25 +147,58 @@ def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mappi
         if count > limit:
             raise _TooManyTensors
 
-    from torch.nn.modules import module as nn_module
-
     hooks = [nn_module.register_module_parameter_registration_hook(counted),
              nn_module.register_module_buffer_registration_hook(counted)]
     try:
         with torch.device("meta"):
-            skeleton = family.build(config)
+            return build()
     except _TooManyTensors:
-        raise CheckpointMismatchError(f"the weights in {weights} do not fit {what}: the config builds a model with "
-                                      f"more than {limit} tensors, the weights hold {len(shapes)}") from None
+        raise CheckpointMismatchError(f"{what}: the config builds a model with more than {limit} tensors, the weights "
+                                      f"hold {tensors}") from None
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def check_folder_fits(build: Any, folder: Path, what: str) -> None:
+    """Refuse a model folder (diffusers, transformers) whose ``config.json`` describes more values than
+    its weight files hold, before the library builds it: ``build()`` runs on the meta device first
+    (:func:`build_on_meta`). Names may differ (libraries rename old keys on load), sizes may not.
+    Weights are read by header only (safetensors; ``.bin`` with ``weights_only`` onto the meta device)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        shapes.update(weight_shapes(file))
+    if not shapes:
+        for file in sorted(folder.glob("*.bin")):
+            state = torch.load(file, map_location="meta", weights_only=True)
+            shapes.update({k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)})
+    stored = sum(math.prod(s) for s in shapes.values())
+    about = f"{what}: {folder / CONFIG} does not fit its weights"
+    skeleton = build_on_meta(build, len(shapes), about)
+    # parameters() counts a tied weight once, as the files store it
+    values = sum(t.numel() for t in skeleton.parameters()) + sum(t.numel() for t in skeleton.buffers())
+    if values > stored + (stored >> 4) + (1 << 20):
+        raise CheckpointMismatchError(f"{about}: it describes a model of {values} values, the weight files hold {stored}")
+
+
+def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mapping[str, Any], what: str) -> None:
+    """Refuse, before any memory is allocated, a config whose model does not fit ``weights`` (a
+    safetensors file, read by header only, or {name: tensor or shape}): the model is first built on
+    the meta device, and a build registering far more tensors than the weights hold is stopped
+    early. A config is data: ``depth: 100000`` or ``hidden: 10**6`` must not allocate what the
+    weights do not hold (it took all memory, then failed the shape check). Raises
+    :class:`CheckpointMismatchError` naming the differences."""
+    shapes = weight_shapes(weights) if isinstance(weights, (str, PathLike)) else dict(weights)
+    try:
+        skeleton = build_on_meta(lambda: family.build(config), len(shapes), f"the weights in {weights} do not fit {what}")
+    except CheckpointMismatchError:
+        raise
     except Exception as exc:  # a plugin family whose build needs real tensors: checked after its build instead
         import warnings
 
         warnings.warn(f"{what}: the model cannot be built on the meta device ({type(exc).__name__}: {exc}), so its "
-                      "config is checked against the weights only once it is built", UserWarning, stacklevel=3)
+                      "config is checked against the weights only once it is built", UserWarning, stacklevel=2)
         return
-    finally:
-        for hook in hooks:
-            hook.remove()
     own = skeleton.state_dict()
     missing, unexpected, differ = differences(own, shapes)
     if missing or unexpected or differ:

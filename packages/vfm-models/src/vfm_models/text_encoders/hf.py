@@ -55,6 +55,11 @@ class HFTextEncoder:
             )
         self.tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_folder, local_files_only=True)
         model_cls = self._model_class(tf, self.config.model_type)
+        from vfm_models.export import check_folder_fits  # an export may hold this folder: its config is data
+
+        config = self.config
+        check_folder_fits((lambda: model_cls.from_config(config)) if hasattr(model_cls, "from_config") else
+                          (lambda: model_cls(config)), folder, f"{type(self).__name__}")
         # transformers 5 renamed torch_dtype to dtype
         dtype_key = "dtype" if int(tf.__version__.split(".")[0]) >= 5 else "torch_dtype"
         kwargs = {dtype_key: dtype} if dtype is not None else {}
