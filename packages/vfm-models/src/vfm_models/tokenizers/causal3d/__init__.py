@@ -24,6 +24,28 @@ def _log2(name: str, value: int, accepted: tuple[int, ...]) -> int:
     return value.bit_length() - 1
 
 
+#: The most values a causal3d tokenizer without weights may hold (random init: 1 GB in float32).
+MAX_RANDOM_VALUES = 1 << 28
+
+
+def _check_size(build, weights) -> None:
+    """Refuse options describing a model its ``weights`` do not hold (names, shapes), or, without
+    weights, more than :data:`MAX_RANDOM_VALUES` values, before allocating it."""
+    from vfm_models.checkpoint import CheckpointMismatchError, differences, mismatch
+    from vfm_models.export import build_on_meta, weight_shapes
+
+    shapes = weight_shapes(weights) if weights is not None and str(weights).endswith(".safetensors") else None
+    limit = len(shapes) if shapes is not None else 4096
+    skeleton = build_on_meta(build, limit, f"causal3d options do not fit the weights {weights}")
+    if shapes is not None:
+        own = skeleton.state_dict()
+        if any(differences(own, shapes)):
+            raise CheckpointMismatchError(f"causal3d options do not fit the weights {weights}:\n{mismatch(own, shapes)}")
+    elif (values := sum(p.numel() for p in skeleton.parameters())) > MAX_RANDOM_VALUES:
+        raise ValueError(f"causal3d options describe {values} values without weights; accepted: at most "
+                         f"{MAX_RANDOM_VALUES} (or a weights file that holds them)")
+
+
 class Causal3DTokenizer(nn.Module):
     """Causal 3D autoencoder: ``encode`` (B, C, T, H, W) in [-1, 1] -> latents, ``decode`` back.
 
@@ -69,6 +91,10 @@ class Causal3DTokenizer(nn.Module):
         self.latent_channels = latent_channels
         self.channels = channels
         self.tile, self.chunk, self.halo = tile, chunk, halo
+        # an export names these options: sized against the weights (or a cap) on the meta device first
+        _check_size(lambda: nn.ModuleDict({"encoder": Encoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time),
+                                           "decoder": Decoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)}),
+                    weights)
         self.encoder = Encoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
         self.decoder = Decoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
         if weights is not None:
