@@ -213,6 +213,8 @@ def cp_layouts(rank, world):
         "tp2xcp2": parity(ParallelDims(cp=2, tp=2), ["tp", "cp-ring", "fsdp"], {"cp-ring": {"average_gradients": False}}),
         "fsdp2xcp2": parity(ParallelDims(dp_shard=2, cp=2), ["fsdp", "cp-ring"],
                             {"cp-ring": {"average_gradients": False}}),
+        # no data parallelism: cp-ring itself averages the TP DTensor gradients over cp
+        "tp2xcp2-no-fsdp": parity(ParallelDims(cp=2, tp=2), ["tp", "cp-ring"]),
     }
 
 

@@ -24,7 +24,7 @@ def results():
     return spawn(four_rank_all, 4)
 
 
-@pytest.mark.parametrize("layout", ["hsdp2x2", "fsdp2xtp2", "pp2xtp2", "tp2xcp2", "fsdp2xcp2"])
+@pytest.mark.parametrize("layout", ["hsdp2x2", "fsdp2xtp2", "pp2xtp2", "tp2xcp2", "fsdp2xcp2", "tp2xcp2-no-fsdp"])
 def test_layout_loss_and_every_gradient_equal_single_process(results, layout):
     if layout not in results[0]:
         pytest.skip(f"{layout}: the cp strategies are not registered")

@@ -202,21 +202,33 @@ class _SequenceSharding:
 def _average_gradients_over(model: nn.Module, group) -> None:
     """On ``pm.sync_grads()`` (``grad_sync.run``), replace each gradient by its mean over ``group``.
 
-    DTensor gradients are skipped: FSDP/HSDP already averaged them over ``dp_shard_cp``. Under DDP
-    (which averages over ``dp_cp``) this is a redundant but harmless second mean of equal values.
+    Parameters that FSDP/HSDP shard over a mesh with the cp ranks in it (``dp_shard_cp``, alone or
+    with ``tp``) are skipped: their gradients are already averaged over cp. Tensor-parallel DTensors
+    (a ``tp`` mesh only) are not: each cp rank holds the gradient of its own share of the sequence,
+    so they are averaged here like plain tensors (their local shards: the cp ranks of one tp
+    coordinate hold the same shard). Under DDP (which averages over ``dp_cp``) this is a redundant
+    but harmless second mean of equal values.
     """
     from vfm_parallel import grad_sync
 
     size = dist.get_world_size(group)
 
     def average(module: nn.Module) -> None:
-        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad and not hasattr(p, "to_local")]
+        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad and not _averaged_over_cp(p)]
         grad_sync.all_reduce_grads(module, [n for n, _ in params], group, "cp.gradients")
         for _, p in params:
             if p.grad is not None:
                 p.grad.div_(size)
 
     grad_sync.add(model, average)
+
+
+def _averaged_over_cp(param) -> bool:
+    """A DTensor sharded by FSDP/HSDP over a mesh dimension that holds the cp ranks (``dp_shard_cp``,
+    ``dp_cp``): its gradient is reduce-scattered, so averaged, over cp already."""
+    mesh = getattr(param, "device_mesh", None)
+    names = getattr(mesh, "mesh_dim_names", None) or ()
+    return any("cp" in name.split("_") for name in names)
 
 
 RING = ContextParallel(
