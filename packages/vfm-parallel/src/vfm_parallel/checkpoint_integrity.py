@@ -91,6 +91,16 @@ def _files(folder: Path) -> list[str]:
     return sorted(n for n in names if n != MANIFEST)
 
 
+def _links(folder: Path) -> list[str]:
+    """Every symbolic link under ``folder`` (files and folders, not followed), as sorted relative paths."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            if os.path.islink(os.path.join(root, name)):
+                found.append(Path(root, name).relative_to(folder).as_posix())
+    return sorted(found)
+
+
 def _hash_share(folder: Path, names: list[str], sync: bool) -> dict[str, Any]:
     """This rank's share of ``names`` hashed: {name: entry, or "unreadable: ..."}."""
     rank, world = _rank_world()
@@ -150,6 +160,10 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
     """Missing, resized, unlisted and checksum-failing files (collective: the hashing is shared)."""
     listed: dict[str, Any] = manifest["files"]
+    links = _links(folder)
+    if links:  # a copied or downloaded checkpoint must not reach outside itself; vfm writes no links
+        return [f"{n} is a symbolic link to {os.path.realpath(folder / n)} (vfm writes none; accepted: the files "
+                "themselves)" for n in links]
     present = set(_files(folder))
     problems = [f"{n} is missing" for n in sorted(set(listed) - present)]
     problems += [f"{n} is not in the manifest" for n in sorted(present - set(listed))]
