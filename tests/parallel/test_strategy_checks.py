@@ -34,8 +34,9 @@ def _plan(family: str, **options):
          "1 heads per TP rank (num_heads 2 / tp 2) are not divisible by cp 2; accepted cp: none, or use cp-ring"),
         (ParallelDims(tp=2, dp_shard=2), ["fsdp"], {}, "tp=2 but no chosen strategy parallelizes over 'tp'; chosen: fsdp; add one of:"),
         (ParallelDims(cp=2), ["cp-ring", "cp-hybrid"], {}, "strategies 'cp-ring' and 'cp-hybrid' both act in phase 'cp'; pick one"),
+        (ParallelDims(tp=2, cp=2), ["sp", "cp-ring"], {}, "sp does not combine with context parallelism (tp 2, cp 2)"),
     ],
-    ids=["ddp-with-tp", "ulysses-heads", "ulysses-heads-per-tp-rank", "tp-without-strategy", "two-cp-strategies"],
+    ids=["ddp-with-tp", "ulysses-heads", "ulysses-heads-per-tp-rank", "tp-without-strategy", "two-cp-strategies", "sp-with-cp"],
 )
 def test_a_layout_the_strategies_refuse_is_refused_without_a_process_group(dims, strategies, options, message):
     with pytest.raises(LayoutError) as error:

@@ -41,6 +41,9 @@ class TensorParallel:
         if dims.tp > 1 and plan is not None and not plan.tp:
             raise LayoutError(f"{self.name}: this model's parallel plan names no colwise/rowwise linears, so it "
                               f"does not support tensor parallelism; use tp = 1")
+        if self.sp and dims.tp > 1 and dims.cp > 1:  # SP splits the sequence CP's hooks expect whole
+            raise LayoutError(f"sp does not combine with context parallelism (tp {dims.tp}, cp {dims.cp}); "
+                              f"with cp use tp (strategies = [\"tp\", \"cp-ring\", ...]), or sp with cp = 1")
 
     def regions(self, mesh: Any, plan: Any, options: dict) -> list[str] | None:
         """The block sub-modules that hold the plan's TP linears; None when tp is 1 (nothing to do).
