@@ -61,3 +61,16 @@ def test_vfm_train_validate_refuses_ddp_with_tp_in_one_line():
     lines = result.output.strip().splitlines()
     assert lines == ["error: config key 'parallel.strategies': ddp does not compose with tp=2 (DTensor parameters); "
                      "with tp use fsdp or hsdp"]
+
+
+@pytest.mark.parametrize("pp, blocks, accepted", [(2, 2, "(1 per stage); accepted: 0 (all) to 1"), (1, 3, "(2 per stage); accepted: 0 (all) to 2")])
+def test_vfm_train_validate_refuses_more_checkpointed_blocks_than_a_stage_has(pp, blocks, accepted):
+    from vfm_cli.main import app
+
+    result = CliRunner().invoke(app, ["train", str(ROOT / "configs" / "tiny.toml"), "--validate", "--world-size", str(pp),
+                                      "--set", f"parallel.pp={pp}", "--set", "parallel.dp_shard=1",
+                                      "--set", "parallel.activation_checkpointing=true", "--set", f"parallel.checkpoint_blocks={blocks}"])
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert line.startswith(f"error: config key 'parallel.checkpoint_blocks': {blocks} blocks to checkpoint per pipeline stage")
+    assert line.endswith(accepted)

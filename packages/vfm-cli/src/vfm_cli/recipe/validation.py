@@ -70,6 +70,12 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
         dims.validate(world_size, plan, seq_len(cfg, r))
     except LayoutError as exc:
         raise ConfigError("parallel", str(exc)) from None
+    blocks, per_stage = cfg.parallel.checkpoint_blocks, plan.num_layers // dims.pp
+    if blocks > per_stage:  # the ac strategy would refuse it on every rank once the run has started
+        raise ConfigError("parallel.checkpoint_blocks",
+                          f"{blocks} blocks to checkpoint per pipeline stage, but the model has {plan.num_layers} "
+                          f"blocks{f' in {dims.pp} stages' if dims.pp > 1 else ''} ({per_stage} per stage); "
+                          f"accepted: 0 (all) to {per_stage}")
     strategies = list(cfg.parallel.strategies) or default_strategies(cfg.parallel, sizes)
     try:  # what parallelize would refuse once every rank has started: refused here, before
         check_strategies(dims, strategies, plan)
