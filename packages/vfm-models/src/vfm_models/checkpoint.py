@@ -46,11 +46,28 @@ def load_state_dict(path: str | PathLike, device: str | torch.device = "cpu") ->
 
         return load_file(str(path), device=str(device))
     if path.suffix in (".pt", ".pth", ".bin"):
+        check_stored_archive(path)
         state = torch.load(path, map_location=device, weights_only=True)
         if not isinstance(state, dict):
             raise ValueError(f"{path} does not hold a state dict (a mapping of names to tensors)")
         return state
     raise ValueError(f"unknown weights format {path.suffix!r} for {path}; accepted: .safetensors, .pt, .pth, .bin")
+
+
+def check_stored_archive(path: str | PathLike) -> None:
+    """Refuse a ``torch.save`` zip archive with compressed records before ``torch.load`` inflates them:
+    torch.save stores records uncompressed, and a deflated one grows up to 1000x (a 10 MB download
+    into a 10 GB tensor). Torch's legacy (non-zip) format holds its bytes as they are: accepted."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"{path}: record {info.filename} is compressed ({info.compress_size} -> "
+                                 f"{info.file_size} bytes); accepted: torch.save's archive, whose records are stored "
+                                 "uncompressed (or safetensors)")
 
 
 def read_metadata(path: str | PathLike) -> dict[str, str]:

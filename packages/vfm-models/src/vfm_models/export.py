@@ -19,7 +19,8 @@ from typing import Any, Iterable, Mapping
 import torch
 from torch import nn
 
-from vfm_models.checkpoint import CheckpointMismatchError, differences, load_state_dict, mismatch, save_state_dict
+from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive, differences, load_state_dict, mismatch,
+                                   save_state_dict)
 from vfm_models.export_paths import check_export_paths
 
 WEIGHTS = "model.safetensors"
@@ -170,6 +171,7 @@ def check_folder_fits(build: Any, folder: Path, what: str) -> None:
         shapes.update(weight_shapes(file))
     if not shapes:
         for file in sorted(folder.glob("*.bin")):
+            check_stored_archive(file)  # the library would inflate a deflated record
             state = torch.load(file, map_location="meta", weights_only=True)
             shapes.update({k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)})
     stored = sum(math.prod(s) for s in shapes.values())

@@ -105,6 +105,9 @@ def _file_weights(path: Path) -> dict[str, torch.Tensor]:
         raise AdapterConfigError(f"{path}: unknown weights file type {path.suffix!r}; accepted: a model folder, "
                                  ".safetensors, .pt, .pth")
     try:
+        from vfm_models.checkpoint import check_stored_archive
+
+        check_stored_archive(path)  # a deflated record inflates up to 1000x
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - anything but plain tensors is refused, whatever torch says
         raise AdapterConfigError(f"{path} cannot be read as plain weights (torch.load with weights_only=True): "
