@@ -127,3 +127,10 @@ def test_first_sample_reads_no_shard_linked_from_outside(dataset, secret):
     (dataset / "a.tar").symlink_to(secret / "shard-000000.tar")
     with pytest.raises(ShardError, match=r"shard .*a\.tar is a link to .*secret/shard-000000\.tar, outside the dataset folder"):
         first_sample(dataset)
+
+
+def test_a_listed_shard_that_is_missing_is_named(dataset):
+    (dataset / "shard-000002.tar").unlink()
+    err = _refused(dataset, r"\.info\.json: shard_counts\.shard-000002\.tar: lists shard shard-000002\.tar, which is not a "
+                            r"file in .*data")
+    assert "re-copy the folder" in str(err)

@@ -179,7 +179,10 @@ def _check_shard_counts(folder: Path, file: Path, counts: Any) -> dict[str, int]
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise UntrustedDatasetError(file, key, f"must be a whole number of samples >= 0, got {count!r}", hint="")
         shard = folder / name
-        size = shard.stat().st_size if shard.is_file() else 0
+        if not shard.is_file():
+            raise UntrustedDatasetError(file, key, f"lists shard {name}, which is not a file in {folder}",
+                                        hint="accepted: the shards the folder holds (re-copy the folder, or prepare it again)")
+        size = shard.stat().st_size
         if count > size // _TAR_BLOCK:  # energon sizes its sample tables by these counts
             raise UntrustedDatasetError(file, key, f"says {count} samples, more than its {size} bytes can hold "
                                         f"(at most {size // _TAR_BLOCK}: every sample takes a {_TAR_BLOCK}-byte tar "
