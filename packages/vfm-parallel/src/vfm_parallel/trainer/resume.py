@@ -69,6 +69,9 @@ def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
     return None
 
 
+_NOISE_CHUNKS = "noise chunks (train.noise_chunks, else parallel.cp)"
+
+
 def settings(config: dict[str, Any], sizes: dict[str, int]) -> dict[str, dict[str, Any]]:
     """What a resume compares, by ``checkpoint.allow_changes`` group, from a config dict and mesh sizes."""
     m, d, o, t, p = (config.get(k, {}) for k in ("model", "data", "optim", "train", "parallel"))
@@ -77,7 +80,7 @@ def settings(config: dict[str, Any], sizes: dict[str, int]) -> dict[str, dict[st
     if d.get("source") == "synthetic":  # these describe the synthetic samples only
         data.update({f"data.{k}": d.get(k) for k in ("latent_shape", "num_samples", "num_classes")})
     data["train.cond_dropout"] = t.get("cond_dropout")
-    data["noise chunks (train.noise_chunks, else parallel.cp)"] = t.get("noise_chunks") or p.get("cp", 1)
+    data[_NOISE_CHUNKS] = t.get("noise_chunks") or p.get("cp", 1)
     return {
         "model": {**{f"model.{k}": v for k, v in m.items()}, "ema.enabled": config.get("ema", {}).get("enabled")},
         "seed": {"train.seed": t.get("seed")},
@@ -100,9 +103,13 @@ def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: d
     if changes:
         listed = "; ".join(f'{key} {old!r} -> {new!r} ("{group}")' for group, key, old, new in changes)
         groups = ", ".join(f'"{g}"' for g in dict.fromkeys(g for g, *_ in changes))
+        # a new cp alone changes the noise chunks: the saved run's noise is kept by naming its chunks
+        keep = [f"train.noise_chunks = {old}" for group, key, old, _ in changes if key == _NOISE_CHUNKS]
+        fix = (f"To continue it exactly under this layout: {keep[0]} (parallel.cp may change; its noise stays "
+               f"the saved run's). " if keep and len(changes) == 1 else "")
         raise ckpt.IncompatibleCheckpointError(
             f"checkpoint {path} was saved by a run with other settings: {listed}; resuming would not continue "
-            f"its sample sequence. To resume anyway: checkpoint.allow_changes = [{groups}]")
+            f"its sample sequence and random draws. {fix}To resume anyway: checkpoint.allow_changes = [{groups}]")
     before, after = state.get("sizes"), {k: sizes[k] for k in sizes}
     if before and before != after:
         _say(f"layout {_mesh(before)} -> {_mesh(after)}: the checkpoint's tensors are resharded")
