@@ -71,6 +71,11 @@ def test_a_shard_name_outside_the_folder_is_refused_and_nothing_is_read(dataset,
     assert "--trust-dataset-code" not in str(err)
 
 
+def test_a_shard_name_with_a_nul_byte_is_refused_naming_it(dataset):
+    _point_at(dataset, "shard-000000.tar\0")
+    _refused(dataset, r"shard_counts\.shard-000000\.tar\x00: shard name 'shard-000000\.tar\\x00' is not a file name")
+
+
 def test_split_json_is_checked_when_energon_reads_it(dataset, secret):
     # energon falls back to split.json when split.yaml is missing
     name = _name(dataset, secret / "shard-000000.tar")[0]

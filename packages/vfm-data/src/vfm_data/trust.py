@@ -162,7 +162,9 @@ def _load_json(file: Path) -> Any:
 def _check_shard_name(folder: Path, file: Path, key: str, name: str) -> None:
     """A shard name energon joins to the dataset folder: it (and its ``.idx``) must stay inside it."""
     inside = folder.resolve()
-    if not name or os.path.isabs(name) or ".." in Path(name).parts:
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise UntrustedDatasetError(file, key, f"shard name {name!r} is not a file name", hint=_IN_FOLDER)
+    if os.path.isabs(name) or ".." in Path(name).parts:
         raise UntrustedDatasetError(file, key, f"shard name {name!r} points outside the dataset folder", hint=_IN_FOLDER)
     for candidate in (folder / name, folder / f"{name}.idx"):
         if not candidate.resolve().is_relative_to(inside):
