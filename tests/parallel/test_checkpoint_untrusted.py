@@ -10,7 +10,6 @@ import shutil
 
 import pytest
 import torch
-from torch import nn
 
 from tests.parallel.test_checkpoint_integrity import _error_of, _linear, _reseal, _tensor_files
 from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)

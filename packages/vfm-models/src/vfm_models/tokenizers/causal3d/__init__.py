@@ -92,9 +92,8 @@ class Causal3DTokenizer(nn.Module):
         self.channels = channels
         self.tile, self.chunk, self.halo = tile, chunk, halo
         # an export names these options: sized against the weights (or a cap) on the meta device first
-        _check_size(lambda: nn.ModuleDict({"encoder": Encoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time),
-                                           "decoder": Decoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)}),
-                    weights)
+        sizes = (channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
+        _check_size(lambda: nn.ModuleDict({"encoder": Encoder(*sizes), "decoder": Decoder(*sizes)}), weights)
         self.encoder = Encoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
         self.decoder = Decoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
         if weights is not None:
