@@ -159,7 +159,7 @@ def first_sample(folder: str | Path, *, max_tries: int = 100) -> VideoSample:
     for shard in shards:  # a shard folder from someone else may link to files elsewhere on this machine
         if not shard.resolve().is_relative_to(folder.resolve()):
             raise ShardError(f"vfm_data: shard {shard_label(folder, shard.name)} is a link to {shard.resolve()}, outside the "
-                             f"dataset folder; accepted: shard files inside it (name other folders in a blend file)")
+                             f"dataset folder; accepted: shard files inside it (name other folders in a blend file, or copy it with cp -rL)")
     decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries))
     for shard in shards:
         problem = tar_head_problem(shard)

@@ -149,7 +149,8 @@ def _check_dataset_folder(folder: Path) -> None:
 MAX_EXCLUDES = 1_000_000
 _TAR_BLOCK = 512  # every tar member, so every sample, takes at least one header block
 _IN_FOLDER = ("accepted: shard files named relative to the dataset folder and inside it, as vfm shard writes them "
-              "(to train on shards in another folder, name that folder in a blend file)")
+              "(to train on shards in another folder, name that folder in a blend file; copy a folder of linked "
+              "shards, e.g. a Hugging Face cache snapshot, with cp -rL)")
 
 
 def _load_json(file: Path) -> Any:

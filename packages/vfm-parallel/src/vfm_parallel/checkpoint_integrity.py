@@ -163,7 +163,7 @@ def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
     links = _links(folder)
     if links:  # a copied or downloaded checkpoint must not reach outside itself; vfm writes no links
         return [f"{n} is a symbolic link to {os.path.realpath(folder / n)} (vfm writes none; accepted: the files "
-                "themselves)" for n in links]
+                "themselves: copy the checkpoint with cp -rL)" for n in links]
     present = set(_files(folder))
     problems = [f"{n} is missing" for n in sorted(set(listed) - present)]
     problems += [f"{n} is not in the manifest" for n in sorted(present - set(listed))]
