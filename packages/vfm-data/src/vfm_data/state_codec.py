@@ -73,6 +73,10 @@ def decode_state(value: Any) -> Any:
         cls: Any = importlib.import_module(module)
         for part in qualname.split("."):
             cls = getattr(cls, part)
+        declared = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(value["fields"]) - declared)
+        if unknown:  # a state sets the fields its class declares, never other attributes
+            raise ValueError(f"loader state of {name} names field {unknown[0]!r}; accepted: {', '.join(sorted(declared))}")
         fields = {k: decode_state(v) for k, v in value["fields"].items()}
         init = {f.name for f in dataclasses.fields(cls) if f.init}
         obj = cls(**{k: v for k, v in fields.items() if k in init})
