@@ -74,3 +74,12 @@ def test_vfm_train_validate_refuses_more_checkpointed_blocks_than_a_stage_has(pp
     line = result.output.strip()
     assert line.startswith(f"error: config key 'parallel.checkpoint_blocks': {blocks} blocks to checkpoint per pipeline stage")
     assert line.endswith(accepted)
+
+
+def test_pp_with_cp_names_what_is_accepted(tmp_path):
+    from tests.parallel.trainer_helpers import tiny_config
+    from vfm_parallel.trainer import ConfigError, from_dict
+
+    with pytest.raises(ConfigError) as error:
+        from_dict(tiny_config(tmp_path, parallel={"pp": 2, "cp": 2, "dp_shard": 1}), 4)
+    assert str(error.value).endswith("got cp = 2; accepted: cp = 1 with pp > 1, or pp = 1 with cp > 1")

@@ -80,7 +80,8 @@ def check_parallel(cfg: TrainConfig, world_size: int | None) -> None:
     check_strategies(p.strategies)
     _require(p.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule", f"must be one of {', '.join(PP_SCHEDULES)}, got {p.pp_schedule!r}")
     _require(p.pp_microbatches >= 0, "parallel.pp_microbatches", f"must be >= 0 (0 = pp), got {p.pp_microbatches}")
-    _require(p.pp == 1 or p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}")
+    _require(p.pp == 1 or p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}; "
+             f"accepted: cp = 1 with pp > 1, or pp = 1 with cp > 1")
     check_pipeline(cfg)
     if world_size is None:
         return
