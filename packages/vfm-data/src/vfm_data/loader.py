@@ -26,6 +26,7 @@ from vfm_plugins import exit_with_parent
 
 from vfm_data.errors import DataError, data_error_in
 from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
+from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches
 
@@ -239,9 +240,12 @@ class ResumableLoader:
                            ("dp_rank", self.spec.dp_rank), ("group_size", self.group_size)):
             if state[name] != mine:
                 raise ValueError(f"loader state was saved with {name}={state[name]}, this loader has {name}={mine}")
+        states = {int(s): v for s, v in state["stream_states"].items()}
+        for value in states.values():  # refused now, naming what is wrong, not at the first batch of the run
+            decode_state(value)
         self.close()
         self.step = int(state["step"])
-        self.states = {int(s): v for s, v in state["stream_states"].items()}
+        self.states = states
         self.counts = Counter(state.get("counts", {}))
         self.shard_counts = split_counts(state.get("shard_counts", {}))[1]
 
