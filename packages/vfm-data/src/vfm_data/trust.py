@@ -264,7 +264,7 @@ def _brace_count(pattern: str) -> int:
 def _check_dataset_yaml(file: Path, doc: Any) -> None:
     _refuse_code(file, doc, allowed_root=DATASET_CLASSES)
     _only_keys(file, "", doc, set(_IMPORT_KEYS) - {"__function__"})
-    named = (doc.get("__module__"), doc.get("__class__"))
+    named = _named(doc)
     if named not in DATASET_CLASSES:
         raise UntrustedDatasetError(file, "__class__", f"names {_dotted(*named)}; accepted: {_accepted(DATASET_CLASSES)}")
 
@@ -275,7 +275,7 @@ def _check_dataset_yaml(file: Path, doc: Any) -> None:
 def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: set[Path]) -> None:
     _refuse_code(file, doc, allowed_root=BLEND_CLASSES)
     _only_keys(file, "", doc, {"__module__", "__class__", "splits"})
-    named = (doc.get("__module__"), doc.get("__class__"))
+    named = _named(doc)
     if named not in BLEND_CLASSES:
         raise UntrustedDatasetError(file, "__class__", f"names {_dotted(*named)}; accepted: {_accepted(BLEND_CLASSES)}")
     splits = doc.get("splits")
@@ -325,7 +325,7 @@ def _refuse_code(file: Path | str, doc: Any, allowed_root: set[tuple[str, str]] 
     class vfm writes at the top of the document."""
     for key, value in _walk(doc):
         if isinstance(value, dict) and any(k in value for k in _IMPORT_KEYS):
-            named = (value.get("__module__"), value.get("__class__"))
+            named = _named(value)
             if key == "" and named in allowed_root and "__function__" not in value:
                 continue
             what = _dotted(value.get("__module__"), value.get("__class__") or value.get("__function__"))
@@ -355,6 +355,12 @@ def _plain_strings(file: Path, key: str, value: Any, depth: int) -> None:
             _plain_strings(file, f"{key}.{k}", v, 1)
     elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UntrustedDatasetError(file, key, "must be a list of shard names")
+
+
+def _named(doc: Any) -> tuple[Any, Any]:
+    """(``__module__``, ``__class__``) of a mapping, anything but a string or None shown as its repr
+    (a list there made the set lookup a TypeError)."""
+    return tuple(v if v is None or isinstance(v, str) else repr(v) for v in (doc.get("__module__"), doc.get("__class__")))
 
 
 def _dotted(module: Any, name: Any) -> str:
