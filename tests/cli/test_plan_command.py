@@ -128,3 +128,10 @@ def test_plan_help_names_the_parallel_block():
     result = CliRunner().invoke(app, ["plan", "--help"])
     text = " ".join(result.output.replace("│", " ").split())  # the help box's wrapped lines as one
     assert "Write the winner's [parallel] block to this file." in text
+
+
+def test_plan_for_more_gpus_than_the_model_has_layers_leaves_out_pipelines_without_blocks():
+    # tiny.toml has 2 blocks: pp 4 would give stages no block (it divided by zero)
+    result = CliRunner().invoke(app, ["plan", str(CONFIGS / "tiny.toml"), "--gpus", "4", "--gpu", "cpu", "--all-variants", "--top", "1000"])
+    assert result.exit_code == 0, result.output
+    assert "pp2" in result.output and "pp4" not in result.output

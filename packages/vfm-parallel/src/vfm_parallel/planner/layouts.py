@@ -189,7 +189,8 @@ def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_pe
     max_tp = max_tp or 2 * gpus_per_node
     for tp in (d for d in divisors(world) if d <= max_tp):
         for cp in (d for d in divisors(world // tp) if d <= max_cp):
-            for pp in (d for d in divisors(world // (tp * cp)) if d <= max_pp):
+            # pp above the layers leaves stages without a block: no layout at all (not a refused one)
+            for pp in (d for d in divisors(world // (tp * cp)) if d <= max_pp and d <= spec.layers):
                 dp = world // (tp * cp * pp)
                 if global_batch % dp:
                     continue
