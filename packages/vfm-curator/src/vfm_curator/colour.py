@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 _ZERO, _TWO, _FOUR = np.float32(0.0), np.float32(2.0), np.float32(4.0)
-_TINY, _60, _180, _255, _360 = np.float32(1e-12), np.float32(60.0), np.float32(180.0), np.float32(255.0), np.float32(360.0)
+_TINY, _60, _255, _360 = np.float32(1e-12), np.float32(60.0), np.float32(255.0), np.float32(360.0)
 
 
 class HSVScratch:
@@ -21,17 +21,15 @@ class HSVScratch:
         self.v, self.delta, self.h, self.tmp = (np.empty(self.lead, np.float32) for _ in range(4))
         self.is_r, self.is_g, self.mask = (np.empty(self.lead, np.bool_) for _ in range(3))
 
-    def views(self, lead: tuple[int, ...]) -> "HSVScratch":
-        """These arrays cut to ``lead`` (the first ``lead[0]`` of a batch; the other sizes must match)."""
-        if len(lead) != len(self.lead) or lead[1:] != self.lead[1:] or not 0 < lead[0] <= self.lead[0]:
+    def arrays(self, lead: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+        """``(rgb, v, delta, h, tmp, is_r, is_g, mask)`` cut to the first ``lead[0]`` frames (the
+        other sizes must be this scratch's)."""
+        whole = (self.rgb, self.v, self.delta, self.h, self.tmp, self.is_r, self.is_g, self.mask)
+        if tuple(lead) == self.lead:
+            return whole
+        if len(lead) != len(self.lead) or lead[1:] != self.lead[1:] or not 0 <= lead[0] <= self.lead[0]:
             raise ValueError(f"HSVScratch for {self.lead} cannot hold frames of leading shape {lead}")
-        if lead == self.lead:
-            return self
-        part = object.__new__(HSVScratch)
-        part.lead = tuple(lead)
-        for name in ("rgb", "v", "delta", "h", "tmp", "is_r", "is_g", "mask"):
-            setattr(part, name, getattr(self, name)[: lead[0]])
-        return part
+        return tuple(a[: lead[0]] for a in whole)
 
 
 def rgb_to_hsv(frames: np.ndarray, out: np.ndarray | None = None, *, scratch: HSVScratch | None = None) -> np.ndarray:
@@ -47,18 +45,15 @@ def rgb_to_hsv(frames: np.ndarray, out: np.ndarray | None = None, *, scratch: HS
     lead = frames.shape[:-1]
     if out is None:
         out = np.empty(frames.shape, np.float32)
-    w = HSVScratch(lead) if scratch is None else scratch.views(lead)
-    rgb = w.rgb
+    rgb, v, delta, h, tmp, is_r, is_g, mask = (HSVScratch(lead) if scratch is None else scratch).arrays(lead)
     np.divide(frames, _255, out=rgb, dtype=np.float32)
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
-    v, delta, h, tmp = w.v, w.delta, w.h, w.tmp
     np.maximum(r, g, out=v)
     np.maximum(v, b, out=v)
     np.minimum(r, g, out=delta)
     np.minimum(delta, b, out=delta)
     np.subtract(v, delta, out=delta)
     # the sector of the hue circle: the maximum's channel (red wins ties, then green)
-    is_r, is_g = w.is_r, w.is_g
     np.equal(v, r, out=is_r)
     np.equal(v, g, out=is_g)
     np.greater(is_g, is_r, out=is_g)  # green's and not red's
@@ -74,7 +69,6 @@ def rgb_to_hsv(frames: np.ndarray, out: np.ndarray | None = None, *, scratch: HS
     np.copyto(tmp, _ZERO, where=is_r)
     h += tmp
     h *= _60
-    mask = w.mask
     np.less(h, _ZERO, out=mask)
     np.add(h, _360, out=h, where=mask)  # the red sector's negative side wraps to (300, 360)
     np.less_equal(delta, _ZERO, out=mask)
