@@ -135,3 +135,7 @@ def test_plan_for_more_gpus_than_the_model_has_layers_leaves_out_pipelines_witho
     result = CliRunner().invoke(app, ["plan", str(CONFIGS / "tiny.toml"), "--gpus", "4", "--gpu", "cpu", "--all-variants", "--top", "1000"])
     assert result.exit_code == 0, result.output
     assert "pp2" in result.output and "pp4" not in result.output
+    ranked = [ln for ln in result.output.splitlines() if ln[:1].isdigit()]
+    assert any("pp2" in ln for ln in ranked)
+    assert not any("pp2" in ln and "ddp" in ln for ln in ranked)  # DDP under a pipeline schedule fails at step 2
+    assert "vfm refuses it: ddp does not run under the pipeline schedule (pp=2)" in result.output

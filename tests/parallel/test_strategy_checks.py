@@ -35,8 +35,10 @@ def _plan(family: str, **options):
         (ParallelDims(tp=2, dp_shard=2), ["fsdp"], {}, "tp=2 but no chosen strategy parallelizes over 'tp'; chosen: fsdp; add one of:"),
         (ParallelDims(cp=2), ["cp-ring", "cp-hybrid"], {}, "strategies 'cp-ring' and 'cp-hybrid' both act in phase 'cp'; pick one"),
         (ParallelDims(tp=2, cp=2), ["sp", "cp-ring"], {}, "sp does not combine with context parallelism (tp 2, cp 2)"),
+        (ParallelDims(pp=2, dp_replicate=2), ["pp", "ddp"], {}, "ddp does not run under the pipeline schedule (pp=2"),
     ],
-    ids=["ddp-with-tp", "ulysses-heads", "ulysses-heads-per-tp-rank", "tp-without-strategy", "two-cp-strategies", "sp-with-cp"],
+    ids=["ddp-with-tp", "ulysses-heads", "ulysses-heads-per-tp-rank", "tp-without-strategy", "two-cp-strategies", "sp-with-cp",
+         "ddp-with-pp"],
 )
 def test_a_layout_the_strategies_refuse_is_refused_without_a_process_group(dims, strategies, options, message):
     with pytest.raises(LayoutError) as error:

@@ -137,8 +137,10 @@ def vfm_rejects(layout: Layout, spec: ModelSpec) -> str:
         layout.dims.validate(layout.world_size, spec, spec.seq_len)
     except LayoutError as exc:
         return str(exc).split(": ", 1)[-1]
-    if layout.dp_kind == "ddp" and layout.tp > 1:  # vfm_parallel/strategies/data_parallel.py refuses it at apply time
+    if layout.dp_kind == "ddp" and layout.tp > 1:  # vfm_parallel/strategies/data_parallel.py refuses it (check)
         return f"ddp does not compose with tp={layout.tp} (DTensor parameters); use fsdp or hsdp"
+    if layout.dp_kind == "ddp" and layout.pp > 1:  # the same check: DDP's reducer under a pipeline schedule
+        return f"ddp does not run under the pipeline schedule (pp={layout.pp}); use fsdp or hsdp"
     if layout.sp and layout.tp > 1 and layout.cp > 1:
         return "sp does not combine with context parallelism (use tp with cp)"
     if layout.cp_strategy == "cp-ulysses" and (spec.heads // layout.tp) % layout.cp:

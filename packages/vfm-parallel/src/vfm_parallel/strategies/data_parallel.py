@@ -76,6 +76,9 @@ class DistributedDataParallel:
 
         if dims.tp > 1:
             raise LayoutError(f"ddp does not compose with tp={dims.tp} (DTensor parameters); with tp use fsdp or hsdp")
+        if dims.pp > 1:  # DDP's reducer takes one backward per forward; a schedule runs one per microbatch
+            raise LayoutError(f"ddp does not run under the pipeline schedule (pp={dims.pp}: a backward per "
+                              f"microbatch); with pp use fsdp or hsdp")
 
     def apply(self, model: nn.Module, mesh: Any, plan: Any, **ddp_kwargs: Any) -> nn.Module:
         from torch.nn.parallel import DistributedDataParallel as DDP
