@@ -141,3 +141,13 @@ def test_bf16_generation_on_cpu_stays_close_to_fp32_and_reports_its_device(tmp_p
         assert f"cpu {'float32' if dtype == 'fp32' else 'bfloat16'}" in result.output
         outputs[dtype] = read_mp4(tmp_path / dtype / "0000.mp4").astype(float)
     assert abs(outputs["fp32"] - outputs["bf16"]).mean() < 8  # of 255: H264 and bf16 rounding only
+
+
+def test_the_step_line_says_what_one_denoiser_evaluation_is_with_and_without_guidance(tmp_path):
+    export = make_export(tmp_path / "export")
+    common = ["--checkpoint", export, "--prompt", "2", "--steps", "2", "--sampler", "edm-euler"]
+    guided = invoke(*common, "--guidance", "3.5", "-o", tmp_path / "a")
+    assert guided.exit_code == 0, guided.output
+    assert "2 denoiser evaluations per video, guidance 3.5: each a batch of 2 (conditional and unconditional)" in guided.output
+    plain = invoke(*common, "--guidance", "1", "-o", tmp_path / "b")
+    assert "2 denoiser evaluations per video, guidance off: one forward each" in plain.output

@@ -89,7 +89,7 @@ def test_the_family_trains_into_an_export_that_vfm_generate_samples_with_the_plu
     result = vfm("generate", "--checkpoint", str(tmp_path / "export"), "--prompt", "3", "--sampler", "flow-midpoint",
                  "--steps", "3", "-o", str(tmp_path / "videos"), env=plugin_env([installed_plugins("vfm-plugin-example")]))
     assert result.returncode == 0, result.stderr
-    assert "6 model evaluations per video, sampler FlowMidpoint" in result.stdout
+    assert "6 denoiser evaluations per video, guidance off: one forward each, sampler FlowMidpoint" in result.stdout
     assert (tmp_path / "videos" / "0000.mp4").stat().st_size > 0
 
 

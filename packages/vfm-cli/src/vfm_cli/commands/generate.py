@@ -173,12 +173,23 @@ def generate(
                        f"{' ... ' + stale[-1].name if len(stale) > 1 else ''}), left as they were; this run wrote "
                        f"0000.mp4 to {len(prompt_list) - 1:04d}.mp4", err=True)
         typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
-                   f"({prepared.sampler.num_evaluations()} model evaluations per video, sampler {type(prepared.sampler).__name__}, "
-                   f"{pipe.device} {str(pipe.dtype).removeprefix('torch.')})")
+                   f"({prepared.sampler.num_evaluations()} denoiser evaluations per video{_guidance_note(pipe, prepared)}, "
+                   f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')})")
 
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _guidance_note(pipe, prepared) -> str:
+    """What one denoiser evaluation is: one forward, or the conditional and unconditional branches
+    of classifier-free guidance (one batch of 2, or one branch per rank with --cfg-parallel)."""
+    scale = prepared.spec.guidance
+    if pipe.conditioner.kind == "none" or scale is None or scale == 1.0:
+        return ", guidance off: one forward each"
+    if pipe.parallel.cfg_group is not None:
+        return f", guidance {scale:g}: each rank runs one branch"
+    return f", guidance {scale:g}: each a batch of 2 (conditional and unconditional)"
 
 
 def _earlier_videos(out: Path, count: int) -> list[Path]:
