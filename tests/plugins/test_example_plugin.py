@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import PLUGIN_PACKAGES, plugin_env
-from tests.infer.analytic import GaussianMixture
-from tests.infer.samplers.mixin import ODESamplerTestMixin, fitted_order
+from tests.infer.samplers.mixin import ODESamplerTestMixin
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = PLUGIN_PACKAGES / "vfm-plugin-example"
@@ -54,20 +53,9 @@ class TestExampleSampler(ODESamplerTestMixin):
     def _example_installed(self, with_plugins):
         with_plugins("vfm-plugin-example")
 
-    def test_ode_endpoint_error_falls_at_the_declared_order(self):
-        """On one Gaussian (the mixin's case) the flow velocity is affine in x and the midpoint
-        rule's second-order error term cancels, so it converges at order 3 there (2.99 measured),
-        above the mixin's band (declared order + 0.6): the band here is [2 - 0.4, 3.2]."""
-        mean, std = torch.tensor([0.3, -0.5, 1.0, 0.0], dtype=torch.float64), 0.5
-        gm = GaussianMixture.single(mean, std)
-        noise = torch.randn(64, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        errors = []
-        for n in self.order_steps:
-            sampler = self.make(n)
-            out = sampler.sample(gm.denoiser(sampler.formulation), noise)
-            errors.append(float((out - self.ode_reference(sampler, mean, std, noise)).abs().max()))
-        assert errors == sorted(errors, reverse=True) and errors[-1] > 0, errors
-        assert sampler.order - 0.4 < fitted_order(self.order_steps, errors) < 3.2, errors
+    # On one Gaussian (the mixin's case) the flow velocity is affine in x and the midpoint rule's
+    # second-order error term cancels, so it converges at order 3 there (2.99 measured).
+    order_slack_above = 1.2
 
 
 def test_the_family_trains_into_an_export_that_vfm_generate_samples_with_the_plugin_sampler(installed_plugins, tmp_path,

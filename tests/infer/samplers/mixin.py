@@ -96,6 +96,9 @@ class ODESamplerTestMixin(SamplerTestMixin):
 
     #: the step counts whose errors the order is fitted to (in the solver's asymptotic range)
     order_steps: tuple[int, ...] = ORDER_STEPS
+    # how far above its declared order a sampler may converge on the single Gaussian (pre-asymptotic
+    # convergence can look faster than the order, never slower)
+    order_slack_above: float = 0.6
 
     def ode_reference(self, sampler: Sampler, mean: torch.Tensor, std: float, noise: torch.Tensor) -> torch.Tensor:
         """What an exact solver would return: the closed-form ODE endpoint from the first level."""
@@ -115,4 +118,5 @@ class ODESamplerTestMixin(SamplerTestMixin):
         assert errors == sorted(errors, reverse=True), errors
         order = fitted_order(self.order_steps, errors)
         # Pre-asymptotic convergence can look faster than the order (shifted schedules), never slower.
-        assert sampler.order - 0.4 < order < sampler.order + 0.6, f"fitted order {order:.2f}, declared {sampler.order}; errors {errors}"
+        assert sampler.order - 0.4 < order < sampler.order + self.order_slack_above, \
+            f"fitted order {order:.2f}, declared {sampler.order}; errors {errors}"

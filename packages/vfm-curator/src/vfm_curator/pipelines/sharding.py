@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,7 +31,7 @@ from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, options_hash, should_retry
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
-from vfm_curator.pipelines.summary import Progress
+from vfm_curator.pipelines.summary import FailureReport, Progress
 from vfm_curator.pipelines.shard_files import BucketWriters, bucket_dirs, finished_keys, remove_leftovers, shards
 from vfm_curator.stages.shard_decode import Bucket, check_buckets
 from vfm_curator.stages.shard_task import ShardTask
@@ -116,7 +116,7 @@ class ShardConfig:
 
 
 @dataclass
-class ShardSummary:
+class ShardSummary(FailureReport):
     """What a run did. ``samples``, ``tokens``, ``bytes`` and ``buckets`` describe the whole output."""
 
     out: str
@@ -139,15 +139,6 @@ class ShardSummary:
     blend: str = ""
     workers: dict[str, int] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def top_failure(self) -> tuple[str, dict[str, Any]] | None:
-        """(kind, {count, reason, cause}) of the most common failure among the table's clips."""
-        if not self.failure_kinds:
-            return None
-        return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of

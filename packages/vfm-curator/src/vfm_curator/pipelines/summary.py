@@ -19,8 +19,24 @@ class Progress(Protocol):
     def stop(self) -> None: ...
 
 
+class FailureReport:
+    """What a clipping and a sharding summary share: a JSON-able dict and the most common failure
+    (from ``failure_kinds``: kind -> {count, reason, cause})."""
+
+    failure_kinds: dict[str, dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # subclasses are dataclasses
+
+    def top_failure(self) -> tuple[str, dict[str, Any]] | None:
+        """(kind, {count, reason, cause}) of the most common failure."""
+        if not self.failure_kinds:
+            return None
+        return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
+
+
 @dataclass
-class Summary:
+class Summary(FailureReport):
     """What a run did. ``*_total`` fields describe the whole output folder (all runs)."""
 
     out: str
@@ -50,15 +66,6 @@ class Summary:
     other_options: dict[str, int] = field(default_factory=dict)
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def top_failure(self) -> tuple[str, dict[str, Any]] | None:
-        """(kind, {count, reason, cause}) of the most common failure among the folder's videos."""
-        if not self.failure_kinds:
-            return None
-        return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
 
     def problem(self) -> str | None:
         """One line when the output folder holds no clip (every video failed, or the filters kept
