@@ -2,17 +2,21 @@
 
 The GPU backends get NV12 (or planar) surfaces from NVDEC and turn them into the frames PyAV gives,
 following what :func:`vfm_curator.io.video._to_rgb` has swscale do: at full size, chroma is
-repeated over its 2x2 pixels; scaled, luma and chroma are resized bilinearly to the output size
-(antialiased when shrinking; swscale's ``SWS_BILINEAR | SWS_FULL_CHR_H_INT``); then the stream's
-matrix (BT.601 unless it says BT.709/BT.2020) and range (limited 16-235 unless full), rounded to
-uint8 (swscale's default paths truncated, 1-2 levels darker); then the display rotation. Measured
-against PyAV on the CPU (tests/curator/test_decoders.py, docs/decoders.md): at most 0.01/255 apart
-on average and 1/255 at worst at full size; 0.82/255 and 4/255 scaled from 320x192 to 64 wide.
+repeated over its 2x2 pixels; scaled, luma and chroma are resized straight to the output size as
+swscale resizes them (:func:`resize_planes`: an area average for the detection sizes, bilinear
+otherwise); then the stream's matrix (BT.601 unless it says BT.709/BT.2020) and range (limited
+16-235 unless full), rounded to uint8 (swscale's default paths truncated, 1-2 levels darker); then
+the display rotation. Measured against PyAV on the CPU (tests/curator/test_decoders.py,
+docs/decoders.md): at most 0.01/255 apart on average and 1/255 at worst at full size; 0.30-0.81/255
+on average and 2-4/255 at worst shrunk from 320x192 to 64 wide.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
+
+from vfm_curator.io.video import is_detection_shrink
 
 # Kr, Kb of each matrix (ITU-R BT.601 / BT.709 / BT.2020 non-constant luminance).
 _K = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593)}
@@ -79,7 +83,6 @@ def planes_to_rgb(y, u, v, *, sizes: Sequence, rotation: int = 0, full_range: bo
     per entry of ``sizes`` (``None``: full size; ``(w, h)``: that *display* size, i.e. after
     ``rotation``, given in degrees counter-clockwise as PyAV's ``frame.rotation``)."""
     import torch
-    import torch.nn.functional as F
 
     if matrix not in _K:
         raise ValueError(f"unknown colour matrix {matrix!r}; accepted: {', '.join(_K)}")
@@ -96,12 +99,13 @@ def planes_to_rgb(y, u, v, *, sizes: Sequence, rotation: int = 0, full_range: bo
             w, h = int(size[0]), int(size[1])
             if k % 2:
                 w, h = h, w  # scale in coded orientation, then rotate
-        luma = _resize(F, planes, h, w)[0, 0]
+        area = is_detection_shrink(width, height, w, h)  # swscale's flags follow the frame, not the plane
+        luma = resize_planes(planes, h, w, area=area)[0, 0]
         if (w, h) == (width, height):  # swscale's unscaled path: each chroma sample covers its pixels
             fy, fx = -(-height // chroma.shape[-2]), -(-width // chroma.shape[-1])
             cbcr = chroma.repeat_interleave(fy, -2).repeat_interleave(fx, -1)[..., :h, :w]
-        else:  # scaled: chroma straight to (h, w), as swscale with FULL_CHR_H_INT (io.video.SCALED_FLAGS)
-            cbcr = _resize(F, chroma, h, w)
+        else:  # scaled: chroma straight to (h, w), as swscale with FULL_CHR_H_INT (io.video.scaled_flags)
+            cbcr = resize_planes(chroma, h, w, area=area)
         Y, Cb, Cr = luma, cbcr[0, 0] - 128.0, cbcr[0, 1] - 128.0
         if not full_range:
             Y = (Y - 16.0) * (255.0 / 219.0)
@@ -147,9 +151,35 @@ def rgb_to_planes(rgb, *, matrix: str = "bt601", full_range: bool = False):
     return y, cb + 128.0, cr + 128.0
 
 
-def _resize(F, planes, h: int, w: int):
-    """(1, C, H, W) float -> (1, C, h, w): bilinear, antialiased when shrinking (swscale's default)."""
+def resize_planes(planes, h: int, w: int, *, area: bool):
+    """(N, C, H, W) float -> (N, C, h, w), on the planes' device, as swscale scales
+    (:func:`vfm_curator.io.video.scaled_flags`): ``area`` (the caller asks
+    :func:`~vfm_curator.io.video.is_detection_shrink` about the frame's size) averages the source
+    pixels under each output pixel, weighted by how much of each it covers (``SWS_AREA``'s filter);
+    otherwise bilinear, antialiased when shrinking (``SWS_BILINEAR``).
+
+    Not ``F.interpolate(mode="area")``: adaptive pooling takes whole source pixels into each bin, so
+    where the factor is not an integer (192 -> 38 rows) it drifts from swscale: 0.56-0.92/255 mean
+    and 5-7 at worst against PyAV's small frames, 0.30-0.81 and 2-4 with the fractional weights."""
+    import torch.nn.functional as F
+
     if planes.shape[-2:] == (h, w):
         return planes
+    if area:
+        device = str(planes.device)
+        rows, cols = _area_weights(planes.shape[-2], h, device), _area_weights(planes.shape[-1], w, device)
+        return rows @ planes @ cols.T
     shrink = h < planes.shape[-2] or w < planes.shape[-1]
     return F.interpolate(planes, size=(h, w), mode="bilinear", align_corners=False, antialias=shrink)
+
+
+@lru_cache(maxsize=64)
+def _area_weights(src: int, dst: int, device: str):
+    """(dst, src) float32: output pixel ``i`` covers source ``[i * src / dst, (i + 1) * src / dst)``;
+    each source pixel ``[j, j + 1)`` weighs the length it shares with that span, rows summing to 1."""
+    import torch
+
+    lo = torch.arange(dst, dtype=torch.float64) * (src / dst)
+    j = torch.arange(src, dtype=torch.float64)
+    weights = (torch.minimum(lo[:, None] + src / dst, j + 1) - torch.maximum(lo[:, None], j)).clamp_(min=0)
+    return (weights / weights.sum(dim=1, keepdim=True)).to(device=device, dtype=torch.float32)

@@ -327,9 +327,16 @@ def scaled_flags(src_w: int, src_h: int, w: int, h: int) -> int:
     64-wide frames, a detector's own (TransNetV2's 48x27), stitch's boundary frames (the decode
     stage's size, so the same pixels). :data:`SCALED_FLAGS` for every other size (shard frames above it,
     sample frames at a model's size, any enlargement), as before."""
-    if max(w, h) <= SMALL_MAX_SIDE and 2 * w <= src_w and 2 * h <= src_h:
-        return SMALL_FLAGS
-    return SCALED_FLAGS
+    return SMALL_FLAGS if is_detection_shrink(src_w, src_h, w, h) else SCALED_FLAGS
+
+
+def is_detection_shrink(src_w: int, src_h: int, w: int, h: int) -> bool:
+    """Whether ``src_w x src_h -> w x h`` is a shrink to a detection size: at most
+    :data:`SMALL_MAX_SIDE` a side and at most half the source both ways. The one rule for every
+    scaler: swscale's flags here (:func:`scaled_flags`), the torch area average of the GPU decoders
+    and of the torch scorer (:func:`vfm_curator.decoders.yuv.resize_planes`). Symmetric in
+    width/height, so coded and display orientation give the same answer."""
+    return max(w, h) <= SMALL_MAX_SIDE and 2 * w <= src_w and 2 * h <= src_h
 
 
 def small_size(width: int, height: int, target_width: int) -> tuple[int, int]:

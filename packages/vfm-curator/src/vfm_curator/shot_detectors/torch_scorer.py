@@ -34,16 +34,19 @@ def rgb_to_hsv(frames):
 
 
 def resize_frames(frames, size: tuple[int, int]):
-    """(N, H, W, 3) uint8 -> (N, h, w, 3) uint8 at ``size = (w, h)``: bilinear with antialiasing
-    (a box-like filter when shrinking, as a video scaler does), rounded back to uint8, on the device."""
+    """(N, H, W, 3) uint8 -> (N, h, w, 3) uint8 at ``size = (w, h)``, rounded back to uint8, on the
+    device, with the filter FFmpeg uses for that size (:func:`vfm_curator.decoders.yuv.resize_planes`):
+    an area average for the detection sizes, bilinear with antialiasing otherwise."""
     import torch
-    import torch.nn.functional as F
+
+    from vfm_curator.decoders.yuv import resize_planes
+    from vfm_curator.io.video import is_detection_shrink
 
     w, h = int(size[0]), int(size[1])
     if frames.shape[1:3] == (h, w):
         return frames
     x = frames.permute(0, 3, 1, 2).to(torch.float32)  # (N, 3, H, W)
-    x = F.interpolate(x, size=(h, w), mode="bilinear", antialias=True, align_corners=False)
+    x = resize_planes(x, h, w, area=is_detection_shrink(frames.shape[2], frames.shape[1], w, h))
     return x.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
 
 
