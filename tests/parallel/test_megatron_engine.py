@@ -12,7 +12,7 @@ import torch
 
 from tests.parallel.scenarios import assert_parity, family_batch, family_model, parity
 from tests.gloo import spawn
-from vfm_parallel import ParallelDims, parallelize
+from vfm_parallel import LayoutError, ParallelDims, parallelize
 from vfm_parallel.strategy import get_strategy
 
 TOL = 1e-5
@@ -41,10 +41,10 @@ def megatron_layouts(rank, world):
         return out
 
     results = {f"{model}/tp2": r for model, r in run("megatron-tp").items()}  # real CPU, no shim
-    try:  # megatron-sp refuses where megatron's buffers cannot be allocated, before any collective
+    try:  # megatron-sp refuses where megatron's buffers cannot be allocated: in its check, before any collective
         parallelize(family_model("dit-cross"), ParallelDims(tp=2), ["megatron-sp"])
         results["sp_error"] = None
-    except RuntimeError as error:
+    except LayoutError as error:
         results["sp_error"] = str(error)
     _cpu_buffers_for_megatron_sp()
     results.update({f"{model}/tp2+sp": r for model, r in run("megatron-sp").items()})
@@ -68,7 +68,9 @@ def test_megatron_sp_without_cuda_buffers_names_the_megatron_call(results):
     if torch.cuda.is_available():
         pytest.skip("CUDA is available: megatron-sp's buffers can be allocated")
     error = results[0]["sp_error"]
-    assert error is not None and "torch.cuda.current_device()" in error and "megatron-tp" in error
+    assert error is not None and "\n" not in error
+    assert error.startswith("megatron-sp: megatron-core's sequence-parallel layers need CUDA")
+    assert "torch.cuda.current_device()" in error and error.endswith("without CUDA use vfm's 'sp' (or 'tp'), or 'megatron-tp'")
 
 
 def test_missing_megatron_core_says_how_to_install(monkeypatch):

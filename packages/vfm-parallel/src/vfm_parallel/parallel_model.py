@@ -84,6 +84,34 @@ def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = 
     return chosen
 
 
+def idle_strategies(dims: ParallelDims, strategies: Sequence[str], notes: Mapping[str, str] | None = None) -> list[str]:
+    """One line per strategy of ``strategies`` whose mesh dimensions all have size 1 (``tp`` with
+    tp = 1, ``cp-ring`` with cp = 1, ``fsdp`` with dp_shard = cp = 1): it runs, over a group of one
+    rank, and parallelizes nothing. Names the strategy, the dimensions and their sizes, and what to
+    set; an unknown name is skipped (:func:`check_strategies` refuses it). ``notes[dim]`` follows
+    that dimension's size (e.g. how ``dp_shard = -1`` became 1).
+
+    A warning, not an error: one config is often shared by a 1-GPU run and an N-GPU run (``dp_shard
+    = -1`` fills the world; ``vfm plan`` and ``--set`` change the sizes), and a strategy over a
+    dimension of size 1 is harmless there; it is worth one line only because whoever listed it
+    expected it to act.
+    """
+    lines = []
+    for name in strategies:
+        try:
+            strategy = get_strategy(name)
+        except Exception:  # unknown or broken: check_strategies says so
+            continue
+        mesh_dims = tuple(getattr(strategy, "mesh_dims", ()))
+        if not mesh_dims or any(getattr(dims, dim) > 1 for dim in mesh_dims):
+            continue
+        sizes = " and ".join(f"parallel.{dim} = {getattr(dims, dim)}{' ' + notes[dim] if dim in (notes or {}) else ''}"
+                             for dim in mesh_dims)
+        lines.append(f"{sizes}, so strategy {name!r} parallelizes nothing; set parallel.{mesh_dims[0]} > 1 "
+                     f"or drop {name!r} from parallel.strategies")
+    return lines
+
+
 def _serving(phase: str, dim: str) -> list[str]:
     """The registered strategies that parallelize over mesh dimension ``dim``."""
     from vfm_parallel.plugins import host

@@ -62,6 +62,7 @@ def train(
         resolved = recipe.validate(cfg, world, require_data=not validate_only)  # the run is built from it: resolved once
     except config_mod.ConfigError as exc:
         _fail_once(exc)
+    _warn_idle_strategies(cfg, world)
     if validate_only:
         unchecked = "" if recipe.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
         typer.echo(f"{config}: valid{unchecked}")
@@ -103,6 +104,22 @@ def train(
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _warn_idle_strategies(cfg, world: int) -> None:
+    """A listed strategy over dimensions of size 1 (``tp`` with tp = 1): one ``warning:`` line,
+    printed by rank 0 only (every rank validates the same config and world size, so once per job).
+    Not an error: one config often serves 1-GPU and N-GPU runs (vfm_parallel.idle_strategies)."""
+    import os
+
+    from vfm_parallel import ParallelDims
+    from vfm_parallel.parallel_model import idle_strategies
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    notes = {"dp_shard": f"(-1 with world size {world})"} if cfg.parallel.dp_shard == -1 else {}
+    for line in idle_strategies(ParallelDims(**cfg.parallel.resolved(world)), list(cfg.parallel.strategies), notes):
+        typer.echo(f"warning: {line}", err=True)
 
 
 def _fail_once(exc: Exception) -> None:

@@ -49,6 +49,13 @@ class MegatronTensorParallel(TensorParallel):
         super().__init__(sp)
         self.name = "megatron-sp" if sp else "megatron-tp"
 
+    def check(self, dims: Any, plan: Any = None) -> None:
+        """Before anything starts (``vfm_parallel.check_strategies``, so ``vfm train --validate`` and
+        every rank's config check): the ``tp``/``sp`` checks, and megatron-sp with tp > 1 needs CUDA."""
+        super().check(dims, plan)
+        if self.sp and dims.tp > 1:
+            _check_cuda_for_sp()
+
     def apply(self, model: nn.Module, mesh: Any, plan: Any, **options: Any) -> nn.Module:
         layers = _layers()  # a missing megatron-core is reported before anything else
         regions = self.regions(mesh, plan, options)
@@ -119,6 +126,21 @@ def _release_input(slot):
         slot.tensor = None
 
     return hook
+
+
+def _check_cuda_for_sp() -> None:
+    """One line (:class:`LayoutError`) where ``torch.cuda.current_device()`` fails (a CPU-only torch,
+    no GPU or driver): megatron-core's SP collectives allocate their buffers there, and without this
+    check the first forward of every rank ended in a traceback from megatron-core."""
+    try:
+        torch.cuda.current_device()
+    except (AssertionError, RuntimeError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise LayoutError(
+            "megatron-sp: megatron-core's sequence-parallel layers need CUDA (they allocate their all-gather/"
+            f"reduce-scatter buffers on torch.cuda.current_device(), which fails here: {reason}); "
+            "without CUDA use vfm's 'sp' (or 'tp'), or 'megatron-tp'"
+        ) from None
 
 
 def _check_sp_buffers(device_type: str) -> None:

@@ -1,0 +1,108 @@
+"""A strategy listed for a mesh dimension of size 1 parallelizes nothing (``tp`` with tp = 1,
+``cp-ring`` with cp = 1, ``fsdp`` with dp_shard = cp = 1): ``idle_strategies`` names it, and
+``vfm train`` / ``vfm train --validate`` print it as one ``warning:`` line (rank 0 only under
+torchrun), not an error: a config shared between a 1-GPU and an N-GPU run is still valid.
+``megatron-sp`` with tp > 1 where CUDA is unusable is refused before any process group starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import vfm_models
+from typer.testing import CliRunner
+
+from vfm_parallel import LayoutError, ParallelDims
+from vfm_parallel.parallel_model import check_strategies, idle_strategies
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = str(ROOT / "configs" / "tiny.toml")
+
+
+@pytest.mark.parametrize(
+    "dims, strategies, lines",
+    [
+        (ParallelDims(), ["tp"], ["parallel.tp = 1, so strategy 'tp' parallelizes nothing; set parallel.tp > 1 or drop "
+                                  "'tp' from parallel.strategies"]),
+        (ParallelDims(dp_shard=2), ["cp-ring", "fsdp"],
+         ["parallel.cp = 1, so strategy 'cp-ring' parallelizes nothing; set parallel.cp > 1 or drop 'cp-ring' from "
+          "parallel.strategies"]),
+        (ParallelDims(), ["fsdp", "ac"],
+         ["parallel.dp_shard = 1 and parallel.cp = 1, so strategy 'fsdp' parallelizes nothing; set parallel.dp_shard > 1 "
+          "or drop 'fsdp' from parallel.strategies"]),
+        (ParallelDims(tp=2), ["sp", "megatron-tp"], []),  # (two tp-phase strategies: check_strategies' error, not this)
+        (ParallelDims(cp=2), ["fsdp"], []),  # fsdp shards over dp_shard x cp
+        (ParallelDims(tp=2, dp_shard=2), ["tp", "fsdp", "compile"], []),
+    ],
+    ids=["tp", "cp-ring", "fsdp", "busy-tp", "fsdp-over-cp", "all-busy"],
+)
+def test_idle_strategies_names_the_strategy_the_dimension_and_its_size(dims, strategies, lines):
+    assert idle_strategies(dims, strategies) == lines
+
+
+def _validate(*sets: str, world: int = 1):
+    from vfm_cli.main import app
+
+    args = ["train", TINY, "--validate", "--world-size", str(world)]
+    for item in sets:
+        args += ["--set", item]
+    return CliRunner().invoke(app, args)
+
+
+def test_vfm_train_validate_warns_once_about_a_strategy_on_a_dimension_of_size_1(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    result = _validate('parallel.strategies=["tp", "fsdp"]', "parallel.dp_shard=2", world=2)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "warning: parallel.tp = 1, so strategy 'tp' parallelizes nothing; set parallel.tp > 1 or drop 'tp' from "
+        "parallel.strategies",
+        f"{TINY}: valid"]
+
+
+def test_the_warning_is_printed_by_rank_0_only(monkeypatch):
+    """Under torchrun every rank validates the same config: rank 0 prints the warning, once per job."""
+    monkeypatch.setenv("RANK", "1")
+    result = _validate('parallel.strategies=["cp-ring", "fsdp"]', "parallel.dp_shard=2", world=2)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [f"{TINY}: valid"]
+
+
+def test_strategies_chosen_from_the_dims_never_warn(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    result = _validate()  # tiny.toml: strategies = [], dp_shard = -1, one process: nothing chosen, nothing idle
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [f"{TINY}: valid"]
+
+
+needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is usable here: megatron-sp can run")
+
+
+@needs_no_cuda
+def test_megatron_sp_without_cuda_is_refused_before_any_process_group():
+    with torch.device("meta"):
+        plan = vfm_models.get_family("dit").create("tiny").parallel_plan()
+    with pytest.raises(LayoutError) as error:
+        check_strategies(ParallelDims(tp=2), ["megatron-sp"], plan)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("megatron-sp: megatron-core's sequence-parallel layers need CUDA")
+    assert message.endswith("without CUDA use vfm's 'sp' (or 'tp'), or 'megatron-tp'")
+
+
+@needs_no_cuda
+def test_vfm_train_validate_refuses_megatron_sp_without_cuda_in_one_line():
+    result = _validate("parallel.tp=2", "parallel.dp_shard=1", 'parallel.strategies=["megatron-sp"]', world=2)
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: config key 'parallel.strategies': megatron-sp: megatron-core's sequence-parallel layers need CUDA")
+
+
+def test_fsdp_on_one_process_says_how_dp_shard_minus_1_became_1(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    result = _validate('parallel.strategies=["fsdp"]')  # tiny.toml: dp_shard = -1
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == (
+        "warning: parallel.dp_shard = 1 (-1 with world size 1) and parallel.cp = 1, so strategy 'fsdp' parallelizes "
+        "nothing; set parallel.dp_shard > 1 or drop 'fsdp' from parallel.strategies")
