@@ -50,21 +50,21 @@ _discover_commands()
 def main() -> None:
     import warnings
 
-    from vfm_plugins import PluginError, PluginWarning
+    from vfm_plugins import PluginError, PluginWarning, printable
 
     show = warnings.showwarning
 
     def show_plugin_warning(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, PluginWarning):  # a skipped plugin: one line, not this file's source
-            typer.echo(f"warning: {message}", err=True)
-        else:
-            show(message, category, filename, lineno, file, line)
+            typer.echo(f"warning: {printable(message)}", err=True)
+        else:  # a warning may quote a file name or a plugin's text: no terminal controls
+            show(printable(message), category, filename, lineno, file, line)
 
     warnings.showwarning = show_plugin_warning
     try:
         app()
     except PluginError as exc:  # a name clash, a plugin target that cannot load: one line, not a traceback
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {printable(exc)}", err=True)
         raise SystemExit(1) from None
 
 

@@ -10,6 +10,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from vfm_plugins.text import rich_text
+
 RUNNERS = ("ray", "serial")
 
 
@@ -47,11 +49,11 @@ def apply_run_options(execution: Any, runner: str | None, ray_address: str | Non
 
 def figures_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> Table:
     """A two-column table of a run's figures; ``workers`` dicts print as ``stage=n, ...``."""
-    table = Table(title=title)
+    table = Table(title=rich_text(title) if title is not None else None)  # an out folder's "[x]" is text
     table.add_column("figure")
     table.add_column("value", justify="right")
     for name, value in rows:
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
-        table.add_row(name, str(value))
+        table.add_row(name, rich_text(value))
     return table

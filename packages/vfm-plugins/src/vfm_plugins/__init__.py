@@ -29,6 +29,7 @@ from vfm_plugins.host import (
     misplaced_entry_points,
 )
 from vfm_plugins.parent_watch import exit_with_parent
+from vfm_plugins.text import printable
 
 __all__ = [
     "DECLARATION_FILE",
@@ -54,6 +55,7 @@ __all__ = [
     "exit_with_parent",
     "misplaced_entry_points",
     "parse_declaration",
+    "printable",
     "read_declaration",
 ]
 __version__ = "0.1.0"

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from vfm_plugins.parent_watch import pid_exists
+from vfm_plugins.text import printable
 
 try:
     import fcntl
@@ -77,7 +78,8 @@ class LockHolder:
     command: str
 
     def describe(self) -> str:
-        return f"pid {self.pid} on host {self.host}, started {self.started}, command {self.command!r}"
+        # read from the lock file (anyone who can write the folder wrote it): printed escaped
+        return f"pid {self.pid} on host {printable(self.host)}, started {printable(self.started)}, command {self.command!r}"
 
     @classmethod
     def me(cls, command: str | None) -> "LockHolder":

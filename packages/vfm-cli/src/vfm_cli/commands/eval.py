@@ -51,6 +51,7 @@ def print_scores(results: dict, console) -> None:
     from rich.table import Table
 
     from vfm_infer.plugins import host
+    from vfm_plugins.text import printable, rich_text
 
     for name, result in results.items():
         if result.per_video:
@@ -59,7 +60,7 @@ def print_scores(results: dict, console) -> None:
             for column in columns:
                 table.add_column(column)
             for row in result.per_video:
-                table.add_row(*(_cell(row.get(c)) for c in columns))
+                table.add_row(*(rich_text(_cell(row.get(c))) for c in columns))
             console.print(table)
         summary = Table(title=f"{name}: summary")
         summary.add_column("score")
@@ -68,7 +69,7 @@ def print_scores(results: dict, console) -> None:
             summary.add_row(key, _cell(value))
         console.print(summary)
         for note in result.notes:
-            console.print(f"note: {name}: {note}", highlight=False, markup=False, soft_wrap=True)
+            console.print(printable(f"note: {name}: {note}"), highlight=False, markup=False, soft_wrap=True)
 
 
 def eval_command(

@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from vfm_cli.failing import fail
+from vfm_plugins.text import printable
 
 
 def _parse_size(size: Optional[str]) -> Optional[tuple[int, int]]:
@@ -142,7 +143,7 @@ def generate(
         fail(str(exc))
     if rank == 0:
         for note in prepared.warnings:
-            typer.echo(f"warning: {note}", err=True)
+            typer.echo(f"warning: {printable(note)}", err=True)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

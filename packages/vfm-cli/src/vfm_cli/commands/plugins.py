@@ -45,12 +45,16 @@ def plugins(
     from rich.console import Console
     from rich.table import Table
 
+    from vfm_plugins.text import rich_text
+
     table = Table(title="vfm plugins")
     for column in ("host", "kind", "name", "provider", "version", "status", "description"):
         table.add_column(column)
     for r in rows:
         style = "red" if r["status"] == "failed" else None
-        table.add_row(*(r[c] for c in ("host", "kind", "name", "provider", "version", "status", "description")), style=style)
+        # names, versions and descriptions come from installed packages: shown as text, never as markup or controls
+        table.add_row(*(rich_text(r[c]) for c in ("host", "kind", "name", "provider", "version", "status", "description")),
+                      style=style)
     Console().print(table)
 
 

@@ -40,7 +40,7 @@ def shard(
     from vfm_curator.pipelines.sharding import ShardConfig
     from vfm_curator.pipelines.sharding import shard as run
     from vfm_curator.errors import StopRun
-    from vfm_plugins import FolderLockedError
+    from vfm_plugins import FolderLockedError, printable
 
     err = Console(stderr=True)
     try:
@@ -85,9 +85,9 @@ def shard(
         typer.echo(f"failures: {Path(summary.out) / 'failures.jsonl'}")
     problem, warning = summary.problem(), summary.warning()
     if warning:  # escape: a reason may hold "[shard]", which rich would read as a style tag
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True, highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(printable(warning))}", soft_wrap=True, highlight=False)
     if problem:  # nothing to train on: never a quiet exit 0
-        err.print(f"[red]error:[/red] {escape(problem)}", soft_wrap=True, highlight=False)
+        err.print(f"[red]error:[/red] {escape(printable(problem))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1)
 
 

@@ -1,0 +1,38 @@
+"""Text from data (file names, captions, plugin descriptions, a lock file's command) made safe to
+print on a terminal: control characters and bidi overrides become visible ``\\x1b``-style escapes,
+so a name cannot move the cursor, set a link or the clipboard (OSC 8/52), overwrite the line (CR)
+or reorder what the user reads. Ordinary text comes back unchanged."""
+
+from __future__ import annotations
+
+import unicodedata
+
+# bidi embeddings, overrides, isolates and marks: they reorder the text around them on screen
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_KEEP = frozenset("\n\t")  # layout, not control: multi-line messages stay multi-line
+
+
+def _escape(ch: str) -> str:
+    if ch == "\r":
+        return "\\r"  # as repr() writes it
+    n = ord(ch)
+    return f"\\x{n:02x}" if n <= 0xFF else f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+
+
+def printable(text: object) -> str:
+    """``str(text)`` with every control character (C0 but newline and tab, DEL, C1), bidi control
+    and lone surrogate (a non-UTF-8 file name) written as its escape, e.g. ``\\x1b``, ``\\r``, ``\\u202e``."""
+    s = str(text)
+    if s.isprintable() and not _BIDI.intersection(s):  # the common case: nothing to do
+        return s
+    return "".join(
+        _escape(ch) if ch not in _KEEP and (ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs")) else ch for ch in s
+    )
+
+
+def rich_text(text: object):
+    """A :class:`rich.text.Text` of :func:`printable` ``text``: printed by rich as it reads, never
+    read as markup (``[red]``, ``[link=...]`` in a file name stay text). Needs rich (the CLI's)."""
+    from rich.text import Text
+
+    return Text(printable(text))
