@@ -19,6 +19,7 @@ from vfm_curator.io import report_charts as charts
 from vfm_curator.io import report_review as review
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.io.report_assets import CSS, ERROR_HOOK, SCRIPT
+from vfm_curator.io.report_review import href
 
 e = html.escape
 
@@ -337,9 +338,9 @@ def clip_table(clips: list[ClipRow], score_names: list[str]) -> str:
 
 def _clip_row(c: ClipRow, score_names: list[str]) -> str:
     status = "removed" if c.review == "removed" else "kept" if c.why is None else "filtered"
-    img = f"<img src=\"{e(c.thumb)}\" alt=\"\" loading=\"lazy\">" if c.thumb else ""
-    thumb = f"<a href=\"{e(c.path)}\">{img or 'clip'}</a>" if c.path else img
-    label = f"<a href=\"{e(c.path)}\">{e(c.id)}</a>" if c.path else e(c.id)
+    img = f"<img src=\"{href(c.thumb)}\" alt=\"\" loading=\"lazy\">" if c.thumb else ""
+    thumb = f"<a href=\"{href(c.path)}\">{img or 'clip'}</a>" if c.path else img
+    label = f"<a href=\"{href(c.path)}\">{e(c.id)}</a>" if c.path else e(c.id)
     span = f"{c.start_s:.2f}–{c.end_s:.2f} s (frames {c.start_frame}–{c.end_frame})"
     scores = "".join(
         f"<td class=\"num\" data-v=\"{c.scores[n]!r}\">{e(charts.number(c.scores[n]))}</td>" if n in c.scores

@@ -10,10 +10,17 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from vfm_curator.io.paths import safe_join
 
 e = html.escape
+
+
+def href(path: str) -> str:
+    """A relative link to a file of the folder, for an ``href``/``src`` attribute: percent-encoded (a
+    name's ``:`` cannot make it a ``javascript:`` URL, ``#`` and ``?`` stay part of the name), then escaped."""
+    return e(quote(str(path), safe="/"), quote=True)
 
 REVIEW_FILE = "review.jsonl"
 #: The caption_qa stage's scores (in clips.parquet's ``scores``): caption-frame cosine, VLM P(yes).
@@ -39,12 +46,12 @@ def _thumb(out: Path, clip_id: str, path: str | None) -> str:
     """The clip's thumbnail (linked to its file when that exists), or its id."""
     try:
         thumb = f"thumbs/{clip_id}.jpg"
-        img = f"<img src=\"{e(thumb)}\" alt=\"\" loading=\"lazy\">" if safe_join(out, thumb).is_file() else ""
+        img = f"<img src=\"{href(thumb)}\" alt=\"\" loading=\"lazy\">" if safe_join(out, thumb).is_file() else ""
         link = path if path and safe_join(out, path).is_file() else None
     except (ValueError, OSError):
         img, link = "", None
     inner = img or e(clip_id)
-    return f"<a href=\"{e(link)}\">{inner}</a>" if link else inner
+    return f"<a href=\"{href(link)}\">{inner}</a>" if link else inner
 
 
 def _name(source: Any) -> str:
