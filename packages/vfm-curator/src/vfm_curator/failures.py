@@ -26,8 +26,8 @@ from vfm_curator.errors import InputError
 CAUSES = ("input", "config", "machine")
 #: Reason kinds a record may carry (``--retry-failed KIND``); stages may add their own.
 KINDS = (
-    "unusable-input", "bad-name", "no-clips", "all-filtered", "too-short", "no-caption", "caption-endpoint", "error",
-    "worker-crash", "out-of-memory", "timeout", "stage-setup",
+    "unusable-input", "bad-name", "no-clips", "all-filtered", "too-short", "too-large", "no-caption",
+    "caption-endpoint", "error", "worker-crash", "out-of-memory", "timeout", "stage-setup",
 )
 
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from vfm_curator.errors import InputError
+from vfm_curator.errors import InputError, LimitError
 
 log = logging.getLogger("vfm_curator.video")
 
@@ -80,9 +80,24 @@ def _open_hwaccel(path: str, device_type: str):
         return None
 
 
-def probe(path: str) -> Probe:
+#: the decode stage's default ``max_pixels``: 1.9x the largest frame any H.264/HEVC level allows
+#: (level 6.2: 35,651,584 luma samples; 8K UHD 7680x4320 is 33.2 M, DCI 8K 8192x4320 35.4 M), so
+#: every standard stream passes, while a full-size RGB frame stays under 202 MB (a declared
+#: 16384x16384 would be 805 MB of RGB, 3.2 GB as float32, before anything could fail)
+MAX_PIXELS = 8192 * 8192
+
+
+def probe(path: str, *, max_pixels: int | None = None) -> Probe:
+    """The container's facts about ``path``'s first video stream. With ``max_pixels``, a declared
+    frame size above it is refused (:class:`LimitError`, kind ``too-large``) before any frame is
+    decoded: a crafted or huge header must not make a worker allocate gigabytes a frame first."""
     with open_container(path) as container:
         stream = container.streams.video[0]
+        coded_w, coded_h = stream.codec_context.width, stream.codec_context.height
+        if max_pixels is not None and coded_w * coded_h > max_pixels:
+            raise LimitError(f"frame size {coded_w}x{coded_h} ({coded_w * coded_h:,} pixels) is over the limit; "
+                             f"accepted: at most max_pixels={max_pixels} pixels a frame (the decode stage's "
+                             f"option; default {MAX_PIXELS:,}, 8192x8192)", kind="too-large")
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         fps = float(rate) if rate else 0.0
         duration = 0.0

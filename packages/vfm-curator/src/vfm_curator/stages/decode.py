@@ -8,7 +8,7 @@ from array import array
 
 import numpy as np
 
-from vfm_curator.io.video import probe, small_size
+from vfm_curator.io.video import MAX_PIXELS, probe, small_size
 from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
 from vfm_curator.shot_detectors.content import FrameScorer
 from vfm_curator.tasks import VideoTask
@@ -29,11 +29,16 @@ class DecodeStage(Stage):
     a GPU (default a quarter: several decode workers share a card, whose NVDEC has several engines).
     ``hwaccel`` is the old spelling of PyAV's hwaccel (deprecated: ``decoder = "pyav-cuda"``); it
     still decodes with PyAV, FFmpeg's software fallback allowed.
+
+    ``max_pixels`` refuses a video whose declared frame size is larger (failure kind ``too-large``,
+    cause ``config``) before any frame is decoded; the default, 8192x8192, is 1.9x the largest
+    frame an H.264/HEVC level allows (8K UHD and DCI 8K pass).
     """
 
     name = "decode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"width": 64, "decoder": "auto", "hwaccel": None, "min_frames": 2, "gpu_share": 0.25}
+    defaults = {"width": 64, "decoder": "auto", "hwaccel": None, "min_frames": 2, "gpu_share": 0.25,
+                "max_pixels": MAX_PIXELS}
 
     def __init__(self, **options) -> None:
         super().__init__(**options)
@@ -45,6 +50,7 @@ class DecodeStage(Stage):
         self.option_range("width", lo=2, hi=4096, integer=True)
         self.option_range("min_frames", lo=1, integer=True)
         self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
+        self.option_range("max_pixels", lo=1, integer=True)
         try:
             check_name(self.opt["decoder"])
         except ValueError as exc:
@@ -107,7 +113,7 @@ class DecodeStage(Stage):
         return self._decoder
 
     def process_one(self, task: VideoTask) -> None:
-        info = probe(task.source)
+        info = probe(task.source, max_pixels=int(self.opt["max_pixels"]))
         w, h = small_size(info.width, info.height, int(self.opt["width"]))
         decoder = self.decoder_for(task.source, (w, h))
         try:
