@@ -89,3 +89,26 @@ def test_vfm_plugins_table_shows_a_plugins_text_as_text_not_markup_or_controls(t
     # built-in rows read as before
     dit = next(line for line in result.stdout.splitlines() if "│ dit " in line)
     assert [cell.strip() for cell in dit.split("│")[1:7]] == ["vfm_models", "families", "dit", "vfm-models", "0.1.0", "ok"]
+
+
+def test_curate_progress_and_figures_show_a_plugin_stages_name_as_text():
+    """The progress bars and the figures table (``vfm curate``/``vfm shard``) on a real rich console."""
+    import io
+
+    from rich.console import Console
+
+    from vfm_cli.pipeline_cli import StageProgress, figures_table
+
+    stage = "[red]x[/red]" + HOSTILE
+    progress = StageProgress()
+    buffer = io.StringIO()
+    progress.progress.live.console = Console(file=buffer, force_terminal=False, width=400)
+    progress.start(["decode", stage], total=2)
+    progress.advance(stage, 1)
+    progress.stop()
+    table = io.StringIO()
+    Console(file=table, force_terminal=False, width=400).print(figures_table([("workers", {"decode": 1, stage: 2})],
+                                                                          title="vfm curate -> out[1]"))
+    for text in (buffer.getvalue(), table.getvalue()):
+        assert "[red]x[/red]\\x1b]52;c;ZXZpbA==" in text and visible(text), repr(text)
+    assert "decode" in buffer.getvalue() and "vfm curate -> out[1]" in table.getvalue()

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vfm_plugins.text import rich_text
+from vfm_plugins.text import printable, rich_text
 
 RUNNERS = ("ray", "serial")
 
@@ -20,12 +20,12 @@ class StageProgress:
 
     def __init__(self) -> None:
         self.progress = Progress(
-            TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description:>10}", markup=False), BarColumn(),  # a plugin stage's name is text MofNCompleteColumn(), TimeElapsedColumn(),
         )
         self.bars: dict[str, int] = {}
 
     def start(self, stages: list[str], total: int) -> None:
-        self.bars = {s: self.progress.add_task(s, total=total) for s in stages}
+        self.bars = {s: self.progress.add_task(printable(s), total=total) for s in stages}
         self.progress.start()
 
     def advance(self, stage: str, n: int) -> None:
