@@ -106,3 +106,30 @@ def test_fsdp_on_one_process_says_how_dp_shard_minus_1_became_1(monkeypatch):
     assert result.output.splitlines()[0] == (
         "warning: parallel.dp_shard = 1 (-1 with world size 1) and parallel.cp = 1, so strategy 'fsdp' parallelizes "
         "nothing; set parallel.dp_shard > 1 or drop 'fsdp' from parallel.strategies")
+
+
+def _torchrun_lines(tmp_path, *sets: str) -> tuple[int, list[str]]:
+    import subprocess
+
+    from tests.cli.test_train_torchrun_errors import _torchrun
+
+    proc = _torchrun(tmp_path / "run", *sets, "train.steps=2", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output, _ = proc.communicate(timeout=120)
+    return proc.returncode, [line for line in output.splitlines() if line.startswith(("error:", "warning:", "[rank"))]
+
+
+@pytest.mark.slow
+def test_under_torchrun_the_warning_is_one_line_and_the_run_goes_on(tmp_path):
+    code, lines = _torchrun_lines(tmp_path, 'parallel.strategies=["cp-ring", "fsdp"]')
+    assert code == 0
+    assert lines == ["warning: parallel.cp = 1, so strategy 'cp-ring' parallelizes nothing; set parallel.cp > 1 or "
+                     "drop 'cp-ring' from parallel.strategies"]
+
+
+@needs_no_cuda
+@pytest.mark.slow
+def test_vfm_train_under_torchrun_refuses_megatron_sp_without_cuda_with_one_line_and_exit_1(tmp_path):
+    code, lines = _torchrun_lines(tmp_path, "parallel.tp=2", "parallel.dp_shard=1", 'parallel.strategies=["megatron-sp"]')
+    assert code == 1
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: config key 'parallel.strategies': megatron-sp: megatron-core's sequence-parallel layers need CUDA")
