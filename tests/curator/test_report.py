@@ -200,3 +200,10 @@ class _Attrs(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag in ("body", "html"):
             setattr(self, tag, dict(attrs))
+
+
+def test_every_failure_kind_but_the_generic_error_has_advice_in_the_report():
+    from vfm_curator.failures import KINDS
+    from vfm_curator.io.report import ADVICE
+
+    assert sorted(k for k in KINDS if k not in ADVICE) == ["error"]  # "error": the cause's advice (CAUSE_ADVICE)
