@@ -2,7 +2,9 @@
 ``cp-ring`` with cp = 1, ``fsdp`` with dp_shard = cp = 1): ``idle_strategies`` names it, and
 ``vfm train`` / ``vfm train --validate`` print it as one ``warning:`` line (rank 0 only under
 torchrun), not an error: a config shared between a 1-GPU and an N-GPU run is still valid.
-``megatron-sp`` with tp > 1 where CUDA is unusable is refused before any process group starts."""
+``megatron-sp`` with tp > 1 where CUDA is unusable is refused by a run before any process group
+starts, and is a ``note:`` line under ``--validate`` (which checks a config for the machines it is
+meant for, e.g. on a login node without CUDA)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 import vfm_models
 from typer.testing import CliRunner
 
-from vfm_parallel import LayoutError, ParallelDims
+from vfm_parallel import HardwareError, LayoutError, ParallelDims
 from vfm_parallel.parallel_model import check_strategies, idle_strategies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,21 +84,69 @@ needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is us
 def test_megatron_sp_without_cuda_is_refused_before_any_process_group():
     with torch.device("meta"):
         plan = vfm_models.get_family("dit").create("tiny").parallel_plan()
-    with pytest.raises(LayoutError) as error:
+    with pytest.raises(HardwareError) as error:  # a LayoutError: parallelize and a run refuse it like any other
         check_strategies(ParallelDims(tp=2), ["megatron-sp"], plan)
     message = str(error.value)
-    assert "\n" not in message
+    assert isinstance(error.value, LayoutError) and "\n" not in message
     assert message.startswith("megatron-sp: megatron-core's sequence-parallel layers need CUDA")
     assert message.endswith("without CUDA use vfm's 'sp' (or 'tp'), or 'megatron-tp'")
 
 
 @needs_no_cuda
-def test_vfm_train_validate_refuses_megatron_sp_without_cuda_in_one_line():
-    result = _validate("parallel.tp=2", "parallel.dp_shard=1", 'parallel.strategies=["megatron-sp"]', world=2)
+def test_a_check_for_other_machines_collects_the_hardware_refusal_and_still_refuses_the_rest():
+    with torch.device("meta"):
+        plan = vfm_models.get_family("dit").create("tiny").parallel_plan()
+    hardware: list = []
+    assert [s.name for s in check_strategies(ParallelDims(tp=2), ["megatron-sp"], plan, hardware=hardware)] == ["megatron-sp"]
+    assert [exc.note() for exc in hardware] == [
+        "megatron-sp needs CUDA, which this machine lacks; the config is valid for a CUDA machine"]
+    with pytest.raises(LayoutError) as error:  # a layout no machine can run is still refused
+        check_strategies(ParallelDims(tp=2, dp_replicate=2), ["megatron-sp", "ddp"], plan, hardware=[])
+    assert not isinstance(error.value, HardwareError)
+
+
+MEGATRON_SP_TP2 = ("parallel.tp=2", "parallel.dp_shard=1", 'parallel.strategies=["megatron-sp"]')
+
+
+@needs_no_cuda
+def test_vfm_train_validate_notes_that_megatron_sp_needs_cuda_and_passes_the_config(monkeypatch):
+    """A researcher checks a cluster config on a laptop or login node without CUDA."""
+    monkeypatch.delenv("RANK", raising=False)
+    result = _validate(*MEGATRON_SP_TP2, world=2)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "note: megatron-sp needs CUDA, which this machine lacks; the config is valid for a CUDA machine",
+        f"{TINY}: valid"]
+
+
+def test_vfm_train_validate_still_refuses_what_no_machine_runs(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    result = _validate("parallel.tp=2", "parallel.dp_replicate=2", "parallel.dp_shard=1",
+                       'parallel.strategies=["megatron-sp", "ddp"]', world=4)
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: config key 'parallel.strategies': ")
+    assert "note:" not in result.output
+
+
+@needs_no_cuda
+def test_vfm_train_refuses_megatron_sp_without_cuda_in_one_line_before_any_process_group(monkeypatch, tmp_path):
+    """A real run (no --validate) on this machine: WORLD_SIZE as torchrun sets it, refused by the
+    config check before any process group starts (no torchrun needed to see it)."""
+    from vfm_cli.main import app
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    args = ["train", TINY, "--set", f"train.out_dir={tmp_path / 'run'}"]
+    for item in MEGATRON_SP_TP2:
+        args += ["--set", item]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "error: config key 'parallel.strategies': megatron-sp: megatron-core's sequence-parallel layers need CUDA")
+    assert not (tmp_path / "run").exists()
 
 
 def test_fsdp_on_one_process_says_how_dp_shard_minus_1_became_1(monkeypatch):

@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 # host, so the torch-using names are resolved on first access.
 _LAZY = {
     "MESH_DIMS": "vfm_parallel.dims", "LayoutError": "vfm_parallel.dims", "ParallelDims": "vfm_parallel.dims",
+    "HardwareError": "vfm_parallel.dims",
     "ParallelModel": "vfm_parallel.parallel_model", "parallelize": "vfm_parallel.parallel_model",
     "PHASES": "vfm_parallel.strategy", "Strategy": "vfm_parallel.strategy", "get_strategy": "vfm_parallel.strategy",
 }

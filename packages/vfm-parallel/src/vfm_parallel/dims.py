@@ -25,6 +25,21 @@ class LayoutError(ValueError):
     """A parallel layout that cannot work: raised before any collective is issued."""
 
 
+class HardwareError(LayoutError):
+    """A layout that is valid but needs hardware this machine lacks (megatron-sp without CUDA).
+    A run refuses it like any :class:`LayoutError`; a check of a config meant for other machines
+    (``vfm train --validate`` on a login node) reports :meth:`note` instead."""
+
+    def __init__(self, message: str, *, subject: str, needs: str) -> None:
+        super().__init__(message)
+        self.subject = subject  # what needs it: "megatron-sp"
+        self.needs = needs  # what this machine lacks: "CUDA"
+
+    def note(self) -> str:
+        return (f"{self.subject} needs {self.needs}, which this machine lacks; the config is valid for a "
+                f"{self.needs} machine")
+
+
 @dataclass(frozen=True)
 class ParallelDims:
     """Sizes of the five mesh dimensions; their product is the world size."""

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch import nn
 
 from vfm_parallel import grad_sync
-from vfm_parallel.dims import MESH_DIMS, LayoutError, ParallelDims
+from vfm_parallel.dims import MESH_DIMS, HardwareError, LayoutError, ParallelDims
 from vfm_parallel.strategy import get_strategy, order_strategies
 
 #: Which phase must be present when a mesh dimension has size > 1.
@@ -57,7 +57,8 @@ class ParallelModel:
         return torch.stack([loss.detach() for loss in losses]).mean()
 
 
-def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = None) -> list:
+def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = None, *,
+                     hardware: list | None = None) -> list:
     """The strategies named, in application order, if they can run ``dims`` (and the model's
     ``plan``, when given); else :class:`LayoutError` naming the problem and what is accepted.
 
@@ -66,6 +67,10 @@ def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = 
     refuse a layout before any rank starts: one strategy per phase, a strategy for every mesh
     dimension of size > 1, and each strategy's own ``check(dims, plan)`` when it has one (DDP with
     TP, Ulysses heads against cp, attention kinds a CP strategy cannot serve, TP without TP linears).
+
+    ``hardware``: None (a run on this machine) raises every refusal; a list (a check of a config
+    meant for other machines, ``vfm train --validate``) collects each :class:`HardwareError` (what
+    this machine's hardware cannot run, e.g. megatron-sp without CUDA) in it and goes on checking.
     """
     try:
         chosen = order_strategies([get_strategy(name) for name in strategies])
@@ -79,8 +84,14 @@ def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = 
                               f"{', '.join(strategies) or '(none)'}; add one of: {', '.join(serving)}")
     for strategy in chosen:
         check = getattr(strategy, "check", None)
-        if check is not None:
+        if check is None:
+            continue
+        try:
             check(dims, plan)
+        except HardwareError as exc:
+            if hardware is None:
+                raise
+            hardware.append(exc)
     return chosen
 
 

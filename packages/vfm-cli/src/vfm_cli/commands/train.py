@@ -59,11 +59,16 @@ def train(
         _shard_paths(cfg, require=not validate_only)
         from vfm_cli import recipe
 
-        resolved = recipe.validate(cfg, world, require_data=not validate_only)  # the run is built from it: resolved once
+        # --validate checks the config for the machines it is meant for: what this machine's hardware
+        # cannot run (megatron-sp without CUDA) is a note there, and refused by a run
+        hardware: list | None = [] if validate_only else None
+        resolved = recipe.validate(cfg, world, require_data=not validate_only, hardware=hardware)  # the run is built from it: resolved once
     except config_mod.ConfigError as exc:
         _fail_once(exc)
     _warn_idle_strategies(cfg, world)
     if validate_only:
+        for exc in hardware:
+            typer.echo(f"note: {exc.note()}", err=True)
         unchecked = "" if recipe.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
         typer.echo(f"{config}: valid{unchecked}")
         return

@@ -18,11 +18,15 @@ from vfm_cli.recipe.resolution import Resolved, grid_of, resolve, seq_len
 from vfm_cli.recipe.shards import data_available
 
 
-def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: bool = True) -> Resolved:
+def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: bool = True,
+             hardware: list | None = None) -> Resolved:
     """Check every name the config uses against the plugin registries, the data against the model,
     and (with ``world_size``) the mesh against the model (heads % tp, layers % pp, tokens % cp). The
     model is built on the meta device, so a 28B config costs nothing; a bad config fails before any
     process group starts. ``require_data=False`` skips the shard checks when the shards are not here.
+    ``hardware``: a list collects what this machine's hardware could not run (a
+    :class:`vfm_parallel.HardwareError`, e.g. megatron-sp without CUDA) instead of refusing it, for
+    a check of a config meant for other machines (``vfm train --validate``).
 
     Returns the :class:`Resolved` config, which :func:`vfm_cli.recipe.parts_builder` builds the run
     from (so a run resolves its config, and reads the shards' first samples, once)."""
@@ -53,11 +57,11 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
 
         check_init(cfg, r.mcfg)
     if world_size is not None:
-        _check_mesh(cfg, r, world_size)
+        _check_mesh(cfg, r, world_size, hardware)
     return r
 
 
-def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
+def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list | None = None) -> None:
     from vfm_parallel import LayoutError, ParallelDims
     from vfm_parallel.parallel_model import check_strategies
     from vfm_parallel.trainer.distributed import default_strategies
@@ -78,7 +82,7 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int) -> None:
                           f"accepted: 0 (all) to {per_stage}")
     strategies = list(cfg.parallel.strategies) or default_strategies(cfg.parallel, sizes)
     try:  # what parallelize would refuse once every rank has started: refused here, before
-        check_strategies(dims, strategies, plan)
+        check_strategies(dims, strategies, plan, hardware=hardware)
     except LayoutError as exc:
         chosen = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
         raise ConfigError("parallel.strategies", f"{exc}{chosen}") from None

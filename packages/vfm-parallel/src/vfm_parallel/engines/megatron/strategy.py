@@ -24,7 +24,7 @@ from torch import nn
 
 from vfm_parallel import grad_sync
 from vfm_parallel._modules import blocks_of, parent_path, submodule
-from vfm_parallel.dims import LayoutError
+from vfm_parallel.dims import HardwareError, LayoutError
 from vfm_parallel.strategies.tensor_parallel import TensorParallel, _enter_block, _leave_stack
 
 INSTALL = "pip install 'vfm-parallel[megatron]'"
@@ -51,7 +51,8 @@ class MegatronTensorParallel(TensorParallel):
 
     def check(self, dims: Any, plan: Any = None) -> None:
         """Before anything starts (``vfm_parallel.check_strategies``, so ``vfm train --validate`` and
-        every rank's config check): the ``tp``/``sp`` checks, and megatron-sp with tp > 1 needs CUDA."""
+        every rank's config check): the ``tp``/``sp`` checks, and megatron-sp with tp > 1 needs CUDA
+        (a :class:`HardwareError`, last: ``--validate`` notes it and the config may still be fine)."""
         super().check(dims, plan)
         if self.sp and dims.tp > 1:
             _check_cuda_for_sp()
@@ -129,17 +130,18 @@ def _release_input(slot):
 
 
 def _check_cuda_for_sp() -> None:
-    """One line (:class:`LayoutError`) where ``torch.cuda.current_device()`` fails (a CPU-only torch,
+    """One line (:class:`HardwareError`) where ``torch.cuda.current_device()`` fails (a CPU-only torch,
     no GPU or driver): megatron-core's SP collectives allocate their buffers there, and without this
     check the first forward of every rank ended in a traceback from megatron-core."""
     try:
         torch.cuda.current_device()
     except (AssertionError, RuntimeError) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise LayoutError(
+        raise HardwareError(
             "megatron-sp: megatron-core's sequence-parallel layers need CUDA (they allocate their all-gather/"
             f"reduce-scatter buffers on torch.cuda.current_device(), which fails here: {reason}); "
-            "without CUDA use vfm's 'sp' (or 'tp'), or 'megatron-tp'"
+            "without CUDA use vfm's 'sp' (or 'tp'), or 'megatron-tp'",
+            subject="megatron-sp", needs="CUDA",
         ) from None
 
 
