@@ -206,9 +206,9 @@ def verify_files(folder: str | Path) -> dict[str, Any]:
 
 # --- tensors against the model ---------------------------------------------------------------------------
 
-def saved_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str, float]]:
-    """{name: (global shape, dtype, fraction of the elements the saved chunks cover)} from the
-    safetensors headers (DCP's view of the checkpoint)."""
+def saved_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str, str | None]]:
+    """{name: (global shape, dtype, what is wrong with its saved chunks or None)} from the
+    safetensors headers (DCP's view of the checkpoint; see :func:`chunk_problem`)."""
     from torch.distributed.checkpoint import HuggingFaceStorageReader
 
     try:
@@ -219,20 +219,52 @@ def saved_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str, float]]
     out = {}
     for name, meta in metadata.state_dict_metadata.items():
         shape = tuple(getattr(meta, "size", ()))
-        chunks = getattr(meta, "chunks", [])
-        covered = sum(math.prod(c.sizes) for c in chunks)
-        total = math.prod(shape)
+        chunks = [(tuple(c.offsets), tuple(c.sizes)) for c in getattr(meta, "chunks", [])]
         out[name] = (shape, str(getattr(meta.properties, "dtype", "?")).removeprefix("torch."),
-                     covered / total if total else 1.0)
+                     chunk_problem(shape, chunks))
     return out
 
 
+def _box(offsets: tuple[int, ...], sizes: tuple[int, ...]) -> str:
+    return "[" + ", ".join(f"{o}:{o + n}" for o, n in zip(offsets, sizes)) + "]"
+
+
+def chunk_problem(shape: tuple[int, ...], chunks: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> str | None:
+    """None when the chunks (offsets, sizes) tile the tensor exactly: each inside it, no two sharing
+    an element, together every element (coverage by element ranges: duplicated or overlapping chunks
+    cannot stand in for missing ones). Otherwise what is wrong, e.g. ``chunks [2:4, 0:3] and
+    [2:4, 0:3] overlap``."""
+    boxes = []
+    for offsets, sizes in chunks:
+        if len(offsets) != len(shape) or len(sizes) != len(shape) or any(
+                o < 0 or n < 0 or o + n > d for o, n, d in zip(offsets, sizes, shape)):
+            return f"chunk {_box(offsets, sizes)} lies outside its shape {list(shape)}"
+        if math.prod(sizes) > 0:  # an empty chunk (a rank holding no rows) covers nothing
+            boxes.append((offsets, sizes))
+    # sweep along the first dimension: only chunks whose first-dimension ranges meet are compared
+    boxes.sort()
+    active: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for offsets, sizes in boxes:
+        if shape:
+            active = [b for b in active if b[0][0] + b[1][0] > offsets[0]]
+        for other in active:
+            if all(o1 < o2 + n2 and o2 < o1 + n1 for o1, n1, o2, n2 in zip(offsets, sizes, other[0], other[1])):
+                return f"chunks {_box(*other)} and {_box(offsets, sizes)} overlap"
+        active.append((offsets, sizes))
+    covered, total = sum(math.prod(s) for _, s in boxes), math.prod(shape)
+    if covered < total:  # no overlap: the covered count is the union's
+        return f"{total - covered} of its {total} elements are in no saved chunk"
+    return None
+
+
 def verify_tensors(folder: Path) -> None:
-    """Every saved tensor fully covered by its chunks (a rank's file missing leaves holes)."""
-    holes = sorted(n for n, (_, _, covered) in saved_tensors(folder).items() if covered < 1.0)
-    if holes:
-        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {len(holes)} tensors are only partly saved "
-                                     f"({_names(holes)})")
+    """Every saved tensor tiled exactly by its chunks (a rank's file missing leaves holes; a crafted
+    header can repeat a chunk in place of a missing one)."""
+    bad = sorted((n, why) for n, (_, _, why) in saved_tensors(folder).items() if why is not None)
+    if bad:
+        (name, why), more = bad[0], (f" (and {len(bad) - 1} more tensors: {_names(n for n, _ in bad[1:])})"
+                                     if len(bad) > 1 else "")
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: tensor {name} is not saved whole: {why}{more}")
 
 
 def _names(names: Iterable[str]) -> str:
