@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from megatron.energon.errors import FatalSampleError
+from vfm_plugins import printable
 
 
 class DataError(FatalSampleError):
@@ -39,6 +40,14 @@ def data_error_in(exc: BaseException) -> DataError | None:
     return None
 
 
+def one_line(text: object) -> str:
+    """A message naming data (sample keys, shard and member names, decoder errors) made safe to print
+    wherever it is printed, worker processes included: :func:`vfm_plugins.printable` (control
+    characters, bidi controls as ``\\x1b``-style escapes) and newlines and tabs escaped too, so a name
+    cannot add a line."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def _source_text(sources: Any) -> str:
     for source in sources or ():
         shard = getattr(source, "shard_name", None)
@@ -58,6 +67,6 @@ def raise_sample_error(exc: Exception, sample: Any, sources: Any = None) -> None
     key = sample.get("__key__") if isinstance(sample, dict) else getattr(sample, "__key__", None)
     if isinstance(sample, list):
         key = [getattr(s, "__key__", None) for s in sample[:4]]
-    raise SampleError(
+    raise SampleError(one_line(
         f"vfm_data: sample {key!r}{_source_text(sources)} failed: {type(exc).__name__}: {exc}"
-    ) from exc
+    )) from exc

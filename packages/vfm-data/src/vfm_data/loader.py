@@ -25,7 +25,7 @@ import torch
 from vfm_plugins import exit_with_parent
 
 from vfm_data.errors import DataError, data_error_in
-from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
+from vfm_data.skips import WARN_INTERVAL_S, format_counts, one_line, split_counts
 from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches
@@ -184,7 +184,7 @@ class ResumableLoader:
 
     def skip_summary(self) -> str:
         """One line: what was skipped, per reason and per shard."""
-        return f"vfm_data: skipped {self.skipped} samples so far: {format_counts(self.counts, self.shard_counts)}"
+        return one_line(f"vfm_data: skipped {self.skipped} samples so far: {format_counts(self.counts, self.shard_counts)}")
 
     def metrics(self) -> dict[str, float]:
         """Counts for the trainer's metrics: ``data_skipped`` and ``data_<reason>``."""

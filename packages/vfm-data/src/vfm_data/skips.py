@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 from megatron.energon import SkipSample
 
-from vfm_data.errors import ShardError
+from vfm_data.errors import ShardError, one_line  # noqa: F401  (one_line: imported from here too)
 
 WARN_INTERVAL_S = 60.0
 MAX_CONSECUTIVE_UNDECODABLE = 10_000
@@ -168,7 +168,7 @@ class SkipLog:
             tail = (f"{held} more {reason} skips since the last warning; skipped by this stream so far: "
                     f"{format_counts({reason: by_reason[reason]}, by_shard)}")
         verb = "dropped" if reason in NOT_UNDECODABLE else "skipped"
-        warnings.warn(f"vfm_data: {verb} {what}; {tail}", stacklevel=3)
+        warnings.warn(one_line(f"vfm_data: {verb} {what}; {tail}"), stacklevel=3)
 
     # --- the two rules -------------------------------------------------------------------------
 
@@ -184,12 +184,12 @@ class SkipLog:
                 tally.good, tally.bad = 1, set()  # other streams read its good samples
                 return
             _, by_shard = split_counts(self.counts)
-            raise ShardError(
+            raise ShardError(one_line(
                 f"vfm_data: shard {shard} has no decodable sample: the {len(tally.bad)} samples this loader "
                 f"stream reads from it were skipped and none of the others decodes "
                 f"({format_counts(by_shard.get(shard, {}), {})}; first: "
                 f"{tally.first}). Re-write the shard or remove it from the dataset"
-            )
+            ))
 
     def _check_stream(self) -> None:
         total = self.stream_samples
@@ -201,7 +201,7 @@ class SkipLog:
         named = ", ".join(shards[:5]) + (f" and {len(shards) - 5} more" if len(shards) > 5 else "")
         why = (f"all {len(self._since_usable)} samples it reads (one pass over its shards)" if full_pass
                else f"{self._consecutive} undecodable samples in a row")
-        raise ShardError(
+        raise ShardError(one_line(
             f"vfm_data: a loader stream has no usable sample: {why} were skipped, from {named} "
             f"({self.summary(shards)})"
-        )
+        ))

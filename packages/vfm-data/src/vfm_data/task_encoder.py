@@ -21,6 +21,7 @@ from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
+from vfm_data.skips import one_line
 from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
 from vfm_data.tar_guard import guard_readers
 
@@ -115,9 +116,9 @@ class VideoTaskEncoder(DefaultTaskEncoder):
             shard = shard_of(sample)
             if shard not in self._remainder_warned:
                 self._remainder_warned.add(shard)
-                warnings.warn(f"vfm_data: {shard} sample {sample.__key__}: latent (H, W) = "
-                              f"{tuple(latent.shape[2:])} is not divisible by the patch {p}; cropped to "
-                              f"{(grid[1] * p, grid[2] * p)} (write such clips to a bucket the patch divides)",
+                warnings.warn(one_line(f"vfm_data: {shard} sample {sample.__key__}: latent (H, W) = "
+                                       f"{tuple(latent.shape[2:])} is not divisible by the patch {p}; cropped to "
+                                       f"{(grid[1] * p, grid[2] * p)} (write such clips to a bucket the patch divides)"),
                               stacklevel=2)
         sample.latent = latent[:, : grid[0] * pt, : grid[1] * p, : grid[2] * p]
         sample.grid, sample.num_tokens = grid, tokens
