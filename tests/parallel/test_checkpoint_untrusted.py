@@ -139,3 +139,5 @@ def test_chunk_coverage_is_by_element_ranges():
     bad = [((0, 0), (2, 3)), ((0, 3), (3, 3)), ((2, 0), (2, 3)), ((2, 3), (1, 3))]
     assert chunk_problem((4, 6), bad) == "chunks [0:3, 3:6] and [2:3, 3:6] overlap"
     assert chunk_problem((4, 6), [((-1, 0), (4, 6))]) == "chunk [-1:3, 0:6] lies outside its shape [4, 6]"
+    columns = [((0, 0), (4, 3)), ((0, 2), (4, 3)), ((0, 5), (4, 1))]  # a column split, one column shared
+    assert chunk_problem((4, 6), columns) == "chunks [0:4, 0:3] and [0:4, 2:5] overlap"

@@ -241,12 +241,14 @@ def chunk_problem(shape: tuple[int, ...], chunks: list[tuple[tuple[int, ...], tu
             return f"chunk {_box(offsets, sizes)} lies outside its shape {list(shape)}"
         if math.prod(sizes) > 0:  # an empty chunk (a rank holding no rows) covers nothing
             boxes.append((offsets, sizes))
-    # sweep along the first dimension: only chunks whose first-dimension ranges meet are compared
-    boxes.sort()
+    # sweep along the dimension the chunks split most (dim 0 under FSDP, dim 1 for a column split):
+    # only chunks whose ranges along it meet are compared
+    d = max(range(len(shape)), key=lambda i: len({o[i] for o, _ in boxes})) if shape else 0
+    boxes.sort(key=lambda b: b[0][d] if shape else 0)
     active: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for offsets, sizes in boxes:
         if shape:
-            active = [b for b in active if b[0][0] + b[1][0] > offsets[0]]
+            active = [b for b in active if b[0][d] + b[1][d] > offsets[d]]
         for other in active:
             if all(o1 < o2 + n2 and o2 < o1 + n1 for o1, n1, o2, n2 in zip(offsets, sizes, other[0], other[1])):
                 return f"chunks {_box(*other)} and {_box(offsets, sizes)} overlap"
