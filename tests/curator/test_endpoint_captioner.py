@@ -13,7 +13,7 @@ import json
 import tarfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -24,13 +24,14 @@ from typer.testing import CliRunner
 import vfm_curator
 from vfm_cli.main import app
 from vfm_curator.captioners.endpoint import CaptionEndpointError, EndpointCaptioner
+from tests.curator.local_http import LocalServer
 from vfm_curator.synth import make_video
 
 PROMPT = "Describe this clip."
 COLOURS = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
 
 
-class ChatServer:
+class ChatServer(LocalServer):
     """``POST /v1/chat/completions`` in a thread. ``behave(n, body) -> (status, caption or error
     text, delay_s)`` decides each answer (``n``: 0-based request number); every request body and
     header set is kept, and the most requests ever in flight at once is counted."""
@@ -76,15 +77,7 @@ class ChatServer:
                     with server.lock:
                         server.inflight -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture

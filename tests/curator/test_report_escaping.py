@@ -5,9 +5,8 @@ server in the test process, and the report's links percent-encoded."""
 
 from __future__ import annotations
 
-import threading
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 import json
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from vfm_cli.main import app
 from vfm_curator.io.report import ClipRow, ReportData, render
+from tests.curator.local_http import LocalServer
 from vfm_curator.synth import make_video
 
 HOSTILE_NAME = "<img src=x onerror=\"document.body.dataset.pwned=1\">\x1b[31mred\x1b]8;;evil.example\x07.mp4"  # no "/"
@@ -23,7 +23,7 @@ HOSTILE_HTML = "</td></tr></table><script>document.body.dataset.pwned=2</script>
 CONTROLS = ("\x1b", "\x07", "\r", "\u202e")
 
 
-class Server:
+class Server(LocalServer):
     """An OpenAI-style ``/v1/chat/completions`` answering every request with ``(status, body bytes)``:
     a JSON answer, or the plain-text error page a proxy in front of the model sends."""
 
@@ -40,14 +40,7 @@ class Server:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture
