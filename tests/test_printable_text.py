@@ -112,3 +112,4 @@ def test_curate_progress_and_figures_show_a_plugin_stages_name_as_text():
     for text in (buffer.getvalue(), table.getvalue()):
         assert "[red]x[/red]\\x1b]52;c;ZXZpbA==" in text and visible(text), repr(text)
     assert "decode" in buffer.getvalue() and "vfm curate -> out[1]" in table.getvalue()
+    assert "1/2" in buffer.getvalue()  # the count column is still there beside the bar

@@ -20,7 +20,8 @@ class StageProgress:
 
     def __init__(self) -> None:
         self.progress = Progress(
-            TextColumn("{task.description:>10}", markup=False), BarColumn(),  # a plugin stage's name is text MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description:>10}", markup=False),  # a plugin stage's name is text
+            BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         )
         self.bars: dict[str, int] = {}
 
