@@ -127,14 +127,15 @@ def misplaced_entry_points(hosts: Iterable[str]) -> list[FailedPlugin]:
     hosts = sorted(hosts)
     normal = {h.replace("-", "_").lower(): h for h in hosts}
     found = []
-    for group in sorted(metadata.entry_points().groups):
+    every = metadata.entry_points()  # one scan of the installed distributions, not one per group
+    for group in sorted(every.groups):
         if group in hosts:
             continue
         key = group.replace("-", "_").replace(".", "_").lower()
         close = normal.get(key) or next(iter(difflib.get_close_matches(key, list(normal), n=1, cutoff=0.8)), None)
         if close is None and not key.startswith("vfm_"):
             continue
-        for ep in metadata.entry_points(group=group):
+        for ep in every.select(group=group):
             dist = ep.dist.name if ep.dist is not None else "unknown"
             version = ep.dist.version if ep.dist is not None else "unknown"
             hint = f"did you mean {normal.get(close, close)}? " if close else ""
