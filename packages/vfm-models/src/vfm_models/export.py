@@ -192,7 +192,7 @@ def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mappi
     :class:`CheckpointMismatchError` naming the differences."""
     shapes = weight_shapes(weights) if isinstance(weights, (str, PathLike)) else dict(weights)
     try:
-        skeleton = build_on_meta(lambda: family.build(config), len(shapes), f"the weights in {weights} do not fit {what}")
+        check_build_fits(lambda: family.build(config), shapes, f"the weights in {weights} do not fit {what}")
     except CheckpointMismatchError:
         raise
     except Exception as exc:  # a plugin family whose build needs real tensors: checked after its build instead
@@ -200,11 +200,17 @@ def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mappi
 
         warnings.warn(f"{what}: the model cannot be built on the meta device ({type(exc).__name__}: {exc}), so its "
                       "config is checked against the weights only once it is built", UserWarning, stacklevel=2)
-        return
+
+
+def check_build_fits(build: Any, shapes: Mapping[str, Any], about: str) -> nn.Module:
+    """``build()`` on the meta device (:func:`build_on_meta`), its state dict compared with ``shapes``
+    ({name: tensor or shape}): a :class:`CheckpointMismatchError` starting with ``about`` names the
+    differences. Returns the meta-device model."""
+    skeleton = build_on_meta(build, len(shapes), about)
     own = skeleton.state_dict()
-    missing, unexpected, differ = differences(own, shapes)
-    if missing or unexpected or differ:
-        raise CheckpointMismatchError(f"the weights in {weights} do not fit {what}:\n{mismatch(own, shapes)}")
+    if any(differences(own, shapes)):
+        raise CheckpointMismatchError(f"{about}:\n{mismatch(own, shapes)}")
+    return skeleton
 
 
 def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, *,

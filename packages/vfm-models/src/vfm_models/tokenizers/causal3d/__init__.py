@@ -31,17 +31,13 @@ MAX_RANDOM_VALUES = 1 << 28
 def _check_size(build, weights) -> None:
     """Refuse options describing a model its ``weights`` do not hold (names, shapes), or, without
     weights, more than :data:`MAX_RANDOM_VALUES` values, before allocating it."""
-    from vfm_models.checkpoint import CheckpointMismatchError, differences, mismatch
-    from vfm_models.export import build_on_meta, weight_shapes
+    from vfm_models.export import build_on_meta, check_build_fits, weight_shapes
 
-    shapes = weight_shapes(weights) if weights is not None and str(weights).endswith(".safetensors") else None
-    limit = len(shapes) if shapes is not None else 4096
-    skeleton = build_on_meta(build, limit, f"causal3d options do not fit the weights {weights}")
-    if shapes is not None:
-        own = skeleton.state_dict()
-        if any(differences(own, shapes)):
-            raise CheckpointMismatchError(f"causal3d options do not fit the weights {weights}:\n{mismatch(own, shapes)}")
-    elif (values := sum(p.numel() for p in skeleton.parameters())) > MAX_RANDOM_VALUES:
+    if weights is not None and str(weights).endswith(".safetensors"):
+        check_build_fits(build, weight_shapes(weights), f"causal3d options do not fit the weights {weights}")
+        return
+    skeleton = build_on_meta(build, 4096, f"causal3d options do not fit the weights {weights}")
+    if (values := sum(p.numel() for p in skeleton.parameters())) > MAX_RANDOM_VALUES:
         raise ValueError(f"causal3d options describe {values} values without weights; accepted: at most "
                          f"{MAX_RANDOM_VALUES} (or a weights file that holds them)")
 
@@ -94,8 +90,7 @@ class Causal3DTokenizer(nn.Module):
         # an export names these options: sized against the weights (or a cap) on the meta device first
         sizes = (channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
         _check_size(lambda: nn.ModuleDict({"encoder": Encoder(*sizes), "decoder": Decoder(*sizes)}), weights)
-        self.encoder = Encoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
-        self.decoder = Decoder(channels, latent_channels, base_channels, mult, num_res_blocks, n_time)
+        self.encoder, self.decoder = Encoder(*sizes), Decoder(*sizes)
         if weights is not None:
             from vfm_models.checkpoint import load_into
 
