@@ -12,7 +12,8 @@ from typing import Any
 MESH_DIMS: tuple[str, ...] = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """Every divisor of ``n`` >= 1, ascending (the sizes a mesh dimension over ``n`` may take)."""
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
@@ -92,13 +93,13 @@ class ParallelDims:
             if kv_heads % self.tp:
                 problems.append(f"num_kv_heads {kv_heads} is not divisible by tp {self.tp}")
             if heads % self.tp or kv_heads % self.tp:
-                accepted.append("tp " + _listed(d for d in _divisors(heads) if kv_heads % d == 0))
+                accepted.append("tp " + _listed(d for d in divisors(heads) if kv_heads % d == 0))
             if layers % self.pp:
                 problems.append(f"num_layers {layers} is not divisible by pp {self.pp}")
-                accepted.append("pp " + _listed(_divisors(layers)))
+                accepted.append("pp " + _listed(divisors(layers)))
         if tokens is not None and tokens % self.cp:
             problems.append(f"sequence length {tokens} tokens is not divisible by cp {self.cp}")
-            accepted.append("cp " + _listed(_divisors(tokens)))
+            accepted.append("cp " + _listed(divisors(tokens)))
         if problems:
             raise LayoutError(f"parallel layout {self} does not fit: " + "; ".join(problems)
                               + "; accepted: " + "; ".join(accepted))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from vfm_parallel.dims import divisors
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 from vfm_cli.recipe.resolution import Resolved
@@ -85,19 +86,15 @@ def _check_patch(cfg: TrainConfig, where: str, shape: Shape, patch: tuple[int, i
                            f"{_accepted(cfg, patch, [s for _, s in shapes])}")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _accepted(cfg: TrainConfig, patch: tuple[int, int, int], shapes: list[Shape]) -> str:
     """The patches every dataset's latent takes (the nearest at or below the configured one first)."""
     pt, ph, pw = patch
-    ts = _divisors(math.gcd(*[s[1] for s in shapes]))
+    ts = divisors(math.gcd(*[s[1] for s in shapes]))
     if cfg.data.source == "shards":  # square patches only (the shard loader's rule)
-        ps = _divisors(math.gcd(*[n for s in shapes for n in s[2:]]))
+        ps = divisors(math.gcd(*[n for s in shapes for n in s[2:]]))
         near = [max(d for d in ts if d <= pt), *[max(d for d in ps if d <= ph)] * 2]
         return f"a patch [pt, p, p] with pt in {ts} and p in {ps}, e.g. {near}"
-    hs, ws = _divisors(math.gcd(*[s[2] for s in shapes])), _divisors(math.gcd(*[s[3] for s in shapes]))
+    hs, ws = divisors(math.gcd(*[s[2] for s in shapes])), divisors(math.gcd(*[s[3] for s in shapes]))
     near = [max(d for d in ts if d <= pt), max(d for d in hs if d <= ph), max(d for d in ws if d <= pw)]
     return (f"a patch [pt, ph, pw] with pt in {ts}, ph in {hs}, pw in {ws} (e.g. {near}), "
             f"or a data.latent_shape the patch {list(patch)} divides")

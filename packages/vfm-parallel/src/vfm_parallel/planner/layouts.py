@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
-from vfm_parallel.dims import LayoutError, ParallelDims
+from vfm_parallel.dims import LayoutError, ParallelDims, divisors
 from vfm_parallel.planner.model_spec import ModelSpec
 
 CP_STRATEGIES = ("cp-ring", "cp-ulysses")
@@ -124,10 +124,6 @@ class Layout:
             table["pp_schedule"] = self.pp_schedule
             table["pp_microbatches"] = self.n_micro
         return table
-
-
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def vfm_rejects(layout: Layout, spec: ModelSpec) -> str:
