@@ -24,8 +24,8 @@ from typing import Any, Iterator
 import torch
 from vfm_plugins import exit_with_parent
 
-from vfm_data.errors import DataError, data_error_in
-from vfm_data.skips import WARN_INTERVAL_S, format_counts, one_line, split_counts
+from vfm_data.errors import DataError, data_error_in, one_line
+from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
 from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches

@@ -18,9 +18,9 @@ import torch
 from megatron.energon import Sample, SkipSample, edataclass
 from megatron.energon.source_info import SourceInfo
 
-from vfm_data.errors import DataError, ShardError
+from vfm_data.errors import DataError, ShardError, one_line
 from vfm_data.format import FLOAT_DTYPES, LATENT_PARTS, META_PART, TEXT_PARTS, SampleMeta, decode_array
-from vfm_data.skips import SkipLog, one_line, shard_label
+from vfm_data.skips import SkipLog, shard_label
 from vfm_data.tar_guard import UNREADABLE, tar_head_problem
 
 

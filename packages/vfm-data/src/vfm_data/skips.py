@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 from megatron.energon import SkipSample
 
-from vfm_data.errors import ShardError, one_line  # noqa: F401  (one_line: imported from here too)
+from vfm_data.errors import ShardError, one_line
 
 WARN_INTERVAL_S = 60.0
 MAX_CONSECUTIVE_UNDECODABLE = 10_000

@@ -22,8 +22,8 @@ from typing import Any, Iterator
 from megatron.energon.errors import SYSTEM_EXCEPTIONS
 from megatron.energon.source_info import SourceInfo
 
-from vfm_data.errors import ShardError
-from vfm_data.skips import SkipLog, one_line, shard_label
+from vfm_data.errors import ShardError, one_line
+from vfm_data.skips import SkipLog, shard_label
 
 #: The raw-sample entry that marks a sample whose tar members could not be read (its text: why).
 UNREADABLE = "__vfm_unreadable__"

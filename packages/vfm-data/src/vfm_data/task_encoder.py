@@ -19,9 +19,9 @@ from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
 from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
 from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
+from vfm_data.errors import one_line
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
-from vfm_data.skips import one_line
 from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
 from vfm_data.tar_guard import guard_readers
 
