@@ -11,12 +11,14 @@ import pytest
 
 from vfm_curator.stages.caption import CaptionError
 from vfm_data.trust import DatasetNotFoundError, UntrustedDatasetError
+from vfm_parallel.trainer.config.reading import ConfigFileError
 from vfm_parallel.trainer.config.sections import ConfigError
 from vfm_plugins.folder_lock import FolderLockedError, LockHolder
 
 HOLDER = LockHolder(pid=7, host="node-1", started="2026-11-23T00:00:00+0000", command="vfm train x.toml")
 ERRORS = [
     (ConfigError("parallel.tp", "must divide num_heads = 6"), ["key", "reason"]),
+    (ConfigFileError("no config file at x.toml; accepted: a TOML training config file"), ["key", "reason"]),
     (UntrustedDatasetError(Path("/d/.nv-meta/dataset.yaml"), "__module__", "not accepted"), ["file", "key", "reason"]),
     (DatasetNotFoundError(Path("/nowhere"), "blend.yaml"), ["path", "named_by"]),
     (FolderLockedError(Path("/run"), Path("/run/.vfm-lock"), HOLDER, "; why"), ["folder", "path", "holder", "why"]),

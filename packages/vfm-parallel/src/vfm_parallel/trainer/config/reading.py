@@ -107,6 +107,9 @@ class ConfigFileError(ConfigError):
     def __str__(self) -> str:
         return self.reason
 
+    def __reduce__(self):  # its constructor takes the reason alone (ConfigError's passes the key too)
+        return type(self), (self.reason,)
+
 
 _ACCEPTED = "accepted: a TOML training config file (e.g. configs/tiny.toml)"
 
