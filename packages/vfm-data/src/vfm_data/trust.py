@@ -138,11 +138,10 @@ def _check_dataset_folder(folder: Path) -> None:
         for part, names in split["split_parts"].items():
             key = f"split_parts.{part}"
             for name in _expand(split_file, key, names, len(counts) + len(excluded)):
-                if name not in excluded:
+                if name not in excluded and name not in counts:  # the listed ones were checked with the counts
                     _check_shard_name(folder, split_file, key, name)
-                    if name not in counts:
-                        raise UntrustedDatasetError(split_file, key, f"names shard {name!r}, which "
-                                                    f"{info_file.name} does not list", hint=_IN_FOLDER)
+                    raise UntrustedDatasetError(split_file, key, f"names shard {name!r}, which "
+                                                f"{info_file.name} does not list", hint=_IN_FOLDER)
 
 
 #: Most names a split file's ``exclude`` may expand to (shard names and ``shard/key`` sample names).
