@@ -164,16 +164,14 @@ def iter_decoded(path: str, *, hwaccel: str | None = None) -> Iterator[tuple[obj
     from av.video.reformatter import VideoReformatter
 
     reformatter = VideoReformatter()
-    count = 0
     with closing(_decoded(path, hwaccel)) as decoded:
-        for _, frame in decoded:
+        for i, (_, frame) in enumerate(decoded):
             rgb = _RGB(frame, reformatter)
-            if count == 0:  # iter_frames fails a stream whose first frame cannot be converted
+            if i == 0:  # iter_frames fails a stream whose first frame cannot be converted
                 try:
                     rgb()
                 except (av.FFmpegError, ValueError) as exc:
                     raise InputError(f"cannot decode any frame: {exc}") from exc
-            count += 1
             yield frame, rgb
 
 
