@@ -52,4 +52,3 @@ def load_autoencoder(tokenizer: str, class_name: str, path: str | PathLike, hint
     check_folder_fits(lambda: cls.from_config(cls.load_config(folder)), folder, f"{tokenizer} tokenizer")
     vae = cls.from_pretrained(folder, torch_dtype=dtype, use_safetensors=True, local_files_only=True)
     return vae.to(device).eval(), folder, dtype
-
