@@ -11,6 +11,7 @@ import pytest
 
 from vfm_curator.stages.caption import CaptionError
 from vfm_data.trust import DatasetNotFoundError, UntrustedDatasetError
+from vfm_parallel.dims import HardwareError
 from vfm_parallel.trainer.config.reading import ConfigFileError
 from vfm_parallel.trainer.config.sections import ConfigError
 from vfm_plugins.folder_lock import FolderLockedError, LockHolder
@@ -23,6 +24,7 @@ ERRORS = [
     (DatasetNotFoundError(Path("/nowhere"), "blend.yaml"), ["path", "named_by"]),
     (FolderLockedError(Path("/run"), Path("/run/.vfm-lock"), HOLDER, "; why"), ["folder", "path", "holder", "why"]),
     (FolderLockedError(Path("/run"), Path("/run/.vfm-lock"), None), ["holder"]),
+    (HardwareError("megatron-sp: needs CUDA", subject="megatron-sp", needs="CUDA"), ["subject", "needs"]),
     (CaptionError("2 of 3 clips uncaptioned", cause="timeout", kind="caption-timeout"), ["cause", "kind"]),
 ]
 

@@ -36,9 +36,16 @@ class HardwareError(LayoutError):
         self.subject = subject  # what needs it: "megatron-sp"
         self.needs = needs  # what this machine lacks: "CUDA"
 
+    def __reduce__(self):  # rebuilt from its fields, so it crosses processes (Ray workers, spawn)
+        return _rebuild_hardware_error, (str(self), self.subject, self.needs)
+
     def note(self) -> str:
         return (f"{self.subject} needs {self.needs}, which this machine lacks; the config is valid for a "
                 f"{self.needs} machine")
+
+
+def _rebuild_hardware_error(message: str, subject: str, needs: str) -> HardwareError:
+    return HardwareError(message, subject=subject, needs=needs)
 
 
 @dataclass(frozen=True)
