@@ -81,6 +81,11 @@ class FailedPlugin:
     version: str
     error: str
 
+    def row(self) -> dict[str, str]:
+        """Its row of ``vfm plugins`` (:meth:`PluginHost.describe`): kind "-", status "failed"."""
+        return {"host": self.host, "kind": "-", "name": self.name, "provider": self.provider,
+                "version": self.version, "status": "failed", "description": self.error}
+
 
 @dataclass
 class _Provider:
@@ -409,16 +414,4 @@ class PluginHost:
             for kind in self.kinds
             for e in sorted(self.entries(kind).values(), key=lambda e: e.name)
         ]
-        rows += [
-            {
-                "host": f.host,
-                "kind": "-",
-                "name": f.name,
-                "provider": f.provider,
-                "version": f.version,
-                "status": "failed",
-                "description": f.error,
-            }
-            for f in self._failed
-        ]
-        return rows
+        return rows + [f.row() for f in self._failed]

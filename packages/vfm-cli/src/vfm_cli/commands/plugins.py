@@ -21,18 +21,17 @@ def plugins(
     from vfm_plugins import PluginError, misplaced_entry_points
 
     rows = []
+    hosts = all_hosts()
     with warnings.catch_warnings():
         # Failed plugins are shown as rows with status "failed"; no need to print the warning too.
         warnings.simplefilter("ignore")
-        for host in all_hosts():
+        for host in hosts:
             try:
                 rows += host.describe()
             except PluginError as exc:
                 fail(exc)
     # a plugin whose entry-point group is misspelt would otherwise be silently absent
-    rows += [{"host": f.host, "kind": "-", "name": f.name, "provider": f.provider, "version": f.version,
-              "status": "failed", "description": f.error}
-             for f in misplaced_entry_points(host.project for host in all_hosts())]
+    rows += [f.row() for f in misplaced_entry_points(host.project for host in hosts)]
     if kind is not None:
         kinds = sorted({r["kind"] for r in rows if r["kind"] != "-"})
         if kind not in kinds:
