@@ -104,9 +104,8 @@ def _check_cp_groups(cfg: TrainConfig, r: Resolved, plan, cp: int) -> None:
     refused by the config itself)."""
     from vfm_parallel.cp.groups import check_groups
 
-    kinds = {kind for kind in plan.attention.values() if kind in ("spatial", "temporal")}
-    for overrides in getattr(plan, "attention_overrides", {}).values():
-        kinds |= {kind for kind in overrides.values() if kind in ("spatial", "temporal")}
+    kinds = {kind for i in range(plan.num_layers) for kind in plan.attention_for(i).values()
+             if kind in ("spatial", "temporal")}
     for where, shape in data_shapes(cfg, r):
         for kind in sorted(kinds):
             try:
