@@ -11,7 +11,7 @@ import vfm_models
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 from vfm_cli.recipe.names import check_name
-from vfm_cli.recipe.shards import ShardInfo, probe_shards
+from vfm_cli.recipe.shards import ShardInfo, probe_shards, recorded_options
 
 
 @dataclass
@@ -84,11 +84,12 @@ def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
                           f"({info.text_encoder or 'unknown encoder'}) are {info.text_dim} wide; they must be equal")
     mcfg = _family_config(cfg, options)
     tokenizer = _agree("model.tokenizer", m.tokenizer, info.tokenizer, "tokenizer")
-    tok_options = dict(m.tokenizer_options) if m.tokenizer else info.tokenizer_options
+    # options the shards record are data: paths only inside the dataset folder (recorded_options)
+    tok_options = dict(m.tokenizer_options) if m.tokenizer else recorded_options(info, "tokenizer_options")
     text_encoder, te_options = "", {}
     if text_model:
         text_encoder = _agree("model.text_encoder", m.text_encoder, info.text_encoder, "text encoder")
-        te_options = dict(m.text_encoder_options) if m.text_encoder else info.text_encoder_options
+        te_options = dict(m.text_encoder_options) if m.text_encoder else recorded_options(info, "text_encoder_options")
     return Resolved(mcfg, info.shapes[0], tokenizer, tok_options, text_encoder, te_options, info)
 
 

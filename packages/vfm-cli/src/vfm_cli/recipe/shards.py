@@ -79,6 +79,36 @@ def probe_shards(cfg: TrainConfig) -> ShardInfo:
         raise ConfigError("data", f"the datasets disagree: latent channels {sorted(channels)}, text widths {sorted(text_dims)}")
     meta = samples[0][2]
     extra = meta.get("extra") or {}
+    options = {}
+    for section in ("tokenizer_options", "text_encoder_options"):
+        value = extra.get(section) or {}
+        if not isinstance(value, dict):
+            raise ConfigError("data", f"{folders[0]}: the first sample's metadata extra.{section} must be an object "
+                                      f"(option names to values), got {type(value).__name__}")
+        options[section] = dict(value)
     return ShardInfo(folders, [s[0] for s in samples], text_dims.pop(), meta.get("tokenizer", ""), meta.get("text_encoder", ""),
-                     dict(extra.get("tokenizer_options") or {}), dict(extra.get("text_encoder_options") or {}),
+                     options["tokenizer_options"], options["text_encoder_options"],
                      text_len=int(meta.get("text_length") or samples[0][1][0]))
+
+
+#: The config keys that name what a shard records under each options section.
+_OWN_KEY = {"tokenizer_options": ("model.tokenizer", "tokenizer"), "text_encoder_options": ("model.text_encoder", "text encoder")}
+
+
+def recorded_options(info: ShardInfo, section: str) -> dict:
+    """The ``tokenizer_options`` or ``text_encoder_options`` the shards record, for a config that names
+    no tokenizer / text encoder of its own. Shards are data (docs/security.md): every path in them must
+    resolve, links followed, inside the dataset folder the sample came from, and a folder there holds
+    no link leading out; the paths come back absolute, ``allow_torchscript`` dropped. Else a
+    :class:`ConfigError` names the key, the path and how to name the encoder yourself."""
+    from vfm_models.export_paths import ExportPathError, check_data_paths
+
+    key, what = _OWN_KEY[section]
+    try:
+        return check_data_paths(
+            info.datasets[0], {section: getattr(info, section)}, file="the shards' sample metadata: extra",
+            inside="the dataset folder", advice=f"shards are data and cannot name files elsewhere: name the {what} "
+            f"yourself in {key} and {key}_options (your config is trusted), or copy its files into the dataset folder",
+        )[section]
+    except ExportPathError as exc:
+        raise ConfigError(f"{key}_options", str(exc)) from None
