@@ -20,6 +20,30 @@ def _transformers():
     return transformers
 
 
+#: The files of a model folder that can name Python code for transformers to import (``auto_map``).
+CODE_NAMING_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
+
+
+def refuse_custom_code(folder: str | PathLike) -> None:
+    """A model folder is data (docs/security.md): one whose config names its own Python code
+    (``auto_map``, transformers' ``trust_remote_code`` models) is refused, naming the file. Without
+    this, transformers asks on stdin whether to run that code: a ``y`` (or ``yes |``) would run it."""
+    import json
+
+    for name in CODE_NAMING_FILES:
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue  # transformers reports an unreadable file itself
+        if isinstance(doc, dict) and doc.get("auto_map"):
+            raise ValueError(f"{path} names Python code of its own (auto_map: {doc['auto_map']!r}); vfm never runs a "
+                             "model folder's code. Accepted: a folder of a model type transformers itself implements "
+                             "(t5, mt5, umt5, bert, ...) without auto_map")
+
+
 class HFTextEncoder:
     """A ``transformers`` encoder and its tokenizer from a local folder (the tokenizer from
     ``tokenizer_path`` when it lives elsewhere, as in a diffusers pipeline's ``tokenizer/``).
@@ -48,12 +72,15 @@ class HFTextEncoder:
         tokenizer_folder = Path(tokenizer_path) if tokenizer_path is not None else folder
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
-        self.config = tf.AutoConfig.from_pretrained(folder, local_files_only=True)
+        for where in dict.fromkeys([folder, tokenizer_folder]):
+            refuse_custom_code(where)
+        # trust_remote_code=False: transformers would otherwise ask on stdin whether to run a folder's code
+        self.config = tf.AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         if self.accepted_types is not None and self.config.model_type not in self.accepted_types:
             raise ValueError(
                 f"{type(self).__name__} expects a model_type in {self.accepted_types}; {folder} holds {self.config.model_type!r}"
             )
-        self.tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_folder, local_files_only=True)
+        self.tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_folder, local_files_only=True, trust_remote_code=False)
         model_cls = self._model_class(tf, self.config.model_type)
         from vfm_models.export import check_folder_fits  # an export may hold this folder: its config is data
 
@@ -63,7 +90,8 @@ class HFTextEncoder:
         # transformers 5 renamed torch_dtype to dtype
         dtype_key = "dtype" if int(tf.__version__.split(".")[0]) >= 5 else "torch_dtype"
         kwargs = {dtype_key: dtype} if dtype is not None else {}
-        self.model = model_cls.from_pretrained(folder, local_files_only=True, **kwargs).to(device).eval()
+        self.model = model_cls.from_pretrained(folder, local_files_only=True, trust_remote_code=False,
+                                               **kwargs).to(device).eval()
         self.device = device
         self.dim = int(self.config.hidden_size)
         self.max_length = max_length
