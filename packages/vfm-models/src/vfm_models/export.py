@@ -67,8 +67,14 @@ def _check_meta(meta: Mapping[str, Any], where: str) -> None:
     if missing:
         raise ValueError(f"{where} lacks {', '.join(missing)}; an export needs {', '.join(REQUIRED)} (optional: {', '.join(OPTIONAL)})")
     shape = meta.get("latent_shape")
-    if shape is not None and (len(shape) != 4 or not all(isinstance(n, int) and n > 0 for n in shape)):
+    if shape is not None and (not isinstance(shape, (list, tuple)) or len(shape) != 4
+                              or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)):
         raise ValueError(f"{where}: latent_shape must be [C, T, H, W] of positive ints, got {shape!r}")
+    for key, low, high in (("guidance", -1e4, 1e4), ("cond_dropout", 0.0, 1.0)):
+        value = meta.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not low <= value <= high):
+            raise ValueError(f"{where}: {key} must be a number in [{low:g}, {high:g}], got {value!r}")
 
 
 class NonFiniteWeightsError(ValueError):
@@ -112,13 +118,52 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
 
 
 def read_meta(folder: str | PathLike) -> dict[str, Any]:
-    """The ``config.json`` of an export."""
+    """The ``config.json`` of an export, read strictly (:func:`strict_json`): it is data from elsewhere."""
     path = Path(folder) / CONFIG
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a vfm export: {CONFIG} is missing (expected {CONFIG} and {WEIGHTS})")
-    meta = json.loads(path.read_text())
+    meta = strict_json(_own_file(folder, CONFIG).read_text(), str(path))
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: expected a JSON object (family, config, ...), got {type(meta).__name__}")
     _check_meta(meta, str(path))
     return meta
+
+
+def strict_json(text: str, where: str) -> Any:
+    """JSON as a file from elsewhere must be read: a key twice in one object (one reader sees the first
+    value, Python's ``json`` the last), ``NaN`` / ``Infinity`` (not JSON) or a number that overflows to
+    inf (``1e999``) is refused with a ``ValueError`` naming ``where`` and the key or value."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"{where}: key {key!r} appears twice in one object; accepted: each key once")
+            out[key] = value
+        return out
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: the number {text} is not finite; accepted: finite numbers")
+        return value
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{where}: {name} is not a JSON number; accepted: finite numbers")
+
+    return json.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=constant)
+
+
+def _own_file(folder: str | PathLike, name: str) -> Path:
+    """``folder/name``, refused (``ExportPathError``) when it is a symbolic link leading out of ``folder``
+    (an export is data: its files are its own, not a link to another of this machine's files)."""
+    from vfm_models.export_paths import ExportPathError
+
+    path = Path(folder) / name
+    if path.is_symlink() and not path.resolve().is_relative_to(Path(folder).resolve()):
+        raise ExportPathError(f"{path} is a symbolic link to {path.resolve()}, outside the export folder; accepted: "
+                              f"the export's own {name} (copy the file in)")
+    return path
 
 
 class _TooManyTensors(Exception):
@@ -227,11 +272,12 @@ def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtyp
     import vfm_models
 
     meta = check_export_paths(folder, read_meta(folder), weights_roots)
+    weights = _own_file(folder, WEIGHTS)
     family = vfm_models.get_family(meta["family"])
     config = family.config(**_tuples(meta["config"]))
-    check_fits_weights(family, config, Path(folder) / WEIGHTS, f"family {meta['family']!r} with the config in {CONFIG}")
+    check_fits_weights(family, config, weights, f"family {meta['family']!r} with the config in {CONFIG}")
     model = family.build(config)
-    state = load_state_dict(Path(folder) / WEIGHTS)
+    state = load_state_dict(weights)
     own = model.state_dict()
     missing, unexpected, shapes = differences(own, state)
     if missing or unexpected or shapes:

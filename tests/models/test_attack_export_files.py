@@ -1,0 +1,109 @@
+"""Attacks on an export's own files, as ``vfm generate`` / ``load_export`` read them:
+
+- ``model.safetensors`` or ``config.json`` a symbolic link to another file of the victim's (the
+  export generated with the victim's private weights, or read their file as its config);
+- a model folder inside the export (its text encoder) whose weights file links out of it (each
+  path the config names was checked, not the files under it);
+- ``config.json`` with a key twice (a reviewer or another JSON reader sees the first value, Python
+  the last), ``NaN`` / ``Infinity`` / ``1e999`` numbers, or a guidance scale / condition dropout out
+  of range or of the wrong type.
+
+Each is refused naming the file and the key or value; real exports written by ``save_export``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import vfm_models
+from vfm_models.export import load_export, read_meta, save_export
+from vfm_models.export_paths import ExportPathError
+
+META = {"family": "dit", "formulation": "edm", "tokenizer": "pixel", "tokenizer_options": {"patch": 1},
+        "latent_shape": [4, 1, 8, 8]}
+
+
+def _export(folder, seed=0, **meta):
+    import torch
+
+    torch.manual_seed(seed)
+    config = vfm_models.get_family("dit").config("tiny", in_channels=4, depth=1)
+    save_export(folder, vfm_models.get_family("dit").build(config), {**META, **meta, "config": config})
+    return folder
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_an_export_file_linking_to_another_file_of_the_victims_is_refused(tmp_path, name):
+    victim = _export(tmp_path / "victim", seed=1)  # the victim's own model, elsewhere on the disk
+    export = _export(tmp_path / "export")
+    (export / name).unlink()
+    os.symlink(victim / name, export / name)
+    with pytest.raises(ExportPathError, match=rf"{name} is a symbolic link to {victim / name}, outside the export folder"):
+        load_export(export)
+
+
+def test_a_link_inside_the_export_to_its_own_file_is_accepted(tmp_path):
+    export = _export(tmp_path / "export")
+    (export / "weights").mkdir()
+    os.replace(export / "model.safetensors", export / "weights" / "model.safetensors")
+    os.symlink("weights/model.safetensors", export / "model.safetensors")
+    model, _ = load_export(export)
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_a_model_folder_in_the_export_whose_weights_link_out_is_refused(tmp_path):
+    pytest.importorskip("transformers")
+    from tests.models.test_text_encoders import make_t5_folder
+
+    victim = tmp_path / "victim" / "t5"
+    make_t5_folder(victim, "t5")
+    export = _export(tmp_path / "export", text_encoder="t5", text_encoder_options={"path": "te"})
+    make_t5_folder(export / "te", "t5")
+    (export / "te" / "model.safetensors").unlink()
+    os.symlink(victim / "model.safetensors", export / "te" / "model.safetensors")
+    with pytest.raises(ExportPathError, match=r"text_encoder_options.path = 'te' holds the symbolic link .*te/model.safetensors, "
+                                              rf"which resolves to {victim / 'model.safetensors'}, outside the export folder"):
+        load_export(export)
+
+
+def _rewrite(export, text: str):
+    (export / "config.json").write_text(text)
+    return export
+
+
+def test_a_key_twice_in_config_json_is_refused(tmp_path):
+    export = _export(tmp_path / "export")
+    text = (export / "config.json").read_text()
+    # a reader that keeps the first value sees the pixel tokenizer; Python's json took the second
+    doubled = text.replace('"tokenizer": "pixel"', '"tokenizer": "pixel", "tokenizer": "cosmos"', 1)
+    assert doubled != text and json.loads(doubled)["tokenizer"] == "cosmos"
+    with pytest.raises(ValueError, match=r"config.json: key 'tokenizer' appears twice in one object; accepted: each key once"):
+        read_meta(_rewrite(export, doubled))
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_numbers_that_are_not_finite_are_refused(tmp_path, number):
+    export = _export(tmp_path / "export")
+    meta = json.loads((export / "config.json").read_text())
+    text = json.dumps({**meta, "guidance": "X"}).replace('"X"', number)
+    with pytest.raises(ValueError, match=rf"config.json: .*{number}.* (not finite|not a JSON number); accepted: finite numbers"):
+        read_meta(_rewrite(export, text))
+
+
+@pytest.mark.parametrize("key, value", [("guidance", 1e300), ("guidance", True), ("guidance", "7"),
+                                        ("cond_dropout", 5.0), ("cond_dropout", -0.1)])
+def test_guidance_and_cond_dropout_out_of_range_are_refused(tmp_path, key, value):
+    export = _export(tmp_path / "export")
+    meta = json.loads((export / "config.json").read_text())
+    with pytest.raises(ValueError, match=rf"config.json: {key} must be a number in \["):
+        read_meta(_rewrite(export, json.dumps({**meta, key: value})))
+
+
+def test_a_latent_shape_of_bools_or_not_a_list_is_refused(tmp_path):
+    export = _export(tmp_path / "export")
+    meta = json.loads((export / "config.json").read_text())
+    for shape in ([True, 1, 8, 8], 4):
+        with pytest.raises(ValueError, match="latent_shape must be"):
+            read_meta(_rewrite(export, json.dumps({**meta, "latent_shape": shape})))
