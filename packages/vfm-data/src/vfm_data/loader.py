@@ -4,7 +4,9 @@ and model-parallel subset loading.
 Step ``b`` of a rank in a subset group of ``n`` ranks (a TP/CP group; ``n = 1`` without one) is made
 of the chunks ``c = b*n + j`` for ``j < n``; chunk ``c`` is the ``c // streams``-th batch of stream
 ``c % streams``. Rank ``j`` reads only its chunk (its streams are those with ``s % n == j``) and an
-all-gather assembles the step on every rank, so each rank reads 1/n of the bytes.
+all-gather assembles the step on every rank, so each rank reads 1/n of the bytes. A bucketed blend's
+chunks cannot be concatenated (each is one bucket's shape and batch size): there step ``b`` is chunk
+``b`` alone, read by group rank ``b % n`` and shared with the others.
 
 The state is the next step plus, per stream, energon's state after the last batch consumed from
 it: restoring rebuilds the streams from those states, in any number of worker processes.
@@ -24,11 +26,12 @@ from typing import Any, Iterator
 import torch
 from vfm_plugins import exit_with_parent
 
+from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import DataError, data_error_in, one_line
 from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
 from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
-from vfm_data.subset import gather_batches
+from vfm_data.subset import gather_batches, share_batch
 
 STATE_VERSION = 1
 DEFAULT_STREAMS = 4
@@ -95,6 +98,8 @@ class ResumableLoader:
         if spec.streams % self.group_size:
             raise ValueError(f"streams ({spec.streams}) must be a multiple of the subset group size ({self.group_size})")
         self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
+        # a bucketed blend's batch is one bucket: a step is one chunk, not n of them concatenated
+        self.whole_chunks = groups_batches(get_blender(spec.blender, **spec.blender_options))
         self.step = 0
         self.states: dict[int, Any] = {}  # stream -> JSON state after its last consumed batch
         self.counts: Counter[str] = Counter()  # bad data skipped, overlong dropped / cropped, by reason
@@ -115,13 +120,19 @@ class ResumableLoader:
         return self
 
     def __next__(self) -> Any:
-        chunk = self.step * self.group_size + self.group_rank
-        batch, state, counts = self._fetch(chunk)
-        self.states[chunk % self.spec.streams] = state
-        self._add_counts(counts)
-        self.bytes_read += batch.nbytes
+        if self.whole_chunks:
+            chunk = self.step
+            owner = chunk % self.group_size  # = the owner of stream chunk % streams: n divides streams
+        else:
+            chunk, owner = self.step * self.group_size + self.group_rank, self.group_rank
+        batch = None
+        if owner == self.group_rank:
+            batch, state, counts = self._fetch(chunk)
+            self.states[chunk % self.spec.streams] = state
+            self._add_counts(counts)
+            self.bytes_read += batch.nbytes
         if self.group is not None:
-            batch = gather_batches(batch, self.group)
+            batch = share_batch(batch, owner, self.group) if self.whole_chunks else gather_batches(batch, self.group)
         self.step += 1
         return batch
 
@@ -132,7 +143,7 @@ class ResumableLoader:
                 self._streams = {s: Stream(self.spec, s, self.states.get(s)) for s in self.local_streams}
             return _next_of(self._streams[stream])
         if not self._workers:
-            self._start_workers(chunk)
+            self._start_workers(chunk)  # this rank's chunks: chunk, chunk + n, ... (of its streams)
         q = self._queues[self.local_streams.index(stream) % len(self._queues)]
         while True:
             try:
@@ -264,18 +275,22 @@ def make_loader(
 
     ``path``: a prepared dataset folder, an energon metadataset YAML (a blend), or a metadataset dict.
     ``batch_size``: per step (packs when packing, samples otherwise); with a subset ``group`` of n
-    ranks each rank reads ``batch_size // n`` of it. ``streams`` fixes the sample order (default 4;
-    at most ``streams`` worker processes are used); keep it when resuming with another ``num_workers``.
+    ranks each rank reads ``batch_size // n`` of it (a bucketed blend: each step is one bucket's
+    batch, read by one rank of the group in turn and shared). ``streams`` fixes the sample order
+    (default: the smallest multiple of n from 4; at most ``streams`` worker processes are used); keep
+    it when resuming with another ``num_workers``.
     Other options are :class:`vfm_data.stream.LoaderSpec` fields (``max_seq_len``,
     ``packing_buffer``, ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
     """
     n = 1 if group is None else torch.distributed.get_world_size(group)
-    if batch_size % n:
+    whole = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
+    if batch_size % n and not whole:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the subset group size ({n})")
     if options.get("max_seq_len") is not None and options.get("packing_buffer") is None:
         options["packing_buffer"] = max(64, 8 * batch_size)
-    streams = streams if streams is not None else max(DEFAULT_STREAMS, n)
+    # the smallest multiple of n that is at least DEFAULT_STREAMS: each rank of the group owns streams
+    streams = streams if streams is not None else n * -(-DEFAULT_STREAMS // n)
     spec = LoaderSpec(path=str(path) if not isinstance(path, dict) else path, patch_size=patch_size,
-                      batch_size=batch_size // n, streams=streams, **options)
+                      batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
     return ResumableLoader(spec, num_workers=num_workers, group=group)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
-from vfm_data.blenders import get_blender
+from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import raise_sample_error
 from vfm_data.state_codec import decode_state, encode_state
 from vfm_data.task_encoder import VideoTaskEncoder
@@ -79,7 +79,7 @@ class Stream:
             # (energon's default prints a traceback and the sample, up to 100 times in a row)
             global_error_handler=raise_sample_error,
         )
-        bucketed = hasattr(self.encoder.blender, "frames_bucket")
+        bucketed = groups_batches(self.encoder.blender)
         dataset = get_train_dataset(
             spec.path,
             split_part=spec.split_part,

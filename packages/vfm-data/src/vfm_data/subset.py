@@ -1,5 +1,6 @@
 """Model-parallel subset loading: each rank of a TP/CP group reads a different part of the step's
-batch; an all-gather makes the full batch identical on every rank (energon does not offer this)."""
+batch; an all-gather makes the full batch identical on every rank (energon does not offer this).
+Batches that cannot be concatenated (one bucket each) are read by one rank in turn and broadcast."""
 
 from __future__ import annotations
 
@@ -15,3 +16,10 @@ def gather_batches(batch: Any, group: Any) -> Any:
     parts: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(parts, batch, group=group)
     return concat_batches(parts)
+
+
+def share_batch(batch: Any, owner: int, group: Any) -> Any:
+    """The batch that group rank ``owner`` read (``batch`` there, ``None`` elsewhere), on every rank."""
+    box = [batch]
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, owner), group=group)
+    return box[0]

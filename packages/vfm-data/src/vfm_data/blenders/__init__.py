@@ -33,3 +33,9 @@ def get_blender(name: str, **options: Any) -> Blender:
     from vfm_data.plugins import host
 
     return host.get("blenders", name)(**options)
+
+
+def groups_batches(blender: Blender) -> bool:
+    """Whether ``blender`` makes its own batches, one bucket each (energon's ``batch_group_criterion``):
+    such batches have their own shapes and sizes, so they cannot be concatenated."""
+    return hasattr(blender, "frames_bucket")
