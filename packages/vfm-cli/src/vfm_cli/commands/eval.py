@@ -105,8 +105,26 @@ def eval_command(
     payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}
                for name, r in results.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    _replace(path, json.dumps(payload, indent=2) + "\n")
     typer.echo(str(path))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` as a fresh file renamed over ``path``: a ``scores.json`` that is a symbolic link
+    (a videos folder from elsewhere holding ``scores.json -> ~/.bashrc``) is replaced, never written through."""
+    import os
+    import tempfile
+
+    if path.is_dir() and not path.is_symlink():
+        fail(f"{path} is a folder; name a file for the scores with -o")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def register(app: typer.Typer) -> None:
