@@ -25,7 +25,9 @@ def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]
     """Every source named by ``inputs``, deduplicated, in a stable order.
 
     A directory contributes its video files (by extension, recursively, dot-files and dot-folders
-    left out); a glob its matches; a ``.jsonl``/``.csv`` manifest its ``path`` entries (relative to
+    left out, symbolic links to folders followed, each folder once however many links reach it, so
+    a link loop ends; a broken link with a video extension is kept, and its run records why it
+    failed); a glob its matches; a ``.jsonl``/``.csv`` manifest its ``path`` entries (relative to
     the manifest) and their optional ``caption``; any other path is taken as a video as given. Raises ``ValueError`` for an input
     that names nothing (a glob without matches, a missing path) or a manifest without a path column.
 
@@ -40,12 +42,6 @@ def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]
     return list(out.values())
 
 
-def _hidden(relative: Path) -> bool:
-    """A dot-file or a file under a dot-folder of a directory input: macOS's ``._clip.mp4`` resource
-    forks (not videos), ``.Trash``, ``.git``... are skipped, as globs skip them; named, they are read."""
-    return any(part.startswith(".") for part in relative.parts)
-
-
 def _inside(path: str | Path, folder: str | None) -> bool:
     if folder is None:
         return False
@@ -56,9 +52,7 @@ def _inside(path: str | Path, folder: str | None) -> bool:
 def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Source]:
     path = Path(item)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS
-                       and not _hidden(p.relative_to(path)))
-        return [Source(_resolve(p)) for p in files if not _inside(p, skip)]
+        return [Source(_resolve(p)) for p in _walk(path) if not _inside(p, skip)]
     if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
         sources = read_manifest(path)
         for source in sources:
@@ -79,6 +73,29 @@ def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Sour
             raise ValueError(f"input glob {item!r} matches no file")
         return [s for m in matches if Path(m).is_file() for s in _expand_one(m, skip, explicit=False)]
     raise ValueError(f"input {item!r} does not exist (accepted: video files, directories, globs, .jsonl/.csv manifests)")
+
+
+def _walk(root: Path) -> list[Path]:
+    """The video files under ``root`` (by extension; dot-files and dot-folders left out), sorted.
+    Symbolic links to folders are followed (a dataset is often a folder of links), every real
+    folder is read once (a link back up the tree, or two links to one folder, add nothing), and a
+    link whose target is missing is listed (opening it fails with that reason: not a silent skip)."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            p = Path(folder, name)
+            if name.startswith(".") or p.suffix.lower() not in VIDEO_EXTENSIONS:
+                continue
+            if p.is_file() or (p.is_symlink() and not p.exists()):
+                found.append(p)
+    return sorted(found)
 
 
 def read_manifest(path: Path) -> list[Source]:

@@ -21,7 +21,8 @@ log = logging.getLogger("vfm_curator.video")
 
 @dataclass(frozen=True)
 class Probe:
-    """What the container says about a video's first video stream (display size, after rotation)."""
+    """What the container says about a video's main video stream (:func:`video_stream`): display
+    size, i.e. after the sample aspect ratio (square pixels) and the rotation."""
 
     fps: float
     frames: int  # container's count; 0 when unknown
@@ -31,12 +32,15 @@ class Probe:
     rotation: int  # degrees counter-clockwise to display the coded frames upright
     codec: str
     has_audio: bool
+    sar: float = 1.0  # sample aspect ratio of the coded pixels (width/height is already scaled by it)
 
 
 def open_container(path: str, hwaccel: str | None = None):
     """Open ``path`` with PyAV; an unusable file raises :class:`InputError` naming the problem."""
     import av
 
+    if os.path.islink(path) and not os.path.exists(path):
+        raise InputError(f"broken symbolic link: it points to {os.readlink(path)!r}, which does not exist")
     if not os.path.isfile(path):
         raise InputError(f"not a file: {path}")
     if os.path.getsize(path) == 0:
@@ -46,12 +50,123 @@ def open_container(path: str, hwaccel: str | None = None):
         try:
             container = av.open(path)
         except av.FFmpegError as exc:
-            raise InputError(f"cannot open as a video container: {exc}") from exc
-    if not container.streams.video:
-        kinds = sorted({s.type for s in container.streams}) or ["none"]
+            raise InputError(f"cannot open as a video container: {_ffmpeg_reason(exc)}{_content_hint(path)}") from exc
+    if not _playable(container):
+        kinds = [s.type if s.type != "video" else "video (a still picture)" for s in container.streams] or ["none"]
         container.close()
-        raise InputError(f"no video stream (streams: {', '.join(kinds)})")
+        raise InputError(f"no video stream (streams: {', '.join(sorted(set(kinds)))})")
     return container
+
+
+def _ffmpeg_reason(exc) -> str:
+    """FFmpeg's reason without its errno number and the path (the failure record names the file)."""
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return str(reason).rstrip(".")
+
+
+def _content_hint(path: str) -> str:
+    """What an unopenable file looks like from its first bytes, when that says more than FFmpeg:
+    an image or a web page saved with a video extension, or an MP4/MOV whose index never got written."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return ""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return f" (the file is {what}, not a video)"
+    if head.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
+        return " (the file is a web page (HTML), not a video: a failed download?)"
+    if head[4:8] == b"ftyp" and not _has_top_box(path, b"moov"):
+        return (" (an MP4/MOV file without its index (no 'moov' box): a download or recording that was "
+                "cut off before it finished; it cannot be read without the index)")
+    return ""
+
+
+_MAGIC = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG", "a PNG image"), (b"GIF8", "a GIF image"),
+          (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a ZIP archive"))
+
+
+def _has_top_box(path: str, kind: bytes) -> bool:
+    """Whether an ISO BMFF (MP4/MOV) file has a top-level box ``kind`` (walks the box headers only)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        offset = 0
+        while offset + 8 <= size:
+            fh.seek(offset)
+            header = fh.read(16)
+            length, box = int.from_bytes(header[:4], "big"), header[4:8]
+            if box == kind:
+                return True
+            if length == 1 and len(header) == 16:
+                length = int.from_bytes(header[8:16], "big")
+            if length < 8:  # 0: to the end of the file; anything else under 8 is damage
+                return False
+            offset += length
+    return False
+
+
+#: stream dispositions of a video stream that is a picture, not the video: cover art (mp4 ``covr``,
+#: mkv attachments), thumbnails, still images
+_PICTURE = ("attached_pic", "timed_thumbnails", "still_image")
+
+
+def _is_picture(stream) -> bool:
+    from av.stream import Disposition
+
+    return any(stream.disposition & getattr(Disposition, name, 0) for name in _PICTURE)
+
+
+def _playable(container) -> bool:
+    return any(not _is_picture(s) for s in container.streams.video)
+
+
+def video_stream(container):
+    """The video stream to read: not cover art or a thumbnail (a file's first video stream often is,
+    e.g. an mp4 or mkv with its poster picture), then the one with the most frames (the container's
+    count), the longest (its duration), FFmpeg's pick (``av_find_best_stream``), the default one, the
+    first. Every reader of a source uses this stream."""
+    from av.stream import Disposition
+
+    candidates = [s for s in container.streams.video if not _is_picture(s)] or list(container.streams.video)
+    if len(candidates) == 1:
+        return candidates[0]
+    try:
+        best = container.streams.best("video")
+    except Exception:  # noqa: BLE001 - no pick is a tie, not an error
+        best = None
+
+    def rank(stream):
+        return (int(stream.frames or 0), _stream_seconds(stream), best is not None and stream.index == best.index,
+                bool(stream.disposition & Disposition.default), -stream.index)
+
+    return max(candidates, key=rank)
+
+
+def _stream_seconds(stream) -> float:
+    """A stream's duration: its own, else Matroska's ``DURATION`` tag (``HH:MM:SS.nnnnnnnnn``), else 0."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    tag = (stream.metadata or {}).get("DURATION") or (stream.metadata or {}).get("duration") or ""
+    try:
+        h, m, sec = tag.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return 0.0
+
+
+def sample_aspect(stream) -> float:
+    """The shape of a coded pixel (width / height), as FFmpeg guesses it: the container's value, else
+    the bitstream's; 1 when unset, and when outside 1/4..4 (damaged or nonsense metadata)."""
+    for sar in (stream.sample_aspect_ratio, stream.codec_context.sample_aspect_ratio):
+        if sar is not None and sar.numerator > 0 and sar.denominator > 0 and 0.25 <= float(sar) <= 4:
+            return float(sar)
+    return 1.0
+
+
+def display_width(coded_width: int, sar: float) -> int:
+    """The width that shows ``coded_width`` pixels of shape ``sar`` as square pixels (the height is kept)."""
+    return coded_width if abs(sar - 1.0) < 1e-3 else max(2, int(round(coded_width * sar)))
 
 
 _HWACCEL_REFUSED: set[str] = set()
@@ -92,7 +207,7 @@ def probe(path: str, *, max_pixels: int | None = None) -> Probe:
     frame size above it is refused (:class:`LimitError`, kind ``too-large``) before any frame is
     decoded: a crafted or huge header must not make a worker allocate gigabytes a frame first."""
     with open_container(path) as container:
-        stream = container.streams.video[0]
+        stream = video_stream(container)
         coded_w, coded_h = stream.codec_context.width, stream.codec_context.height
         if max_pixels is not None and coded_w * coded_h > max_pixels:
             raise LimitError(f"frame size {coded_w}x{coded_h} ({coded_w * coded_h:,} pixels) is over the limit; "
@@ -105,17 +220,19 @@ def probe(path: str, *, max_pixels: int | None = None) -> Probe:
             duration = float(stream.duration * stream.time_base)
         elif container.duration is not None:
             duration = container.duration / 1_000_000
-        width, height = stream.codec_context.width, stream.codec_context.height
-        rotation = _stream_rotation(container)
+        rotation = _stream_rotation(container, stream)
+        sar = sample_aspect(stream)  # after a frame was decoded: the bitstream's value is known then
+        width, height = display_width(stream.codec_context.width, sar), stream.codec_context.height
         if rotation % 180 == 90:
             width, height = height, width
         has_audio = bool(container.streams.audio)
-        return Probe(fps, int(stream.frames or 0), width, height, duration, rotation, stream.codec_context.name, has_audio)
+        return Probe(fps, int(stream.frames or 0), width, height, duration, rotation, stream.codec_context.name,
+                     has_audio, sar)
 
 
-def _stream_rotation(container) -> int:
+def _stream_rotation(container, stream) -> int:
     """Rotation of the first decodable frame (PyAV reads it from the display matrix)."""
-    for frame in container.decode(video=0):
+    for frame in container.decode(stream):
         container.seek(0)
         return int(round(frame.rotation)) % 360
     return 0
@@ -142,10 +259,10 @@ def iter_frames(
 
     count = 0
     reformatter = VideoReformatter()  # one per stream: FFmpeg's scaler is set up once, not per frame
-    with closing(_decoded(path, hwaccel)) as decoded:
-        for t, frame in decoded:
+    with closing(_decoded_sar(path, hwaccel)) as decoded:
+        for t, frame, sar in decoded:
             try:
-                rgb = _to_rgb(frame, width, height, reformatter)
+                rgb = _to_rgb(frame, width, height, reformatter, sar)
             except (av.FFmpegError, ValueError) as exc:  # a frame that cannot be converted: as a decoding error
                 if count == 0:
                     raise InputError(f"cannot decode any frame: {exc}") from exc
@@ -164,9 +281,9 @@ def iter_decoded(path: str, *, hwaccel: str | None = None) -> Iterator[tuple[obj
     from av.video.reformatter import VideoReformatter
 
     reformatter = VideoReformatter()
-    with closing(_decoded(path, hwaccel)) as decoded:
-        for i, (_, frame) in enumerate(decoded):
-            rgb = _RGB(frame, reformatter)
+    with closing(_decoded_sar(path, hwaccel)) as decoded:
+        for i, (_, frame, sar) in enumerate(decoded):
+            rgb = _RGB(frame, reformatter, sar)
             if i == 0:  # iter_frames fails a stream whose first frame cannot be converted
                 try:
                     rgb()
@@ -176,14 +293,26 @@ def iter_decoded(path: str, *, hwaccel: str | None = None) -> Iterator[tuple[obj
 
 
 class _RGB:
-    """The upright RGB of one decoded frame, converted on first call."""
+    """The upright RGB of one decoded frame, converted on first call. ``sar`` is the shape of its
+    coded pixels: the RGB frame has square pixels (``size``, upright), so ``square`` says whether the
+    decoded frame can stand for it as it is."""
 
-    def __init__(self, frame, reformatter) -> None:
-        self.frame, self.reformatter, self.value = frame, reformatter, None
+    def __init__(self, frame, reformatter, sar: float = 1.0) -> None:
+        self.frame, self.reformatter, self.value, self.sar = frame, reformatter, None, sar
+
+    @property
+    def square(self) -> bool:
+        return display_width(self.frame.width, self.sar) == self.frame.width
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(width, height)`` of the frame this gives, without converting it."""
+        w, h = display_width(self.frame.width, self.sar), self.frame.height
+        return (h, w) if int(round(self.frame.rotation)) % 180 == 90 else (w, h)
 
     def __call__(self) -> np.ndarray:
         if self.value is None:
-            self.value = _to_rgb(self.frame, None, None, self.reformatter)
+            self.value = _to_rgb(self.frame, None, None, self.reformatter, self.sar)
         return self.value
 
 
@@ -201,10 +330,10 @@ def frames_at(
 
     last = max(wanted)
     reformatter = VideoReformatter()
-    with closing(_decoded(path, hwaccel)) as decoded:
-        for i, (_, frame) in enumerate(decoded):
+    with closing(_decoded_sar(path, hwaccel)) as decoded:
+        for i, (_, frame, sar) in enumerate(decoded):
             if i in wanted:
-                out[i] = _to_rgb(frame, width, height, reformatter)
+                out[i] = _to_rgb(frame, width, height, reformatter, sar)
             if i >= last:
                 break
     return out
@@ -224,11 +353,22 @@ def threads_given() -> int:
 
 def _decoded(path: str, hwaccel: str | None) -> Iterator[tuple[float, "object"]]:
     """``(time_s, av.VideoFrame)`` in presentation order, with the error rules of :func:`iter_frames`."""
+    decoded = _decoded_sar(path, hwaccel)
+    try:
+        for t, frame, _ in decoded:
+            yield t, frame
+    finally:
+        decoded.close()
+
+
+def _decoded_sar(path: str, hwaccel: str | None) -> Iterator[tuple[float, "object", float]]:
+    """``(time_s, av.VideoFrame, sample aspect ratio)`` of :func:`video_stream`'s frames in
+    presentation order, with the error rules of :func:`iter_frames`."""
     import av
 
     container = open_container(path, hwaccel)
     try:
-        stream = container.streams.video[0]
+        stream = video_stream(container)
         stream.thread_type = "AUTO"
         threads = threads_given()
         if threads:
@@ -238,7 +378,7 @@ def _decoded(path: str, hwaccel: str | None) -> Iterator[tuple[float, "object"]]
             for frame in container.decode(stream):
                 t = float(frame.time) if frame.time is not None else count / max(float(stream.average_rate or 25), 1e-6)
                 count += 1
-                yield t, frame
+                yield t, frame, sample_aspect(stream)
         except (av.FFmpegError, ValueError) as exc:
             if count == 0:
                 raise InputError(f"cannot decode any frame: {exc}") from exc
@@ -246,8 +386,10 @@ def _decoded(path: str, hwaccel: str | None) -> Iterator[tuple[float, "object"]]
         container.close()
 
 
-def _to_rgb(frame, width: int | None, height: int | None, reformatter) -> np.ndarray:
-    """An av.VideoFrame as upright (H, W, 3) uint8 RGB, scaled to the display size ``width x height``.
+def _to_rgb(frame, width: int | None, height: int | None, reformatter, sar: float = 1.0) -> np.ndarray:
+    """An av.VideoFrame as upright (H, W, 3) uint8 RGB, scaled to the display size ``width x height``;
+    without a size, at its own size, made of square pixels when ``sar`` (the shape of its coded
+    pixels) is not 1: 1440x1080 HDV (4:3 pixels) gives 1920x1080, 720x480 DV (8:9) 640x480.
 
     ``reformatter`` (an ``av.video.reformatter.VideoReformatter``) is reused across a stream's frames:
     ``frame.reformat`` and ``frame.to_ndarray(format=...)`` build a new FFmpeg scaler for every frame,
@@ -259,7 +401,9 @@ def _to_rgb(frame, width: int | None, height: int | None, reformatter) -> np.nda
     paths truncate, which darkened every frame by 1-2.3 levels of 255 (docs/decoders.md)."""
     rotation = int(round(frame.rotation)) % 360
     w, h = width, height
-    if w and h and rotation % 180 == 90:
+    if not (w and h) and display_width(frame.width, sar) != frame.width:
+        w, h = display_width(frame.width, sar), frame.height  # coded orientation already
+    elif w and h and rotation % 180 == 90:
         w, h = h, w  # scale in coded orientation, then rotate
     if w and h and (w, h) != (frame.width, frame.height):
         rgb = reformatter.reformat(frame, width=w, height=h, format="rgb24",

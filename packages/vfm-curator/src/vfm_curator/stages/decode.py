@@ -127,16 +127,22 @@ class DecodeStage(Stage):
             log.warning("decode: %s cannot decode %s (%s); decoding it with pyav", decoder.name, task.source, exc)
             decoder = PyAVDecoder()
             times, scorer = _score(decoder, task.source, (w, h))
+        if len(times) == 1 and info.codec in IMAGE_CODECS:
+            raise InputError(f"a still image ({info.codec}, one frame), not a video")
         if len(times) < int(self.opt["min_frames"]):
             raise LimitError(f"too short: {len(times)} decodable frame(s), under min_frames={self.opt['min_frames']}",
                              kind="too-short")
-        task.times = np.frombuffer(times, np.float64).copy()
+        raw = np.frombuffer(times, np.float64)
+        fps = info.fps
+        if len(raw) > 1 and (fps <= 0 or not np.isfinite(fps)):
+            fps = (len(raw) - 1) / max(float(raw.max() - raw.min()), 1e-6)
+        task.times, repaired = relative_times(raw, fps)
         task.cut_scores, task.motion = _on_host(scorer.content), _on_host(scorer.motion)
         task.small_size = (w, h)
         times = task.times
-        fps = info.fps
-        if len(times) > 1 and (fps <= 0 or not np.isfinite(fps)):
-            fps = (len(times) - 1) / max(times[-1] - times[0], 1e-6)
+        if repaired:
+            log.info("decode: %s has %d frame time(s) that go back or repeat (spliced or damaged timestamps); "
+                     "their times are repaired (see relative_times)", task.source, repaired)
         frame_s = 1.0 / fps if fps > 0 else 0.0
         task.meta = {
             "fps": fps,
@@ -149,12 +155,47 @@ class DecodeStage(Stage):
             # variable frame rate: frame intervals that differ from each other by more than 10 %
             "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
             "decoder": decoder.name,
+            "start_time": float(raw[0]),  # the first frame's time in the source's clock (times count from it)
         }
+        if repaired:
+            task.meta["times_repaired"] = repaired
         short = decoded_short(info.duration, task.meta["duration"])
         if short is not None:
             task.meta["decoded_short"] = short
             log.info("decode: %s decodes %.2f s of the %.2f s it declares (truncated or damaged); its clips end there",
                         task.source, short["decoded_s"], short["declared_s"])
+
+
+#: codecs of still pictures: a single frame of one is an image saved under a video name, not a video
+IMAGE_CODECS = frozenset({"mjpeg", "jpeg2000", "jpegls", "jpegxl", "png", "apng", "gif", "webp", "bmp", "tiff",
+                          "pgm", "ppm", "pam", "pbm", "qoi", "targa", "sgi", "dpx", "exr", "hdr", "psd"})
+
+
+def relative_times(raw: np.ndarray, fps: float) -> tuple[np.ndarray, int]:
+    """Frame times counted from the first frame (a .ts/.mpg clock starts anywhere: 0.54 s, 1.4 s,
+    hours), increasing. A time that goes back or repeats is repaired: when the times after it go on
+    from before it (a repeated or damaged timestamp), that frame alone moves between its neighbours;
+    when they go on from it (files spliced together, a clock reset), every later frame moves by the
+    same amount, to one frame (``1/fps``) after the last good one, keeping their spacing. Returns the
+    times and how many frames were repaired."""
+    times = np.asarray(raw, np.float64) - float(raw[0])
+    if len(times) < 2 or bool(np.all(np.diff(times) > 0)):
+        return times, 0
+    step = 1.0 / fps if fps > 0 and np.isfinite(fps) else 1.0 / 25
+    out, offset, moved = times.copy(), 0.0, 0
+    for i in range(1, len(times)):
+        cur = times[i] + offset
+        if cur > out[i - 1]:
+            out[i] = cur
+            continue
+        moved += 1
+        after = times[i + 1] + offset if i + 1 < len(times) else None
+        if after is not None and after > out[i - 1]:  # the clock goes on: only this frame was off
+            out[i] = out[i - 1] + min(step, (after - out[i - 1]) / 2)
+        else:  # the clock restarted: later frames keep their spacing from here
+            offset += out[i - 1] + step - cur
+            out[i] = out[i - 1] + step
+    return out, moved
 
 
 def decoded_short(declared_s: float, decoded_s: float) -> dict[str, float] | None:

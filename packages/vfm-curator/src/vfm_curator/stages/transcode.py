@@ -10,6 +10,7 @@ from vfm_curator.io.encode import ENCODERS, H264Writer, mux_audio, nvenc_availab
 from vfm_curator.io.paths import disk_full
 from vfm_curator.io.video import iter_decoded, release_freed_memory, threads_given
 from vfm_curator.stages.base import InputError, Resources, Stage
+from vfm_curator.stages.split import make_clip
 from vfm_curator.tasks import Clip, VideoTask
 
 
@@ -76,8 +77,13 @@ class TranscodeStage(Stage):
 
     def _encode(self, task: VideoTask, clips: list[Clip]) -> None:
         fps = float(task.meta["fps"])
-        k, writer, sample_at, samples = 0, None, set(), []
+        k, writer, sample_at, samples, size = 0, None, set(), [], None
         for i, (decoded, rgb) in enumerate(iter_decoded(task.source, hwaccel=self.opt["hwaccel"])):
+            if writer is not None and rgb.size != size and i > clips[k].start:
+                # the frame size changes inside this clip (a stream spliced from parts, an adaptive
+                # stream's recording): the clip ends here and the rest is a clip of its own, so no
+                # clip squeezes frames of another shape into its first frame's size
+                clips[k:k + 1] = [make_clip(task, clips[k].start, i), make_clip(task, i, clips[k].end)]
             while k < len(clips) and i >= clips[k].end:
                 k = self._finish(task, clips[k], writer, samples, k)
                 writer, samples = None, []
@@ -87,11 +93,12 @@ class TranscodeStage(Stage):
             if i < clip.start:
                 continue
             if writer is None:
+                size = rgb.size
                 path = self._staging(task, clip, "mp4")
                 writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]),
                                     path=None if path is None else str(path), threads=self.threads)
                 sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
-            if not writer.write_decoded(decoded):
+            if not (rgb.square and writer.write_decoded(decoded)):  # non-square pixels: scaled to square
                 writer.write(rgb())
             if i in sample_at:
                 samples.append(resize(rgb(), int(self.opt["sample_size"])))
@@ -102,9 +109,10 @@ class TranscodeStage(Stage):
         if not task.clips:
             raise InputError(f"no clip could be encoded: the file ended or broke before any of the {len(clips)} span(s) was complete")
         if self.opt["keep_audio"]:
+            origin = float(task.meta.get("start_time", 0.0))  # the first frame's time in the source's own clock
             for clip in task.clips:
                 with_audio = mux_audio(clip.mp4 if clip.staged is None else clip.staged, task.source,
-                                       clip.start / fps, clip.end / fps)
+                                       origin + clip.start_s, origin + clip.end_s)
                 if clip.staged is None:
                     clip.mp4 = with_audio
                 else:
