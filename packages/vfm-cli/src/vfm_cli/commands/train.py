@@ -79,7 +79,7 @@ def train(
     from vfm_models.export import NonFiniteWeightsError
     from vfm_parallel import LayoutError
     from vfm_parallel.checkpoint import CheckpointError
-    from vfm_parallel.trainer import NonFiniteTrainingError
+    from vfm_parallel.trainer import NonFiniteTrainingError, TrainingStopped
     from vfm_parallel.trainer import train as run
     from vfm_plugins import FolderLockedError
 
@@ -96,6 +96,15 @@ def train(
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
         _fail_once(exc)
+    except TrainingStopped as exc:  # SIGTERM / Ctrl-C: every rank stopped after the same step, saved
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
+        if rank0:
+            typer.echo(str(exc), err=True)
+        from vfm_parallel.process_group import shutdown_distributed
+
+        shutdown_distributed()
+        raise typer.Exit(exc.exit_code) from None
     except RuntimeError as exc:  # a collective whose peer is gone: one line, not the backend's traceback
         lost = _peer_lost(exc)
         if lost is None:

@@ -4,12 +4,14 @@ exact resume from DCP checkpoints, metrics with tokens/s and MFU.
 Everything model- or data-specific arrives by injection (:class:`~vfm_parallel.trainer.parts.TrainParts`):
 vfm-parallel never imports vfm-models or vfm-data; ``vfm_cli.recipe`` builds the parts from a config.
 The pieces a step uses live beside it: ``optimizer`` (AdamW, gradient norm), ``streams`` (random
-draws), ``health`` (non-finite steps), ``saving`` (checkpoints, export weights), ``resume``, ``mfu``.
+draws), ``health`` (non-finite steps), ``saving`` (checkpoints, export weights), ``resume``, ``mfu``,
+``stopping`` (SIGTERM / Ctrl-C: stop after the step with a checkpoint).
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -24,7 +26,7 @@ from vfm_parallel.trainer import resume as resume_mod
 from vfm_parallel.trainer.config import TrainConfig
 from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA
-from vfm_parallel.trainer.health import NonFiniteGuard
+from vfm_parallel.trainer.health import NonFiniteGuard, NonFiniteTrainingError
 from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
 from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
@@ -32,6 +34,7 @@ from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer.run_folder import hold_run_folder
 from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpoint
 from vfm_parallel.trainer.schedule import lr_at
+from vfm_parallel.trainer.stopping import StopRequests, TrainingStopped
 from vfm_parallel.trainer.streams import cond_dropout_generator, draws
 
 
@@ -55,21 +58,38 @@ def train(
     The phases, in order: :meth:`_Run.set_up`, :meth:`_Run.step` for each step (flushing figures
     and saving checkpoints when due), :meth:`_Run.finish` (means, export, loss curve). Rank 0 holds
     ``train.out_dir`` for the whole run: a second run into it fails with ``FolderLockedError``.
+
+    SIGTERM or SIGINT (from the main thread's view) stop every rank after the same step, which is
+    saved as a checkpoint; then :class:`TrainingStopped` is raised (nothing is exported).
     """
-    with hold_run_folder(cfg.train.out_dir):
-        return _train(cfg, build, sinks, parallelize)
+    with hold_run_folder(cfg.train.out_dir), StopRequests(announce=_rank_of_env() == 0) as stop:
+        return _train(cfg, build, sinks, parallelize, stop)
+
+
+def _rank_of_env() -> int:
+    import os
+
+    return int(os.environ.get("RANK", "0"))
 
 
 def _train(cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
-           parallelize: Callable[..., Any]) -> TrainResult:
-    run = _Run(cfg, build, sinks, parallelize)
+           parallelize: Callable[..., Any], stop: StopRequests) -> TrainResult:
+    run = _Run(cfg, build, sinks, parallelize, stop)
     try:
         for step in range(run.start, run.last):
-            run.step(step)
+            if run.step(step):
+                break
         run.finish()
+    except NonFiniteTrainingError as exc:  # where to go on from: the checkpoints are all of finite steps
+        newest = ckpt.latest(run.root)
+        raise NonFiniteTrainingError(f"{exc}. The newest checkpoint, of the last finite step saved: "
+                                     f"{newest if newest is not None else 'none'}") from None
     finally:
         run.close_sinks()
     run.plot_loss_curve()
+    if run.stopped_by is not None:
+        saved = run.result.checkpoint if run.saved_at == run.result.final_step else None
+        raise TrainingStopped(run.stopped_by, run.result.final_step, cfg.train.steps, saved, run.result)
     return run.result
 
 
@@ -77,8 +97,11 @@ class _Run:
     """One training run on this rank: what :func:`train` sets up once and each step uses."""
 
     def __init__(self, cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
-                 parallelize: Callable[..., Any]) -> None:
+                 parallelize: Callable[..., Any], stop: StopRequests | None = None) -> None:
         self.cfg = cfg
+        self.stop = stop or StopRequests()
+        self.stopped_by: int | None = None  # the signal that ended the run early, agreed by all ranks
+        self.saved_at: int | None = None  # the step of the last checkpoint this run saved
         self.device = pick_device()
         self.rank, self.world = init_distributed(self.device.type)
         cfg.validate(self.world)
@@ -150,8 +173,9 @@ class _Run:
 
     # --- one step ----------------------------------------------------------------------------------
 
-    def step(self, step: int) -> None:
-        """Forward and backward over the micro-batches, clip, update, EMA; figures stay on the device."""
+    def step(self, step: int) -> bool:
+        """Forward and backward over the micro-batches, clip, update, EMA; figures stay on the device.
+        True when the run stops after this step (a signal on some rank), its checkpoint saved."""
         cfg, o = self.cfg, self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, total_steps=cfg.train.steps, min_lr_ratio=o.min_lr_ratio)
         self.step_keys: list[str] = []
@@ -172,10 +196,11 @@ class _Run:
         self.pm.sync_grads()
         grad_norm = clip_grad_norm(self.params, o.grad_clip, self.stage_group, self.replicated)
         # Loss: mean over the ranks that hold one (TP/CP ranks hold copies; under PP the last stage);
-        # the last entry counts the ranks whose loss or gradient norm is not finite.
+        # then the count of ranks whose loss or gradient norm is not finite, and of ranks asked to
+        # stop (a signal): every rank reads the same sums, so all stop after the same step.
         local_bad = ~(torch.isfinite(loss_sum) & torch.isfinite(grad_norm.to(loss_sum.device)))
         stats = torch.stack([loss_sum / o.grad_accum, loss_sum.new_full((), float(tokens)), loss_sum.new_full((), holds_loss),
-                             local_bad.to(torch.float64)])
+                             local_bad.to(torch.float64), loss_sum.new_full((), float(self.stop.requested))])
         if dist.is_initialized():
             dist.all_reduce(stats)
         done = step + 1
@@ -192,11 +217,37 @@ class _Run:
         self.pending.append((done, stats[:3], grad_norm.to(stats.device, torch.float64), lr))
         interval = cfg.checkpoint.interval
         save = (interval and done % interval == 0) or done == self.last
-        if done == self.start + 1 or save or done % cfg.logging.interval == 0:
+        due = done == self.start + 1 or save or done % cfg.logging.interval == 0
+        # The stop flag is read where the host syncs anyway: every step on the host-skip path, at the
+        # flushes on the fused path (which avoids a sync per step).
+        # A signal at the last step changes nothing: the run is complete.
+        stopping = done < self.last and (due or not self.health.on_device) and stats[4].item() > 0
+        if stopping:
+            self.stopped_by = self.stop.signum or signal.SIGTERM.value  # the rank(s) that got it say which
+            save = True
+        if due or stopping:
             self.flush()
         if save:
-            self.result.checkpoint = save_checkpoint(cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts, self.coords)
-            self.throughput.flush(0.0, counted=False)  # saving is not training time
+            self._save(done)
+        return stopping
+
+    def _save(self, done: int) -> None:
+        """The checkpoint of step ``done``, unless that step was skipped as non-finite and is not the
+        run's last: a checkpoint in a run of non-finite steps would prune the good ones before it
+        (``keep``) and be the one ``resume = "auto"`` picks, the state the run was failing from. (The
+        last step is saved all the same: its weights are the last finite step's, and the run ends.)"""
+        if self.health.run and done != self.last:
+            if self.rank == 0:
+                import warnings
+
+                last = self.result.checkpoint or ckpt.latest(self.root)
+                warnings.warn(f"checkpoint of step {done} not saved: step {done} was not finite (skipped); the newest "
+                              f"checkpoint stays {last if last is not None else 'none'}", RuntimeWarning, stacklevel=3)
+            return
+        self.result.checkpoint = save_checkpoint(self.cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts,
+                                                 self.coords)
+        self.saved_at = done
+        self.throughput.flush(0.0, counted=False)  # saving is not training time
 
     def _micro_step(self, step: int, micro: int) -> tuple[torch.Tensor | None, int]:
         """(loss or None on a non-last pipeline stage, tokens) of one micro-batch, backward done."""
@@ -259,7 +310,8 @@ class _Run:
             result.mean_tokens_per_s = self.throughput.tokens / self.throughput.seconds
             figures = self._mfu(result.mean_tokens_per_s)
             result.mean_mfu, result.mean_mfu_executed = figures["mfu"], figures.get("mfu_executed", 0.0)
-        if self.cfg.checkpoint.export and self.parts.export is not None and self.last == self.cfg.train.steps:
+        complete = self.last == self.cfg.train.steps and self.stopped_by is None
+        if self.cfg.checkpoint.export and self.parts.export is not None and complete:
             ema, named = self.ema, self.named
             weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
             if self.pipelined:  # each stage holds its blocks: rank 0 collects the others'
