@@ -205,8 +205,17 @@ class VideoTaskEncoder(DefaultTaskEncoder):
                 blend_mode=blend_mode, repeat=repeat,
             )
         inner = self._inner_datasets(datasets, worker_config)
+        shuffle = shuffle_buffer_size is not None and shuffle_buffer_size > 1
+        # A mix that changes over training (scheduled) must be drawn as samples come out: a shuffle
+        # after the blend would hold each draw back ~shuffle_buffer_size samples per stream and smear
+        # a milestone over several times that. Shuffle each dataset before it instead (the same
+        # buffer memory in all); a fixed-weight blend keeps energon's order.
+        before = shuffle and not isinstance(self.blender, WeightedBlender)
+        if before:
+            size = max(2, -(-shuffle_buffer_size // len(inner)))
+            inner = [(ShuffleBufferDataset(d, size=size, worker_config=worker_config), w) for d, w in inner]
         dataset = self.blender.blend(inner, worker_config=worker_config, progress_scale=self.progress_scale)
-        if shuffle_buffer_size is not None and shuffle_buffer_size > 1:
+        if shuffle and not before:
             dataset = ShuffleBufferDataset(dataset, size=shuffle_buffer_size, worker_config=worker_config)
         dataset = self.build_encode_sample(dataset, worker_config=worker_config)
         return self.build_batch(

@@ -4,6 +4,8 @@ The schedule is a list of ``(samples, weights)`` milestones over the number of s
 whole job; weights are interpolated linearly between milestones and held after the last one
 (repeat a milestone's weights to get steps instead of ramps). Each stream counts what it drew and
 multiplies by ``progress_scale`` (the number of streams in the job) to estimate the job's progress.
+The loader's shuffle buffer is split over the datasets *before* this blend (see
+``VideoTaskEncoder.build_train_datasets``), so a sample comes out when it is drawn, not a buffer later.
 """
 
 from __future__ import annotations
