@@ -73,6 +73,10 @@ def even_crop(frame: np.ndarray) -> np.ndarray:
     return frame[: h - h % 2, : w - w % 2]
 
 
+#: the colour tags of a clip encoded from RGB frames (AVColorSpace SMPTE170M = BT.601, AVColorRange MPEG)
+RGB_INPUT_MATRIX, RGB_INPUT_RANGE = 6, 1
+
+
 class H264Writer:
     """Streams (H, W, 3) uint8 RGB frames into an mp4 at a constant ``fps``: in memory, or into the
     file ``path`` when given (so a clip is never held whole). Frame ``k`` gets pts ``k`` so the
@@ -106,6 +110,10 @@ class H264Writer:
         frame = even_crop(frame)
         if self.stream is None:
             self._open(frame.shape[1], frame.shape[0])
+            # the encoder turns RGB into YUV with BT.601's matrix, limited range: say so in the stream,
+            # or players guess from the size (BT.709 from 720p up: every colour ~1-3 levels off)
+            context = self.stream.codec_context
+            context.colorspace, context.color_range = RGB_INPUT_MATRIX, RGB_INPUT_RANGE
         self._encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24"))
 
     def _encode(self, frame) -> None:

@@ -25,8 +25,8 @@ def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]
     """Every source named by ``inputs``, deduplicated, in a stable order.
 
     A directory contributes its video files (by extension, recursively, dot-files and dot-folders
-    left out, symbolic links to folders followed, each folder once however many links reach it, so
-    a link loop ends; a broken link with a video extension is kept, and its run records why it
+    left out, symbolic links to folders followed, each folder and file once however many links
+    reach it, so a link loop ends; a broken link with a video extension is kept, and its run records why it
     failed); a glob its matches; a ``.jsonl``/``.csv`` manifest its ``path`` entries (relative to
     the manifest) and their optional ``caption``; any other path is taken as a video as given. Raises ``ValueError`` for an input
     that names nothing (a glob without matches, a missing path) or a manifest without a path column.
@@ -78,9 +78,11 @@ def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Sour
 def _walk(root: Path) -> list[Path]:
     """The video files under ``root`` (by extension; dot-files and dot-folders left out), sorted.
     Symbolic links to folders are followed (a dataset is often a folder of links), every real
-    folder is read once (a link back up the tree, or two links to one folder, add nothing), and a
-    link whose target is missing is listed (opening it fails with that reason: not a silent skip)."""
-    found: list[Path] = []
+    folder is read once (a link back up the tree, or two links to one folder, add nothing), so is
+    every file (a symbolic or hard link to a file listed already adds nothing; the name kept is
+    the first in sorted order that is not a symbolic link), and a link whose target is missing is listed (opening it fails with that
+    reason: not a silent skip)."""
+    found: dict[object, Path] = {}
     seen: set[str] = set()
     for folder, dirs, files in os.walk(root, followlinks=True):
         real = os.path.realpath(folder)
@@ -93,9 +95,14 @@ def _walk(root: Path) -> list[Path]:
             p = Path(folder, name)
             if name.startswith(".") or p.suffix.lower() not in VIDEO_EXTENSIONS:
                 continue
-            if p.is_file() or (p.is_symlink() and not p.exists()):
-                found.append(p)
-    return sorted(found)
+            if p.is_file():
+                st = p.stat()
+                key: object = (st.st_dev, st.st_ino)  # one file under two names (links) is read once
+                if key not in found or (p.is_symlink(), p) < (found[key].is_symlink(), found[key]):
+                    found[key] = p
+            elif p.is_symlink() and not p.exists():
+                found[p] = p
+    return sorted(found.values())
 
 
 def read_manifest(path: Path) -> list[Source]:
