@@ -62,10 +62,13 @@ def decode(
     chunk_frames: int | None = None,
     context_frames: int = 1,
     tile: int | None = None,
-    overlap: int = 2,
+    overlap: int | None = None,
 ) -> torch.Tensor:
     """Decode latents chunk by chunk along time (``chunk_frames`` latent frames at a time) and tile by
     tile in space; returns pixels (B, C, T, H, W) in float32 on the latent's device.
+
+    ``overlap``: latent pixels shared by neighbouring tiles; by default 2, or ``tile - 1`` for tiles
+    of 1 or 2 latent pixels (any tile >= 1 decodes, as ``check_spec`` accepts).
 
     Each chunk after the first is decoded with ``context_frames`` preceding latent frames, whose
     pixels are dropped, so a causal decoder sees the frames it depends on. A tokenizer with its own
@@ -80,6 +83,8 @@ def decode(
             return tokenizer.decode(latent).float()
         finally:
             tokenizer.tile, tokenizer.chunk = saved
+    if overlap is None:
+        overlap = 2 if tile is None else min(2, tile - 1)
     t = latent.shape[2]
     if chunk_frames is None or chunk_frames >= t:
         return decode_tiled(tokenizer, latent, tile, overlap).float()

@@ -14,7 +14,8 @@ def layout_sizes(world: int, cfg_parallel: bool) -> tuple[int, int]:
     """(cfg ranks, cp ranks) for ``world`` processes; raises when they do not fit."""
     cfg = 2 if cfg_parallel else 1
     if world % cfg:
-        raise ValueError(f"CFG-parallel needs an even number of processes; got {world}")
+        raise ValueError(f"CFG-parallel needs an even number of processes (its two guidance branches on two ranks: "
+                         f"torchrun --nproc-per-node 2 -m vfm_cli.main generate ...); got {world}")
     return cfg, world // cfg
 
 

@@ -26,6 +26,8 @@ from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
 from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
+from vfm_infer.notes import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, truncated_prompts,
+                             unused_inputs)
 from vfm_infer.samplers.base import Sampler, StepCallback
 
 #: The sampler used when none is named, per formulation.
@@ -72,7 +74,7 @@ class NonFiniteOutputError(ValueError):
     """The sampler or the decoder produced inf or nan values (which would write a black video)."""
 
 
-class UntrainedShapeWarning(UserWarning):
+class UntrainedShapeWarning(GenerationWarning):
     """A request for a frame count or size other than the training data's: the model generates it,
     but it never learnt that shape (its positions reach where training never put a token)."""
 
@@ -309,6 +311,7 @@ class VideoPipeline:
         shape = self.latent_shape(spec.frames, spec.size)
         for p in prompts:
             self.conditioner.check(p, spec.negative_prompt)
+        asked_guidance = spec.guidance
         if spec.guidance is None:
             spec = dataclasses.replace(spec, guidance=default_scale(self.meta))
             if not math.isfinite(spec.guidance):
@@ -316,10 +319,14 @@ class VideoPipeline:
         if self.parallel.cfg_group is not None and self.conditioner.kind == "none":
             raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
         self.check_memory(shape, spec, token_shards)
-        notes = tuple(n for n in (self.untrained_shape(shape),) if n)
-        for note in notes:
-            warnings.warn(note, UntrainedShapeWarning, stacklevel=2)
-        return Prepared(sampler, shape, spec, notes)
+        notes = [(UntrainedShapeWarning, n) for n in (self.untrained_shape(shape),) if n]
+        notes += [(UnusedInputWarning, n) for n in unused_inputs(self.conditioner.kind, prompts, spec.negative_prompt,
+                                                                  asked_guidance, spec.guidance)]
+        notes += [(PromptTruncatedWarning, n) for n in truncated_prompts(self.conditioner.text_encoder, prompts,
+                                                                          spec.negative_prompt)]
+        for category, note in notes:
+            warnings.warn(note, category, stacklevel=2)
+        return Prepared(sampler, shape, spec, tuple(n for _, n in notes))
 
     def check_memory(self, shape: tuple[int, int, int, int], spec: GenerationSpec, token_shards: int = 1) -> None:
         """Refuse a request whose estimated peak (:mod:`vfm_infer.memory`) exceeds the device's free memory."""

@@ -82,8 +82,8 @@ def generate(
     import time
 
     from vfm_infer.distributed import layout_sizes, setup_inference
-    from vfm_infer.pipeline import (DTYPES, ExportError, GenerationSpec, NonFiniteOutputError, UntrainedShapeWarning,
-                                     VideoPipeline, check_spec)
+    from vfm_infer.notes import GenerationWarning
+    from vfm_infer.pipeline import DTYPES, ExportError, GenerationSpec, NonFiniteOutputError, VideoPipeline, check_spec
     from vfm_infer.plugins import host
     from vfm_infer.video.contact_sheet import contact_sheet, write_png
     from vfm_infer.video.frames import to_uint8_frames
@@ -136,7 +136,7 @@ def generate(
 
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory
         with warnings.catch_warnings():  # shown below as one plain line, once, by the writing rank
-            warnings.simplefilter("ignore", UntrainedShapeWarning)
+            warnings.simplefilter("ignore", GenerationWarning)
             prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
@@ -148,6 +148,8 @@ def generate(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     written, step_seconds = [], []
+    # This run writes 0000.mp4 ... : say which of them replace an earlier run's videos.
+    replaced = [p for p in _numbered_videos(out) if int(p.stem) < len(prompt_list)] if rank == 0 else []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   disable=rank != 0, transient=False) as progress:
         for i, text in enumerate(prompt_list):
@@ -168,6 +170,9 @@ def generate(
     if rank == 0:
         for path in written:
             typer.echo(str(path))
+        if replaced:
+            typer.echo(f"note: replaced {len(replaced)} videos of an earlier run in {out} ({_span(replaced)}) "
+                       "with this run's; use another --out to keep both", err=True)
         stale = _earlier_videos(out, len(prompt_list))
         if stale:
             typer.echo(f"note: {out} also holds {len(stale)} videos of an earlier run ({stale[0].name}"
@@ -193,12 +198,21 @@ def _guidance_note(pipe, prepared) -> str:
     return f", guidance {scale:g}: each a batch of 2 (conditional and unconditional)"
 
 
-def _earlier_videos(out: Path, count: int) -> list[Path]:
-    """Numbered videos past this run's ``count`` (from an earlier run into the same folder)."""
+def _numbered_videos(out: Path) -> list[Path]:
+    """The videos named like this command's (0000.mp4, 0001.mp4, ...) in ``out``, in number order."""
     import re
 
     numbered = [p for p in out.glob("*.mp4") if re.fullmatch(r"\d{4,}\.mp4", p.name)]
-    return sorted((p for p in numbered if int(p.stem) >= count), key=lambda p: int(p.stem))
+    return sorted(numbered, key=lambda p: int(p.stem))
+
+
+def _span(paths: list[Path]) -> str:
+    return paths[0].name + (f" ... {paths[-1].name}" if len(paths) > 1 else "")
+
+
+def _earlier_videos(out: Path, count: int) -> list[Path]:
+    """Numbered videos past this run's ``count`` (from an earlier run into the same folder)."""
+    return [p for p in _numbered_videos(out) if int(p.stem) >= count]
 
 
 def register(app: typer.Typer) -> None:

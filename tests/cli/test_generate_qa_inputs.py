@@ -1,0 +1,102 @@
+"""``vfm generate`` as a demanding user runs it: inputs that cannot change the video are named,
+a long prompt's cut is named, small decode tiles work, earlier videos replaced are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import vfm_models
+from vfm_cli.main import app
+from vfm_models.conditioning import describe
+from tests.infer.tiny import LATENT_SHAPE, tiny_dit, tiny_meta
+
+
+def _export(folder, **model_options):
+    save_export = pytest.importorskip("vfm_models.export").save_export
+    model = tiny_dit(**model_options)
+    return save_export(folder, model, tiny_meta(config=model.config, null_condition=describe(model.config), guidance=2.0))
+
+
+def _text_export(folder):
+    save_export = pytest.importorskip("vfm_models.export").save_export
+    torch.manual_seed(0)
+    model = vfm_models.get_family("dit-cross").create(in_channels=LATENT_SHAPE[0], patch=(1, 2, 2), hidden=32, depth=1,
+                                                       num_heads=2, text_dim=16)
+    meta = tiny_meta(config=model.config, null_condition=describe(model.config), guidance=2.0,
+                     text_encoder="hash", text_encoder_options={"dim": 16, "max_length": 6})
+    return save_export(folder, model, meta)
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, ["generate", *map(str, args)])
+
+
+def test_an_unconditional_model_names_the_prompt_negative_prompt_and_guidance_it_cannot_use(tmp_path):
+    export = _export(tmp_path / "export", num_classes=0)
+    result = invoke("--checkpoint", export, "--prompt", "a red fox", "--negative-prompt", "blurry", "--guidance", "5",
+                    "--steps", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert ("warning: this model is unconditional: the prompts, --negative-prompt, --guidance 5.0 cannot change "
+            "its videos") in result.output
+    assert (tmp_path / "out" / "0000.mp4").is_file()
+
+
+def test_a_negative_prompt_at_guidance_one_is_named_as_having_no_effect(tmp_path):
+    export = _export(tmp_path / "export")  # class-conditional: the negative prompt is a class index
+    off = invoke("--checkpoint", export, "--prompt", "1", "--negative-prompt", "3", "--guidance", "1", "--steps", "1",
+                 "-o", tmp_path / "off")
+    assert off.exit_code == 0, off.output
+    assert "warning: --negative-prompt '3' has no effect: --guidance is 1 (guidance off)" in off.output
+    on = invoke("--checkpoint", export, "--prompt", "1", "--negative-prompt", "3", "--guidance", "3", "--steps", "1",
+                "-o", tmp_path / "on")
+    assert on.exit_code == 0 and "warning" not in on.output, on.output
+
+
+def test_a_prompt_longer_than_the_text_encoder_reads_is_named_once_with_its_video(tmp_path):
+    export = _text_export(tmp_path / "export")
+    prompts = tmp_path / "prompts.txt"
+    long = " ".join(f"word{i}" for i in range(40))
+    prompts.write_text(f"a fox\n\n# skipped\n{long}\n{long}\nun renard 🦊\n", encoding="utf-8")
+    result = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("the 6 tokens the text encoder reads") == 1, result.output
+    assert "warning: prompt 1 (video 0001) ('word0 word1" in result.output
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.mp4")) == ["0000.mp4", "0001.mp4", "0002.mp4", "0003.mp4"]
+
+
+@pytest.mark.parametrize("tile", [1, 2])
+def test_a_decode_tile_of_one_or_two_latent_pixels_decodes_the_same_video(tmp_path, tile):
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = _export(tmp_path / "export")
+    common = ["--checkpoint", export, "--prompt", "2", "--steps", "1", "--seed", "7"]
+    whole = invoke(*common, "-o", tmp_path / "whole")
+    tiled = invoke(*common, "--decode-tile", tile, "-o", tmp_path / "tiled")
+    assert whole.exit_code == 0 and tiled.exit_code == 0, tiled.output
+    assert (read_mp4(tmp_path / "whole" / "0000.mp4") == read_mp4(tmp_path / "tiled" / "0000.mp4")).all()
+
+
+def test_videos_of_an_earlier_run_that_this_run_replaces_are_named(tmp_path):
+    export = _export(tmp_path / "export")
+    out = tmp_path / "out"
+    out.mkdir()
+    for i in (0, 1, 5):
+        (out / f"{i:04d}.mp4").write_bytes(b"old")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("1\n2\n3\n")
+    result = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "1", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "note: replaced 2 videos of an earlier run in" in result.output
+    assert "(0000.mp4 ... 0001.mp4) with this run's" in result.output
+    assert "also holds 1 videos of an earlier run (0005.mp4)" in result.output
+    fresh = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", tmp_path / "fresh")
+    assert fresh.exit_code == 0 and "note:" not in fresh.output, fresh.output
+
+
+def test_cfg_parallel_in_one_process_says_how_to_start_two(tmp_path):
+    export = _export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--cfg-parallel", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert "torchrun --nproc-per-node 2" in result.output
