@@ -107,3 +107,30 @@ def test_a_latent_shape_of_bools_or_not_a_list_is_refused(tmp_path):
     for shape in ([True, 1, 8, 8], 4):
         with pytest.raises(ValueError, match="latent_shape must be"):
             read_meta(_rewrite(export, json.dumps({**meta, "latent_shape": shape})))
+
+
+def test_save_export_replaces_links_in_the_folder_and_never_writes_through_them(tmp_path):
+    """A run folder from elsewhere, resumed: its export/ holds config.json, model.safetensors and the
+    temporary name config.json.tmp that save_export wrote first, as links to the victim's files (the
+    config was written through config.json.tmp into the victim's file). The export written at the end
+    replaces the links and leaves those files alone; its files get the usual permissions (safetensors
+    alone leaves 0600)."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "settings.json").write_text('{"mine": 1}\n')
+    (victim / "weights.bin").write_bytes(b"victim weights")
+    export = tmp_path / "run" / "export"
+    export.mkdir(parents=True)
+    os.symlink(victim / "settings.json", export / "config.json")
+    os.symlink(victim / "weights.bin", export / "model.safetensors")
+    os.symlink(victim / "settings.json", export / "config.json.tmp")
+    _export(export)
+    assert (victim / "settings.json").read_text() == '{"mine": 1}\n' and (victim / "weights.bin").read_bytes() == b"victim weights"
+    assert not (export / "config.json").is_symlink() and not (export / "model.safetensors").is_symlink()
+    assert sorted(p.name for p in export.iterdir()) == ["config.json", "config.json.tmp", "model.safetensors"]  # none of ours left
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for name in ("config.json", "model.safetensors"):  # the permissions of any new file, not mkstemp's 0600
+        assert (export / name).stat().st_mode & 0o777 == 0o666 & ~mask
+    model, meta = load_export(export)
+    assert meta["family"] == "dit"

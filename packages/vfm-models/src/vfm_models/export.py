@@ -8,10 +8,12 @@ Loading never unpickles: JSON and safetensors only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import tempfile
 from os import PathLike
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -110,11 +112,30 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
         raise TypeError(f"export meta must be JSON-serialisable (numbers, strings, lists, dicts): {exc}") from None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_state_dict(folder / WEIGHTS, state, {"format": "vfm-export", "family": str(meta["family"])})
-    tmp = folder / (CONFIG + ".tmp")
-    tmp.write_text(text + "\n")
-    os.replace(tmp, folder / CONFIG)  # a reader never sees half a config
+    # Each file is written new and renamed over the old one: a reader never sees half a file, and a
+    # file there that is a link (a run folder from elsewhere, resumed) is replaced, never written through.
+    with _fresh(folder, WEIGHTS) as tmp:
+        save_state_dict(tmp, state, {"format": "vfm-export", "family": str(meta["family"])})
+    with _fresh(folder, CONFIG) as tmp:
+        tmp.write_text(text + "\n")
     return folder
+
+
+@contextlib.contextmanager
+def _fresh(folder: Path, name: str):
+    """A new temporary file in ``folder`` (made by mkstemp: no planted link is followed), renamed to
+    ``name`` once the block wrote it; removed if the block fails."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600: the export is meant to be shared as usual files are
+        os.replace(tmp, folder / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_meta(folder: str | PathLike) -> dict[str, Any]:
