@@ -50,6 +50,12 @@ def curated(tmp_path_factory):
     messy.spliced(src / "joined.ts", [dict(num_frames=25, fps=25), dict(num_frames=25, fps=25, first=25)])
     # MPEG program stream: its clock starts at 0.54 s
     messy.write(src / "program.mpg", 25, codec="mpeg2video", fps=25)
+    # NTSC DV from a camcorder: 8:9 pixels, and a header rate of 60000 frames a second
+    messy.write(src / "camcorder.dv", 30, codec="dvvideo", fmt="dv", width=720, height=480, pix_fmt="yuv411p",
+                fps=30000 / 1001)
+    # a raw H264 stream (cannot seek) and an AVCHD .m2ts (an extension of its own)
+    messy.write(src / "raw stream.h264", 25, fmt="h264", fps=25)
+    messy.write(src / "avchd.m2ts", 25, fmt="mpegts", fps=25)
     # a folder of links: a link to a folder elsewhere, a link back up (a loop), a broken link
     elsewhere = root / "elsewhere"
     messy.write(elsewhere / "linked.mp4", 30)
@@ -116,6 +122,18 @@ def test_times_count_from_the_first_frame_and_go_on_across_a_join(curated):
     assert joined["end_s"] == pytest.approx(50 / 25, abs=0.05)  # not 1 s: the second part's clock restarts
     [program] = _clips(rows, "program.mpg")
     assert program["start_s"] == 0.0 and program["end_s"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_camcorder_and_raw_streams(curated):
+    out, rows, failures = curated
+    assert not {"camcorder.dv", "raw stream.h264", "avchd.m2ts"} & set(failures)
+    [dv] = _clips(rows, "camcorder.dv")
+    assert (dv["width"], dv["height"], dv["num_frames"]) == (640, 480, 30)  # 720 pixels of 8:9
+    assert dv["fps"] == pytest.approx(30000 / 1001, rel=1e-3)  # the frames' rate, not the header's 60000
+    with av.open(str(out / dv["path"])) as container:
+        assert float(container.streams.video[0].average_rate) == pytest.approx(30000 / 1001, rel=1e-3)
+    assert [c["num_frames"] for c in _clips(rows, "raw stream.h264")] == [25]
+    assert [c["num_frames"] for c in _clips(rows, "avchd.m2ts")] == [25]
 
 
 def test_linked_folders_are_read_once_and_broken_links_are_failures(curated):

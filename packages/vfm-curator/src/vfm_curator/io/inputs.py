@@ -11,6 +11,10 @@ from pathlib import Path
 
 VIDEO_EXTENSIONS = {
     ".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".mts", ".flv", ".wmv", ".3gp", ".ogv",
+    # camcorders and broadcast (AVCHD .m2ts, MXF, DV, DVD .vob, JVC .mod/.tod), older web and Windows
+    # formats, and raw elementary streams (FFmpeg finds the codec from the bytes)
+    ".m2ts", ".m2t", ".mxf", ".dv", ".vob", ".mod", ".tod", ".3g2", ".f4v", ".asf", ".divx", ".rm", ".rmvb",
+    ".mk3d", ".nut", ".y4m", ".ivf", ".m2v", ".h264", ".264", ".h265", ".265", ".hevc", ".obu",
 }
 MANIFEST_EXTENSIONS = {".jsonl", ".csv"}
 

@@ -203,7 +203,7 @@ MAX_PIXELS = 8192 * 8192
 
 
 def probe(path: str, *, max_pixels: int | None = None) -> Probe:
-    """The container's facts about ``path``'s first video stream. With ``max_pixels``, a declared
+    """The container's facts about ``path``'s video stream (:func:`video_stream`). With ``max_pixels``, a declared
     frame size above it is refused (:class:`LimitError`, kind ``too-large``) before any frame is
     decoded: a crafted or huge header must not make a worker allocate gigabytes a frame first."""
     with open_container(path) as container:
@@ -231,10 +231,15 @@ def probe(path: str, *, max_pixels: int | None = None) -> Probe:
 
 
 def _stream_rotation(container, stream) -> int:
-    """Rotation of the first decodable frame (PyAV reads it from the display matrix)."""
-    for frame in container.decode(stream):
-        container.seek(0)
-        return int(round(frame.rotation)) % 360
+    """Rotation of the first decodable frame (PyAV reads it from the display matrix). The container
+    is closed after it, not rewound: a raw stream (.h264, .hevc, .m2v) cannot seek (EPERM)."""
+    import av
+
+    try:
+        for frame in container.decode(stream):
+            return int(round(frame.rotation)) % 360
+    except (av.FFmpegError, ValueError) as exc:
+        raise InputError(f"cannot decode any frame: {_ffmpeg_reason(exc)}") from exc
     return 0
 
 

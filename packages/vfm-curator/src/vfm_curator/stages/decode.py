@@ -133,9 +133,10 @@ class DecodeStage(Stage):
             raise LimitError(f"too short: {len(times)} decodable frame(s), under min_frames={self.opt['min_frames']}",
                              kind="too-short")
         raw = np.frombuffer(times, np.float64)
-        fps = info.fps
-        if len(raw) > 1 and (fps <= 0 or not np.isfinite(fps)):
-            fps = (len(raw) - 1) / max(float(raw.max() - raw.min()), 1e-6)
+        fps = frame_rate(info.fps, raw)
+        if fps != info.fps and info.fps > 0:
+            log.info("decode: %s declares %.3f frames a second but its frames come %.3f a second; clips use %.3f",
+                     task.source, info.fps, fps, fps)
         task.times, repaired = relative_times(raw, fps)
         task.cut_scores, task.motion = _on_host(scorer.content), _on_host(scorer.motion)
         task.small_size = (w, h)
@@ -169,6 +170,22 @@ class DecodeStage(Stage):
 #: codecs of still pictures: a single frame of one is an image saved under a video name, not a video
 IMAGE_CODECS = frozenset({"mjpeg", "jpeg2000", "jpegls", "jpegxl", "png", "apng", "gif", "webp", "bmp", "tiff",
                           "pgm", "ppm", "pam", "pbm", "qoi", "targa", "sgi", "dpx", "exr", "hdr", "psd"})
+
+
+def frame_rate(declared: float, raw: np.ndarray) -> float:
+    """The frame rate clips are encoded at: the container's (``declared``), unless it is missing or
+    more than 1.5x off the rate the frames' times give (one over their mean forward step: a header
+    that says 60000 or 1000 frames a second, a time base taken for a rate), then the measured one.
+    Within 1.5x the container's stands (a variable frame rate's average)."""
+    declared = float(declared) if declared and np.isfinite(declared) else 0.0
+    steps = np.diff(np.asarray(raw, np.float64))
+    steps = steps[steps > 0]  # a clock that restarts or repeats says nothing about the rate
+    measured = len(steps) / float(np.sum(steps)) if len(steps) else 0.0
+    if declared <= 0:
+        return measured
+    if measured > 0 and len(steps) >= 2 and not 1 / 1.5 <= declared / measured <= 1.5:
+        return measured
+    return declared
 
 
 def relative_times(raw: np.ndarray, fps: float) -> tuple[np.ndarray, int]:
