@@ -20,6 +20,8 @@ def _transformers():
     return transformers
 
 
+#: The most tokens a text is encoded to (T5 and UMT5 models are trained at 512).
+MAX_LENGTH = 1 << 16
 #: The files of a model folder that can name Python code for transformers to import (``auto_map``).
 CODE_NAMING_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
 
@@ -64,6 +66,11 @@ class HFTextEncoder:
         pad_to_max_length: bool = False,
         tokenizer_path: str | PathLike | None = None,
     ) -> None:
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or not 1 <= max_length <= MAX_LENGTH:
+            # an export's options are data: pad_to_max_length with max_length 10**9 padded every prompt to a
+            # billion tokens (all memory, at the pipeline's first encode, the empty caption)
+            raise ValueError(f"{type(self).__name__}: max_length must be an integer in [1, {MAX_LENGTH}] tokens, "
+                             f"got {max_length!r}")
         tf = _transformers()
         folder = Path(path)
         if not (folder / "config.json").is_file():
