@@ -170,3 +170,27 @@ def with_audio(path: str | Path, num_frames: int = 50, *, fps: int = 25, start_s
         container.mux(packet)
     container.close()
     return path
+
+
+def hdr10(path: str | Path, num_frames: int = 30, *, width: int = 64, height: int = 48) -> Path:
+    """10-bit HEVC tagged as HDR10: BT.2020 primaries and matrix, PQ (SMPTE 2084) transfer."""
+    import av
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    container = av.open(str(path), "w")
+    stream = container.add_stream("libx265", rate=24)
+    stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p10le"
+    stream.options = {"preset": "ultrafast",
+                      "x265-params": "log-level=none:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc"}
+    context = stream.codec_context
+    context.color_primaries, context.color_trc, context.colorspace = 9, 16, 9  # BT2020, SMPTE2084, BT2020_NCL
+    for i in range(num_frames):
+        frame = av.VideoFrame.from_ndarray(pattern(i, width, height), format="rgb24").reformat(format="yuv420p10le")
+        frame.pts = i
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+    container.close()
+    return path

@@ -53,6 +53,7 @@ def curated(tmp_path_factory):
     # NTSC DV from a camcorder: 8:9 pixels, and a header rate of 60000 frames a second
     messy.write(src / "camcorder.dv", 30, codec="dvvideo", fmt="dv", width=720, height=480, pix_fmt="yuv411p",
                 fps=30000 / 1001)
+    messy.hdr10(src / "hdr10.mkv", 30)
     # a raw H264 stream (cannot seek) and an AVCHD .m2ts (an extension of its own)
     messy.write(src / "raw stream.h264", 25, fmt="h264", fps=25)
     messy.write(src / "avchd.m2ts", 25, fmt="mpegts", fps=25)
@@ -209,3 +210,12 @@ def test_clips_encoded_from_rgb_say_which_colours_they_hold(curated):
     with av.open(str(out / clip["path"])) as container:
         context = container.streams.video[0].codec_context
         assert (int(context.colorspace), int(context.color_range)) == (6, 1)  # SMPTE170M (BT.601), MPEG range
+
+
+def test_an_hdr_clip_keeps_its_primaries_and_transfer(curated):
+    # 10-bit frames go through RGB made with the source's matrix: the values are still BT.2020 / PQ
+    out, rows, _ = curated
+    [clip] = _clips(rows, "hdr10.mkv")
+    frame = _frames(out, clip)[0]
+    assert (int(frame.color_primaries), int(frame.color_trc)) == (9, 16)  # BT2020, SMPTE2084 (PQ)
+    assert (int(frame.colorspace), int(frame.color_range)) == (6, 1)  # the matrix the encoder used

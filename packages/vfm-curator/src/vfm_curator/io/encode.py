@@ -104,7 +104,10 @@ class H264Writer:
         else:  # NVENC: constant quality (the closest thing to CRF, no bitrate cap) and libx264's High profile
             self.stream.options = {"rc": "vbr", "cq": str(self.crf), "b": "0", "preset": "p4", "profile": "high"}
 
-    def write(self, frame: np.ndarray) -> None:
+    def write(self, frame: np.ndarray, source=None) -> None:
+        """Encode an (H, W, 3) uint8 RGB frame. ``source``, the decoded ``av.VideoFrame`` it was made
+        from, gives the clip its primaries and transfer (RGB made with the source's matrix keeps
+        both: an HDR source's PQ or HLG clip stays tagged so); read on the first frame only."""
         import av
 
         frame = even_crop(frame)
@@ -114,6 +117,8 @@ class H264Writer:
             # or players guess from the size (BT.709 from 720p up: every colour ~1-3 levels off)
             context = self.stream.codec_context
             context.colorspace, context.color_range = RGB_INPUT_MATRIX, RGB_INPUT_RANGE
+            if source is not None:
+                context.color_primaries, context.color_trc = source.color_primaries, source.color_trc
         self._encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24"))
 
     def _encode(self, frame) -> None:

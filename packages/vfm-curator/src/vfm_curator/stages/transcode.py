@@ -99,7 +99,7 @@ class TranscodeStage(Stage):
                                     path=None if path is None else str(path), threads=self.threads)
                 sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
             if not (rgb.square and writer.write_decoded(decoded)):  # non-square pixels: scaled to square
-                writer.write(rgb())
+                writer.write(rgb(), source=decoded)
             if i in sample_at:
                 samples.append(resize(rgb(), int(self.opt["sample_size"])))
         while k < len(clips):  # the file ended early (truncated): keep what was written, if complete
