@@ -100,3 +100,33 @@ def test_cfg_parallel_in_one_process_says_how_to_start_two(tmp_path):
     result = invoke("--checkpoint", export, "--prompt", "1", "--cfg-parallel", "-o", tmp_path / "out")
     assert result.exit_code == 1
     assert "torchrun --nproc-per-node 2" in result.output
+
+
+def test_sampler_options_from_the_cli_reach_the_sampler_and_stay_seeded(tmp_path):
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = _export(tmp_path / "export")
+    common = ["--checkpoint", export, "--prompt", "2", "--steps", "3", "--sampler", "edm-euler", "--seed", "1"]
+    for name, extra in (("a", ["--sampler-option", "churn=40"]), ("b", ["--sampler-option", "churn=40"]), ("plain", [])):
+        result = invoke(*common, *extra, "-o", tmp_path / name)
+        assert result.exit_code == 0, result.output
+    video = {name: read_mp4(tmp_path / name / "0000.mp4") for name in ("a", "b", "plain")}
+    assert (video["a"] == video["b"]).all()  # the churn noise comes from the seed
+    assert (video["a"] != video["plain"]).any()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("eta=1", "sampler 'edm-euler' has no option eta; its options: sigma_min, sigma_max, rho, churn,"),
+        ("churn=lots", "sampler 'edm-euler' cannot take the options churn='lots'"),
+        ("oops", "expected KEY=VALUE (e.g. churn=40), got 'oops'"),
+    ],
+)
+def test_a_bad_sampler_option_is_named_before_any_work(tmp_path, option, message):
+    export = _export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "2", "--sampler", "edm-euler", "--sampler-option", option,
+                    "-o", tmp_path / "out")
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.replace("│", " ").split()), result.output
+    assert not (tmp_path / "out").exists()

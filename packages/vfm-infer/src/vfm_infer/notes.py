@@ -76,3 +76,4 @@ def truncated_prompts(encoder: Any, prompts: Sequence[str], negative_prompt: str
             notes.append(f"{what} ({_short(text)}) {size} the {limit} tokens the text encoder reads "
                          f"(its max_length); the words past them are not seen by the model")
     return notes
+

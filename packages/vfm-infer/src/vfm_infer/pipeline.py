@@ -28,7 +28,7 @@ from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
 from vfm_infer.notes import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, truncated_prompts,
                              unused_inputs)
-from vfm_infer.samplers.base import Sampler, StepCallback
+from vfm_infer.samplers.base import Sampler, StepCallback, build_sampler
 
 #: The sampler used when none is named, per formulation.
 DEFAULT_SAMPLERS = {"edm": "edm-heun", "rectified-flow": "flow-euler", "ddpm": "ddim"}
@@ -240,7 +240,7 @@ class VideoPipeline:
                              f"{formulation!r}; use one of: {', '.join(fitting)}")
         accepted = inspect.signature(cls).parameters
         defaults = {k: v for k, v in self.formulation.options().items() if k in accepted and k != "steps"}
-        return cls(steps, **{**defaults, **options})
+        return build_sampler(name, cls, steps, defaults, options)
 
     def latent_shape(self, frames: int | None, size: tuple[int, int] | None) -> tuple[int, int, int, int]:
         """(C', T', H', W') for a pixel request, checked against the tokenizer and the model's patch."""

@@ -31,6 +31,22 @@ def _output_problem(out: Path, fps: float) -> str | None:
     return f"--out {problem}" if problem else None
 
 
+def _parse_sampler_options(items: List[str]) -> dict:
+    """``--sampler-option churn=40`` -> {"churn": 40}; values are read as TOML, else kept as a string."""
+    import tomllib
+
+    options = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise typer.BadParameter(f"expected KEY=VALUE (e.g. churn=40), got {item!r}", param_hint="--sampler-option")
+        try:
+            options[key.strip()] = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            options[key.strip()] = raw.strip()  # a bare word, e.g. timestep_spacing=trailing
+    return options
+
+
 def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
     if (prompt is None) == (prompts is None):
         raise typer.BadParameter("give exactly one of --prompt TEXT or --prompts FILE", param_hint="--prompt/--prompts")
@@ -58,6 +74,7 @@ def generate(
     negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler name (see `vfm plugins --kind samplers`); default per formulation."),
     steps: int = typer.Option(32, "--steps", min=1, help="Sampler steps."),
+    sampler_option: List[str] = typer.Option([], "--sampler-option", help="A sampler option KEY=VALUE (repeatable), e.g. churn=40 (edm-heun, edm-euler), shift=3 (flow-*), eta=1 or timestep_spacing=trailing (ddim); an unknown KEY lists the sampler's options."),
     guidance: Optional[float] = typer.Option(None, "--guidance", help="Classifier-free guidance scale (1 = off); default: the export's (the formulation's default when training dropped conditions, else 1)."),
     seed: int = typer.Option(0, "--seed", help="Noise seed; prompt i uses seed + i. The same seed gives the same video."),
     frames: Optional[int] = typer.Option(None, "--frames", min=1, help="Frames; default: the training clips' length."),
@@ -78,6 +95,7 @@ def generate(
     """Generate videos from an inference export; writes OUT/<i>.mp4 and OUT/<i>.png (a contact sheet)."""
     prompt_list = _read_prompts(prompt, prompts)
     size_hw = _parse_size(size)
+    sampler_options = _parse_sampler_options(sampler_option)
 
     import time
 
@@ -97,7 +115,8 @@ def generate(
     if problem:
         fail(problem)
     spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
-                          negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile)
+                          negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile,
+                          sampler_options=sampler_options)
     try:
         check_spec(spec, len(prompt_list))
         from vfm_parallel.process_group import env_world_size

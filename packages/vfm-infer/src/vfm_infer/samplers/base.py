@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 import torch
 
@@ -84,3 +84,22 @@ class Sampler(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(steps={self.steps})"
+
+
+def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any], options: Mapping[str, Any]):
+    """``cls(steps, **defaults, **options)``, with a ValueError naming the sampler's options for an option it
+    does not take or a value of the wrong type (instead of the constructor's TypeError)."""
+    import inspect
+
+    params = inspect.signature(cls).parameters
+    names = [k for k, p in params.items() if k != "steps" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    unknown = sorted(k for k in options if k not in names and not takes_any)
+    if "steps" in options or unknown:
+        bad = ", ".join(["steps (set by the steps of the request)"] * ("steps" in options) + unknown)
+        raise ValueError(f"sampler {name!r} has no option {bad}; its options: {', '.join(names) or 'none'}")
+    try:
+        return cls(steps, **{**defaults, **options})
+    except TypeError as exc:  # e.g. churn="lots": a comparison or arithmetic on the wrong type
+        given = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        raise ValueError(f"sampler {name!r} cannot take the options {given}: {exc}") from None
