@@ -194,3 +194,32 @@ def hdr10(path: str | Path, num_frames: int = 30, *, width: int = 64, height: in
         container.mux(packet)
     container.close()
     return path
+
+
+def song_with_cover(path: str | Path, seconds: float = 1.0) -> Path:
+    """An AAC track with its cover picture (an ``attached_pic`` video stream): music, not video."""
+    import av
+    from av.stream import Disposition
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    container = av.open(str(path), "w")
+    audio = container.add_stream("aac", rate=16000)
+    cover = container.add_stream("mjpeg", rate=1)
+    cover.width, cover.height, cover.pix_fmt = 32, 32, "yuvj420p"
+    cover.disposition = Disposition.attached_pic
+    picture = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 200, np.uint8), format="rgb24").reformat(format="yuvj420p")
+    picture.pts = 0
+    for packet in [*cover.encode(picture), *cover.encode()]:
+        container.mux(packet)
+    samples = np.sin(2 * np.pi * 440 * np.arange(int(16000 * seconds)) / 16000).astype(np.float32)
+    for start in range(0, len(samples), 1024):
+        chunk = np.pad(samples[start:start + 1024], (0, max(0, start + 1024 - len(samples))))
+        frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
+        frame.sample_rate, frame.pts = 16000, start
+        for packet in audio.encode(frame):
+            container.mux(packet)
+    for packet in audio.encode():
+        container.mux(packet)
+    container.close()
+    return path

@@ -68,6 +68,7 @@ def curated(tmp_path_factory):
     from PIL import Image
 
     Image.fromarray(messy.pattern(0, 64, 48)).save(src / "photo.mp4", format="JPEG")
+    messy.song_with_cover(src / "song.mp4")  # music with its cover picture: no video
     (src / "page.mp4").write_text("<!DOCTYPE html><html><body>403 Forbidden</body></html>\n")
     whole = messy.write(root / "whole.mp4", 30).read_bytes()  # libx264 mp4: the index (moov) comes last
     (src / "cut off.mp4").write_bytes(whole[: len(whole) // 2])
@@ -150,6 +151,7 @@ def test_files_that_are_not_videos_say_what_they_are(curated):
     assert "still image" in failures["photo.mp4"]["reason"]
     assert failures["photo.mp4"]["kind"] == "unusable-input"
     assert "web page" in failures["page.mp4"]["reason"]
+    assert failures["song.mp4"]["reason"] == "no video stream (streams: audio, video (a still picture))"
     assert "moov" in failures["cut off.mp4"]["reason"] and "cut off" in failures["cut off.mp4"]["reason"]
     for record in failures.values():  # FFmpeg's errno number and the path are not the reason
         assert "Errno" not in record["reason"]
