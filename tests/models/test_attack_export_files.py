@@ -134,3 +134,22 @@ def test_save_export_replaces_links_in_the_folder_and_never_writes_through_them(
         assert (export / name).stat().st_mode & 0o777 == 0o666 & ~mask
     model, meta = load_export(export)
     assert meta["family"] == "dit"
+
+
+def test_a_link_to_a_folder_inside_the_export_is_followed_to_a_link_out_beyond_it(tmp_path):
+    """te/sub -> ../x (inside), x/weights.safetensors -> the victim's file: a reader of te/sub/weights.safetensors
+    reaches the victim's file through two links, each of which looks harmless alone."""
+    from vfm_models.export_paths import check_export_paths
+
+    export = tmp_path / "export"
+    (export / "te").mkdir(parents=True)
+    (export / "x").mkdir()
+    victim = tmp_path / "victim.safetensors"
+    victim.write_bytes(b"victim")
+    os.symlink(victim, export / "x" / "weights.safetensors")
+    os.symlink("../x", export / "te" / "sub")
+    os.symlink("../te", export / "x" / "loop")  # a loop of links ends
+    with pytest.raises(ExportPathError, match=rf"holds the symbolic link .*x/weights.safetensors, which resolves to {victim}"):
+        check_export_paths(export, {"text_encoder_options": {"path": "te"}})
+    (export / "x" / "weights.safetensors").unlink()
+    assert check_export_paths(export, {"text_encoder_options": {"path": "te"}})["text_encoder_options"]["path"] == str(export / "te")

@@ -92,10 +92,22 @@ def check_data_paths(folder: str | PathLike, meta: Mapping[str, Any], roots: Ite
 
 
 def _link_out(folder: Path, allowed: list[Path]) -> Path | None:
-    """The first symbolic link under ``folder`` (not followed) that resolves outside every allowed folder."""
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        for name in sorted([*dirnames, *filenames]):
-            entry = Path(dirpath) / name
-            if entry.is_symlink() and not any(entry.resolve().is_relative_to(root) for root in allowed):
-                return entry
+    """The first symbolic link under ``folder`` that resolves outside every allowed folder; a link to a
+    folder inside is walked too (once: a loop of links ends), since a reader goes through it."""
+    todo, seen = [folder], set()
+    while todo:
+        top = todo.pop()
+        if top in seen:
+            continue
+        seen.add(top)
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            for name in sorted([*dirnames, *filenames]):
+                entry = Path(dirpath) / name
+                if not entry.is_symlink():
+                    continue
+                target = entry.resolve()
+                if not any(target.is_relative_to(root) for root in allowed):
+                    return entry
+                if target.is_dir():
+                    todo.append(target)
     return None
