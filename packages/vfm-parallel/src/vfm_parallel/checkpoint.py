@@ -15,7 +15,10 @@ after every rank has finished; the rename is the commit. A process killed during
 ``.tmp-*`` folder that loading ignores and the next save of that step replaces, so the last good
 checkpoint is never touched. Re-saving a committed step renames the old folder aside
 (``.old-step_<N>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes the old.
-Older checkpoints beyond ``keep`` are removed after the commit.
+Older checkpoints beyond ``keep`` are removed after the commit. A save that fails (disk full, a
+folder that cannot be written) on any rank fails on every rank alike with :class:`CheckpointSaveError`,
+one line naming the step, the rank and the OS error; its ``.tmp-*`` folder is removed, nothing is
+pruned, and the newest committed checkpoint is named as the one still there.
 
 Loading is whole or refused: the files against the manifest, the step in ``state.json`` against the
 folder, every tensor's chunks complete, and the saved names, shapes and dtypes against the model's.
@@ -35,6 +38,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import HuggingFaceStorageReader, HuggingFaceStorageWriter
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -57,6 +61,10 @@ from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are p
     verify_tensors,
     write_manifest,
 )
+
+class CheckpointSaveError(CheckpointError):
+    """Writing a checkpoint failed (disk full, a folder that cannot be written): nothing was committed."""
+
 
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 _ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})$")
@@ -151,31 +159,76 @@ def save(
     final = step_dir(root, step)
     tmp = root / f".tmp-{final.name}"
     rank = _rank()
-    if rank == 0:
+
+    def fresh_tmp() -> None:
         root.mkdir(parents=True, exist_ok=True)
         if tmp.exists():  # a save of this step that died earlier
             shutil.rmtree(tmp)
         tmp.mkdir()
-    _barrier()
-    tensors, optim_other = _gather_tensors(model, optimizer, ema)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-        dcp.save(tensors, storage_writer=HuggingFaceStorageWriter(str(tmp / "tensors"), save_distributed=True))
-    if rank_state is not None:
-        key = rank if rank_key is None else rank_key
-        _write_json(tmp / "ranks" / f"rank_{key:05d}.json", rank_state)
-    if rank == 0:
-        _write_json(tmp / "state.json", {**(state or {}), "step": step, "optimizer": optim_other})
-    _barrier()
-    write_manifest(tmp, step)  # last: hashes (and fsyncs) every file, each rank its share
-    if rank == 0:
+
+    def write_files() -> None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+            dcp.save(tensors, storage_writer=HuggingFaceStorageWriter(str(tmp / "tensors"), save_distributed=True))
+        if rank_state is not None:
+            key = rank if rank_key is None else rank_key
+            _write_json(tmp / "ranks" / f"rank_{key:05d}.json", rank_state)
+        if rank == 0:
+            _write_json(tmp / "state.json", {**(state or {}), "step": step, "optimizer": optim_other})
+
+    def commit() -> None:
         _fsync_dirs(tmp)
         _commit(tmp, final)
+
+    try:  # each phase agreed by every rank (a gather, which is also the barrier between phases)
+        _agree(final, _attempt(fresh_tmp) if rank == 0 else None)
+        tensors, optim_other = _gather_tensors(model, optimizer, ema)
+        _agree(final, _attempt(write_files))
+        _agree(final, _attempt(lambda: write_manifest(tmp, step)))  # last: hashes and fsyncs every file
+        _agree(final, _attempt(commit) if rank == 0 else None)
+    except CheckpointSaveError:
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _barrier()  # the partial folder is gone when any rank goes on
+        raise
+    if rank == 0:
         if keep > 0:
             for old in list_checkpoints(root)[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
+
+
+def _attempt(write) -> tuple[int, str] | None:
+    """Run one phase of a save: None, or (the rank it failed on, what failed, one line) when the
+    file system refused."""
+    try:
+        write()
+    except OSError as exc:
+        return _rank(), f"{type(exc).__name__}: {exc}"
+    except CheckpointException as exc:  # DCP's writer, raised on every rank: the failed ranks' own errors inside
+        failed = [(rank, pair[0] if isinstance(pair, tuple) else pair) for rank, pair in exc.failures.items()]
+        rank, first = next(((r, e) for r, e in failed if isinstance(e, OSError)), failed[0] if failed else (_rank(), exc))
+        return rank, f"{type(first).__name__}: {first}".splitlines()[0]
+    return None
+
+
+def _agree(final: Path, failure: tuple[int, str] | None) -> None:
+    """Every rank learns whether any rank's phase failed; then all raise the same error."""
+    failures = [failure]
+    if dist.is_initialized():
+        failures = [None] * dist.get_world_size()
+        dist.all_gather_object(failures, failure)
+    bad = [f for f in failures if f is not None]
+    if not bad:
+        return
+    rank, why = min(bad)
+    on = f" on rank {rank}" if dist.is_initialized() else ""
+    kept = list_checkpoints(final.parent)
+    newest = f"the newest committed checkpoint, {kept[-1]}, is untouched" if kept else "no checkpoint was committed before"
+    raise CheckpointSaveError(f"saving checkpoint {final} failed{on} ({why}); nothing of it was committed and "
+                              f"{newest}. Free space or fix the folder's permissions, then run again (it resumes "
+                              f"from the newest checkpoint)")
 
 
 def _commit(tmp: Path, final: Path) -> None:
