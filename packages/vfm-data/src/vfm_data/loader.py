@@ -21,13 +21,17 @@ import time
 import traceback
 import warnings
 from collections import Counter
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
 from vfm_plugins import exit_with_parent
 
+from vfm_data.blend_file import dataset_folders
 from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import DataError, data_error_in, one_line
+from vfm_data.packing import patch_grid
+from vfm_data.sample import first_sample
 from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
 from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
@@ -35,6 +39,7 @@ from vfm_data.subset import gather_batches, share_batch
 
 STATE_VERSION = 1
 DEFAULT_STREAMS = 4
+MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
 
 def _next_of(stream: Stream) -> tuple[Any, Any, dict]:
@@ -261,6 +266,35 @@ class ResumableLoader:
         self.shard_counts = split_counts(state.get("shard_counts", {}))[1]
 
 
+def default_packing_buffer(spec: LoaderSpec, batch_size: int, *, batches: int = 8, min_packs: int = 16) -> int:
+    """Samples a stream packs at a time: enough for ``batches`` batches of full packs (and at least
+    ``min_packs`` packs), at least 64 samples.
+
+    Energon packs its whole buffer each round, so the round's last pack is a part-filled one: a
+    buffer of few packs' worth pads a lot (64 samples of 256 tokens into 8192-token packs: 22% padding).
+    The tokens per sample are estimated from the first sample of each dataset folder (their mean); a
+    folder without one among its first few is counted as full packs (the loader reports its damage).
+    """
+    tokens = []
+    for folder in _folders_of(spec.path, spec.split_part):
+        try:
+            latent = first_sample(folder, max_tries=8, warn=False).latent
+            grid = patch_grid(tuple(latent.shape), spec.patch_size, spec.temporal_patch)
+            tokens.append(min(grid[0] * grid[1] * grid[2], spec.max_seq_len))
+        except (DataError, OSError, ValueError):  # bad data: the loader skips, counts and names it
+            tokens.append(spec.max_seq_len)
+    per_sample = sum(tokens) / len(tokens)
+    packs = max(min_packs, batches * batch_size)
+    return int(min(MAX_PACKING_BUFFER, max(64, -(-packs * spec.max_seq_len // per_sample))))
+
+
+def _folders_of(path: Any, split_part: str) -> list[Path]:
+    if isinstance(path, dict):  # an in-memory metadataset: its entries are absolute paths
+        entries = path["splits"][split_part]["blend"]
+        return [f for e in entries for f in dataset_folders(e["path"], split_part=split_part)]
+    return dataset_folders(path, split_part=split_part)
+
+
 def make_loader(
     path: Any,
     *,
@@ -280,17 +314,17 @@ def make_loader(
     (default: the smallest multiple of n from 4; at most ``streams`` worker processes are used); keep
     it when resuming with another ``num_workers``.
     Other options are :class:`vfm_data.stream.LoaderSpec` fields (``max_seq_len``,
-    ``packing_buffer``, ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
+    ``packing_buffer`` (default: :func:`default_packing_buffer`), ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
     """
     n = 1 if group is None else torch.distributed.get_world_size(group)
     whole = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
     if batch_size % n and not whole:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the subset group size ({n})")
-    if options.get("max_seq_len") is not None and options.get("packing_buffer") is None:
-        options["packing_buffer"] = max(64, 8 * batch_size)
     # the smallest multiple of n that is at least DEFAULT_STREAMS: each rank of the group owns streams
     streams = streams if streams is not None else n * -(-DEFAULT_STREAMS // n)
     spec = LoaderSpec(path=str(path) if not isinstance(path, dict) else path, patch_size=patch_size,
                       batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
+    if spec.max_seq_len is not None and spec.packing_buffer is None:  # after the spec checked the metadata
+        spec.packing_buffer = default_packing_buffer(spec, batch_size)
     return ResumableLoader(spec, num_workers=num_workers, group=group)
 

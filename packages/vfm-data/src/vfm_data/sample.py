@@ -143,13 +143,13 @@ def _raw_samples(shard: Path):
         yield key, parts
 
 
-def first_sample(folder: str | Path, *, max_tries: int = 100) -> VideoSample:
+def first_sample(folder: str | Path, *, max_tries: int = 100, warn: bool = True) -> VideoSample:
     """The first decodable sample of a prepared dataset folder, in shard and file order.
 
     What a job needs to know before it builds the model (latent and text shapes, tokenizer ids).
     Undecodable samples are skipped and warned as the loader does; a damaged tail ends its shard; a
     shard that is not a tar, or ``max_tries`` samples without a decodable one, is a
-    :class:`~vfm_data.errors.ShardError` naming the shards.
+    :class:`~vfm_data.errors.ShardError` naming the shards. ``warn=False``: skips are only counted.
     """
     folder = Path(folder)
     shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
@@ -161,7 +161,7 @@ def first_sample(folder: str | Path, *, max_tries: int = 100) -> VideoSample:
             raise ShardError(one_line(
                 f"vfm_data: shard {shard_label(folder, shard.name)} is a link to {shard.resolve()}, outside the dataset "
                 f"folder; accepted: shard files inside it (name other folders in a blend file, or copy it with cp -rL)"))
-    decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries))
+    decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries, warn=warn))
     for shard in shards:
         problem = tar_head_problem(shard)
         if problem:
