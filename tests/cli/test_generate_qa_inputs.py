@@ -130,3 +130,33 @@ def test_a_bad_sampler_option_is_named_before_any_work(tmp_path, option, message
     assert result.exit_code != 0
     assert message in " ".join(result.output.replace("│", " ").split()), result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_prompts_file_with_a_byte_order_mark_and_crlf_lines_reads_as_its_prompts(tmp_path):
+    from vfm_cli.commands.generate import read_prompts_file
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_bytes("1\r\n# note\r\n\r\n2\r\n".encode("utf-8-sig"))  # as Windows Notepad saves it
+    assert read_prompts_file(prompts) == ["1", "2"]
+    export = _export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "(1 denoiser evaluation per video" in result.output  # edm-heun at one step: one evaluation
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("caf\xe9\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3); save it as UTF-8"),
+        (None, "is a folder; give a text file with one prompt per line"),
+    ],
+)
+def test_a_prompts_file_that_is_not_utf8_text_or_is_a_folder_is_named(tmp_path, content, message):
+    prompts = tmp_path / "prompts"
+    if content is None:
+        prompts.mkdir()
+    else:
+        prompts.write_bytes(content)
+    result = invoke("--checkpoint", tmp_path, "--prompts", prompts, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.replace("│", " ").split()), result.output

@@ -56,10 +56,19 @@ def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
 
 
 def read_prompts_file(path: Path) -> List[str]:
-    """One prompt per line; blank lines and ``#`` comments skipped (shared with ``vfm eval``)."""
+    """One prompt per line of UTF-8 text (a byte-order mark, as Windows editors write, is dropped); blank
+    lines and ``#`` comments skipped (shared with ``vfm eval``)."""
+    if path.is_dir():
+        raise typer.BadParameter(f"prompts file {path} is a folder; give a text file with one prompt per line",
+                                 param_hint="--prompts")
     if not path.is_file():
         raise typer.BadParameter(f"prompts file {path} does not exist", param_hint="--prompts")
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    try:  # utf-8-sig: a BOM would otherwise start the first prompt (and break a class index)
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise typer.BadParameter(f"prompts file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                                 f"{exc.start}); save it as UTF-8", param_hint="--prompts") from None
+    lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith("#")]
     if not lines:
         raise typer.BadParameter(f"prompts file {path} has no prompts (one per line)", param_hint="--prompts")
@@ -198,7 +207,8 @@ def generate(
                        f"{' ... ' + stale[-1].name if len(stale) > 1 else ''}), left as they were; this run wrote "
                        f"0000.mp4 to {len(prompt_list) - 1:04d}.mp4", err=True)
         typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
-                   f"({prepared.sampler.num_evaluations()} denoiser evaluations per video{_guidance_note(pipe, prepared)}, "
+                   f"({prepared.sampler.num_evaluations()} denoiser evaluation{'s' * (prepared.sampler.num_evaluations() != 1)} "
+                   f"per video{_guidance_note(pipe, prepared)}, "
                    f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')})")
 
     from vfm_parallel.process_group import shutdown_distributed
