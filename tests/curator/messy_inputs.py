@@ -138,9 +138,9 @@ def with_cover_first(path: str | Path, num_frames: int = 30, *, width: int = 64,
 
 
 def with_audio(path: str | Path, num_frames: int = 50, *, fps: int = 25, start_s: float = 0.0,
-               fmt: str | None = None) -> Path:
-    """H264 video and an AAC tone, both starting at ``start_s`` on the file's clock (a broadcast .ts
-    starts anywhere), 64x48."""
+               fmt: str | None = None, acodec: str = "aac", rate: int = 16000) -> Path:
+    """H264 video and a tone (``acodec`` at ``rate`` Hz, mono), both starting at ``start_s`` on the
+    file's clock (a broadcast .ts starts anywhere), 64x48."""
     import av
 
     path = Path(path)
@@ -149,7 +149,7 @@ def with_audio(path: str | Path, num_frames: int = 50, *, fps: int = 25, start_s
     video = container.add_stream("libx264", rate=fps)
     video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
     video.options = {"preset": "ultrafast"}
-    audio = container.add_stream("aac", rate=16000)
+    audio = container.add_stream(acodec, rate=rate, layout="mono")
     first = round(start_s * fps)
     for i in range(num_frames):
         frame = av.VideoFrame.from_ndarray(pattern(i, 64, 48), format="rgb24")
@@ -158,12 +158,13 @@ def with_audio(path: str | Path, num_frames: int = 50, *, fps: int = 25, start_s
             container.mux(packet)
     for packet in video.encode():
         container.mux(packet)
-    samples = np.sin(2 * np.pi * 440 * np.arange(16000 * num_frames // fps) / 16000).astype(np.float32)
-    offset = round(start_s * 16000)
-    for start in range(0, len(samples), 1024):
-        chunk = np.pad(samples[start:start + 1024], (0, max(0, start + 1024 - len(samples))))
+    samples = (0.5 * np.sin(2 * np.pi * 440 * np.arange(rate * num_frames // fps) / rate)).astype(np.float32)
+    offset = round(start_s * rate)
+    size = audio.codec_context.frame_size or 1024
+    for start in range(0, len(samples), size):
+        chunk = np.pad(samples[start:start + size], (0, max(0, start + size - len(samples))))
         frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
-        frame.sample_rate, frame.pts, frame.time_base = 16000, offset + start, Fraction(1, 16000)
+        frame.sample_rate, frame.pts, frame.time_base = rate, offset + start, Fraction(1, rate)
         for packet in audio.encode(frame):
             container.mux(packet)
     for packet in audio.encode():

@@ -221,3 +221,20 @@ def test_an_hdr_clip_keeps_its_primaries_and_transfer(curated):
     frame = _frames(out, clip)[0]
     assert (int(frame.color_primaries), int(frame.color_trc)) == (9, 16)  # BT2020, SMPTE2084 (PQ)
     assert (int(frame.colorspace), int(frame.color_range)) == (6, 1)  # the matrix the encoder used
+
+
+@pytest.mark.parametrize("name, acodec, rate", [("phone.mov", "pcm_alaw", 8000), ("camera.avi", "adpcm_ima_wav", 22050)])
+def test_kept_audio_that_mp4_cannot_hold_is_reencoded(tmp_path, name, acodec, rate):
+    # A-law PCM (.mov from phones and cameras), IMA ADPCM (.avi from old cameras): mp4 takes neither
+    messy.with_audio(tmp_path / "in" / name, 40, acodec=acodec, rate=rate)
+    config = {"run": {"runner": "serial"},
+              "options": {"split": {"min_clip_s": 0.5}, "transcode": {"keep_audio": True}}}
+    rows, failures = _run(tmp_path / "in", tmp_path / "out", config)
+    assert not failures
+    [clip] = rows
+    with av.open(str(tmp_path / "out" / clip["path"])) as container:
+        audio = container.streams.audio[0]
+        assert (audio.codec_context.name, audio.codec_context.sample_rate) == ("aac", rate)
+        samples = np.concatenate([f.to_ndarray().reshape(-1) for f in container.decode(audio)])
+    assert len(samples) / rate == pytest.approx(40 / 25, abs=0.07)  # the clip's 1.6 s, not more
+    assert np.sqrt(np.mean(samples.astype(np.float64) ** 2)) == pytest.approx(0.5 / np.sqrt(2), rel=0.15)  # the tone

@@ -186,7 +186,9 @@ def mux_audio(clip_mp4: bytes | str, source: str, start_s: float, end_s: float) 
     re-encoding, its times shifted to start at 0. A source without audio gives the clip unchanged.
 
     Audio packets are copied whole (an AAC packet is ~20 ms), so the track may start up to one
-    packet late and is never longer than the span.
+    packet late and is never longer than the span. A codec that MP4 cannot hold (A-law/mu-law
+    PCM, ADPCM, WMA, ...: old cameras' .avi/.mov, .wmv) is re-encoded to AAC instead, the span's
+    samples only.
     """
     import av
 
@@ -200,15 +202,21 @@ def mux_audio(clip_mp4: bytes | str, source: str, start_s: float, end_s: float) 
         with av.open(clip_in) as clip, av.open(out_buffer, "w", format="mp4") as out:
             v_in = clip.streams.video[0]
             v_out = out.add_stream_from_template(v_in)
-            a_out = out.add_stream_from_template(a_in)
+            try:
+                a_out, copy = out.add_stream_from_template(a_in), True
+            except ValueError:  # "'mp4' format does not support 'pcm_alaw' codec"
+                a_out, copy = _aac_stream(out, a_in), False
             for packet in clip.demux(v_in):
                 if packet.dts is None:  # the demuxer's end-of-stream flush packet
                     continue
                 packet.stream = v_out
                 out.mux(packet)
             if offset > 0:
-                src.seek(offset, stream=a_in, backward=True)
-            for packet in src.demux(a_in):
+                try:
+                    src.seek(offset, stream=a_in, backward=True)
+                except av.FFmpegError:  # a stream that cannot seek: read from the start
+                    pass
+            for packet in src.demux(a_in) if copy else ():
                 if packet.pts is None:
                     continue
                 start = float(packet.pts * a_in.time_base)
@@ -220,4 +228,60 @@ def mux_audio(clip_mp4: bytes | str, source: str, start_s: float, end_s: float) 
                 packet.dts = packet.pts
                 packet.stream = a_out
                 out.mux(packet)
+            if not copy:
+                _reencode_audio(src, a_in, a_out, out, start_s, end_s)
         return out_buffer.getvalue()
+
+
+def _aac_stream(out, a_in):
+    """An AAC stream in ``out`` with ``a_in``'s sample rate and number of channels (mono, stereo, 5.1...)."""
+    context = a_in.codec_context
+    # the channels' standard layout: a file's own may be unordered ("1 channels"), which AAC refuses
+    channels = max(1, min(int(context.channels or 2), 8))
+    layout = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}[channels]
+    stream = out.add_stream("aac", rate=int(context.sample_rate or 48000), layout=layout)
+    stream.codec_context.time_base = Fraction(1, int(context.sample_rate or 48000))
+    return stream
+
+
+def _reencode_audio(src, a_in, a_out, out, start_s: float, end_s: float) -> None:
+    """Decode ``a_in``'s samples in ``[start_s, end_s)`` and encode them to ``a_out`` (AAC) from time 0."""
+    import av
+    from av.audio.resampler import AudioResampler
+
+    context = a_out.codec_context
+    rate = context.sample_rate
+    resampler = AudioResampler(format=context.format.name, layout=context.layout.name, rate=rate,
+                               frame_size=context.frame_size or 1024)
+    first, last = round(start_s * rate), round(end_s * rate)  # the span in samples of the output rate
+    written = 0
+
+    def encode(frames) -> None:
+        nonlocal written
+        for frame in frames:
+            if written >= last - first:
+                return
+            if written + frame.samples > last - first:  # the span's end: never longer than the clip
+                kept = np.ascontiguousarray(frame.to_ndarray()[:, : last - first - written])
+                frame = av.AudioFrame.from_ndarray(kept, format=frame.format.name, layout=frame.layout.name)
+                frame.sample_rate = rate
+            frame.pts, frame.time_base = written, Fraction(1, rate)
+            written += frame.samples
+            for packet in a_out.encode(frame):
+                out.mux(packet)
+
+    try:
+        for frame in src.decode(a_in):
+            if frame.time is None:
+                continue
+            begin = round(frame.time * rate)
+            if begin + frame.samples <= first:
+                continue
+            if begin >= last:
+                break
+            encode(resampler.resample(frame))
+    except av.FFmpegError:  # damaged audio: keep what was decoded
+        pass
+    encode(resampler.resample(None))
+    for packet in a_out.encode():
+        out.mux(packet)
