@@ -58,14 +58,19 @@ class JsonlSink:
 
 
 class TensorBoardSink:
-    """Scalars under ``train/<name>`` in TensorBoard event files (needs the ``[train]`` extra)."""
+    """Scalars under ``train/<name>`` in TensorBoard event files (needs the ``[train]`` extra).
 
-    def __init__(self, folder: Path) -> None:
+    ``purge_step``: a resumed run's first step. The run before may have logged steps past the
+    checkpoint it resumes from (it was killed after them); TensorBoard drops those from that step on,
+    so the curve shows the resumed run's values once instead of going back and drawing them twice.
+    """
+
+    def __init__(self, folder: Path, purge_step: int | None = None) -> None:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("TensorBoard logging needs `pip install vfm-parallel[train]` (tensorboard)") from exc
-        self.writer = SummaryWriter(log_dir=str(folder))
+        self.writer = SummaryWriter(log_dir=str(folder), purge_step=purge_step)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():

@@ -169,7 +169,8 @@ class _Run:
         self.result.peak_tflops, self.result.peak_source = device_peak_tflops(self.device, self.cfg.logging.peak_tflops)
         self.sinks = list(sinks) + [metrics_mod.JsonlSink(self.out_dir / "metrics.jsonl")]
         if self.cfg.logging.tensorboard:
-            self.sinks.append(metrics_mod.TensorBoardSink(self.out_dir / "tensorboard"))
+            # a resume: the steps from start + 1 on that the run before logged are replaced
+            self.sinks.append(metrics_mod.TensorBoardSink(self.out_dir / "tensorboard", self.start + 1 if self.start else None))
 
     # --- one step ----------------------------------------------------------------------------------
 
