@@ -1,0 +1,28 @@
+"""A dataset too small for the loader's readers (streams x data-parallel ranks) is a clear error."""
+
+import pytest
+
+from tests.data.helpers import write_dataset
+from vfm_data import make_loader
+from vfm_data.errors import ShardError
+
+OPTIONS = dict(patch_size=2, batch_size=1, max_seq_len=64, packing_buffer=8, shuffle_buffer=None)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_dataset_with_fewer_samples_than_readers_names_the_numbers(tmp_path, workers):
+    folder = write_dataset(tmp_path / "three", 3)
+    loader = make_loader(folder, num_workers=workers, streams=2, dp_rank=1, dp_world=2, **OPTIONS)
+    # energon's own message was "AssertionError: Cannot repeat empty dataset indefinitely"
+    with pytest.raises(ShardError, match=r"stream 1 of data-parallel rank 1 gets no sample of .*three.*"
+                                         r"among 4 readers \(streams 2 x data-parallel ranks 2\).*at least 4 samples"):
+        for _ in range(2):
+            next(loader)
+    loader.close()
+
+
+def test_a_dataset_with_one_sample_per_reader_loads(tmp_path):
+    folder = write_dataset(tmp_path / "four", 4)
+    keys = {k for dp in range(2) for s in [make_loader(folder, streams=2, dp_rank=dp, dp_world=2, **OPTIONS)]
+            for _ in range(2) for k in next(s).keys}
+    assert keys == {f"k{i:05d}" for i in range(4)}
