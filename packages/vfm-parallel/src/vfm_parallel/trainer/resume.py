@@ -14,7 +14,8 @@ sequence must match (``checkpoint.allow_changes`` names the groups the user chan
 
 Everything else may change: tp, cp (with the same noise chunks), pp and the split of DP into
 dp_replicate x dp_shard (DCP reshards every tensor), the optimizer's lr and schedule, train.steps,
-logging, checkpoint interval and keep.
+logging, checkpoint interval and keep. A resume names them when they changed (``changed since
+checkpoint step_N: optim.lr 0.002 -> 0.001; ...``), so a changed schedule is never silent.
 """
 
 from __future__ import annotations
@@ -95,24 +96,59 @@ def settings(config: dict[str, Any], sizes: dict[str, int]) -> dict[str, dict[st
 def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: dict[str, int]) -> None:
     """Refuse a checkpoint saved with other settings than this run's, except the allowed groups;
     say when the layout changed in ways that are free (DCP reshards)."""
-    saved = settings(state.get("config") or {}, state.get("sizes") or {})
+    saved_config = state.get("config") or {}
+    saved = settings(saved_config, state.get("sizes") or {})
     now = settings(cfg.to_dict(), sizes)
     allowed = set(cfg.checkpoint.allow_changes)
-    changes = [(group, key, saved[group].get(key), value) for group in now for key, value in now[group].items()
-               if saved[group].get(key) != value and group not in allowed]
+    changes = [(group, key, old, new) for group in now for k, value in now[group].items()
+               for key, old, new in _differences(k, saved[group].get(k), value) if group not in allowed]
     if changes:
-        listed = "; ".join(f'{key} {old!r} -> {new!r} ("{group}")' for group, key, old, new in changes)
+        listed = "; ".join(f'{key} {_shown(old)} -> {_shown(new)} ("{group}")' for group, key, old, new in changes)
         groups = ", ".join(f'"{g}"' for g in dict.fromkeys(g for g, *_ in changes))
         # a new cp alone changes the noise chunks: the saved run's noise is kept by naming its chunks
         keep = [f"train.noise_chunks = {old}" for group, key, old, _ in changes if key == _NOISE_CHUNKS]
         fix = (f"To continue it exactly under this layout: {keep[0]} (parallel.cp may change; its noise stays "
                f"the saved run's). " if keep and len(changes) == 1 else "")
         raise ckpt.IncompatibleCheckpointError(
-            f"checkpoint {path} was saved by a run with other settings: {listed}; resuming would not continue "
-            f"its sample sequence and random draws. {fix}To resume anyway: checkpoint.allow_changes = [{groups}]")
+            f"checkpoint {path} was saved by a run with other settings: {listed}; {_why(changes)}. {fix}"
+            f"To resume anyway: checkpoint.allow_changes = [{groups}]")
     before, after = state.get("sizes"), {k: sizes[k] for k in sizes}
     if before and before != after:
         _say(f"layout {_mesh(before)} -> {_mesh(after)}: the checkpoint's tensors are resharded")
+    changed = [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in _differences("", saved_config, cfg.to_dict())
+               if saved_config and not key.startswith(_NOT_NAMED)]
+    if changed:
+        _say(f"changed since checkpoint {path.name}: {'; '.join(changed)}")
+
+
+#: Settings a resume does not name when they change: where the run lives and logs, and how it
+#: started (the layout has its own line).
+_NOT_NAMED = ("train.out_dir", "train.stop_at", "checkpoint.resume", "logging.", "parallel.", "model.init_from",
+              "data.trust_dataset_code", "data.workers")
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else repr(value)
+
+
+def _why(changes: list[tuple[str, str, Any, Any]]) -> str:
+    """What resuming across these changes would break: the model, the sample sequence, or both."""
+    groups = {group for group, *_ in changes}
+    reasons = []
+    if "model" in groups:
+        reasons.append("the model is not the one saved (its tensors may not even fit)")
+    if groups - {"model"}:
+        reasons.append("resuming would not continue its sample sequence and random draws")
+    return "; ".join(reasons)
+
+
+def _differences(key: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    """(key, old, new) for each setting that differs; tables are compared key by key
+    (``model.options.hidden 32 -> 64``, not the two whole tables)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in dict.fromkeys([*old, *new])
+                for d in _differences(f"{key}.{k}" if key else k, old.get(k), new.get(k))]
+    return [] if old == new else [(key, old, new)]
 
 
 def _mesh(sizes: dict[str, int]) -> str:

@@ -1,0 +1,36 @@
+"""A resume says what changed: the settings it may change (lr, steps, keep) are named on one line, and
+a refused change names the very option (``model.options.hidden 16 -> 32``, not two whole tables)
+and what it would break (the model, not the sample sequence)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.parallel.trainer_helpers import run_config, tiny_config
+from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
+from vfm_parallel.checkpoint import IncompatibleCheckpointError
+
+
+def _model(hidden: int) -> dict:
+    return {"family": "dit", "preset": "tiny", "options": {"hidden": hidden, "num_heads": 2}}
+
+
+def test_a_resume_names_the_settings_changed_since_its_checkpoint(tmp_path, capsys):
+    run_config(tiny_config(tmp_path, train={"steps": 2}, model=_model(16)))
+    capsys.readouterr()
+    resumed = run_config(tiny_config(tmp_path, train={"steps": 4}, model=_model(16), optim={"lr": 1e-3},
+                                     checkpoint={"keep": 3}, logging={"interval": 2}))
+    assert resumed.start_step == 2
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("changed since")]
+    assert lines == ["changed since checkpoint step_00000002: optim.lr 0.003 -> 0.001; train.steps 2 -> 4; "
+                     "checkpoint.keep 2 -> 3"]  # logging is not named: it changes nothing of the run
+
+
+def test_a_changed_model_width_is_refused_naming_the_option_and_the_model(tmp_path):
+    run_config(tiny_config(tmp_path, train={"steps": 2}, model=_model(16)))
+    with pytest.raises(IncompatibleCheckpointError) as info:
+        run_config(tiny_config(tmp_path, train={"steps": 4}, model=_model(32)))
+    message = str(info.value)
+    assert 'model.options.hidden 16 -> 32 ("model")' in message
+    assert "num_heads" not in message  # unchanged options are not listed
+    assert "the model is not the one saved" in message and "sample sequence" not in message
