@@ -79,7 +79,7 @@ class TranscodeStage(Stage):
         fps = float(task.meta["fps"])
         k, writer, sample_at, samples, size = 0, None, set(), [], None
         for i, (decoded, rgb) in enumerate(iter_decoded(task.source, hwaccel=self.opt["hwaccel"])):
-            if writer is not None and rgb.size != size and i > clips[k].start:
+            if writer is not None and rgb.size != size and clips[k].start < i < clips[k].end:
                 # the frame size changes inside this clip (a stream spliced from parts, an adaptive
                 # stream's recording): the clip ends here and the rest is a clip of its own, so no
                 # clip squeezes frames of another shape into its first frame's size
