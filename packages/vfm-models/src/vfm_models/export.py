@@ -8,12 +8,9 @@ Loading never unpickles: JSON and safetensors only.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from os import PathLike
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -24,6 +21,7 @@ from torch import nn
 from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive, differences, load_state_dict, mismatch,
                                    save_state_dict)
 from vfm_models.export_paths import check_export_paths
+from vfm_plugins.files import fresh_file
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -114,28 +112,11 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
     folder.mkdir(parents=True, exist_ok=True)
     # Each file is written new and renamed over the old one: a reader never sees half a file, and a
     # file there that is a link (a run folder from elsewhere, resumed) is replaced, never written through.
-    with _fresh(folder, WEIGHTS) as tmp:
+    with fresh_file(folder / WEIGHTS) as tmp:
         save_state_dict(tmp, state, {"format": "vfm-export", "family": str(meta["family"])})
-    with _fresh(folder, CONFIG) as tmp:
+    with fresh_file(folder / CONFIG) as tmp:
         tmp.write_text(text + "\n")
     return folder
-
-
-@contextlib.contextmanager
-def _fresh(folder: Path, name: str):
-    """A new temporary file in ``folder`` (made by mkstemp: no planted link is followed), renamed to
-    ``name`` once the block wrote it; removed if the block fails."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600: the export is meant to be shared as usual files are
-        os.replace(tmp, folder / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_meta(folder: str | PathLike) -> dict[str, Any]:

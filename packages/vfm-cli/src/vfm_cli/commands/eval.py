@@ -112,22 +112,11 @@ def eval_command(
 def _replace(path: Path, text: str) -> None:
     """Write ``text`` as a fresh file renamed over ``path``: a ``scores.json`` that is a symbolic link
     (a videos folder from elsewhere holding ``scores.json -> ~/.bashrc``) is replaced, never written through."""
-    import os
-    import tempfile
+    from vfm_plugins.files import replace_file
 
     if path.is_dir() and not path.is_symlink():
         fail(f"{path} is a folder; name a file for the scores with -o")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, text)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,8 @@ import errno
 import os
 from pathlib import Path
 
+from vfm_plugins.files import replace_file
+
 from vfm_curator.errors import DiskFullError
 
 
@@ -20,18 +22,14 @@ def safe_join(root: str | Path, *parts: str) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write then rename, so a killed run never leaves a half-written file under the final name.
-    A full disk raises :class:`DiskFullError` naming the file (and leaves no temporary file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write a new file and rename it over ``path`` (:func:`vfm_plugins.files.replace_file`, fsynced
+    first), so a killed run never leaves a half-written file under the final name, and a planted link
+    at ``path`` or at a temporary name is replaced, never written through. A full disk raises
+    :class:`DiskFullError` naming the file (and leaves no temporary file)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        replace_file(path, data, durable=True)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(path) from exc
         raise

@@ -1,0 +1,58 @@
+"""vfm_plugins.files: files are written new and renamed over the target, never through a planted link."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from vfm_plugins.files import fresh_file, replace_file
+
+
+def test_a_target_that_is_a_link_is_replaced_and_the_linked_file_is_untouched(tmp_path: Path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").symlink_to(victim)
+    replace_file(out / "summary.json", '{"ok": true}')
+    assert victim.read_text() == "precious"
+    assert not (out / "summary.json").is_symlink()
+    assert (out / "summary.json").read_text() == '{"ok": true}'
+
+
+def test_a_planted_link_at_the_old_temporary_name_is_not_followed(tmp_path: Path):
+    """The curator used ``.NAME.PID.tmp``: a folder from elsewhere could hold that name as a link."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f".summary.json.{os.getpid()}.tmp").symlink_to(victim)
+    from vfm_curator.io.paths import atomic_write
+
+    atomic_write(out / "summary.json", b"data")
+    assert victim.read_text() == "precious"
+    assert (out / "summary.json").read_bytes() == b"data"
+
+
+def test_a_new_file_gets_the_permissions_the_umask_gives(tmp_path: Path):
+    old = os.umask(0o027)
+    try:
+        replace_file(tmp_path / "a.bin", b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.bin").stat().st_mode) == 0o640
+
+
+def test_a_failing_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Path):
+    target = tmp_path / "config.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with fresh_file(target, durable=True) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed mid-write")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
