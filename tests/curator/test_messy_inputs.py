@@ -172,6 +172,15 @@ def test_directory_walk_follows_links_without_looping(tmp_path):
     assert names == ["a/x hard.mp4", "again/y.mp4", "dead.mov"]  # not the symbolic link's name
 
 
+def test_broken_links_in_globs_are_listed_and_named_ones_are_explained(tmp_path):
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    (tmp_path / "dead.mp4").symlink_to(tmp_path / "gone.mp4")
+    names = sorted(Path(s.path).name for s in expand([str(tmp_path / "*.mp4")]))
+    assert names == ["a.mp4", "dead.mp4"]  # the run lists it as a failure, as a folder's broken link
+    with pytest.raises(ValueError, match=r"is a broken symbolic link: it points to .*gone.mp4"):
+        expand([str(tmp_path / "dead.mp4")])
+
+
 def test_relative_times_repairs_restarts_and_repeats():
     from vfm_curator.stages.decode import relative_times
 

@@ -71,11 +71,17 @@ def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Sour
             raise ValueError(f"input {item!r} is inside the output folder {skip}; accepted: videos outside it "
                              "(a run never reads its own output)")
         return [Source(_resolve(path))]
+    if path.is_symlink():  # a broken link: named, an error; matched by a glob, a failure of its own (as in a folder)
+        if not explicit:
+            return [Source(_resolve(path))]
+        raise ValueError(f"input {item!r} is a broken symbolic link: it points to {os.readlink(path)!r}, "
+                         "which does not exist")
     if glob.has_magic(item):
         matches = sorted(glob.glob(item, recursive=True))
         if not matches:
             raise ValueError(f"input glob {item!r} matches no file")
-        return [s for m in matches if Path(m).is_file() for s in _expand_one(m, skip, explicit=False)]
+        return [s for m in matches if Path(m).is_file() or (Path(m).is_symlink() and not Path(m).exists())
+                for s in _expand_one(m, skip, explicit=False)]
     raise ValueError(f"input {item!r} does not exist (accepted: video files, directories, globs, .jsonl/.csv manifests)")
 
 
