@@ -28,3 +28,11 @@ def test_default_packing_buffer_fills_packs_of_many_small_samples(tmp_path):
     # a buffer of 64 samples (the old default: 3 full packs and one of 1 sample a round) pads 25%
     assert _padding(make_loader(tmp_path, packing_buffer=64, **options), 16) > 0.2
     assert padding < 0.07  # 1.6% of each pack cannot hold a 48-token sample; the round's last pack
+
+
+def test_packing_draws_no_progress_bar_between_the_trainers_lines(small_dataset, capfd):
+    loader = make_loader(small_dataset, patch_size=2, batch_size=2, max_seq_len=16, streams=2, num_workers=1)
+    for _ in range(2):
+        next(loader)
+    loader.close()
+    assert "Filling reading buffer" not in capfd.readouterr().err  # energon's bar, one per stream and start

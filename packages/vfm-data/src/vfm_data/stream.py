@@ -13,7 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
+from megatron.energon import SavableDataset, WorkerConfig, get_savable_loader, get_train_dataset
+from megatron.energon.wrappers import PackingDataset
 
 from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import ShardError, one_line, raise_sample_error
@@ -53,6 +54,22 @@ class LoaderSpec:
     def __post_init__(self) -> None:
         # Before energon ever reads the path: its YAML can name objects to build and code to run.
         check_dataset(self.path, trust_dataset_code=self.trust_dataset_code)
+
+
+def _quiet_packing(dataset: Any) -> None:
+    """No "Filling reading buffer" progress bar from energon's packing: one per stream, process and
+    restart, drawn between the trainer's step lines (energon offers no switch for it)."""
+    stack, seen = [dataset], set()
+    while stack:
+        ds = stack.pop()
+        if id(ds) in seen:
+            continue
+        seen.add(id(ds))
+        if isinstance(ds, PackingDataset):
+            fill = ds._fill_reading_buffer
+            ds._fill_reading_buffer = lambda source, log_progress=False, _fill=fill: _fill(source, log_progress=False)
+        inner = vars(ds).get("datasets") or [vars(ds).get("dataset")]  # energon's wrappers keep them there
+        stack += [d for d in inner if isinstance(d, SavableDataset)]
 
 
 class Stream:
@@ -98,6 +115,7 @@ class Stream:
                 f"energon shares the samples among {readers} readers (streams {spec.streams} x data-parallel ranks "
                 f"{spec.dp_world}) and this dataset has fewer; accepted: at least {readers} samples, or fewer "
                 f"streams (make_loader(streams=...))"))
+        _quiet_packing(dataset)
         self.loader = get_savable_loader(dataset, watchdog_timeout_seconds=None)
         if state is not None:
             self.loader.restore_state_rank(decode_state(state))
