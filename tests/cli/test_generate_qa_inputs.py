@@ -160,3 +160,17 @@ def test_a_prompts_file_that_is_not_utf8_text_or_is_a_folder_is_named(tmp_path, 
     result = invoke("--checkpoint", tmp_path, "--prompts", prompts, "-o", tmp_path / "out")
     assert result.exit_code == 2
     assert message in " ".join(result.output.replace("│", " ").split()), result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("cp-rnig", "unknown context-parallel strategy 'cp-rnig'; available: cp-hybrid, cp-ring, cp-ulysses"),
+        ("fsdp", "strategy 'fsdp' is not a context-parallel strategy (phase 'dp'); use one of: cp-hybrid, cp-ring"),
+    ],
+)
+def test_a_cp_strategy_that_is_not_one_is_named_before_the_export_loads(tmp_path, name, message):
+    # tmp_path holds no export: the option is checked first, in one process too (where it is not used)
+    result = invoke("--checkpoint", tmp_path, "--prompt", "1", "--cp-strategy", name, "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert message in result.output, result.output

@@ -30,12 +30,33 @@ def check_tokens(model: nn.Module, latent_shape: tuple[int, ...], cp: int) -> No
         )
 
 
-def context_parallel_model(model: nn.Module, mesh: Any, strategy: str = "cp-ring") -> nn.Module:
-    """Apply the registered CP ``strategy`` to ``model`` (in place) over ``mesh``'s ``cp`` dimension."""
+def cp_strategy(name: str):
+    """The registered context-parallel strategy ``name``; a ValueError naming the context-parallel
+    strategies when the name is unknown or names another kind of strategy (e.g. ``fsdp``)."""
+    from vfm_parallel.plugins import host
     from vfm_parallel.strategy import get_strategy
 
-    cp = get_strategy(strategy)
-    if getattr(cp, "phase", None) != "cp":
-        raise ValueError(f"strategy {strategy!r} is not a context-parallel strategy (phase {cp.phase!r})")
+    def loads(n: str):
+        try:
+            return get_strategy(n)
+        except Exception:  # noqa: BLE001 - a broken plugin strategy is simply not listed
+            return None
+
+    def cp_names() -> str:
+        return ", ".join(n for n in sorted(host.names("strategies")) if getattr(loads(n), "phase", None) == "cp")
+
+    try:
+        strategy = get_strategy(name)
+    except KeyError:
+        raise ValueError(f"unknown context-parallel strategy {name!r}; available: {cp_names()}") from None
+    if getattr(strategy, "phase", None) != "cp":
+        raise ValueError(f"strategy {name!r} is not a context-parallel strategy (phase {strategy.phase!r}); "
+                         f"use one of: {cp_names()}")
+    return strategy
+
+
+def context_parallel_model(model: nn.Module, mesh: Any, strategy: str = "cp-ring") -> nn.Module:
+    """Apply the registered CP ``strategy`` to ``model`` (in place) over ``mesh``'s ``cp`` dimension."""
+    cp = cp_strategy(strategy)
     # Inference: no gradients to average over the cp ranks.
     return cp.apply(model, mesh, model.parallel_plan(), average_gradients=False)

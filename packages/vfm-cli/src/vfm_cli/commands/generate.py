@@ -128,7 +128,10 @@ def generate(
                           sampler_options=sampler_options)
     try:
         check_spec(spec, len(prompt_list))
+        from vfm_infer.context_parallel import cp_strategy as known_cp_strategy
         from vfm_parallel.process_group import env_world_size
+
+        known_cp_strategy(cp_strategy)  # also in one process, where it is not used: a typo is named now
 
         _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
     except ValueError as exc:
