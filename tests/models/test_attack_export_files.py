@@ -44,6 +44,19 @@ def test_an_export_file_linking_to_another_file_of_the_victims_is_refused(tmp_pa
         load_export(export)
 
 
+def test_an_init_from_export_whose_weights_link_to_the_victims_file_is_refused(tmp_path):
+    """``init_from`` (fine-tuning from an export) reads the weights through the same rule."""
+    from vfm_models.adapters.exports import source_shapes, source_weights
+
+    victim = _export(tmp_path / "victim", seed=1)
+    export = _export(tmp_path / "export")
+    (export / "model.safetensors").unlink()
+    os.symlink(victim / "model.safetensors", export / "model.safetensors")
+    for read in (source_weights, source_shapes):
+        with pytest.raises(ExportPathError, match="outside the export folder"):
+            read(export)
+
+
 def test_a_link_inside_the_export_to_its_own_file_is_accepted(tmp_path):
     export = _export(tmp_path / "export")
     (export / "weights").mkdir()

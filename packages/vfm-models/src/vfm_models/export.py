@@ -124,7 +124,7 @@ def read_meta(folder: str | PathLike) -> dict[str, Any]:
     path = Path(folder) / CONFIG
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a vfm export: {CONFIG} is missing (expected {CONFIG} and {WEIGHTS})")
-    meta = strict_json(_own_file(folder, CONFIG).read_text(), str(path))
+    meta = strict_json(own_file(folder, CONFIG).read_text(), str(path))
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: expected a JSON object (family, config, ...), got {type(meta).__name__}")
     _check_meta(meta, str(path))
@@ -156,7 +156,7 @@ def strict_json(text: str, where: str) -> Any:
     return json.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=constant)
 
 
-def _own_file(folder: str | PathLike, name: str) -> Path:
+def own_file(folder: str | PathLike, name: str) -> Path:
     """``folder/name``, refused (``ExportPathError``) when it is a symbolic link leading out of ``folder``
     (an export is data: its files are its own, not a link to another of this machine's files)."""
     from vfm_models.export_paths import ExportPathError
@@ -274,7 +274,7 @@ def load_export(folder: str | PathLike, device: str | torch.device = "cpu", dtyp
     import vfm_models
 
     meta = check_export_paths(folder, read_meta(folder), weights_roots)
-    weights = _own_file(folder, WEIGHTS)
+    weights = own_file(folder, WEIGHTS)
     family = vfm_models.get_family(meta["family"])
     config = family.config(**_tuples(meta["config"]))
     check_fits_weights(family, config, weights, f"family {meta['family']!r} with the config in {CONFIG}")

@@ -134,11 +134,11 @@ def source_shapes(path: str | PathLike) -> dict[str, tuple[int, ...]]:
     safetensors header, without reading the tensors)."""
     from safetensors import safe_open
 
-    from vfm_models.export import WEIGHTS
+    from vfm_models.export import WEIGHTS, own_file
 
     path = Path(path)
     if _is_vfm_export(path):
-        with safe_open(str(path / WEIGHTS), framework="pt") as f:
+        with safe_open(str(own_file(path, WEIGHTS)), framework="pt") as f:
             return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     return {k: tuple(v.shape) for k, v in converted(path)[1].items()}
 
@@ -146,9 +146,9 @@ def source_shapes(path: str | PathLike) -> dict[str, tuple[int, ...]]:
 def source_weights(path: str | PathLike) -> dict[str, torch.Tensor]:
     """The vfm state dict of a checkpoint to start from (converted when it is an external one)."""
     from vfm_models.checkpoint import load_state_dict
-    from vfm_models.export import WEIGHTS
+    from vfm_models.export import WEIGHTS, own_file
 
     path = Path(path)
     if _is_vfm_export(path):
-        return load_state_dict(path / WEIGHTS)
+        return load_state_dict(own_file(path, WEIGHTS))
     return converted(path)[1]
