@@ -69,6 +69,7 @@ def curated(tmp_path_factory):
 
     Image.fromarray(messy.pattern(0, 64, 48)).save(src / "photo.mp4", format="JPEG")
     messy.song_with_cover(src / "song.mp4")  # music with its cover picture: no video
+    messy.write(src / "one row.mkv", 30, width=64, height=1, codec="ffv1", pix_fmt="yuv444p")  # too small for H264
     (src / "page.mp4").write_text("<!DOCTYPE html><html><body>403 Forbidden</body></html>\n")
     whole = messy.write(root / "whole.mp4", 30).read_bytes()  # libx264 mp4: the index (moov) comes last
     (src / "cut off.mp4").write_bytes(whole[: len(whole) // 2])
@@ -153,6 +154,7 @@ def test_files_that_are_not_videos_say_what_they_are(curated):
     assert "web page" in failures["page.mp4"]["reason"]
     assert failures["song.mp4"]["reason"] == "no video stream (streams: audio, video (a still picture))"
     assert "moov" in failures["cut off.mp4"]["reason"] and "cut off" in failures["cut off.mp4"]["reason"]
+    assert failures["one row.mkv"]["reason"].startswith("frame size 64x1 is too small to make clips of")
     for record in failures.values():  # FFmpeg's errno number and the path are not the reason
         assert "Errno" not in record["reason"]
 

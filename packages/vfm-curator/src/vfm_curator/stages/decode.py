@@ -114,6 +114,9 @@ class DecodeStage(Stage):
 
     def process_one(self, task: VideoTask) -> None:
         info = probe(task.source, max_pixels=int(self.opt["max_pixels"]))
+        if min(info.width, info.height) < 2:
+            raise InputError(f"frame size {info.width}x{info.height} is too small to make clips of; accepted: at least "
+                             "2x2 pixels (H264 4:2:0 codes pixels in pairs)")
         w, h = small_size(info.width, info.height, int(self.opt["width"]))
         decoder = self.decoder_for(task.source, (w, h))
         try:
