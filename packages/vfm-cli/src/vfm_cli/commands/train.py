@@ -200,9 +200,10 @@ def _summary(result) -> None:
         k = max(1, len(losses) // 10)  # means over the first / last tenth: single diffusion losses are noisy
         typer.echo(f"loss {sum(losses[:k]) / k:.5f} (mean of steps {result.start_step + 1}-{result.start_step + k}) -> "
                    f"{sum(losses[-k:]) / k:.5f} (mean of steps {result.final_step - k + 1}-{result.final_step})")
-    typer.echo(f"tokens/s {result.mean_tokens_per_s:.1f}  MFU {result.mean_mfu:.3%} by 6N+12LhS (the seeds' and NeMo's "
-               f"convention), {result.mean_mfu_executed:.3%} of the FLOPs executed "
-               f"(peak {result.peak_tflops:.3f} TFLOP/s per device, {result.peak_source})")
+    if result.mean_tokens_per_s > 0:  # no step timed (none run, or only the first): no figure
+        typer.echo(f"tokens/s {result.mean_tokens_per_s:.1f}  MFU {result.mean_mfu:.3%} by 6N+12LhS (the seeds' and NeMo's "
+                   f"convention), {result.mean_mfu_executed:.3%} of the FLOPs executed "
+                   f"(peak {result.peak_tflops:.3f} TFLOP/s per device, {result.peak_source})")
     for label, path in (("checkpoint", result.checkpoint), ("export", result.export), ("loss curve", result.loss_curve)):
         if path is not None:
             typer.echo(f"{label}: {path}")

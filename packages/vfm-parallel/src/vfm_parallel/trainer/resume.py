@@ -183,5 +183,12 @@ def check_step(path: Path, step: int, cfg: TrainConfig) -> None:
                                                f"{cfg.train.steps}; raise train.steps to continue it")
 
 
-def announce(path: Path, step: int) -> None:
+def announce(path: Path, step: int, cfg: TrainConfig | None = None) -> None:
     _say(f"resuming from step {step} ({path})")
+    if cfg is None:
+        return
+    last = cfg.train.stop_at or cfg.train.steps
+    if step >= last:  # a finished run's folder, run again (often meant as a new run): say so, train nothing
+        until = f"train.stop_at = {cfg.train.stop_at}" if cfg.train.stop_at else f"train.steps = {cfg.train.steps}"
+        _say(f"nothing to train: the checkpoint is at step {step} and the run ends at {until}; raise "
+             f"train.steps to continue it, or give a new run its own train.out_dir", err=True)

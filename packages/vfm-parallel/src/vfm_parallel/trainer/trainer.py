@@ -158,7 +158,7 @@ class _Run:
         state, rank_state = ckpt.load(path, model=self.named, optimizer=self.optimizer, ema=self.ema,
                                       rank_key=key, check_files=False)  # verified by choose_checkpoint
         resume_mod.restore_loader(path, self.parts.loader, key, rank_state)
-        resume_mod.announce(path, state["step"])
+        resume_mod.announce(path, state["step"], self.cfg)
         return state["step"]
 
     def _open_sinks(self, sinks: Iterable[Any]) -> None:

@@ -1,0 +1,31 @@
+"""``vfm train`` run again on a finished run's folder (often meant as a new run): it says there is
+nothing to train and how to continue or start anew, and prints no tokens/s or MFU of zero steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from vfm_cli.main import app
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+SMALL = ["train.steps=2", "optim.warmup_steps=1", "checkpoint.export=false", "logging.tensorboard=false",
+         "logging.progress=false", "logging.loss_curve=false", "logging.peak_tflops=1.0", "data.num_samples=16",
+         "model.options.hidden=16", "model.options.num_heads=2", "model.options.depth=1"]
+
+
+def _train(out: Path, *items: str):
+    args = [arg for item in (*SMALL, f"train.out_dir={out}", *items) for arg in ("--set", item)]
+    return CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *args])
+
+
+def test_a_finished_run_run_again_says_nothing_to_train_and_prints_no_zero_figures(tmp_path):
+    first = _train(tmp_path)
+    assert first.exit_code == 0 and "tokens/s " in first.output, first.output
+    again = _train(tmp_path, "optim.lr=1e-3")
+    assert again.exit_code == 0, again.output
+    assert "changed since checkpoint step_00000002: optim.lr 0.002 -> 0.001" in again.output
+    assert ("nothing to train: the checkpoint is at step 2 and the run ends at train.steps = 2; raise train.steps to "
+            "continue it, or give a new run its own train.out_dir") in again.output
+    assert "tokens/s 0.0" not in again.output and "MFU 0.000%" not in again.output
