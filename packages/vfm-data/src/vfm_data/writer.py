@@ -13,6 +13,7 @@ import os
 import re
 import tarfile
 import time
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Sequence
 
@@ -75,6 +76,10 @@ class ShardWriter:
         if key in self._keys:
             raise ValueError(f"sample key {key!r} was written twice; energon needs unique keys")
         meta = meta if isinstance(meta, SampleMeta) else SampleMeta.from_json(meta)
+        if text is None or (hasattr(text, "shape") and len(text.shape) == 2 and text.shape[0] == 0):
+            raise ValueError(f"sample {key!r} has no text embedding; every sample needs one, (L, D) with L >= 1: for an "
+                             "unconditional sample write the empty caption's embedding (what `vfm shard "
+                             "--no-require-captions` does), or any (1, D) row for a model trained without text")
         latent, text = torch.as_tensor(latent), torch.as_tensor(text)
         if latent.ndim != 4:
             raise ValueError(f"latent must be (C, T, H, W), got shape {tuple(latent.shape)}")
@@ -113,7 +118,10 @@ class ShardWriter:
     def _open_shard(self) -> None:
         final = self.folder / self._shard_name(self._index)
         if final.exists():
-            raise FileExistsError(f"shard {final} exists; pass start_index past it or write to a new folder")
+            taken = [int(m.group(1)) for f in self.folder.glob(f"{glob_escape(self.prefix)}-*.tar")
+                     if (m := re.fullmatch(re.escape(self.prefix) + r"-(\d+)\.tar", f.name))]
+            raise FileExistsError(f"shard {final} exists; to add shards to this folder pass start_index={max(taken) + 1} "
+                                  "(after its last shard) and run prepare_dataset on it again, or write to a new folder")
         self._tmp = self.folder / f".{final.name}.tmp-{os.getpid()}"
         self._tar = tarfile.open(self._tmp, "w")
         self._bytes = 0
