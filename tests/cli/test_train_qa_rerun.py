@@ -29,3 +29,16 @@ def test_a_finished_run_run_again_says_nothing_to_train_and_prints_no_zero_figur
     assert ("nothing to train: the checkpoint is at step 2 and the run ends at train.steps = 2; raise train.steps to "
             "continue it, or give a new run its own train.out_dir") in again.output
     assert "tokens/s 0.0" not in again.output and "MFU 0.000%" not in again.output
+
+
+def test_a_diverging_run_warns_in_warning_lines_and_stops_naming_the_last_good_checkpoint(tmp_path):
+    # lr 1e30: the first update blows the weights up, every later loss is not finite
+    result = _train(tmp_path, "optim.lr=1e30", "train.steps=8", "checkpoint.interval=1", "logging.interval=1")
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    warnings = [line for line in lines if line.startswith("warning: step ")]
+    assert warnings and all("skipped: non-finite loss" in line for line in warnings), result.output
+    assert "RuntimeWarning" not in result.output and "TrainingWarning" not in result.output
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1
+    assert errors[0].endswith(f"The newest checkpoint, of the last finite step saved: {tmp_path / 'checkpoints' / 'step_00000001'}")

@@ -88,7 +88,8 @@ def train(
     # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)
     data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
     try:
-        result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
+        with _training_warnings_as_lines():
+            result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
     except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError, *data_errors) as exc:
         # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
         # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, or
@@ -118,6 +119,34 @@ def train(
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _training_warnings_as_lines():
+    """The trainer's own warnings (a skipped non-finite step, a checkpoint not saved) as one
+    ``warning:`` line each, not Python's ``file:line: RuntimeWarning`` with a source line."""
+    import contextlib
+    import warnings
+
+    from vfm_parallel.trainer import TrainingWarning
+    from vfm_plugins import printable
+
+    @contextlib.contextmanager
+    def lines():
+        show = warnings.showwarning
+
+        def show_line(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, TrainingWarning):
+                typer.echo(f"warning: {printable(message)}", err=True)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show_line
+        try:
+            yield
+        finally:
+            warnings.showwarning = show
+
+    return lines()
 
 
 def _warn_idle_strategies(cfg, world: int) -> None:

@@ -13,6 +13,11 @@ class NonFiniteTrainingError(RuntimeError):
     """``train.max_nonfinite_steps`` steps in a row had a non-finite loss or gradient norm."""
 
 
+class TrainingWarning(RuntimeWarning):
+    """Something the run went on from: a step skipped as non-finite, a checkpoint not saved for it
+    (``vfm train`` prints it as one ``warning:`` line)."""
+
+
 class NonFiniteGuard:
     """Decides per step whether the update may run, remembering the skipped steps in a row.
 
@@ -83,7 +88,7 @@ class NonFiniteGuard:
         if self.rank == 0:
             warnings.warn(f"step {done} skipped: non-finite {what} ({len(self.run)} in a row of "
                           f"train.max_nonfinite_steps = {limit}); weights, optimizer state and EMA unchanged",
-                          RuntimeWarning, stacklevel=4)
+                          TrainingWarning, stacklevel=4)
 
     def _samples(self, local_bad: torch.Tensor, step_keys: list[str]) -> str:
         """The keys of the samples of this step on the ranks whose own loss or norm was not finite

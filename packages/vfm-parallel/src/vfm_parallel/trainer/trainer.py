@@ -26,7 +26,7 @@ from vfm_parallel.trainer import resume as resume_mod
 from vfm_parallel.trainer.config import TrainConfig
 from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA
-from vfm_parallel.trainer.health import NonFiniteGuard, NonFiniteTrainingError
+from vfm_parallel.trainer.health import NonFiniteGuard, NonFiniteTrainingError, TrainingWarning
 from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
 from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
@@ -243,7 +243,7 @@ class _Run:
 
                 last = self.result.checkpoint or ckpt.latest(self.root)
                 warnings.warn(f"checkpoint of step {done} not saved: step {done} was not finite (skipped); the newest "
-                              f"checkpoint stays {last if last is not None else 'none'}", RuntimeWarning, stacklevel=3)
+                              f"checkpoint stays {last if last is not None else 'none'}", TrainingWarning, stacklevel=3)
             return
         self.result.checkpoint = save_checkpoint(self.cfg, self.root, done, self.named, self.optimizer, self.ema, self.parts,
                                                  self.coords)
