@@ -54,6 +54,7 @@ def curated(tmp_path_factory):
     messy.write(src / "camcorder.dv", 30, codec="dvvideo", fmt="dv", width=720, height=480, pix_fmt="yuv411p",
                 fps=30000 / 1001)
     messy.hdr10(src / "hdr10.mkv", 30)
+    messy.interlaced(src / "camcorder interlaced.mp4", 30)
     # a raw H264 stream (cannot seek) and an AVCHD .m2ts (an extension of its own)
     messy.write(src / "raw stream.h264", 25, fmt="h264", fps=25)
     messy.write(src / "avchd.m2ts", 25, fmt="mpegts", fps=25)
@@ -249,3 +250,13 @@ def test_kept_audio_that_mp4_cannot_hold_is_reencoded(tmp_path, name, acodec, ra
         samples = np.concatenate([f.to_ndarray().reshape(-1) for f in container.decode(audio)])
     assert len(samples) / rate == pytest.approx(40 / 25, abs=0.07)  # the clip's 1.6 s, not more
     assert np.sqrt(np.mean(samples.astype(np.float64) ** 2)) == pytest.approx(0.5 / np.sqrt(2), rel=0.15)  # the tone
+
+
+def test_interlaced_video_is_deinterlaced_frame_for_frame(curated):
+    out, rows, _ = curated
+    source = messy.decoded_frames(out.parent / "in" / "camcorder interlaced.mp4")
+    assert source[10].interlaced_frame and messy.combing(source[10].to_ndarray(format="rgb24")) > 5
+    [clip] = _clips(rows, "camcorder interlaced.mp4")
+    frames = _frames(out, clip)
+    assert len(frames) == clip["num_frames"] == 30  # one frame out for each frame in (bwdif, send_frame)
+    assert max(messy.combing(f.to_ndarray(format="rgb24")) for f in frames) < 2

@@ -379,8 +379,9 @@ def _decoded_sar(path: str, hwaccel: str | None) -> Iterator[tuple[float, "objec
         if threads:
             stream.codec_context.thread_count = threads
         count = 0
+        deinterlace = _Deinterlace(stream.time_base) if not hwaccel else None
         try:
-            for frame in container.decode(stream):
+            for frame in _frames_then_flush(container.decode(stream), deinterlace):
                 t = float(frame.time) if frame.time is not None else count / max(float(stream.average_rate or 25), 1e-6)
                 count += 1
                 yield t, frame, sample_aspect(stream)
@@ -389,6 +390,66 @@ def _decoded_sar(path: str, hwaccel: str | None) -> Iterator[tuple[float, "objec
                 raise InputError(f"cannot decode any frame: {exc}") from exc
     finally:
         container.close()
+
+
+def _frames_then_flush(frames, deinterlace: "_Deinterlace | None"):
+    """``frames`` as they come, through ``deinterlace`` when one is given (its last frame comes at the end)."""
+    if deinterlace is None:
+        yield from frames
+        return
+    for frame in frames:
+        yield from deinterlace.push(frame)
+    yield from deinterlace.push(None)
+
+
+class _Deinterlace:
+    """FFmpeg's ``bwdif`` over a stream from its first interlaced frame on (camcorder DV/HDV/AVCHD,
+    broadcast .ts, DVD .vob): one progressive frame for each frame in, same times and tags, so a
+    clip shows no combing and the frame count is the decoder's. Progressive frames before the first
+    interlaced one pass as they are; after it, ``deint=interlaced`` leaves progressive frames alone.
+    A frame of another size or format starts a new filter (the old one is flushed first)."""
+
+    def __init__(self, time_base) -> None:
+        self.time_base, self.graph, self.shape = time_base, None, None
+
+    def push(self, frame):
+        """The frames ready after ``frame`` (None: the end, every frame held)."""
+        import av
+
+        if frame is not None and self.graph is None and not frame.interlaced_frame:
+            yield frame
+            return
+        shape = None if frame is None else (frame.width, frame.height, frame.format.name)
+        if self.graph is not None and shape != self.shape:  # the end, or a new size: flush this filter
+            self.graph.push(None)
+            yield from self._pull(av)
+            self.graph = None
+        if frame is None:
+            return
+        if self.graph is None:
+            self.graph, self.shape = self._build(frame), shape
+        self.graph.push(frame)
+        yield from self._pull(av)
+
+    def _build(self, frame):
+        import av
+
+        graph = av.filter.Graph()
+        source = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format,
+                                  time_base=frame.time_base or self.time_base)
+        bwdif = graph.add("bwdif", "mode=send_frame:parity=auto:deint=interlaced")
+        sink = graph.add("buffersink")
+        source.link_to(bwdif)
+        bwdif.link_to(sink)
+        graph.configure()
+        return graph
+
+    def _pull(self, av):
+        while True:
+            try:
+                yield self.graph.pull()
+            except (av.BlockingIOError, av.EOFError):
+                return
 
 
 def _to_rgb(frame, width: int | None, height: int | None, reformatter, sar: float = 1.0) -> np.ndarray:
