@@ -141,7 +141,7 @@ def test_a_prompts_file_with_a_byte_order_mark_and_crlf_lines_reads_as_its_promp
     export = _export(tmp_path / "export")
     result = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "1", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
-    assert "(1 denoiser evaluation per video" in result.output  # edm-heun at one step: one evaluation
+    assert "; 1 denoiser evaluation per video" in result.output  # edm-heun at one step: one evaluation
 
 
 @pytest.mark.parametrize(
@@ -174,3 +174,14 @@ def test_a_cp_strategy_that_is_not_one_is_named_before_the_export_loads(tmp_path
     result = invoke("--checkpoint", tmp_path, "--prompt", "1", "--cp-strategy", name, "-o", tmp_path / "out")
     assert result.exit_code == 1
     assert message in result.output, result.output
+
+
+def test_the_step_time_leaves_out_the_first_video_s_warm_up_and_says_so(tmp_path):
+    export = _export(tmp_path / "export")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("1\n2\n3\n")
+    several = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "1", "-o", tmp_path / "several")
+    assert several.exit_code == 0, several.output
+    assert "over videos 2-3 (the first, with its warm-up: " in several.output
+    one = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", tmp_path / "one")
+    assert "for the one video, with its warm-up (the steady rate needs two videos or more)" in one.output

@@ -209,14 +209,25 @@ def generate(
             typer.echo(f"note: {out} also holds {len(stale)} videos of an earlier run ({stale[0].name}"
                        f"{' ... ' + stale[-1].name if len(stale) > 1 else ''}), left as they were; this run wrote "
                        f"0000.mp4 to {len(prompt_list) - 1:04d}.mp4", err=True)
-        typer.echo(f"seconds per step: {sum(step_seconds) / len(step_seconds):.4f} "
-                   f"({prepared.sampler.num_evaluations()} denoiser evaluation{'s' * (prepared.sampler.num_evaluations() != 1)} "
-                   f"per video{_guidance_note(pipe, prepared)}, "
-                   f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')})")
+        evaluations = prepared.sampler.num_evaluations()
+        typer.echo(f"seconds per step: {_steady_step_seconds(step_seconds, compile_blocks)} "
+                   f"{evaluations} denoiser evaluation{'s' * (evaluations != 1)} per video{_guidance_note(pipe, prepared)}, "
+                   f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')}")
 
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _steady_step_seconds(step_seconds: list[float], compiled: bool) -> str:
+    """The mean seconds per step of the videos after the first, whose first calls pay one-time costs
+    (kernel set-up, with --compile the compilation: 19 s a step against 0.03 for a tiny model), shown
+    apart; with one video its time, marked as including them."""
+    warm_up = "warm-up and compilation" if compiled else "warm-up"
+    first, rest = step_seconds[0], step_seconds[1:]
+    if not rest:
+        return f"{first:.4f} for the one video, with its {warm_up} (the steady rate needs two videos or more);"
+    return f"{sum(rest) / len(rest):.4f} over videos 2-{len(step_seconds)} (the first, with its {warm_up}: {first:.4f});"
 
 
 def _guidance_note(pipe, prepared) -> str:
