@@ -14,6 +14,7 @@ it: restoring rebuilds the streams from those states, in any number of worker pr
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import pickle
 import queue as queue_mod
@@ -38,6 +39,12 @@ from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches, share_batch
 
 STATE_VERSION = 1
+#: LoaderSpec fields that define the sample sequence, saved in the state: another value at resume
+#: continues another sequence (a warning), or for these cannot continue at all (an error; energon's
+#: restore fails on them with a bare AssertionError).
+SEQUENCE_FIELDS = ("patch_size", "temporal_patch", "batch_size", "max_seq_len", "packing_buffer", "overlong",
+                   "shuffle_buffer", "max_samples_per_sequence", "split_part", "blender", "blender_options", "seed")
+UNRESTORABLE = ("patch_size", "temporal_patch", "split_part", "blender", "shuffled")
 DEFAULT_STREAMS = 4
 MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
@@ -246,7 +253,13 @@ class ResumableLoader:
             "stream_states": {str(s): v for s, v in sorted(states.items())},
             "counts": counts,
             "shard_counts": shard_counts,  # "reason@shard" -> n
+            "settings": self._settings(),
         }
+
+    def _settings(self) -> dict[str, Any]:
+        settings = {name: getattr(self.spec, name) for name in SEQUENCE_FIELDS}
+        settings["shuffled"] = bool(self.spec.shuffle_buffer and self.spec.shuffle_buffer > 1)
+        return json.loads(json.dumps(settings, default=repr))  # as a checkpoint gives it back (tuples as lists)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly after the step the state was taken at (any number of workers)."""
@@ -256,6 +269,17 @@ class ResumableLoader:
                            ("dp_rank", self.spec.dp_rank), ("group_size", self.group_size)):
             if state[name] != mine:
                 raise ValueError(f"loader state was saved with {name}={state[name]}, this loader has {name}={mine}")
+        saved, mine = state.get("settings"), self._settings()
+        if isinstance(saved, dict):
+            changed = [name for name in mine if name in saved and saved[name] != mine[name]]
+            what = ", ".join(f"{name}={saved[name]!r} there, {mine[name]!r} here" for name in changed)
+            if any(name in UNRESTORABLE for name in changed):
+                raise ValueError(one_line(f"loader state was saved with other settings ({what}); it cannot continue "
+                                          f"with {', '.join(n for n in changed if n in UNRESTORABLE)} changed"))
+            if changed:
+                warnings.warn(one_line(f"vfm_data: the loader state was saved with other settings ({what}): loading "
+                                       "continues from its position, but not the sample sequence of an uninterrupted run"),
+                              stacklevel=2)
         states = {int(s): v for s, v in state["stream_states"].items()}
         for value in states.values():  # refused now, naming what is wrong, not at the first batch of the run
             decode_state(value)
@@ -318,6 +342,9 @@ def make_loader(
     """
     n = 1 if group is None else torch.distributed.get_world_size(group)
     whole = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
+    if whole and options.get("max_seq_len") is not None:  # energon would pack, then batch_group_criterion fail on a pack
+        raise ValueError(f"blender {options.get('blender')!r} stacks the samples of one bucket per batch and does not pack: "
+                         f"drop max_seq_len={options['max_seq_len']}, or pack with the weighted or scheduled blender")
     if batch_size % n and not whole:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the subset group size ({n})")
     # the smallest multiple of n that is at least DEFAULT_STREAMS: each rank of the group owns streams

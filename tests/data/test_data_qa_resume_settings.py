@@ -1,0 +1,47 @@
+"""A loader state restored under other sequence settings says so: a warning where the position still
+carries over, an error naming the setting where it cannot (energon failed with a bare AssertionError)."""
+
+import json
+import warnings
+
+import pytest
+
+from vfm_data import make_loader
+
+OPTIONS = dict(patch_size=2, batch_size=2, max_seq_len=16, packing_buffer=8, streams=2)
+
+
+def _state(path, **options):
+    loader = make_loader(path, **{**OPTIONS, **options})
+    for _ in range(3):
+        next(loader)
+    return json.loads(json.dumps(loader.state_dict()))
+
+
+@pytest.mark.parametrize("change", [dict(packing_buffer=16), dict(seed=3), dict(max_seq_len=32)], ids=lambda c: next(iter(c)))
+def test_a_changed_sequence_setting_warns_naming_it_and_continues(small_dataset, change):
+    state = _state(small_dataset)
+    with warnings.catch_warnings():  # the same settings: no warning
+        warnings.simplefilter("error")
+        make_loader(small_dataset, **OPTIONS).load_state_dict(state)
+    resumed = make_loader(small_dataset, **{**OPTIONS, **change})
+    (name, value), = change.items()
+    with pytest.warns(UserWarning, match=rf"saved with other settings \({name}={OPTIONS.get(name, 0)!r} there, {value!r} here\)"):
+        resumed.load_state_dict(state)
+    assert len(next(resumed).keys) >= 2
+
+
+@pytest.mark.parametrize("change,named", [(dict(shuffle_buffer=None), "shuffled"),
+                                          (dict(blender="scheduled", blender_options={"schedule": [(0, [1.0])]}), "blender")],
+                         ids=["shuffle-off", "blender"])
+def test_a_setting_the_state_cannot_continue_under_is_refused_naming_it(small_dataset, change, named):
+    state = _state(small_dataset)
+    resumed = make_loader(small_dataset, **{**OPTIONS, **change})
+    with pytest.raises(ValueError, match=rf"cannot continue with .*{named}"):
+        resumed.load_state_dict(state)
+
+
+def test_a_bucketed_blend_with_max_seq_len_is_refused_saying_it_does_not_pack(small_dataset):
+    # it failed at the first batch: "SampleError: ... 'PackedSample' object has no attribute 'latent'"
+    with pytest.raises(ValueError, match=r"blender 'bucketed' .* does not pack: drop max_seq_len=16"):
+        make_loader(small_dataset, blender="bucketed", blender_options={"durations": [1], "batch_size": 2}, **OPTIONS)
