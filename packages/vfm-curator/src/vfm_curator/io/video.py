@@ -270,7 +270,7 @@ def iter_frames(
                 rgb = _to_rgb(frame, width, height, reformatter, sar)
             except (av.FFmpegError, ValueError) as exc:  # a frame that cannot be converted: as a decoding error
                 if count == 0:
-                    raise InputError(f"cannot decode any frame: {exc}") from exc
+                    raise InputError(f"cannot decode any frame: {_ffmpeg_reason(exc)}") from exc
                 return
             count += 1
             yield t, rgb
@@ -293,7 +293,7 @@ def iter_decoded(path: str, *, hwaccel: str | None = None) -> Iterator[tuple[obj
                 try:
                     rgb()
                 except (av.FFmpegError, ValueError) as exc:
-                    raise InputError(f"cannot decode any frame: {exc}") from exc
+                    raise InputError(f"cannot decode any frame: {_ffmpeg_reason(exc)}") from exc
             yield frame, rgb
 
 
@@ -387,7 +387,7 @@ def _decoded_sar(path: str, hwaccel: str | None) -> Iterator[tuple[float, "objec
                 yield t, frame, sample_aspect(stream)
         except (av.FFmpegError, ValueError) as exc:
             if count == 0:
-                raise InputError(f"cannot decode any frame: {exc}") from exc
+                raise InputError(f"cannot decode any frame: {_ffmpeg_reason(exc)}") from exc
     finally:
         container.close()
 
