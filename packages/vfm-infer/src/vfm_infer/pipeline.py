@@ -26,8 +26,8 @@ from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
 from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
-from vfm_infer.notes import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, truncated_prompts,
-                             unused_inputs)
+from vfm_infer.checks import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, check_spec_types,
+                             truncated_prompts, unused_inputs)
 from vfm_infer.samplers.base import Sampler, StepCallback, build_sampler
 
 #: The sampler used when none is named, per formulation.
@@ -104,6 +104,7 @@ def check_spec(spec: GenerationSpec, num_prompts: int = 1) -> None:
     Raises ValueError naming the option and what is accepted."""
     if not isinstance(spec.steps, int) or spec.steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {spec.steps!r}")
+    check_spec_types(spec)
     if spec.guidance is not None and not math.isfinite(spec.guidance):
         raise ValueError(f"guidance must be a finite number (1 = off), got {spec.guidance}")
     last = spec.seed + max(num_prompts, 1) - 1

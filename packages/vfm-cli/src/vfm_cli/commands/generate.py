@@ -109,7 +109,7 @@ def generate(
     import time
 
     from vfm_infer.distributed import layout_sizes, setup_inference
-    from vfm_infer.notes import GenerationWarning
+    from vfm_infer.checks import GenerationWarning
     from vfm_infer.pipeline import DTYPES, ExportError, GenerationSpec, NonFiniteOutputError, VideoPipeline, check_spec
     from vfm_infer.plugins import host
     from vfm_infer.video.contact_sheet import contact_sheet, write_png

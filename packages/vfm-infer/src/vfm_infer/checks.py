@@ -1,6 +1,7 @@
-"""What a request asks for that will not show in the video: a prompt, negative prompt or guidance
-scale the model does not use, or a prompt cut at the text encoder's length. Warnings, not errors:
-the request still generates (e.g. N videos of an unconditional model from N lines of a file)."""
+"""Checks of a generation request beside :func:`vfm_infer.pipeline.check_spec`: field types (errors), and
+what a request asks for that will not show in the video (warnings, not errors: the request still
+generates, e.g. N videos of an unconditional model from N lines of a file): a prompt, negative prompt
+or guidance scale the model does not use, or a prompt cut at the text encoder's length."""
 
 from __future__ import annotations
 
@@ -77,3 +78,32 @@ def truncated_prompts(encoder: Any, prompts: Sequence[str], negative_prompt: str
                          f"(its max_length); the words past them are not seen by the model")
     return notes
 
+
+
+def check_spec_types(spec: Any) -> None:
+    """A ``GenerationSpec`` field of the wrong type (e.g. ``seed=1.5``, ``guidance="2"``, ``size=(16,)``) is a
+    ValueError naming the field and what it takes, instead of a TypeError deep in torch."""
+
+    def integer(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    problems = []
+    if not integer(spec.seed):
+        problems.append(f"seed must be an integer, got {spec.seed!r}")
+    if spec.guidance is not None and not number(spec.guidance):
+        problems.append(f"guidance must be a number (1 = off) or None for the export's, got {spec.guidance!r}")
+    if spec.frames is not None and not integer(spec.frames):
+        problems.append(f"frames must be an integer or None for the training clips' length, got {spec.frames!r}")
+    if spec.size is not None and not (isinstance(spec.size, (tuple, list)) and len(spec.size) == 2
+                                      and all(integer(v) for v in spec.size)):
+        problems.append(f"size must be (height, width) in whole pixels or None for the training size, got {spec.size!r}")
+    if not isinstance(spec.negative_prompt, str):
+        problems.append(f"negative_prompt must be a string ('' for none), got {spec.negative_prompt!r}")
+    for name in ("decode_tile", "decode_chunk_frames"):
+        if getattr(spec, name) is not None and not integer(getattr(spec, name)):
+            problems.append(f"{name} must be an integer or None, got {getattr(spec, name)!r}")
+    if problems:
+        raise ValueError("; ".join(problems))
