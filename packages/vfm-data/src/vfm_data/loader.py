@@ -36,7 +36,7 @@ from vfm_data.sample import first_sample
 from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
 from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
-from vfm_data.subset import gather_batches, share_batch
+from vfm_data.subset import gather_batches, share_batch, share_failure
 
 STATE_VERSION = 1
 #: LoaderSpec fields that define the sample sequence, saved in the state: another value at resume
@@ -137,9 +137,17 @@ class ResumableLoader:
             owner = chunk % self.group_size  # = the owner of stream chunk % streams: n divides streams
         else:
             chunk, owner = self.step * self.group_size + self.group_rank, self.group_rank
-        batch = None
+        batch: Any = None
         if owner == self.group_rank:
-            batch, state, counts = self._fetch(chunk)
+            try:
+                batch, state, counts = self._fetch(chunk)
+            except Exception as exc:
+                if self.group is None:
+                    raise
+                # the group's other ranks wait for this rank's part: hand them the error instead, so
+                # every rank stops with it (not with a collective's timeout, minutes later)
+                share_failure(_portable(exc), owner, self.group, whole=self.whole_chunks)
+                raise
             self.states[chunk % self.spec.streams] = state
             self._add_counts(counts)
             self.bytes_read += batch.nbytes
