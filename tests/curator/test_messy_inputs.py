@@ -260,3 +260,16 @@ def test_interlaced_video_is_deinterlaced_frame_for_frame(curated):
     frames = _frames(out, clip)
     assert len(frames) == clip["num_frames"] == 30  # one frame out for each frame in (bwdif, send_frame)
     assert max(messy.combing(f.to_ndarray(format="rgb24")) for f in frames) < 2
+
+
+def test_the_gpu_backends_stream_facts_read_the_video_not_the_cover_picture(tmp_path):
+    """NVDEC and DALI take rotation, colour and frame times from ``stream_facts`` /
+    ``container_times``: those read the stream the PyAV path reads, not a 1-frame cover picture."""
+    from vfm_curator import decoders
+    from vfm_curator.io.video import iter_frames
+
+    path = str(messy.with_cover_first(tmp_path / "cover first.mkv", 30))
+    times = tuple(t for t, _ in iter_frames(path))
+    assert len(times) == 30
+    assert decoders.container_times(path) == times
+    assert decoders.stream_facts(path).times == times

@@ -151,7 +151,7 @@ def check_sizes(sizes: Sequence[Any]) -> list[Size]:
 
 @dataclass(frozen=True)
 class StreamFacts:
-    """What the container says about the first video stream, for backends that decode without PyAV."""
+    """What the container says about the video stream (:func:`~vfm_curator.io.video.video_stream`), for backends that decode without PyAV."""
 
     coded_width: int
     coded_height: int
@@ -173,10 +173,10 @@ def stream_facts(path: str) -> StreamFacts:
     times PyAV's decoder gives its frames, in display order)."""
     import av
 
-    from vfm_curator.io.video import open_container
+    from vfm_curator.io.video import open_container, video_stream
 
     with open_container(path) as container:
-        stream = container.streams.video[0]
+        stream = video_stream(container)  # the one every reader uses: not a cover picture
         first = None
         try:
             for frame in container.decode(stream):
@@ -199,10 +199,10 @@ def container_times(path: str) -> tuple[float, ...]:
     decoding: the times :func:`vfm_curator.io.video.iter_frames` gives. Packets the container marks
     to discard (edit lists) are left out, as the decoder leaves their frames out; without timestamps
     (raw streams) the times are ``i / fps``, as PyAV's path does."""
-    from vfm_curator.io.video import open_container
+    from vfm_curator.io.video import open_container, video_stream
 
     with open_container(path) as container:
-        stream = container.streams.video[0]
+        stream = video_stream(container)  # the one every reader uses: not a cover picture
         base = stream.time_base
         pts, missing = [], 0
         for packet in container.demux(stream):
