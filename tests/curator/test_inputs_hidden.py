@@ -23,3 +23,14 @@ def test_a_directory_input_skips_dot_files_and_dot_folders(tmp_path):
     assert (summary.videos, summary.clips, summary.failures) == (1, 2, 0)
     assert (tmp_path / "out" / "failures.jsonl").read_text() == ""
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["videos"] == 1
+
+
+def test_a_folder_without_videos_is_an_error_naming_the_names_searched_for(tmp_path):
+    import pytest
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "notes.txt").write_text("no video here")
+    (tmp_path / "in" / "take1.video").write_bytes(b"\0" * 16)
+    with pytest.raises(ValueError, match=r"no video found in .*in: a folder is searched .* \(\.mp4, \.mov, .* more\); "
+                                         r"name other files one by one or in a \.jsonl/\.csv manifest"):
+        curate([str(tmp_path / "in")], tmp_path / "out", {"run": {"runner": "serial"}})

@@ -61,7 +61,12 @@ def run_clipping(
     specs = stage_specs(config, out)
     sources = expand(list(inputs), exclude=out)
     if not sources:
-        raise ValueError(f"no video found in {', '.join(map(str, inputs))} (the output folder {out} is never read as input)")
+        from vfm_curator.io.inputs import VIDEO_EXTENSIONS
+
+        common = [".mp4", ".mov", ".mkv", ".avi", ".webm", ".ts", ".m2ts", ".mxf"]
+        raise ValueError(f"no video found in {', '.join(map(str, inputs))}: a folder is searched (subfolders too) for files "
+                         f"named like videos ({', '.join(common)} and {len(VIDEO_EXTENSIONS - set(common))} more); name "
+                         f"other files one by one or in a .jsonl/.csv manifest (the output folder {out} is never read as input)")
     try:
         with FolderLock(out):
             return _run_clipping(sources, out, specs, config, progress=progress, retry=retry)
