@@ -73,9 +73,9 @@ def truncated_prompts(encoder: Any, prompts: Sequence[str], negative_prompt: str
         tokens, exact = counted
         if tokens > limit or (not exact and tokens >= limit):
             seen.add(text)
-            size = f"is {tokens} tokens" if exact else "reaches"
+            size = f"is {tokens} tokens, more than" if exact else "reaches"
             notes.append(f"{what} ({_short(text)}) {size} the {limit} tokens the text encoder reads "
-                         f"(its max_length); the words past them are not seen by the model")
+                         f"(its max_length); the model does not see the words past them")
     return notes
 
 
