@@ -185,3 +185,18 @@ def test_the_step_time_leaves_out_the_first_video_s_warm_up_and_says_so(tmp_path
     assert "over videos 2-3 (the first, with its warm-up: " in several.output
     one = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", tmp_path / "one")
     assert "for the one video, with its warm-up (the steady rate needs two videos or more)" in one.output
+
+
+def test_guidance_against_a_null_condition_that_never_trained_is_named(tmp_path):
+    save_export = pytest.importorskip("vfm_models.export").save_export
+    model = tiny_dit()
+    export = save_export(tmp_path / "export", model, tiny_meta(config=model.config, null_condition=describe(model.config),
+                                                               cond_dropout=0.0, guidance=1.0))
+    common = ["--checkpoint", export, "--prompt", "1", "--steps", "1"]
+    guided = invoke(*common, "--guidance", "3", "-o", tmp_path / "guided")
+    assert guided.exit_code == 0, guided.output
+    assert ("warning: this model was trained without condition dropout (cond_dropout 0 in its export), so its null "
+            "condition never trained: --guidance 3 guides against an input the model never saw") in guided.output
+    for name, extra in (("negative", ["--guidance", "3", "--negative-prompt", "2"]), ("default", [])):
+        quiet = invoke(*common, *extra, "-o", tmp_path / name)
+        assert quiet.exit_code == 0 and "warning" not in quiet.output, quiet.output

@@ -107,3 +107,21 @@ def check_spec_types(spec: Any) -> None:
             problems.append(f"{name} must be an integer or None, got {getattr(spec, name)!r}")
     if problems:
         raise ValueError("; ".join(problems))
+
+
+class UntrainedNullWarning(GenerationWarning):
+    """Guidance against the null condition of a model trained without condition dropout."""
+
+
+def untrained_null(kind: str, cond_dropout: Any, negative_prompt: str, asked_guidance: float | None) -> list[str]:
+    """A note when the caller asks for guidance (scale other than 1) against a null condition that training
+    never showed the model (the export records ``cond_dropout`` 0): the unconditional branch is then
+    an input it never saw, and guiding away from it extrapolates towards noise. A negative prompt is a
+    condition the model did train on, so it is fine."""
+    if kind == "none" or cond_dropout is None or float(cond_dropout) > 0 or negative_prompt:
+        return []
+    if asked_guidance is None or asked_guidance == 1.0:
+        return []
+    return [f"this model was trained without condition dropout (cond_dropout 0 in its export), so its null condition "
+            f"never trained: --guidance {asked_guidance:g} guides against an input the model never saw (expect noise); "
+            "use --guidance 1, or give a --negative-prompt as the other branch"]

@@ -26,8 +26,8 @@ from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
 from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
-from vfm_infer.checks import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, check_spec_types,
-                             truncated_prompts, unused_inputs)
+from vfm_infer.checks import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, UntrainedNullWarning,
+                              check_spec_types, truncated_prompts, unused_inputs, untrained_null)
 from vfm_infer.samplers.base import Sampler, StepCallback, build_sampler
 
 #: The sampler used when none is named, per formulation.
@@ -325,6 +325,8 @@ class VideoPipeline:
                                                                   asked_guidance, spec.guidance)]
         notes += [(PromptTruncatedWarning, n) for n in truncated_prompts(self.conditioner.text_encoder, prompts,
                                                                           spec.negative_prompt)]
+        notes += [(UntrainedNullWarning, n) for n in untrained_null(self.conditioner.kind, self.meta.get("cond_dropout"),
+                                                                     spec.negative_prompt, asked_guidance)]
         for category, note in notes:
             warnings.warn(note, category, stacklevel=2)
         return Prepared(sampler, shape, spec, tuple(n for _, n in notes))
