@@ -2,6 +2,7 @@
 carries over, an error naming the setting where it cannot (energon failed with a bare AssertionError)."""
 
 import json
+import re
 import warnings
 
 import pytest
@@ -45,3 +46,33 @@ def test_a_bucketed_blend_with_max_seq_len_is_refused_saying_it_does_not_pack(sm
     # it failed at the first batch: "SampleError: ... 'PackedSample' object has no attribute 'latent'"
     with pytest.raises(ValueError, match=r"blender 'bucketed' .* does not pack: drop max_seq_len=16"):
         make_loader(small_dataset, blender="bucketed", blender_options={"durations": [1], "batch_size": 2}, **OPTIONS)
+
+
+def test_a_blend_with_other_datasets_is_refused_and_a_moved_grown_one_resumes(tmp_path):
+    import shutil
+
+    import torch
+
+    from tests.data.helpers import meta, quiet, write_dataset
+    from vfm_data import ShardWriter, prepare_dataset, write_blend
+
+    root = tmp_path / "shards"
+    a, b, c = (write_dataset(root / name, 12, prefix=name, seed=i) for i, name in enumerate("abc"))
+    state = _state(write_blend(root / "blend.yaml", [(a, 1.0), (b, 1.0)]))
+    # energon failed with a bare AssertionError for a third dataset, and silently applied a's position
+    # to b (and b's to a) for a swapped order
+    for entries, here in (([(a, 1.0), (b, 1.0), (c, 1.0)], ["a", "b", "c"]), ([(b, 1.0), (a, 1.0)], ["b", "a"])):
+        other = make_loader(write_blend(root / "other.yaml", entries), **OPTIONS)
+        expected = re.escape(f"datasets={['a', 'b']} there, {here} here")
+        with pytest.raises(ValueError, match=expected + ".*same dataset folders in the same order"):
+            other.load_state_dict(state)
+    with ShardWriter(a, start_index=len(list(a.glob("*.tar")))) as w:  # a grows
+        for i in range(4):
+            w.write(f"a_new{i}", torch.randn(4, 1, 4, 4), torch.randn(2, 8), meta("image"))
+    quiet(prepare_dataset, a)
+    moved = shutil.move(str(root), str(tmp_path / "moved"))
+    resumed = make_loader(f"{moved}/blend.yaml", **OPTIONS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resumed.load_state_dict(state)
+    assert next(resumed).keys

@@ -44,7 +44,7 @@ STATE_VERSION = 1
 #: restore fails on them with a bare AssertionError).
 SEQUENCE_FIELDS = ("patch_size", "temporal_patch", "batch_size", "max_seq_len", "packing_buffer", "overlong",
                    "shuffle_buffer", "max_samples_per_sequence", "split_part", "blender", "blender_options", "seed")
-UNRESTORABLE = ("patch_size", "temporal_patch", "split_part", "blender", "shuffled")
+UNRESTORABLE = ("patch_size", "temporal_patch", "split_part", "blender", "shuffled", "datasets")
 DEFAULT_STREAMS = 4
 MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
@@ -112,6 +112,12 @@ class ResumableLoader:
         self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
         # a bucketed blend's batch is one bucket: a step is one chunk, not n of them concatenated
         self.whole_chunks = groups_batches(get_blender(spec.blender, **spec.blender_options))
+        # the blend's dataset folders by name, in order: energon's state holds a position per dataset
+        # (another count fails its restore, another order applies each position to another dataset)
+        try:
+            self._datasets: list[str] | None = [f.name for f in _folders_of(spec.path, spec.split_part)]
+        except Exception:  # noqa: BLE001 - metadata energon reads but vfm's blend reader does not (trusted code)
+            self._datasets = None
         self.step = 0
         self.states: dict[int, Any] = {}  # stream -> JSON state after its last consumed batch
         self.counts: Counter[str] = Counter()  # bad data skipped, overlong dropped / cropped, by reason
@@ -267,6 +273,8 @@ class ResumableLoader:
     def _settings(self) -> dict[str, Any]:
         settings = {name: getattr(self.spec, name) for name in SEQUENCE_FIELDS}
         settings["shuffled"] = bool(self.spec.shuffle_buffer and self.spec.shuffle_buffer > 1)
+        if self._datasets is not None:
+            settings["datasets"] = self._datasets
         return json.loads(json.dumps(settings, default=repr))  # as a checkpoint gives it back (tuples as lists)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -282,8 +290,10 @@ class ResumableLoader:
             changed = [name for name in mine if name in saved and saved[name] != mine[name]]
             what = ", ".join(f"{name}={saved[name]!r} there, {mine[name]!r} here" for name in changed)
             if any(name in UNRESTORABLE for name in changed):
+                hint = ("; a blend resumes with the same dataset folders in the same order (they may grow, move or "
+                        "change weight)") if "datasets" in changed else ""
                 raise ValueError(one_line(f"loader state was saved with other settings ({what}); it cannot continue "
-                                          f"with {', '.join(n for n in changed if n in UNRESTORABLE)} changed"))
+                                          f"with {', '.join(n for n in changed if n in UNRESTORABLE)} changed{hint}"))
             if changed:
                 warnings.warn(one_line(f"vfm_data: the loader state was saved with other settings ({what}): loading "
                                        "continues from its position, but not the sample sequence of an uninterrupted run"),
