@@ -150,3 +150,28 @@ def test_one_rank_signalled_stops_both_ranks_after_the_same_step_and_resume_equa
         assert seen["checkpoint"] == str(tmp_path / "b" / "checkpoints" / "step_00000003")
         assert seen["start"] == 3
         assert seen["losses"] == seen["straight"] and seen["same_weights"]
+
+
+def test_a_forked_loader_worker_keeps_working_through_the_first_signal_silently_and_ends_on_the_second(capfd):
+    # A data-loader worker forked while the handler is installed: Ctrl-C reaches it too. It must go on
+    # serving the step the trainer finishes (no KeyboardInterrupt, no second announcement) and still
+    # end on the next signal, which is how the loader's shutdown (terminate()) ends it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # what the worker's second signal comes back to
+    read, write = os.pipe()
+    with StopRequests() as stop:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                os.write(write, b"alive")
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.write(write, b" and still alive")
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert not stop.requested  # the worker's signals are its own
+    os.close(write)
+    assert os.read(read, 100) == b"alive"
+    os.close(read)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert "received" not in capfd.readouterr().err

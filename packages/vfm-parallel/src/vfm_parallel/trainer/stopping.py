@@ -50,6 +50,7 @@ class StopRequests:
     def __init__(self, announce: bool = True) -> None:
         self.signum: int | None = None
         self.announce = announce
+        self._pid = os.getpid()
         self._previous: dict[int, Callable | int | None] = {}
 
     def __enter__(self) -> "StopRequests":
@@ -78,6 +79,10 @@ class StopRequests:
             os.kill(os.getpid(), signum)
             return
         self.signum = signum
-        if self.announce:
+        # A data-loader worker forked with this handler gets Ctrl-C too (the terminal's whole process
+        # group), and a scheduler may signal every process of the job: it keeps serving batches for
+        # the step the trainer finishes, silently, and ends on the next signal (the loader's own
+        # terminate() at shutdown).
+        if self.announce and os.getpid() == self._pid:
             print(f"\n{signal.Signals(signum).name} received: stopping after this step with a checkpoint "
                   f"(send it again to stop at once, without one)", file=sys.stderr, flush=True)
