@@ -66,8 +66,8 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     _require(bool(cfg.model.formulation), "model.formulation", "must name a formulation (edm, rectified-flow, ...)")
     check_parallel(cfg, world_size)
     check_data(cfg)
+    check_train(cfg)  # before optim: the warm-up is checked against train.steps, which must be valid first
     check_optim(cfg)
-    check_train(cfg)
     check_rest(cfg)
 
 
