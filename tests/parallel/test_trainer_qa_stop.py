@@ -86,6 +86,18 @@ def test_a_signal_stops_after_the_step_with_its_checkpoint_and_resume_equals_a_s
     assert exported == [tmp_path / "b" / "export"]
 
 
+def test_the_step_a_signal_stops_at_is_logged_though_off_the_logging_interval(tmp_path):
+    import json
+
+    cfg = tiny_config(tmp_path, train={"steps": 12}, logging={"interval": 4})
+    with pytest.raises(TrainingStopped) as info:
+        train(from_dict(cfg), build_parts, sinks=[_SignalAt(4, signal.SIGTERM)])
+    assert info.value.step == 5
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [4, 5]  # where the run stopped, as the checkpoint is
+    assert rows[-1]["loss"] == info.value.result.losses[5]
+
+
 def test_with_fused_adamw_the_stop_comes_at_the_next_flush(tmp_path):
     # Fused AdamW skips non-finite steps on the device, and the stop flag is read at the flushes
     # (every 4 steps here, and the first step), so as not to sync the host every step.

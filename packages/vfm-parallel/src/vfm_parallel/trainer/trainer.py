@@ -283,7 +283,8 @@ class _Run:
         for (done, _, _, lr), (loss_total, _, holders, grad_norm) in zip(self.pending, rows):
             result.losses[done] = loss_total / holders  # mean over the ranks that hold a loss
             result.final_step = done
-            if self.rank == 0 and (done % self.cfg.logging.interval == 0 or done == self.last):
+            final = done == self.last or (self.stopped_by is not None and done == self.pending[-1][0])  # a stop's step too
+            if self.rank == 0 and (done % self.cfg.logging.interval == 0 or final):
                 row = {"loss": result.losses[done], "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
                        "tokens_per_s_per_device": tps / world, "step_time_s": seconds / len(self.pending)}
                 row.update(self._mfu(tps))
