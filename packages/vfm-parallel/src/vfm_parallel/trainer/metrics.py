@@ -7,6 +7,7 @@ progress-bar sink, so this package needs neither rich nor tqdm.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -92,6 +93,16 @@ def read_history(path: Path) -> tuple[list[int], list[float]]:
     return steps, [by_step[s] for s in steps]
 
 
+def smoothed(losses: list[float], window: int) -> list[float]:
+    """The trailing mean of ``window`` losses at each step, over the finite ones only (a skipped
+    non-finite step would otherwise blank the curve for ``window`` steps); NaN where none is finite."""
+    out = []
+    for i in range(len(losses)):
+        kept = [v for v in losses[max(0, i - window + 1) : i + 1] if math.isfinite(v)]
+        out.append(sum(kept) / len(kept) if kept else float("nan"))
+    return out
+
+
 def plot_loss_curve(jsonl: Path, png: Path) -> Path:
     """Loss against step from ``metrics.jsonl`` as a PNG (needs the ``[train]`` extra: matplotlib)."""
     import matplotlib
@@ -100,16 +111,17 @@ def plot_loss_curve(jsonl: Path, png: Path) -> Path:
     import matplotlib.pyplot as plt
 
     steps, losses = read_history(jsonl)
+    shown = [v if math.isfinite(v) else float("nan") for v in losses]  # a skipped non-finite step: a gap
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot(steps, losses, linewidth=0.8, alpha=0.4, label="per step")
+    ax.plot(steps, shown, linewidth=0.8, alpha=0.4, label="per step")
     window = max(1, len(losses) // 20)  # diffusion losses are noisy step to step (random noise levels)
     if window > 1:
-        smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1]) for i in range(len(losses))]
-        ax.plot(steps, smooth, linewidth=1.6, label=f"mean of {window} steps")
+        ax.plot(steps, smoothed(losses, window), linewidth=1.6, label=f"mean of {window} steps")
         ax.legend()
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
-    ax.set_yscale("log" if losses and min(losses) > 0 else "linear")
+    finite = [v for v in losses if math.isfinite(v)]
+    ax.set_yscale("log" if finite and min(finite) > 0 else "linear")  # min() of a list holding NaN is arbitrary
     ax.set_title("training loss")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
