@@ -38,7 +38,7 @@ def test_an_unconditional_model_names_the_prompt_negative_prompt_and_guidance_it
     result = invoke("--checkpoint", export, "--prompt", "a red fox", "--negative-prompt", "blurry", "--guidance", "5",
                     "--steps", "1", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
-    assert ("warning: this model is unconditional: the prompts, --negative-prompt, --guidance 5.0 cannot change "
+    assert ("warning: this model is unconditional: the prompts, --negative-prompt, --guidance 5 cannot change "
             "its videos") in result.output
     assert (tmp_path / "out" / "0000.mp4").is_file()
 

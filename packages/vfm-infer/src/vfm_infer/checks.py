@@ -1,7 +1,8 @@
 """Checks of a generation request beside :func:`vfm_infer.pipeline.check_spec`: field types (errors), and
 what a request asks for that will not show in the video (warnings, not errors: the request still
 generates, e.g. N videos of an unconditional model from N lines of a file): a prompt, negative prompt
-or guidance scale the model does not use, or a prompt cut at the text encoder's length."""
+or guidance scale the model does not use, a prompt cut at the text encoder's length, guidance against
+a null condition that never trained."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def unused_inputs(kind: str, prompts: Sequence[str], negative_prompt: str, asked
     if kind == "none":
         ignored = [what for what, given in (("the prompts", any(p.strip() for p in prompts)),
                                              ("--negative-prompt", bool(negative_prompt)),
-                                             (f"--guidance {asked_guidance}", asked_guidance not in (None, 1.0)))
+                                             (f"--guidance {asked_guidance or 1:g}", asked_guidance not in (None, 1.0)))
                    if given]
         if not ignored:
             return []
