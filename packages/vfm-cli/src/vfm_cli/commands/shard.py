@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -22,6 +23,21 @@ def shard(
     require_captions: Optional[bool] = typer.Option(
         None, "--require-captions/--no-require-captions",
         help="Fail clips without a caption (the default), or shard them unconditional (their text is the empty caption's)."),
+    resolution: Optional[List[str]] = typer.Option(
+        None, "--resolution", metavar="HxW",
+        help="A bucket resolution, height x width in pixels (repeat for several, e.g. --resolution 256x256 --resolution "
+             "144x256 --resolution 256x144); each clip goes to the one nearest its aspect ratio. Default: the config's, else 256x256."),
+    frames: Optional[List[int]] = typer.Option(
+        None, "--frames", metavar="N",
+        help="A video frame count (repeat for several); a clip gets the largest it fills. Default: the config's, else 17."),
+    frame_stride: Optional[int] = typer.Option(None, "--frame-stride", metavar="N", help="Take every N-th frame (default 1)."),
+    max_upscale: Optional[float] = typer.Option(
+        None, "--max-upscale", metavar="X",
+        help="Refuse clips their bucket would enlarge more than X times (1: never enlarge). Default: no limit, a warning past 2x."),
+    max_crop: Optional[float] = typer.Option(
+        None, "--max-crop", metavar="F",
+        help="Refuse clips whose centre crop to their bucket would cut more than F of the frame (0.3: 30%). Default: no "
+             "limit, a warning past 0.25."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
@@ -51,9 +67,10 @@ def shard(
     if config is None and (tokenizer is None or text_encoder is None):
         raise typer.BadParameter(_missing_models(tokenizer, text_encoder))
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
+    buckets_given = _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop)
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
-                      progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
+                      progress=None if no_progress else StageProgress(), retry_failed=retry_failed, **buckets_given)
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
         fail(exc)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)
@@ -72,6 +89,8 @@ def shard(
         ("skipped (failed before)", summary.failed_before),
         ("failed before, run again", summary.retried),
         ("failures", summary.failures),
+        ("upscaled now (most)", f"{summary.upscaled} ({summary.most_upscale:.2f}x)" if summary.upscaled else 0),
+        ("cropped now (most)", f"{summary.cropped} ({summary.most_crop:.0%} of the frame)" if summary.cropped else 0),
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("throughput (samples/s)", f"{summary.throughput:.2f}"),
         ("workers", summary.workers),
@@ -81,14 +100,59 @@ def shard(
     console.print(run_table)
     if summary.blend:
         typer.echo(f"blend: {summary.blend}")
-    if summary.failures:
-        typer.echo(f"failures: {Path(summary.out) / 'failures.jsonl'}")
+    if summary.failures:  # what failed and why, not only where to look
+        typer.echo(f"failures: {summary.failures} clip(s), listed in {Path(summary.out) / 'failures.jsonl'}")
+        for kind, f in sorted(summary.failure_kinds.items(), key=lambda kv: -kv[1]["count"]):
+            typer.echo(printable(f"  {f['count']} {kind} ({f['cause']}), e.g.: {f['reason']}"))
     problem, warning = summary.problem(), summary.warning()
+    for notice in summary.notices:  # clips enlarged or cropped a lot (no limit set)
+        err.print(f"[yellow]warning:[/yellow] {escape(printable(notice))}", soft_wrap=True, highlight=False)
     if warning:  # escape: a reason may hold "[shard]", which rich would read as a style tag
         err.print(f"[yellow]warning:[/yellow] {escape(printable(warning))}", soft_wrap=True, highlight=False)
     if problem:  # nothing to train on: never a quiet exit 0
         err.print(f"[red]error:[/red] {escape(printable(problem))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1)
+
+
+_HXW = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop) -> dict:
+    """The bucket options given on the command line (they replace the config's), each checked with
+    the error naming its option."""
+    from vfm_curator.stages.shard_decode import check_buckets, check_resize_limits
+
+    given: dict = {}
+    if resolution:
+        pairs = []
+        for value in resolution:
+            m = _HXW.match(value)
+            if not m:
+                raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH in pixels; e.g. 256x256, 144x256 (landscape 16:9) "
+                                         "or 256x144 (portrait 9:16)", param_hint="--resolution")
+            if int(m.group(1)) < 1 or int(m.group(2)) < 1:
+                raise typer.BadParameter(f"{value!r}: height and width must be at least 1 pixel", param_hint="--resolution")
+            pairs.append([int(m.group(1)), int(m.group(2))])
+        given["resolutions"] = pairs
+    if frames:
+        given["frames"] = list(frames)
+    if frame_stride is not None:
+        given["frame_stride"] = frame_stride
+    checks = (("--frames", lambda: check_buckets([[1, 1]], given.get("frames", [2]), given.get("frame_stride", 1))),
+              ("--max-upscale", lambda: check_resize_limits(max_upscale, None)),
+              ("--max-crop", lambda: check_resize_limits(None, max_crop)))
+    for hint, check in checks:
+        try:
+            check()
+        except ValueError as exc:
+            if hint == "--frames" and "frame_stride" in str(exc):
+                hint = "--frame-stride"
+            raise typer.BadParameter(str(exc), param_hint=hint) from exc
+    if max_upscale is not None:
+        given["max_upscale"] = max_upscale
+    if max_crop is not None:
+        given["max_crop"] = max_crop
+    return given
 
 
 def _missing_models(tokenizer: str | None, text_encoder: str | None) -> str:

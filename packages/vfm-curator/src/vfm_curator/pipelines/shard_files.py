@@ -88,7 +88,8 @@ class BucketWriters:
             source=task.source or task.path, span=task.span, fps=task.fps, size=task.size,
             caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
             text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
-            extra={"clip": task.id, "bucket": task.bucket, **self.extra,
+            extra={"clip": task.id, "bucket": task.bucket, "upscale": round(float(task.upscale), 4),
+                   "crop": round(float(task.crop), 4), **self.extra,
                    **({"caption_by": dict(task.caption_by)} if task.caption and task.caption_by else {})},
         )
         # arrays from Ray's object store are read-only: copy into tensors

@@ -42,6 +42,9 @@ from vfm_plugins import FolderLock
 SHARD_STAGES = ("shard_decode", "shard_tokenize", "shard_text")
 #: What a sample's latent and text depend on: a folder is only resumed with the same values.
 IDENTITY = ("tokenizer", "tokenizer_options", "text_encoder", "text_encoder_options", "seed", "array_format", "latent_dtype")
+#: Which bucket a clip goes to and how it is fitted: a re-run may change them, but clips sharded
+#: before stay where they are, which the run says (see _bucketing_notice).
+BUCKETING = ("resolutions", "frames", "frame_stride", "max_upscale", "max_crop")
 
 
 @dataclass
@@ -53,6 +56,8 @@ class ShardConfig:
         text_encoder = "hash"
         resolutions = [[256, 256], [192, 320]]   # (H, W) buckets, by aspect ratio
         frames = [17, 9]                          # video frame counts (images are always 1)
+        max_upscale = 2.0                         # refuse clips a bucket would enlarge more (default: no limit)
+        max_crop = 0.3                            # refuse clips whose centre crop cuts more of the frame
         [shard.tokenizer_options]
         weights = "causal3d.safetensors"
         [run]                                      # as for vfm curate
@@ -69,6 +74,8 @@ class ShardConfig:
     resolutions: list[list[int]] = field(default_factory=lambda: [[256, 256]])
     frames: list[int] = field(default_factory=lambda: [17])
     frame_stride: int = 1
+    max_upscale: float | None = None  # refuse a clip its bucket would enlarge more than this (None: any)
+    max_crop: float | None = None  # refuse a clip whose centre crop cuts more of its frame than this (None: any)
     require_captions: bool = True
     max_shard_bytes: int = 1 << 30
     array_format: str = "npy"
@@ -141,6 +148,14 @@ class ShardSummary(FailureReport):
     blend: str = ""
     workers: dict[str, int] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    # how the clips written this run were fitted to their buckets (scaled to cover, centre-cropped)
+    upscaled: int = 0  # enlarged (clip smaller than its bucket)
+    most_upscale: float = 1.0  # the largest factor, and which clip: "source HxW -> bucket"
+    most_upscaled: str = ""
+    cropped: int = 0  # the centre crop cut more than CROP_COUNTED of the frame
+    most_crop: float = 0.0
+    most_cropped: str = ""
+    notices: list[str] = field(default_factory=list)  # warnings about the fitting (see _resize_notices)
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of
@@ -163,6 +178,40 @@ class ShardSummary(FailureReport):
             return None
         kind, f = top
         return f"{f['count']} of {self.clips} clips failed ({kind}): {f['reason']}; see {Path(self.out) / 'failures.jsonl'}"
+
+
+#: A crop below this part of the frame (rounding to whole pixels) is not counted as cropping.
+CROP_COUNTED = 0.01
+#: Without max_upscale / max_crop, fitting beyond these is worth a warning.
+UPSCALE_NOTICE, CROP_NOTICE = 2.0, 0.25
+
+
+def _count_resize(summary: ShardSummary, task: ShardTask) -> None:
+    """Tally how a written clip was fitted to its bucket."""
+    what = f"{Path(task.source or task.path).name}, {task.size[0]}x{task.size[1]} (HxW) -> bucket {task.bucket}"
+    if task.upscale > 1.0 + 1e-9:
+        summary.upscaled += 1
+        if task.upscale > summary.most_upscale:
+            summary.most_upscale, summary.most_upscaled = float(task.upscale), what
+    if task.crop > CROP_COUNTED:
+        summary.cropped += 1
+        if task.crop > summary.most_crop:
+            summary.most_crop, summary.most_cropped = float(task.crop), what
+
+
+def _resize_notices(summary: ShardSummary, config: ShardConfig) -> list[str]:
+    """One line each when clips written this run were enlarged or cropped a lot and no limit says
+    the user chose that."""
+    notes = []
+    if config.max_upscale is None and summary.most_upscale > UPSCALE_NOTICE:
+        notes.append(f"{summary.upscaled} of the {summary.written} clips written now were upscaled to fill their bucket, "
+                     f"up to {summary.most_upscale:.1f}x ({summary.most_upscaled}); add smaller resolutions, or set "
+                     "max_upscale (--max-upscale) to refuse such clips")
+    if config.max_crop is None and summary.most_crop > CROP_NOTICE:
+        notes.append(f"{summary.cropped} of the {summary.written} clips written now were centre-cropped to their bucket's "
+                     f"aspect ratio, cutting up to {summary.most_crop:.0%} of the frame ({summary.most_cropped}); add "
+                     "resolutions near their aspect ratio (--resolution HxW), or set max_crop (--max-crop) to refuse such clips")
+    return notes
 
 
 #: The reason a clip without a caption fails when captions are required.
@@ -279,6 +328,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
         _execute(todo, specs, config, out, summary, hashes, progress)
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.written / summary.wall_s if summary.wall_s > 0 else 0.0
+    summary.notices = _resize_notices(summary, config) + _bucketing_notice(out, config, summary.skipped)
     _finalize(out, summary, {t.id for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
 
@@ -332,6 +382,25 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
         atomic_write(path, json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
 
 
+def _bucketing_notice(out: Path, config: ShardConfig, kept: int) -> list[str]:
+    """A line when this run's bucket options differ from the last run's into ``out`` while clips
+    sharded then are kept (they are not re-bucketed); records this run's options for the next."""
+    path = safe_join(out, shard_state.STATE, "bucketing.json")
+    mine = json.loads(json.dumps({k: getattr(config, k) for k in BUCKETING}))
+    try:
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        theirs = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(mine, sort_keys=True).encode("utf-8"))
+    diff = [k for k in BUCKETING if isinstance(theirs, dict) and theirs.get(k) != mine[k]]
+    if not diff or not kept:
+        return []
+    return [f"{', '.join(f'{k} {theirs.get(k)!r} -> {mine[k]!r}' for k in diff)} since the last run into this folder: the "
+            f"{kept} clips sharded before keep their buckets and fitting (only new and failed clips use the new options); "
+            "shard into a new folder to re-bucket them all"]
+
+
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
              hashes: dict[str, str], progress: Progress | None) -> None:
     from vfm_curator.execution.runner import open_runner
@@ -357,6 +426,7 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                     writers.write(task)
                     shard_state.clear_failure(out, task.id)
                     summary.written += 1
+                    _count_resize(summary, task)
                 advance("write", 1)
         except BaseException:
             writers.abort()  # interrupted: only complete shards stay

@@ -38,10 +38,28 @@ class Bucket:
 
 def choose_resolution(height: int, width: int, resolutions: Sequence[Sequence[int]]) -> tuple[int, int]:
     """The (H, W) whose aspect ratio is closest to the clip's (in log space, so 2:1 and 1:2 are
-    equally far from 1:1); the first listed wins a tie."""
+    equally far from 1:1). Among resolutions of that same aspect ratio (multi-resolution buckets,
+    e.g. 128x128 and 256x256) the largest the clip fills without upscaling wins, else the smallest,
+    so a small clip is not blown up when a smaller bucket of its shape is there."""
     ratio = math.log(width / height)
-    best = min(resolutions, key=lambda hw: abs(math.log(hw[1] / hw[0]) - ratio))
+    distance = lambda hw: abs(math.log(hw[1] / hw[0]) - ratio)  # noqa: E731
+    nearest = min(distance(hw) for hw in resolutions)
+    same = [hw for hw in resolutions if distance(hw) - nearest < 1e-9]
+    fits = [hw for hw in same if upscale_factor(height, width, hw[0], hw[1]) <= 1.0 + 1e-9]
+    best = max(fits, key=lambda hw: hw[0] * hw[1]) if fits else min(same, key=lambda hw: hw[0] * hw[1])
     return int(best[0]), int(best[1])
+
+
+def upscale_factor(height: int, width: int, target_h: int, target_w: int) -> float:
+    """How much a (height, width) frame is enlarged to cover (target_h, target_w); <= 1 is none."""
+    return max(target_h / height, target_w / width)
+
+
+def crop_fraction(height: int, width: int, target_h: int, target_w: int) -> float:
+    """The part of the frame's area the centre crop cuts away once it is scaled to cover the
+    target (0: same aspect ratio; a 16:9 frame in a square bucket loses 0.4375)."""
+    sh, sw = cover_size(height, width, target_h, target_w)
+    return 1.0 - (target_h * target_w) / (sh * sw)
 
 
 def choose_frames(available: int, frames: Sequence[int]) -> int | None:
@@ -82,26 +100,52 @@ def load_frames(path: str, height: int, width: int, max_frames: int, stride: int
 
 
 class ShardDecodeStage(Stage):
-    """Sets ``task.frames`` ((T, H, W, 3) uint8), ``task.bucket``, ``task.modality`` and ``task.size``.
+    """Sets ``task.frames`` ((T, H, W, 3) uint8), ``task.bucket``, ``task.modality``, ``task.size``,
+    ``task.upscale`` and ``task.crop``.
 
     ``resolutions``: the (H, W) buckets; a clip goes to the one nearest its aspect ratio.
     ``frames``: the video frame counts (each one the tokenizer accepts); a clip gets the largest it
     can fill with every ``frame_stride``-th frame. Images and 1-frame clips become 1-frame samples in
     an ``HxWx1`` bucket. A video too short for the smallest count fails with the counts it needed.
+    ``max_upscale`` (a factor >= 1) fails a clip its bucket would enlarge more than that
+    (``too-small``); ``max_crop`` (a fraction in [0, 1)) fails a clip whose centre crop would cut
+    more of its frame than that (``aspect-mismatch``). Both default to None: no limit.
     """
 
     name = "shard_decode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"resolutions": [[256, 256]], "frames": [17], "frame_stride": 1}
+    defaults = {"resolutions": [[256, 256]], "frames": [17], "frame_stride": 1, "max_upscale": None, "max_crop": None}
 
     def __init__(self, **options) -> None:
         super().__init__(**options)
         check_buckets(self.opt["resolutions"], self.opt["frames"], self.opt["frame_stride"])
+        check_resize_limits(self.opt["max_upscale"], self.opt["max_crop"])
+
+    def check_limits(self, height: int, width: int, bucket_h: int, bucket_w: int) -> None:
+        """Refuse a clip its bucket would enlarge or crop beyond ``max_upscale`` / ``max_crop``."""
+        size, bucket = f"{height}x{width}", f"{bucket_h}x{bucket_w}"
+        factor, crop = upscale_factor(height, width, bucket_h, bucket_w), crop_fraction(height, width, bucket_h, bucket_w)
+        limit = self.opt["max_upscale"]
+        if limit is not None and factor > float(limit) + 1e-9:
+            raise LimitError(
+                f"too small: the {size} (HxW) clip would be upscaled {factor:.2f}x to fill its bucket {bucket}, more than "
+                f"max_upscale = {limit}; add a smaller resolution of its shape or raise max_upscale", kind="too-small",
+            )
+        limit = self.opt["max_crop"]
+        if limit is not None and crop > float(limit) + 1e-9:
+            raise LimitError(
+                f"aspect ratio: the centre crop of the {size} (HxW) clip to its nearest bucket {bucket} would cut "
+                f"{crop:.0%} of the frame, more than max_crop = {limit}; add a resolution near its aspect ratio "
+                f"(width/height {width / height:.2f}) or raise max_crop", kind="aspect-mismatch",
+            )
 
     def process_one(self, task: ShardTask) -> None:
         info = probe(task.path)
         task.size = (info.height, info.width)
         height, width = choose_resolution(info.height, info.width, self.opt["resolutions"])
+        self.check_limits(info.height, info.width, height, width)
+        task.upscale = upscale_factor(info.height, info.width, height, width)
+        task.crop = crop_fraction(info.height, info.width, height, width)
         stride = int(self.opt["frame_stride"])
         is_image = Path(task.path).suffix.lower() in IMAGE_EXTENSIONS
         frames = load_frames(task.path, height, width, 1 if is_image else max(self.opt["frames"]), stride)
@@ -120,10 +164,29 @@ class ShardDecodeStage(Stage):
 
 
 def check_buckets(resolutions, frames, stride) -> None:
-    """Clear errors for bucket options that cannot work."""
-    if not resolutions or not all(len(r) == 2 and int(r[0]) > 0 and int(r[1]) > 0 for r in resolutions):
-        raise ValueError(f"resolutions must be a non-empty list of [height, width] pairs, got {resolutions!r}")
-    if not frames or not all(int(t) >= 2 for t in frames):
-        raise ValueError(f"frames must be a non-empty list of video frame counts >= 2 (images are always 1 frame), got {frames!r}")
-    if int(stride) < 1:
-        raise ValueError(f"frame_stride must be >= 1, got {stride!r}")
+    """Clear errors for bucket options that cannot work (a TOML typo such as ``frames = 17`` or
+    ``resolutions = [256]`` included)."""
+    def whole(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    pairs = isinstance(resolutions, (list, tuple)) and resolutions and all(
+        isinstance(r, (list, tuple)) and len(r) == 2 and all(whole(v) and v > 0 for v in r) for r in resolutions)
+    if not pairs:
+        raise ValueError(f"resolutions must be a non-empty list of [height, width] pairs of whole numbers > 0, "
+                         f"e.g. [[256, 256], [144, 256]]; got {resolutions!r}")
+    if not (isinstance(frames, (list, tuple)) and frames and all(whole(t) and t >= 2 for t in frames)):
+        raise ValueError(f"frames must be a non-empty list of video frame counts >= 2, whole numbers (images are always "
+                         f"1 frame), e.g. [17] or [9, 17]; got {frames!r}")
+    if not whole(stride) or stride < 1:
+        raise ValueError(f"frame_stride must be a whole number >= 1, got {stride!r}")
+
+
+def check_resize_limits(max_upscale, max_crop) -> None:
+    """``max_upscale``: None or a number >= 1; ``max_crop``: None or a fraction in [0, 1)."""
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if max_upscale is not None and not (number(max_upscale) and max_upscale >= 1):
+        raise ValueError(f"max_upscale must be a factor >= 1 (1: never enlarge a clip) or unset for no limit, got {max_upscale!r}")
+    if max_crop is not None and not (number(max_crop) and 0 <= max_crop < 1):
+        raise ValueError(f"max_crop must be a fraction of the frame in [0, 1) (0: never crop) or unset for no limit, got {max_crop!r}")

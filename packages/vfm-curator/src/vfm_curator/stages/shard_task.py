@@ -25,6 +25,8 @@ class ShardTask:
     modality: str = "video"  # "image" for image files and 1-frame clips
     size: tuple[int, int] = (0, 0)  # (height, width) of the clip before resize/crop
     bucket: str = ""  # "<H>x<W>x<T>", the sub-dataset it goes to
+    upscale: float = 1.0  # how much the bucket enlarged the frame (<= 1: not enlarged)
+    crop: float = 0.0  # part of the scaled frame's area the centre crop cut away
     frames: np.ndarray | None = None  # (T, H, W, 3) uint8, exactly what the tokenizer gets
     latent: np.ndarray | None = None  # (C, T', H', W') float32
     text: np.ndarray | None = None  # (L, D) float32, real tokens only
