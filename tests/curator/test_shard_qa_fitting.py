@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import vfm_curator
-from vfm_curator.stages.shard_decode import check_buckets, check_resize_limits, choose_resolution
+from vfm_curator.stages import shard_decode
 from vfm_curator.synth import write_video
 
 RED, GREEN, BLUE, WHITE = (220, 30, 30), (30, 200, 30), (30, 30, 220), (235, 235, 235)
@@ -66,23 +66,23 @@ def _samples(out: Path) -> dict[str, tuple[dict, np.ndarray]]:
 
 def test_a_clip_goes_to_the_largest_bucket_of_its_shape_it_fills_without_upscaling():
     buckets = [[256, 256], [128, 128], [144, 256], [72, 128]]
-    assert choose_resolution(128, 128, buckets) == (128, 128)  # the first listed (256x256) used to win the tie
-    assert choose_resolution(100, 100, buckets) == (128, 128)  # none fits: the least enlarging
-    assert choose_resolution(640, 640, buckets) == (256, 256)
-    assert choose_resolution(90, 160, buckets) == (72, 128) and choose_resolution(1080, 1920, buckets) == (144, 256)
+    assert shard_decode.choose_resolution(128, 128, buckets) == (128, 128)  # the first listed (256x256) used to win the tie
+    assert shard_decode.choose_resolution(100, 100, buckets) == (128, 128)  # none fits: the least enlarging
+    assert shard_decode.choose_resolution(640, 640, buckets) == (256, 256)
+    assert shard_decode.choose_resolution(90, 160, buckets) == (72, 128) and shard_decode.choose_resolution(1080, 1920, buckets) == (144, 256)
 
 
 def test_bucket_and_limit_typos_are_value_errors_naming_the_accepted_form():
     for bad in ([256], [[256, 256.5]], [["a", 256]], [[True, 256]]):
         with pytest.raises(ValueError, match=r"resolutions must be .* e\.g\. \[\[256, 256\], \[144, 256\]\]"):
-            check_buckets(bad, [17], 1)
+            shard_decode.check_buckets(bad, [17], 1)
     for bad in (17, [17.5], ["17"]):
         with pytest.raises(ValueError, match=r"frames must be .* e\.g\. \[17\]"):
-            check_buckets([[256, 256]], bad, 1)
+            shard_decode.check_buckets([[256, 256]], bad, 1)
     with pytest.raises(ValueError, match=r"max_upscale must be a factor >= 1"):
-        check_resize_limits(0.5, None)
+        shard_decode.check_resize_limits(0.5, None)
     with pytest.raises(ValueError, match=r"max_crop must be a fraction of the frame in \[0, 1\)"):
-        check_resize_limits(None, 1.0)
+        shard_decode.check_resize_limits(None, 1.0)
 
 
 def test_enlarging_and_cropping_are_counted_recorded_per_sample_and_warned_about(clips, tmp_path):
