@@ -187,3 +187,27 @@ def test_a_forked_loader_worker_keeps_working_through_the_first_signal_silently_
     os.close(read)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
     assert "received" not in capfd.readouterr().err
+
+
+def test_a_stop_on_a_step_skipped_as_non_finite_saves_no_checkpoint_of_it(tmp_path):
+    def nan_third_batch(ctx):
+        parts = build_parts(ctx)
+        loader = parts.loader
+
+        class Loader:
+            def __iter__(self):
+                for n, batch in enumerate(loader, start=1):
+                    yield {**batch, "x0": torch.full_like(batch["x0"], float("nan"))} if n == 3 else batch
+
+            state_dict, load_state_dict = loader.state_dict, loader.load_state_dict
+
+        parts.loader = Loader()
+        return parts
+
+    cfg = tiny_config(tmp_path, train={"steps": 6}, checkpoint={"interval": 2}, logging={"interval": 1})
+    with pytest.warns(RuntimeWarning, match="step 3 skipped"), pytest.raises(TrainingStopped) as info:
+        train(from_dict(cfg), nan_third_batch, sinks=[_SignalAt(2, signal.SIGTERM)])
+    assert info.value.step == 3 and info.value.checkpoint is None
+    assert ("that step was not finite, so it was not saved; the same command resumes from the newest checkpoint, "
+            f"{tmp_path / 'checkpoints' / 'step_00000002'}") in str(info.value)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_00000002"]

@@ -28,12 +28,13 @@ class TrainingStopped(RuntimeError):
     when the save was skipped: a non-finite step) and ``result`` (the :class:`TrainResult` so far).
     """
 
-    def __init__(self, signum: int, step: int, total: int, checkpoint: Path | None, result: Any) -> None:
+    def __init__(self, signum: int, step: int, total: int, checkpoint: Path | None, result: Any,
+                 newest: Path | None = None) -> None:
         self.signum, self.signal_name, self.step, self.checkpoint, self.result = (
             signum, signal.Signals(signum).name, step, checkpoint, result)
         kept = (f"checkpoint saved: {checkpoint}; run the same command to resume from it"
                 if checkpoint is not None else "that step was not finite, so it was not saved; the same command resumes "
-                "from the newest checkpoint")
+                + (f"from the newest checkpoint, {newest}" if newest is not None else "from step 0 (no checkpoint was saved)"))
         super().__init__(f"stopped by {self.signal_name} after step {step} of {total}; {kept}")
 
     @property

@@ -89,7 +89,7 @@ def _train(cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: I
     run.plot_loss_curve()
     if run.stopped_by is not None:
         saved = run.result.checkpoint if run.saved_at == run.result.final_step else None
-        raise TrainingStopped(run.stopped_by, run.result.final_step, cfg.train.steps, saved, run.result)
+        raise TrainingStopped(run.stopped_by, run.result.final_step, cfg.train.steps, saved, run.result, ckpt.latest(run.root))
     return run.result
 
 
