@@ -70,6 +70,9 @@ def test_a_clip_goes_to_the_largest_bucket_of_its_shape_it_fills_without_upscali
     assert shard_decode.choose_resolution(100, 100, buckets) == (128, 128)  # none fits: the least enlarging
     assert shard_decode.choose_resolution(640, 640, buckets) == (256, 256)
     assert shard_decode.choose_resolution(90, 160, buckets) == (72, 128) and shard_decode.choose_resolution(1080, 1920, buckets) == (144, 256)
+    # max_upscale allows that much enlarging: the largest bucket within it
+    assert shard_decode.choose_resolution(100, 100, buckets, max_upscale=3) == (256, 256)
+    assert shard_decode.choose_resolution(100, 100, buckets, max_upscale=2) == (128, 128)
 
 
 def test_bucket_and_limit_typos_are_value_errors_naming_the_accepted_form():

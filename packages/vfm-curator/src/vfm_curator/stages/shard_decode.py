@@ -36,16 +36,19 @@ class Bucket:
         return cls(h, w, t)
 
 
-def choose_resolution(height: int, width: int, resolutions: Sequence[Sequence[int]]) -> tuple[int, int]:
+def choose_resolution(height: int, width: int, resolutions: Sequence[Sequence[int]],
+                      max_upscale: float | None = None) -> tuple[int, int]:
     """The (H, W) whose aspect ratio is closest to the clip's (in log space, so 2:1 and 1:2 are
     equally far from 1:1). Among resolutions of that same aspect ratio (multi-resolution buckets,
-    e.g. 128x128 and 256x256) the largest the clip fills without upscaling wins, else the smallest,
-    so a small clip is not blown up when a smaller bucket of its shape is there."""
+    e.g. 128x128 and 256x256) the largest the clip fills without enlarging it more than
+    ``max_upscale`` (None: not at all) wins, else the smallest, so a small clip is not blown up when
+    a smaller bucket of its shape is there."""
+    allowed = 1.0 if max_upscale is None else float(max_upscale)
     ratio = math.log(width / height)
     distance = lambda hw: abs(math.log(hw[1] / hw[0]) - ratio)  # noqa: E731
     nearest = min(distance(hw) for hw in resolutions)
     same = [hw for hw in resolutions if distance(hw) - nearest < 1e-9]
-    fits = [hw for hw in same if upscale_factor(height, width, hw[0], hw[1]) <= 1.0 + 1e-9]
+    fits = [hw for hw in same if upscale_factor(height, width, hw[0], hw[1]) <= allowed + 1e-9]
     best = max(fits, key=lambda hw: hw[0] * hw[1]) if fits else min(same, key=lambda hw: hw[0] * hw[1])
     return int(best[0]), int(best[1])
 
@@ -142,7 +145,7 @@ class ShardDecodeStage(Stage):
     def process_one(self, task: ShardTask) -> None:
         info = probe(task.path)
         task.size = (info.height, info.width)
-        height, width = choose_resolution(info.height, info.width, self.opt["resolutions"])
+        height, width = choose_resolution(info.height, info.width, self.opt["resolutions"], self.opt["max_upscale"])
         self.check_limits(info.height, info.width, height, width)
         task.upscale = upscale_factor(info.height, info.width, height, width)
         task.crop = crop_fraction(info.height, info.width, height, width)
