@@ -49,11 +49,11 @@ DEFAULT_STREAMS = 4
 MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
 
-def _next_of(stream: Stream) -> tuple[Any, Any, dict]:
+def _next_of(stream: Stream, with_state: bool = True) -> tuple[Any, Any, dict]:
     """The stream's next (batch, state, counts); a vfm DataError that energon wrapped on its way out
     comes out as itself (one line naming the shards)."""
     try:
-        return stream.next()
+        return stream.next(with_state=with_state)
     except Exception as exc:
         found = data_error_in(exc)
         if found is None or found is exc:
@@ -125,6 +125,7 @@ class ResumableLoader:
         self._summarized_at, self._summarized = time.monotonic(), 0
         self.bytes_read = 0  # bytes this rank read from shards
         self._streams: dict[int, Stream] | None = None
+        self._unsaved: set[int] = set()  # in-process streams whose state is taken when asked for
         self._workers: list[Any] = []
         self._queues: list[Any] = []
 
@@ -154,7 +155,10 @@ class ResumableLoader:
                 # every rank stops with it (not with a collective's timeout, minutes later)
                 share_failure(_portable(exc), owner, self.group, whole=self.whole_chunks)
                 raise
-            self.states[chunk % self.spec.streams] = state
+            if state is None:  # an in-process stream: its state is read from it when asked for
+                self._unsaved.add(chunk % self.spec.streams)
+            else:
+                self.states[chunk % self.spec.streams] = state
             self._add_counts(counts)
             self.bytes_read += batch.nbytes
         if self.group is not None:
@@ -167,7 +171,7 @@ class ResumableLoader:
         if self.num_workers == 0:
             if self._streams is None:
                 self._streams = {s: Stream(self.spec, s, self.states.get(s)) for s in self.local_streams}
-            return _next_of(self._streams[stream])
+            return _next_of(self._streams[stream], with_state=False)
         if not self._workers:
             self._start_workers(chunk)  # this rank's chunks: chunk, chunk + n, ... (of its streams)
         q = self._queues[self.local_streams.index(stream) % len(self._queues)]
@@ -227,8 +231,16 @@ class ResumableLoader:
         """Counts for the trainer's metrics: ``data_skipped`` and ``data_<reason>``."""
         return {"data_skipped": float(self.skipped), **{f"data_{r}": float(n) for r, n in sorted(self.counts.items())}}
 
+    def _save_streams(self) -> None:
+        """Take the states of the in-process streams advanced since the last time."""
+        for s in sorted(self._unsaved):
+            self.states[s] = self._streams[s].state()  # type: ignore[index]
+        self._unsaved.clear()
+
     def close(self) -> None:
         """Stop worker processes (also done at exit: they are daemons)."""
+        if self._unsaved and self._streams is not None:
+            self._save_streams()  # state_dict() after close() still gives the position
         for w in self._workers:
             w.terminate()
             w.join(timeout=5)
@@ -245,6 +257,7 @@ class ResumableLoader:
     def state_dict(self) -> dict[str, Any]:
         """JSON-ready state (no tensors, no pickle). Collective over the subset group: every rank
         returns the states of all streams."""
+        self._save_streams()
         states = dict(self.states)
         counts = dict(self.counts)
         shard_counts = {f"{r}@{s}": n for s, c in self.shard_counts.items() for r, n in c.items()}
@@ -302,6 +315,7 @@ class ResumableLoader:
         for value in states.values():  # refused now, naming what is wrong, not at the first batch of the run
             decode_state(value)
         self.close()
+        self._unsaved.clear()
         self.step = int(state["step"])
         self.states = states
         self.counts = Counter(state.get("counts", {}))
