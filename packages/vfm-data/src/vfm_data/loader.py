@@ -332,14 +332,18 @@ def default_packing_buffer(spec: LoaderSpec, batch_size: int, *, batches: int = 
     folder without one among its first few is counted as full packs (the loader reports its damage).
     """
     tokens = []
-    for folder in _folders_of(spec.path, spec.split_part):
+    try:
+        folders = _folders_of(spec.path, spec.split_part)
+    except Exception:  # noqa: BLE001 - metadata energon reads but vfm's blend reader does not (trusted code)
+        folders = []
+    for folder in folders:
         try:
             latent = first_sample(folder, max_tries=8, warn=False).latent
             grid = patch_grid(tuple(latent.shape), spec.patch_size, spec.temporal_patch)
             tokens.append(min(grid[0] * grid[1] * grid[2], spec.max_seq_len))
         except (DataError, OSError, ValueError):  # bad data: the loader skips, counts and names it
             tokens.append(spec.max_seq_len)
-    per_sample = sum(tokens) / len(tokens)
+    per_sample = sum(tokens) / len(tokens) if tokens else spec.max_seq_len
     packs = max(min_packs, batches * batch_size)
     return int(min(MAX_PACKING_BUFFER, max(64, -(-packs * spec.max_seq_len // per_sample))))
 
