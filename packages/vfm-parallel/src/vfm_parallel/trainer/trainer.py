@@ -290,9 +290,24 @@ class _Run:
                 row.update(self._mfu(tps))
                 row.update(getattr(self.parts.loader, "metrics", dict)())  # e.g. vfm-data's skip counts (this rank's)
                 result.last_metrics = row
-                for sink in self.sinks:
-                    sink.log(done, row)
+                for sink in list(self.sinks):
+                    try:
+                        sink.log(done, row)
+                    except OSError as exc:  # a full disk, a closed pipe: the record stops, the training goes on
+                        self._drop_sink(sink, done, exc)
         self.pending.clear()
+
+    def _drop_sink(self, sink: Any, done: int, exc: OSError) -> None:
+        """A sink that cannot write: one warning, and no more logging to it (a full disk stops the run
+        at its next checkpoint instead, with a clear error; a closed stdout should stop nothing)."""
+        import warnings
+
+        self.sinks.remove(sink)
+        with contextlib.suppress(OSError):
+            sink.close()
+        name = getattr(getattr(sink, "file", None), "name", None) or type(sink).__name__
+        warnings.warn(f"step {done}: metrics could not be written to {name} ({type(exc).__name__}: {exc}); logging "
+                      f"to it stopped, training goes on", TrainingWarning, stacklevel=2)
 
     def _mfu(self, tokens_per_s: float) -> dict[str, float]:
         """``mfu`` by the seeds' 6N + 12LhS, and ``mfu_executed`` by the FLOPs executed (when known)."""
@@ -324,7 +339,13 @@ class _Run:
 
     def close_sinks(self) -> None:
         for sink in self.sinks:
-            sink.close()
+            try:
+                sink.close()
+            except OSError as exc:  # the last lines did not reach the disk: say so, keep what the run made
+                import warnings
+
+                warnings.warn(f"closing {type(sink).__name__} failed ({type(exc).__name__}: {exc})", TrainingWarning,
+                              stacklevel=2)
 
     def plot_loss_curve(self) -> None:
         metrics = self.out_dir / "metrics.jsonl"
