@@ -78,3 +78,13 @@ def test_bad_bucket_options_are_refused_naming_the_option_before_any_work(tmp_pa
     assert result.exit_code == 2, result.output
     assert f"Invalid value for {option}" in text and says in text, text
     assert not (tmp_path / "s").exists()
+
+
+def test_when_nothing_is_written_each_failure_kind_is_named_once_between_the_list_and_the_error(clips, tmp_path):
+    result = _shard(clips, tmp_path / "s", "--resolution", "32x32", "--frames", "5", "--max-upscale", "1", "--max-crop", "0.3")
+    text = _flat(result.output)
+    assert result.exit_code == 1, result.output
+    assert "error: no sample written: 1 of 2 clips failed" in text
+    for kind, reason in (("too-small", "too small: the 12x16 (HxW) clip would be upscaled 2.67x"),
+                         ("aspect-mismatch", "aspect ratio: the centre crop of the 64x36 (HxW) clip")):
+        assert text.count(kind) == 1 and text.count(reason) == 1, text

@@ -100,11 +100,13 @@ def shard(
     console.print(run_table)
     if summary.blend:
         typer.echo(f"blend: {summary.blend}")
-    if summary.failures:  # what failed and why, not only where to look
-        typer.echo(f"failures: {summary.failures} clip(s), listed in {Path(summary.out) / 'failures.jsonl'}")
-        for kind, f in sorted(summary.failure_kinds.items(), key=lambda kv: -kv[1]["count"]):
-            typer.echo(printable(f"  {f['count']} {kind} ({f['cause']}), e.g.: {f['reason']}"))
     problem, warning = summary.problem(), summary.warning()
+    if summary.failures:  # what failed and why, not only where to look (the kind an error or warning below names, once)
+        typer.echo(f"failures: {summary.failures} clip(s), listed in {Path(summary.out) / 'failures.jsonl'}")
+        said = summary.top_failure()[0] if problem or warning else None
+        for kind, f in sorted(summary.failure_kinds.items(), key=lambda kv: -kv[1]["count"]):
+            if kind != said:
+                typer.echo(printable(f"  {f['count']} {kind} ({f['cause']}), e.g.: {f['reason']}"))
     for notice in summary.notices:  # clips enlarged or cropped a lot (no limit set)
         err.print(f"[yellow]warning:[/yellow] {escape(printable(notice))}", soft_wrap=True, highlight=False)
     if warning:  # escape: a reason may hold "[shard]", which rich would read as a style tag
