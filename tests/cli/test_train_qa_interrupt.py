@@ -75,3 +75,32 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_line_and_no_partial_fo
     assert f"saving checkpoint {tmp_path / 'checkpoints' / 'step_00000001'} failed" in errors[0]
     assert "File too large" in errors[0] and "no checkpoint was committed before" in errors[0]
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == []  # no .tmp-step_* left behind
+
+
+def test_a_second_ctrl_c_stops_at_once_with_one_line_and_exit_130(tmp_path):
+    # Steps of ~1 s (2048 tokens a sample): the second Ctrl-C, sent as soon as the first is announced,
+    # lands while the step (or the stop's save) is still running.
+    proc = subprocess.Popen([sys.executable, "-m", "vfm_cli.main", *_args(tmp_path, "train.steps=100000",
+                                                                           "checkpoint.interval=0",
+                                                                           "data.latent_shape=[3,8,32,32]",
+                                                                           "data.micro_batch=8")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        for line in proc.stdout:
+            if line.startswith("step 1/"):
+                break
+        proc.send_signal(signal.SIGINT)
+        for line in proc.stderr:
+            if line.startswith("SIGINT received"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert ("interrupted: stopped at once, without a checkpoint of this step; the same command resumes from the newest "
+            f"checkpoint under {tmp_path}/checkpoints") in err
+    assert not (tmp_path / "checkpoints").exists() or not any(p.name.startswith("step_") for p in (tmp_path / "checkpoints").iterdir())

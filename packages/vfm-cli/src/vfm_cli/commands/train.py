@@ -97,6 +97,13 @@ def train(
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
         _fail_once(exc)
+    except KeyboardInterrupt:  # a second Ctrl-C (stop at once), or one before training set up its handler
+        for sink in sinks:
+            getattr(sink, "close", lambda: None)()
+        if rank0:
+            typer.echo(f"interrupted: stopped at once, without a checkpoint of this step; the same command resumes "
+                       f"from the newest checkpoint under {cfg.train.out_dir}/checkpoints", err=True)
+        raise typer.Exit(130) from None
     except TrainingStopped as exc:  # SIGTERM / Ctrl-C: every rank stopped after the same step, saved
         for sink in sinks:
             getattr(sink, "close", lambda: None)()
