@@ -6,6 +6,7 @@ blown up or cropped a lot. Real curated H264 clips, the serial runner."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,8 @@ def test_when_nothing_is_written_each_failure_kind_is_named_once_between_the_lis
     for kind, reason in (("too-small", "too small: the 12x16 (HxW) clip would be upscaled 2.67x"),
                          ("aspect-mismatch", "aspect ratio: the centre crop of the 64x36 (HxW) clip")):
         assert text.count(kind) == 1 and text.count(reason) == 1, text
+
+
+def test_the_run_table_shows_seconds_per_stage(clips, tmp_path):
+    text = _flat(_shard(clips, tmp_path / "s", "--resolution", "32x32", "--frames", "5").output)
+    assert re.search(r"seconds per stage shard_decode=\d+\.\d, shard_tokenize=\d+\.\d, shard_text=\d+\.\d, write=\d+\.\d", text), text

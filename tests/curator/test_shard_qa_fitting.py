@@ -138,3 +138,10 @@ def test_a_rerun_with_other_buckets_says_the_clips_sharded_before_keep_theirs(cl
     assert again.notices == ["resolutions [[32, 32]] -> [[32, 32], [64, 36]] since the last run into this folder: the 2 "
                              "clips sharded before keep their buckets and fitting (only new and failed clips use the new "
                              "options); shard into a new folder to re-bucket them all"]
+
+
+def test_the_summary_says_how_many_seconds_each_stage_and_the_writer_took(clips, tmp_path):
+    summary = _shard(clips, tmp_path / "s", resolutions=[[32, 32]])
+    assert set(summary.stage_seconds) == {"shard_decode", "shard_tokenize", "shard_text", "write"}
+    assert all(v > 0 for v in summary.stage_seconds.values()) and sum(summary.stage_seconds.values()) <= summary.wall_s
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["stage_seconds"] == summary.stage_seconds

@@ -92,6 +92,7 @@ def shard(
         ("upscaled now (most)", f"{summary.upscaled} ({summary.most_upscale:.2f}x)" if summary.upscaled else 0),
         ("cropped now (most)", f"{summary.cropped} ({summary.most_crop:.0%} of the frame)" if summary.cropped else 0),
         ("wall seconds", f"{summary.wall_s:.1f}"),
+        ("seconds per stage", ", ".join(f"{k}={v:.1f}" for k, v in summary.stage_seconds.items())),
         ("throughput (samples/s)", f"{summary.throughput:.2f}"),
         ("workers", summary.workers),
     ))

@@ -156,6 +156,7 @@ class ShardSummary(FailureReport):
     most_crop: float = 0.0
     most_cropped: str = ""
     notices: list[str] = field(default_factory=list)  # warnings about the fitting (see _resize_notices)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # worker seconds per stage this run (+ the driver's write)
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of
@@ -418,6 +419,9 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
         try:
             for task in runner.run(iter(todo)):
                 summary.processed += 1
+                for stage, seconds in task.timings.items():
+                    summary.stage_seconds[stage] = summary.stage_seconds.get(stage, 0.0) + seconds
+                t_write = time.perf_counter()
                 if task.failure is None and (task.latent is None or task.text is None):
                     task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
                 if task.failure is not None:
@@ -427,6 +431,7 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                     shard_state.clear_failure(out, task.id)
                     summary.written += 1
                     _count_resize(summary, task)
+                summary.stage_seconds["write"] = summary.stage_seconds.get("write", 0.0) + time.perf_counter() - t_write
                 advance("write", 1)
         except BaseException:
             writers.abort()  # interrupted: only complete shards stay
