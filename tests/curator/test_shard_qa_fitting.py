@@ -73,6 +73,9 @@ def test_a_clip_goes_to_the_largest_bucket_of_its_shape_it_fills_without_upscali
     # max_upscale allows that much enlarging: the largest bucket within it
     assert shard_decode.choose_resolution(100, 100, buckets, max_upscale=3) == (256, 256)
     assert shard_decode.choose_resolution(100, 100, buckets, max_upscale=2) == (128, 128)
+    # 4:3 is as far from 1:1 as from 16:9: the first listed shape wins, whatever the sizes
+    assert shard_decode.choose_resolution(120, 160, [[256, 256], [144, 256]]) == (256, 256)
+    assert shard_decode.choose_resolution(120, 160, [[144, 256], [256, 256]]) == (144, 256)
 
 
 def test_bucket_and_limit_typos_are_value_errors_naming_the_accepted_form():

@@ -39,15 +39,17 @@ class Bucket:
 def choose_resolution(height: int, width: int, resolutions: Sequence[Sequence[int]],
                       max_upscale: float | None = None) -> tuple[int, int]:
     """The (H, W) whose aspect ratio is closest to the clip's (in log space, so 2:1 and 1:2 are
-    equally far from 1:1). Among resolutions of that same aspect ratio (multi-resolution buckets,
-    e.g. 128x128 and 256x256) the largest the clip fills without enlarging it more than
+    equally far from 1:1; the first listed wins a tie). Among resolutions of that aspect ratio
+    (multi-resolution buckets, e.g. 128x128 and 256x256) the largest the clip fills without enlarging it more than
     ``max_upscale`` (None: not at all) wins, else the smallest, so a small clip is not blown up when
     a smaller bucket of its shape is there."""
     allowed = 1.0 if max_upscale is None else float(max_upscale)
     ratio = math.log(width / height)
-    distance = lambda hw: abs(math.log(hw[1] / hw[0]) - ratio)  # noqa: E731
-    nearest = min(distance(hw) for hw in resolutions)
-    same = [hw for hw in resolutions if distance(hw) - nearest < 1e-9]
+    shape = lambda hw: math.log(hw[1] / hw[0])  # noqa: E731
+    distances = [abs(shape(hw) - ratio) for hw in resolutions]
+    # a tie (4:3 is exactly as far from 1:1 as from 16:9, up to float rounding): the first listed shape
+    nearest = shape(next(hw for hw, d in zip(resolutions, distances) if d - min(distances) < 1e-9))
+    same = [hw for hw in resolutions if abs(shape(hw) - nearest) < 1e-9]
     fits = [hw for hw in same if upscale_factor(height, width, hw[0], hw[1]) <= allowed + 1e-9]
     best = max(fits, key=lambda hw: hw[0] * hw[1]) if fits else min(same, key=lambda hw: hw[0] * hw[1])
     return int(best[0]), int(best[1])
