@@ -1,4 +1,5 @@
-"""A dataset too small for the loader's readers (streams x data-parallel ranks) is a clear error."""
+"""A dataset too small for the loader's readers (streams x data-parallel ranks) is a clear error
+naming the number of samples that loads."""
 
 import pytest
 
@@ -19,10 +20,9 @@ def test_a_dataset_with_fewer_samples_than_readers_names_the_numbers(tmp_path, w
         for _ in range(2):
             next(loader)
     loader.close()
-
-
-def test_a_dataset_with_one_sample_per_reader_loads(tmp_path):
-    folder = write_dataset(tmp_path / "four", 4)
-    keys = {k for dp in range(2) for s in [make_loader(folder, streams=2, dp_rank=dp, dp_world=2, **OPTIONS)]
+    # the number the error gives is the one that loads: one sample per reader
+    four = write_dataset(tmp_path / "four", 4)
+    keys = {k for dp in range(2) for s in [make_loader(four, streams=2, dp_rank=dp, dp_world=2, **OPTIONS)]
             for _ in range(2) for k in next(s).keys}
     assert keys == {f"k{i:05d}" for i in range(4)}
+
