@@ -34,3 +34,24 @@ def test_a_changed_model_width_is_refused_naming_the_option_and_the_model(tmp_pa
     assert 'model.options.hidden 16 -> 32 ("model")' in message
     assert "num_heads" not in message  # unchanged options are not listed
     assert "the model is not the one saved" in message and "sample sequence" not in message
+
+
+def test_resume_naming_an_older_checkpoint_of_the_run_is_refused_while_newer_ones_are_there(tmp_path):
+    # A rollback (or a requeued job whose command still names its first checkpoint): the newer
+    # checkpoints would be taken by "auto" after any restart, or the run would redo its steps.
+    cfg = tiny_config(tmp_path, train={"steps": 6}, checkpoint={"interval": 2, "keep": 3})
+    run_config(cfg)
+    root = tmp_path / "checkpoints"
+    cfg["checkpoint"]["resume"] = str(root / "step_00000002")
+    with pytest.raises(IncompatibleCheckpointError) as info:
+        run_config(cfg)
+    message = str(info.value)
+    assert f"checkpoint.resume names {root / 'step_00000002'} (step 2), but {root} holds newer checkpoints: " \
+           "step_00000004, step_00000006" in message
+    assert 'checkpoint.resume = "auto"' in message and "move them out of" in message
+    # Moved away, the rollback runs from step 2.
+    aside = tmp_path / "rolled-back"
+    aside.mkdir()
+    for name in ("step_00000004", "step_00000006"):
+        (root / name).rename(aside / name)
+    assert run_config(cfg).start_step == 2

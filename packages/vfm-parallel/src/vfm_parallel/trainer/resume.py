@@ -27,6 +27,7 @@ from typing import Any
 import torch.distributed as dist
 
 from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.checkpoint_integrity import folder_step
 from vfm_parallel.trainer.config import TrainConfig
 
 _DP_DEGREE = "data-parallel degree (parallel.dp_replicate x dp_shard)"
@@ -52,7 +53,8 @@ def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
     if resume == "none":
         return None
     if resume != "auto":
-        ckpt.verify(resume)
+        state = ckpt.verify(resume)
+        _refuse_newer_in_run(Path(resume), state["step"], root)
         return Path(resume)
     damaged: list[ckpt.DamagedCheckpointError] = []
     for path in reversed(ckpt.list_checkpoints(root)):
@@ -68,6 +70,21 @@ def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
         raise ckpt.DamagedCheckpointError(f"every checkpoint under {root} is damaged (the newest: {damaged[0]}); "
                                           'set checkpoint.resume = "none" to start over')
     return None
+
+
+def _refuse_newer_in_run(chosen: Path, step: int, root: Path) -> None:
+    """A checkpoint named in ``resume`` while this run's folder holds newer ones: a rollback (they are
+    the abandoned run, which ``auto`` would take after any restart, silently undoing it) or a requeued
+    job whose command still names its first checkpoint (it would go back and redo its steps). Either
+    way the user decides, by moving them away or resuming with ``auto``."""
+    newer = [p for p in ckpt.list_checkpoints(root) if (folder_step(p) or 0) > step and p.resolve() != chosen.resolve()]
+    if not newer:
+        return
+    names = ", ".join(p.name for p in newer)
+    raise ckpt.IncompatibleCheckpointError(
+        f"checkpoint.resume names {chosen} (step {step}), but {root} holds newer checkpoints: {names}. To go on from "
+        f'the newest: checkpoint.resume = "auto". To roll back to step {step}: move them out of {root} first (they '
+        f'are not deleted for you); left there, "auto" would take them again after any restart')
 
 
 _NOISE_CHUNKS = "noise chunks (train.noise_chunks, else parallel.cp)"
