@@ -107,3 +107,18 @@ def test_members_that_would_run_code_or_escape_are_skipped_and_run_nothing(tmp_p
     assert loader.counts["corrupt"] >= len(bad)
     assert not (tmp_path / "escape.latent.npy").exists() and not (tmp_path.parent / "escape.latent.npy").exists()
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KB: the 4 TB header allocated nothing
+
+
+def test_an_npy_header_claiming_more_than_its_bytes_is_refused_before_numpy_reserves_it():
+    """12 GB claimed over 64 bytes: numpy would reserve the memory first (and an overcommitting
+    kernel grants it); the claim is checked against the stored bytes instead."""
+    from vfm_data.format import decode_array
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (3_000_000_000,)})
+    with pytest.raises(ValueError, match=r"header declaring \(3000000000,\) float32 \(12000000000 bytes\) over 64 stored bytes"):
+        decode_array(buf.getvalue() + bytes(64), "npy")
+    short = encode_array(torch.randn(2, 3), "npy")[:-4]  # a truncated member
+    with pytest.raises(ValueError, match="over 20 stored bytes"):
+        decode_array(short, "npy")
+    assert decode_array(encode_array(torch.randn(2, 3), "npy"), "npy").shape == (2, 3)

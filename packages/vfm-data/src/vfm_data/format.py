@@ -104,6 +104,7 @@ def encode_array(value: torch.Tensor | np.ndarray, fmt: str) -> bytes:
 def decode_array(data: bytes, fmt: str) -> torch.Tensor:
     """Inverse of :func:`encode_array`; never unpickles (``allow_pickle=False`` / ``weights_only``)."""
     if fmt == "npy":
+        _check_npy_size(data)
         return torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False))
     if fmt == "pth":
         _check_stored(data)
@@ -117,6 +118,26 @@ def decode_array(data: bytes, fmt: str) -> torch.Tensor:
                              "tensor.contiguous().clone())")
         return value
     raise ValueError(f"array format must be 'npy' or 'pth', got {fmt!r}")
+
+
+def _check_npy_size(data: bytes) -> None:
+    """An ``.npy`` member's header must describe the bytes that follow it: numpy reserves the memory
+    of the shape the header declares before reading (a 200-byte member declaring 3 billion floats
+    asked for 12 GB)."""
+    buf = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buf)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(buf)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not an .npy array: {exc}") from exc
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    stored = len(data) - buf.tell()
+    if dtype.hasobject or count * dtype.itemsize != stored:
+        raise ValueError(f"an .npy header declaring {tuple(shape)} {dtype} ({count * dtype.itemsize} bytes) over "
+                         f"{stored} stored bytes; accepted: an array whose values are all stored (np.save)")
 
 
 def _check_stored(data: bytes) -> None:
