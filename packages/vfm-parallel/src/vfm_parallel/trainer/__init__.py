@@ -6,5 +6,5 @@ from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult
 from vfm_parallel.trainer.stopping import TrainingStopped
 from vfm_parallel.trainer.trainer import train
 
-__all__ = ["ConfigError", "TrainConfig", "apply_overrides", "from_dict", "load", "RunContext", "TrainParts", "TrainResult", "train", "NonFiniteTrainingError",
-           "TrainingStopped", "TrainingWarning"]
+__all__ = ["ConfigError", "TrainConfig", "apply_overrides", "from_dict", "load", "RunContext", "TrainParts", "TrainResult", "train",
+           "NonFiniteTrainingError", "TrainingStopped", "TrainingWarning"]

@@ -89,7 +89,8 @@ def _train(cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: I
     run.plot_loss_curve()
     if run.stopped_by is not None:
         saved = run.result.checkpoint if run.saved_at == run.result.final_step else None
-        raise TrainingStopped(run.stopped_by, run.result.final_step, cfg.train.steps, saved, run.result, ckpt.latest(run.root))
+        raise TrainingStopped(run.stopped_by, run.result.final_step, cfg.train.steps, saved, run.result,
+                              ckpt.latest(run.root))
     return run.result
 
 
@@ -170,7 +171,8 @@ class _Run:
         self.sinks = list(sinks) + [metrics_mod.JsonlSink(self.out_dir / "metrics.jsonl")]
         if self.cfg.logging.tensorboard:
             # a resume: the steps from start + 1 on that the run before logged are replaced
-            self.sinks.append(metrics_mod.TensorBoardSink(self.out_dir / "tensorboard", self.start + 1 if self.start else None))
+            purge = self.start + 1 if self.start else None
+            self.sinks.append(metrics_mod.TensorBoardSink(self.out_dir / "tensorboard", purge))
 
     # --- one step ----------------------------------------------------------------------------------
 
