@@ -26,3 +26,22 @@ def test_a_dataset_with_fewer_samples_than_readers_names_the_numbers(tmp_path, w
             for _ in range(2) for k in next(s).keys}
     assert keys == {f"k{i:05d}" for i in range(4)}
 
+
+
+@pytest.mark.parametrize("dp_world", [1, 2])
+def test_the_default_streams_fit_a_dataset_smaller_than_four_readers_per_rank(tmp_path, dp_world):
+    """A 3-clip smoke test: the default (4 streams per rank) left reader 3 without a sample, and the
+    step that reached it failed; the default now takes as many streams as each rank has samples."""
+    from vfm_data.loader import default_streams
+
+    folder = write_dataset(tmp_path / "three", 3 * dp_world)
+    assert default_streams(folder, dp_world=dp_world) == 3
+    assert default_streams(write_dataset(tmp_path / "many", 40), dp_world=dp_world) == 4
+    assert default_streams(write_dataset(tmp_path / "tp2", 3 * dp_world), 2, dp_world=dp_world) == 2
+    keys = set()
+    for dp in range(dp_world):
+        loader = make_loader(folder, dp_rank=dp, dp_world=dp_world, **OPTIONS)
+        assert loader.spec.streams == 3
+        keys |= {k for _ in range(7) for k in next(loader).keys}  # past the 4th step, twice round the data
+        loader.close()
+    assert keys == {f"k{i:05d}" for i in range(3 * dp_world)}

@@ -355,6 +355,35 @@ def _folders_of(path: Any, split_part: str) -> list[Path]:
     return dataset_folders(path, split_part=split_part)
 
 
+def _sample_count(folder: Path) -> int:
+    """The samples energon indexed in a prepared dataset folder (``.nv-meta/.info.json`` or ``.info.yaml``)."""
+    meta = folder / ".nv-meta"
+    info = meta / ".info.json"
+    if info.is_file():
+        counts = json.loads(info.read_text(encoding="utf-8"))["shard_counts"]
+    else:
+        from vfm_data.blend_file import read_yaml
+
+        counts = read_yaml(meta / ".info.yaml")["shard_counts"]
+    return sum(int(c) for c in counts.values())
+
+
+def default_streams(path: Any, group_size: int = 1, *, split_part: str = "train", dp_world: int = 1) -> int:
+    """The smallest multiple of ``group_size`` that is at least :data:`DEFAULT_STREAMS` (each rank of
+    the subset group owns streams), fewer where a dataset is too small for that many readers: energon
+    shares each dataset's samples among streams x data-parallel ranks, and a reader with no sample
+    cannot repeat (a 3-clip smoke test trains on 3 streams). Folders whose index cannot be read keep
+    the default: the loader then names what is wrong with them."""
+    streams = group_size * -(-DEFAULT_STREAMS // group_size)
+    try:
+        fewest = min(_sample_count(f) for f in _folders_of(path, split_part)) // max(1, dp_world)
+    except (DataError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return streams
+    if fewest >= streams:
+        return streams
+    return max(group_size, fewest // group_size * group_size)
+
+
 def make_loader(
     path: Any,
     *,
@@ -371,7 +400,8 @@ def make_loader(
     ``batch_size``: per step (packs when packing, samples otherwise); with a subset ``group`` of n
     ranks each rank reads ``batch_size // n`` of it (a bucketed blend: each step is one bucket's
     batch, read by one rank of the group in turn and shared). ``streams`` fixes the sample order
-    (default: the smallest multiple of n from 4; at most ``streams`` worker processes are used); keep
+    (default: :func:`default_streams`, the smallest multiple of n from 4, fewer for a dataset with
+    fewer samples per data-parallel rank; at most ``streams`` worker processes are used); keep
     it when resuming with another ``num_workers``.
     Other options are :class:`vfm_data.stream.LoaderSpec` fields (``max_seq_len``,
     ``packing_buffer`` (default: :func:`default_packing_buffer`), ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
@@ -383,8 +413,9 @@ def make_loader(
                          f"drop max_seq_len={options['max_seq_len']}, or pack with the weighted or scheduled blender")
     if batch_size % n and not whole:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the subset group size ({n})")
-    # the smallest multiple of n that is at least DEFAULT_STREAMS: each rank of the group owns streams
-    streams = streams if streams is not None else n * -(-DEFAULT_STREAMS // n)
+    if streams is None:
+        streams = default_streams(path, n, split_part=options.get("split_part", "train"),
+                                  dp_world=int(options.get("dp_world", 1)))
     spec = LoaderSpec(path=str(path) if not isinstance(path, dict) else path, patch_size=patch_size,
                       batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
     if spec.max_seq_len is not None and spec.packing_buffer is None:  # after the spec checked the metadata
