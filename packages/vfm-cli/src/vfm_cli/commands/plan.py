@@ -20,40 +20,69 @@ from vfm_cli.failing import fail
 
 
 def model_spec(cfg, seq_len: int | None = None):
-    """The planner's plain-number description of the config's model (built on the meta device)."""
+    """The planner's plain-number description of the config's model (built on the meta device), read
+    off the family: its attention kinds (full, spatial, temporal, cross), MLP kind and GQA ratio give
+    the attention FLOPs and the activation bytes per block, not dit-cross's figures."""
     import torch
 
     import vfm_models
     from vfm_cli import recipe
-    from vfm_models.flops import count_params, model_flops_per_token
-    from vfm_parallel.planner import ModelSpec
+    from vfm_models.blocks.mlp import ffn_dim
+    from vfm_models.flops import count_params
+    from vfm_parallel.planner import ModelSpec, block_activation_bytes
 
     r = recipe.resolve(cfg, probe=cfg.data.source == "shards" and recipe.data_available(cfg))
     with torch.device("meta"):
         model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
     plan = model.parallel_plan()
     tokens = seq_len or recipe.seq_len(cfg, r)
+    from vfm_cli.recipe.resolution import grid_of
+
+    t, h, w = grid_of(r.latent_shape, r.mcfg)
+    frames = tokens / (h * w)  # --seq-len: a longer (or shorter) clip of the same frame size
     params = count_params(model)
-    full = sum(1 for i in range(plan.num_layers) if "full" in plan.attention_for(i).values())
+    hidden = r.mcfg.hidden
+    # per-token attention products per block, forward + backward (12 h x the keys a query sees);
+    # cross-attention is left out as the 6N + 12LhS convention leaves it out
+    keys = {"full": tokens, "spatial": h * w, "temporal": frames}
+    kinds = [list(plan.attention_for(i).values()) for i in range(plan.num_layers)]
+    attention = sum(12.0 * hidden * keys[k] for block in kinds for k in block if k != "cross")
+    full = sum(1 for block in kinds if "full" in block)
+    first = kinds[0] if kinds else []
+    selfs, crosses = sum(1 for k in first if k != "cross"), sum(1 for k in first if k == "cross")
+    mlp = getattr(r.mcfg, "mlp", "gelu") or "gelu"
+    ratio = float(getattr(r.mcfg, "mlp_ratio", 4.0) or 4.0)
+    heads, kv_heads = plan.num_heads, plan.num_kv_heads or plan.num_heads
     return ModelSpec(
         name=f"{cfg.model.family}{'-' + cfg.model.preset if cfg.model.preset else ''}", params=params,
-        layers=plan.num_layers, hidden=r.mcfg.hidden, heads=plan.num_heads, kv_heads=plan.num_kv_heads, seq_len=tokens,
-        flops_per_token=model_flops_per_token(params, plan.num_layers, r.mcfg.hidden, tokens),
+        layers=plan.num_layers, hidden=hidden, heads=heads, kv_heads=kv_heads, seq_len=tokens,
+        flops_per_token=6.0 * params + attention, attention_flops=attention,
         tp_regions=max(1, sum(1 for style in plan.tp.values() if style == "rowwise")), full_attention_layers=full,
-        mlp_ratio=float(getattr(r.mcfg, "mlp_ratio", 4.0) or 4.0),
+        mlp_ratio=ratio, self_attentions=max(1, selfs),
+        act_bytes_per_token=block_activation_bytes(self_attentions=selfs, cross_attentions=crosses, mlp=mlp,
+                                                   mlp_inner=ffn_dim(hidden, ratio, mlp) / hidden, kv_share=kv_heads / heads,
+                                                   qk_norm=bool(getattr(r.mcfg, "qk_norm", False)),
+                                                   rope=getattr(r.mcfg, "pos_embed", "") == "rope"),
     )
 
 
-def default_global_batch(cfg, gpus: int) -> int:
-    """Samples per optimizer step the config asks for at ``gpus`` ranks (micro_batch x grad_accum x dp)."""
-    sizes = cfg.parallel.resolved(gpus)
+def default_global_batch(cfg, gpus: int) -> tuple[int, str]:
+    """Samples per optimizer step the config asks for at ``gpus`` ranks (micro_batch x grad_accum x dp),
+    and where the figure comes from. Where the config's own model-parallel sizes do not divide
+    ``gpus`` (tp 2 on 7 GPUs) its dp is not defined: micro_batch x grad_accum x gpus, so that every
+    data-parallel degree splits it."""
+    p, mb, ga = cfg.parallel, cfg.data.micro_batch, cfg.optim.grad_accum
+    fixed = p.pp * p.dp_replicate * p.cp * p.tp * (p.dp_shard if p.dp_shard != -1 else 1)
+    if gpus % fixed:
+        return mb * ga * gpus, (f"micro_batch {mb} x grad_accum {ga} x {gpus} GPUs: the config's [parallel] sizes "
+                                f"({fixed} ranks) do not divide {gpus}; --global-batch to choose")
+    sizes = p.resolved(gpus)
     dp = max(sizes["dp_replicate"] * sizes["dp_shard"], 1)
-    return cfg.data.micro_batch * cfg.optim.grad_accum * dp
+    return mb * ga * dp, f"the config's micro_batch {mb} x grad_accum {ga} x dp {dp}"
 
 
-def _overrides(layout, steps: int, out_dir: str) -> list[str]:
-    items = layout_sets(layout)
-    items += [f"train.steps={steps}",
+def _overrides(steps: int, out_dir: str) -> list[str]:
+    items = [f"train.steps={steps}",
               "optim.warmup_steps=0", f"train.out_dir={out_dir}", "checkpoint.export=false", "checkpoint.interval=0",
               "logging.tensorboard=false", "logging.loss_curve=false", "logging.progress=false", "logging.interval=1"]
     return items
@@ -63,6 +92,13 @@ def layout_sets(layout) -> list[str]:
     """The ``--set`` items that give a config ``layout``: its ``[parallel]`` keys and its batch split."""
     items = [f"parallel.{k}={json.dumps(v)}" for k, v in layout.parallel_table().items()]
     return items + [f"data.micro_batch={layout.micro_batch}", f"optim.grad_accum={layout.grad_accum}"]
+
+
+def with_layout(overrides: list[str], layout) -> list[str]:
+    """The user's ``--set`` items, less those the layout sets again, then the layout's."""
+    sets = layout_sets(layout)
+    mine = {item.split("=", 1)[0].strip() for item in sets}
+    return [item for item in overrides if item.split("=", 1)[0].strip() not in mine] + sets
 
 
 def train_command(config: Path, layout, gpus: int, per_node: int, overrides: list[str]) -> str:
@@ -77,22 +113,36 @@ def train_command(config: Path, layout, gpus: int, per_node: int, overrides: lis
     else:
         launcher = (f"torchrun --nnodes {-(-gpus // per_node)} --nproc-per-node {per_node} --rdzv-backend c10d "
                     f"--rdzv-endpoint HOST:29500 -m vfm_cli.main train")
-    sets = list(overrides) + layout_sets(layout)
+    sets = with_layout(list(overrides), layout)
     return f"{launcher} {shlex.quote(str(config))}" + "".join(f" --set {shlex.quote(item)}" for item in sets)
 
 
 def run_layout(config: Path, overrides: list[str], layout, gpus: int, steps: int, timeout: float) -> float:
-    """Train ``steps`` steps of ``layout`` under torchrun; the median tokens/s/GPU after the first step."""
+    """Train ``steps`` steps of ``layout`` under torchrun; the median tokens/s/GPU after the first step.
+    Ctrl-C or the timeout stops torchrun and its workers (they run in sessions of their own, so a
+    killed torchrun would leave them training), then raises."""
     with tempfile.TemporaryDirectory(prefix="vfm-plan-") as tmp:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
                "-m", "vfm_cli.main", "train", str(config)]
-        for item in list(overrides) + _overrides(layout, steps, tmp):
+        for item in with_layout(list(overrides), layout) + _overrides(steps, tmp):
             cmd += ["--set", item]
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        log = Path(tmp) / "torchrun.log"
+        with open(log, "w+") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stop_tree(proc)
+                raise RuntimeError(f"{layout.short()}: no result in {timeout:.0f} s (stopped)") from None
+            except BaseException:  # Ctrl-C: no worker may outlive vfm plan
+                stop_tree(proc)
+                raise
+            out.seek(0)
+            output = out.read()
         metrics = Path(tmp) / "metrics.jsonl"
         if proc.returncode != 0 or not metrics.is_file():
-            lines = (proc.stderr + proc.stdout).strip().splitlines()
+            lines = output.strip().splitlines()
             errors = [ln for ln in lines if "Error:" in ln or ln.startswith("error:")]
             raise RuntimeError(f"{layout.short()}: exit {proc.returncode}: {(errors or lines or ['no output'])[-1].strip()}")
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
@@ -100,6 +150,49 @@ def run_layout(config: Path, overrides: list[str], layout, gpus: int, steps: int
         if not rates:
             raise RuntimeError(f"{layout.short()}: no timed steps in {steps} steps (use --measure-steps >= 3)")
         return rates[len(rates) // 2]
+
+
+def _started(pid: int) -> str:
+    """The start time of process ``pid`` (/proc/PID/stat field 22): tells a reused pid apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """Every process below ``pid``, with its start time (Linux /proc; [] elsewhere)."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            children = [int(c) for c in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        except OSError:
+            continue
+        out += [(c, _started(c)) for c in children]
+        todo += children
+    return out
+
+
+def stop_tree(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM torchrun (it passes it on to its workers and waits for them), then SIGKILL whatever of
+    the tree is left after ``grace`` seconds. Only this process and its descendants are signalled."""
+    import signal
+
+    tree = _descendants(proc.pid)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pid, started in tree:
+        if started and _started(pid) == started:  # still the worker it was, not a reused pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def plan(
@@ -148,23 +241,51 @@ def plan(
     try:
         cfg = config_mod.load(config, list(overrides or []))
         spec = model_spec(cfg, seq_len or None)
-        batch = global_batch or default_global_batch(cfg, gpus)
+        batch, batch_from = (global_batch, "as given by --global-batch") if global_batch else default_global_batch(cfg, gpus)
         options = {"gpus_per_node": nodes_of} if nodes_of else {}
         result = make_plan(spec, gpus, hw, global_batch=batch, ema=cfg.ema.enabled, **options)
     except (config_mod.ConfigError, SpecError, PlanError) as exc:
         fail(exc)
     if not result.ranked:
         typer.echo(format_table(result, top=top, all_variants=all_variants), err=True)
-        typer.echo(f"error: no layout of {gpus} x {hw.name} fits {spec.name} at {spec.seq_len} tokens", err=True)
-        raise typer.Exit(1)
-    typer.echo(to_json(result, top) if as_json else format_table(result, top=top, all_variants=all_variants))
-    if not as_json:
-        typer.echo(f"train the best: {train_command(config, result.best.layout, gpus, nodes_of or hw.gpus_per_node, overrides or [])}")
+        fail(no_fit(result, batch_from))
+    if as_json:
+        data = json.loads(to_json(result, top))
+        data["global_batch_from"] = batch_from
+        data["train_command"] = train_command(config, result.best.layout, gpus, result.hardware.gpus_per_node, overrides or [])
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(format_table(result, top=top, all_variants=all_variants))
+        typer.echo(f"global batch {batch} samples: {batch_from}")
+        typer.echo(f"train the best: {train_command(config, result.best.layout, gpus, result.hardware.gpus_per_node, overrides or [])}")
     if write_block is not None:
-        write_block.write_text(parallel_block(result.best))
+        keep = {"compile": True} if cfg.parallel.compile else {}
+        write_block.write_text(parallel_block(result.best, keep=keep))
         typer.echo(f"wrote the [parallel] block of {result.best.layout.short()} to {write_block}", err=as_json)
     if measure:
         _measure(result, config, list(overrides or []), gpus, measure, measure_steps, all_variants)
+
+
+def no_fit(result, batch_from: str) -> str:
+    """Why no layout is left, in one line: what is out of memory (the least it needs), what vfm refuses,
+    and the data-parallel degrees the global batch rules out."""
+    from vfm_parallel.planner.ranking import GIB
+
+    s, hw = result.spec, result.hardware
+    parts = []
+    oom = [p for p in result.others if p.oom and not p.rejected]
+    if oom:
+        least = min(p.memory.total for p in oom)
+        parts.append(f"{len(oom)} layouts run out of memory (the smallest needs {least / GIB:.1f} GiB per GPU, "
+                     f"{hw.name} has {hw.usable_bytes / GIB:.1f} usable): more GPUs, or a GPU with more memory (--gpu)")
+    refused = [p for p in result.others if p.rejected]
+    if refused:
+        parts.append(f"{len(refused)} layouts vfm refuses (listed above)")
+    if result.batch_excludes:
+        parts.append(f"data parallelism over {', '.join(map(str, result.batch_excludes))} ranks is left out because the "
+                     f"global batch of {result.global_batch} samples ({batch_from}) is not a multiple of it; --global-batch "
+                     f"{-(-result.global_batch // result.world) * result.world} allows every degree")
+    return f"no layout of {result.world} x {hw.name} fits {s.name} at {s.seq_len} tokens: " + "; ".join(parts)
 
 
 def _calibrate(hw, out: Path) -> None:
@@ -186,18 +307,60 @@ def _calibrate(hw, out: Path) -> None:
 
 
 def _measure(result, config: Path, overrides: list[str], gpus: int, k: int, steps: int, all_variants: bool) -> None:
+    import time
+
     from vfm_parallel.planner.measure import measure as run_all
 
     pool = result.ranked if all_variants else result.distinct()
     chosen = pool[:k]
-    typer.echo(f"measuring {len(chosen)} layouts for {steps} steps each under torchrun ({gpus} processes)")
-    measured, rho = run_all(chosen, lambda p: run_layout(config, overrides, p.layout, gpus, steps, timeout=600))
+    typer.echo(f"measuring the top {len(chosen)} predicted layouts, {steps} steps each, under torchrun ({gpus} processes); "
+               "Ctrl-C stops the run in hand and its processes")
     predicted_rank = {id(p): i for i, p in enumerate(chosen, 1)}
+
+    def run(p):
+        i = predicted_rank[id(p)]
+        typer.echo(f"  [{i}/{len(chosen)}] {p.layout.short()} ...", nl=False)
+        start = time.perf_counter()
+        try:
+            rate = run_layout(config, overrides, p.layout, gpus, steps, timeout=600)
+        except Exception as exc:
+            typer.echo(f" failed after {time.perf_counter() - start:.0f} s")
+            raise exc
+        typer.echo(f" {rate:,.1f} tokens/s/GPU ({time.perf_counter() - start:.0f} s)")
+        return rate
+
+    try:
+        measured, rho = run_all(chosen, run)
+    except KeyboardInterrupt:
+        typer.echo("")
+        fail("interrupted: the layout in hand was stopped with its processes; no ranking")
     typer.echo(f"{'measured':>8}  {'predicted':>9}  {'tokens/s/GPU measured':>21}  {'predicted':>9}  layout")
     for i, m in enumerate(measured, 1):
         rate = f"{m.tokens_per_s_per_gpu:,.1f}" if not m.error else f"failed: {m.error}"
         typer.echo(f"{i:>8}  {predicted_rank[id(m.prediction)]:>9}  {rate:>21}  {m.prediction.tokens_per_s_per_gpu:>9,.1f}  {m.prediction.layout.short()}")
-    typer.echo(f"spearman(predicted, measured) = {rho:.3f}" if rho is not None else "spearman: fewer than two layouts ran")
+    for line in measure_summary(measured, rho, predicted_rank, result.hardware):
+        typer.echo(line)
+
+
+def measure_summary(measured, rho, predicted_rank: dict, hw) -> list[str]:
+    """What the measured order says about the prediction, in words."""
+    ok = [m for m in measured if not m.error]
+    if rho is None:
+        return [f"spearman: fewer than two layouts ran ({len(ok)} of {len(measured)}); no order to compare"]
+    verdict = ("the same order" if rho >= 0.999 else "mostly the same order" if rho >= 0.5 else
+               "little relation" if rho > -0.5 else "mostly the reverse order")
+    lines = [f"spearman(predicted, measured) = {rho:.3f} over {len(ok)} layouts: {verdict} "
+             "(1 = the predicted order, 0 = no relation, -1 = reversed)"]
+    first = next((m for m in ok if predicted_rank[id(m.prediction)] == 1), None)
+    if first is not None:
+        place = ok.index(first) + 1
+        lines.append(f"the predicted best, {first.prediction.layout.short()}, measured {place} of {len(ok)}"
+                     + ("" if place == 1 else f"; the fastest measured was {ok[0].prediction.layout.short()}"))
+    source = hw.calibration.source
+    if "not measured" in source or not source:
+        lines.append(f"the profile {hw.name} is not measured on this machine ({source or 'no source'}): "
+                     "vfm plan --calibrate writes one (docs/plan.md), which makes the predicted figures comparable")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from vfm_parallel.planner.hardware import Calibration, HardwareProfile, ProfileError, available, load_profile
 from vfm_parallel.planner.layouts import Layout, enumerate_layouts, vfm_rejects
 from vfm_parallel.planner.memory import Memory, memory
-from vfm_parallel.planner.model_spec import ModelSpec, SpecError
+from vfm_parallel.planner.model_spec import ModelSpec, SpecError, block_activation_bytes
 from vfm_parallel.planner.ranking import Plan, PlanError, Prediction, plan, predict
 from vfm_parallel.planner.report import format_table, parallel_block, to_json
 from vfm_parallel.planner.timing import StepTime, step_time
 
 __all__ = ["Calibration", "HardwareProfile", "Layout", "Memory", "ModelSpec", "Plan", "PlanError", "Prediction",
-           "ProfileError", "SpecError", "StepTime", "available", "enumerate_layouts", "format_table", "load_profile",
+           "ProfileError", "SpecError", "StepTime", "available", "block_activation_bytes", "enumerate_layouts", "format_table", "load_profile",
            "memory", "parallel_block", "plan", "predict", "step_time", "to_json", "vfm_rejects"]

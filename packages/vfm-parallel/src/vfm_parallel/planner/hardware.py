@@ -76,30 +76,67 @@ class HardwareProfile:
 _REQUIRED = ("name", "peak_bf16_tflops", "memory_gib", "intra_node_gbps", "inter_node_gbps")
 
 
+#: Calibration constants that are shares of a collective's time (0 to 1); the efficiencies must be
+#: above 0 (a calibrated one may exceed 1 where the machine beats the base profile's datasheet peak).
+_SHARES = ("tp_overlap", "dp_overlap")
+_POSITIVE = ("matmul_efficiency", "attention_efficiency", "activation_overhead")
+
+
+def _suggest(key: str, known: set[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile:
     """A profile from TOML-shaped dicts; unknown keys and non-positive numbers are errors naming the key."""
+    known = {f.name for f in dataclasses.fields(HardwareProfile)} - {"path"}
+    unknown = sorted(set(data) - known)
+    if unknown:  # before the missing keys: a misspelt key is both, and its spelling is the problem
+        raise ProfileError(f"{where}: unknown key {unknown[0]!r}{_suggest(unknown[0], known)}; "
+                           f"accepted: {', '.join(sorted(known))}")
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ProfileError(f"{where}: missing key(s) {', '.join(missing)}; a profile needs {', '.join(_REQUIRED)}")
-    known = {f.name for f in dataclasses.fields(HardwareProfile)} - {"path"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ProfileError(f"{where}: unknown key {unknown[0]!r}; accepted: {', '.join(sorted(known))}")
     values = dict(data)
     cal = values.pop("calibration", {}) or {}
+    if not isinstance(cal, dict):
+        raise ProfileError(f"{where}: 'calibration' must be a table ([calibration]), got {cal!r}")
     cal_known = {f.name for f in dataclasses.fields(Calibration)}
     bad = sorted(set(cal) - cal_known)
     if bad:
-        raise ProfileError(f"{where}: unknown key 'calibration.{bad[0]}'; accepted: {', '.join(sorted(cal_known))}")
+        raise ProfileError(f"{where}: unknown key 'calibration.{bad[0]}'{_suggest(bad[0], cal_known)}; "
+                           f"accepted: {', '.join(sorted(cal_known))}")
     for key, value in values.items():
         if key in ("name", "description"):
+            if not isinstance(value, str) or (key == "name" and not value):
+                raise ProfileError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and key != "reserved_gib"):
             raise ProfileError(f"{where}: '{key}' must be a positive number, got {value!r}")
+    if "gpus_per_node" in values and (not isinstance(values["gpus_per_node"], int)):
+        raise ProfileError(f"{where}: 'gpus_per_node' must be a whole number of GPUs >= 1, got {values['gpus_per_node']!r}")
+    for key, value in cal.items():
+        name = f"calibration.{key}"
+        if key == "source":
+            if not isinstance(value, str):
+                raise ProfileError(f"{where}: '{name}' must be a string, got {value!r}")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ProfileError(f"{where}: '{name}' must be a number, got {value!r}")
+        if key in _SHARES and not 0 <= value <= 1:
+            raise ProfileError(f"{where}: '{name}' must be a share from 0 to 1, got {value!r}")
+        if key in _POSITIVE and not value > 0:
+            raise ProfileError(f"{where}: '{name}' must be a positive number, got {value!r}")
+        if value < 0:
+            raise ProfileError(f"{where}: '{name}' must be a non-negative number, got {value!r}")
     values.setdefault("description", values["name"])
     values.setdefault("peak_fp8_tflops", 2 * values["peak_bf16_tflops"])
     values.setdefault("reserved_gib", 0.0)
     values.setdefault("hbm_gbps", 1000.0)
+    if values.get("reserved_gib", 0) >= values["memory_gib"]:
+        raise ProfileError(f"{where}: 'reserved_gib' ({values['reserved_gib']}) must be less than 'memory_gib' ({values['memory_gib']})")
     return HardwareProfile(**values, calibration=Calibration(**cal), path=where)
 
 

@@ -118,8 +118,9 @@ class Layout:
         """The ``[parallel]`` section of a vfm train config."""
         table = {"pp": self.pp, "dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "cp": self.cp, "tp": self.tp,
                  "strategies": self.strategies(), "activation_checkpointing": self.activation_checkpointing}
-        if self.checkpoint_blocks:
-            table["checkpoint_blocks"] = self.checkpoint_blocks
+        # always written: a config's own checkpoint_blocks would otherwise outlive a layout without
+        # checkpointing, which vfm refuses (blocks to checkpoint with activation_checkpointing false)
+        table["checkpoint_blocks"] = self.checkpoint_blocks
         if self.pp > 1:
             table["pp_schedule"] = self.pp_schedule
             table["pp_microbatches"] = self.n_micro

@@ -6,6 +6,7 @@ All figures are bytes on the busiest rank (the first pipeline stage holds the mo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from vfm_parallel.planner.layouts import Layout
@@ -44,7 +45,15 @@ class Memory:
 
     def as_gib(self) -> dict[str, float]:
         keys = ("weights", "grads", "optimizer", "ema", "fsdp_working", "activations", "total")
-        return {k: round(getattr(self, k) / 2**30, 2) for k in keys}
+        return {k: significant(getattr(self, k) / 2**30, 3) for k in keys}
+
+
+def significant(x: float, digits: int = 4) -> float:
+    """``x`` rounded to at least one decimal and at least ``digits`` significant digits (two fixed
+    decimals wrote a tiny model's GiB and TFLOP/s as 0.0)."""
+    if not x:
+        return 0.0
+    return round(x, max(1, digits - 1 - math.floor(math.log10(abs(x)))))
 
 
 def params_per_rank(spec: ModelSpec, layout: Layout) -> float:

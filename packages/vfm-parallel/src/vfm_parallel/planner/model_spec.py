@@ -37,13 +37,19 @@ class ModelSpec:
     full_attention_layers: int = -1
     act_bytes_per_token: float = 54.0
     mlp_ratio: float = 4.0
+    #: Attention-product FLOPs per token (training); 0 = 12 h S per full-attention block. A family with
+    #: spatial or temporal attention (stdit) gives its own: 12 h (H'W') or 12 h T' per such block.
+    attention_flops: float = 0.0
+    #: Self-attentions per block (stdit: spatial and temporal = 2); the other TP regions but the MLP
+    #: are cross-attentions.
+    self_attentions: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "name":
                 continue
-            if f.name in ("kv_heads", "text_len", "flops_per_token"):
+            if f.name in ("kv_heads", "text_len", "flops_per_token", "attention_flops"):
                 ok = value >= 0
             elif f.name == "full_attention_layers":
                 ok = value >= -1
@@ -81,7 +87,10 @@ class ModelSpec:
 
     @property
     def attention_flops_per_token(self) -> float:
-        """The attention-product share of the per-token FLOPs (12 L h S: QK^T and AV, fwd + bwd)."""
+        """The attention-product share of the per-token FLOPs (12 L h S: QK^T and AV, fwd + bwd), or
+        the family's own count (``attention_flops``)."""
+        if self.attention_flops:
+            return self.attention_flops
         return 12.0 * self.full_layers * self.hidden * self.seq_len
 
     def token_linears(self) -> list[tuple[int, int, str]]:
@@ -91,8 +100,8 @@ class ModelSpec:
         kv = 2 * self.num_kv_heads * self.head_dim
         h, ffn = self.hidden, int(self.mlp_ratio * self.hidden)
         out = [(h, h + kv, "col"), (h, h, "row")]
-        for _ in range(max(0, self.tp_regions - 2)):
-            out += [(h, h, "col"), (h, h, "row")]
+        for i in range(max(0, self.tp_regions - 2)):  # further self-attentions (q, k, v), then cross (q)
+            out += [(h, h + kv if i < self.self_attentions - 1 else h, "col"), (h, h, "row")]
         if self.tp_regions >= 2:
             out += [(h, ffn, "col"), (ffn, h, "row")]
         return out
@@ -123,3 +132,27 @@ class ModelSpec:
         if flops:  # keep a caller's count consistent: only the attention term grows with S
             flops = flops + self.attention_flops_per_token * (scale - 1)
         return replace(self, seq_len=seq_len, flops_per_token=flops)
+
+
+def block_activation_bytes(*, self_attentions: int = 1, cross_attentions: int = 1, mlp: str = "gelu",
+                           mlp_inner: float = 4.0, kv_share: float = 1.0, qk_norm: bool = True, rope: bool = True) -> float:
+    """bf16 bytes per token per hidden unit that one block keeps for backward, counted from its parts
+    (widths in units of the hidden size; dit-cross's 11 + 5 + 11 = 27 widths, 54 bytes):
+
+    - a self-attention: the norm's and the modulation's outputs, q, the attention's output and the
+      output projection's (5), k and v (2 x kv heads / heads: GQA narrows them), and with
+      ``qk_norm`` and ``rope`` the normed and the rotated q and k (1 + kv share each): 7 + 4 x kv
+      share with both;
+    - a cross-attention: norm, q, its QK norm, the attention's and the output projection's output: 5
+      (4 without QK norm; the keys and values are per text token);
+    - the MLP: norm, modulation and output (3), plus fc1's output and GELU's (2 x inner) or SwiGLU's
+      gate, up, SiLU and product (4 x inner), inner = the MLP width over the hidden size.
+
+    ``tests/cli/test_plan_qa_families.py`` checks the families' ratios against the tensors a real
+    forward saves for backward."""
+    if mlp not in ("gelu", "swiglu"):
+        raise SpecError(f"mlp must be 'gelu' or 'swiglu', got {mlp!r}")
+    self_widths = 5 + 2 * kv_share + (1 + kv_share) * (int(qk_norm) + int(rope))
+    cross_widths = 4 + int(qk_norm)
+    mlp_widths = 3 + (4 if mlp == "swiglu" else 2) * mlp_inner
+    return 2.0 * (self_attentions * self_widths + cross_attentions * cross_widths + mlp_widths)

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from vfm_parallel.dims import divisors
 from vfm_parallel.planner.hardware import HardwareProfile
 from vfm_parallel.planner.layouts import Layout, enumerate_layouts, vfm_rejects
 from vfm_parallel.planner.memory import Memory, least_checkpointing, memory
+from vfm_parallel.planner.memory import significant as _sig
 from vfm_parallel.planner.model_spec import ModelSpec
 from vfm_parallel.planner.timing import StepTime, step_time
 
@@ -55,8 +57,8 @@ class Prediction:
                "grad_accum": self.layout.grad_accum, "memory_gib": self.memory.as_gib(), "rejected": self.rejected,
                "oom": self.oom, "reason": self.reason}
         if self.time:
-            out.update(tokens_per_s_per_gpu=round(self.tokens_per_s_per_gpu, 1), tflops_per_gpu=round(self.tflops_per_gpu, 1),
-                       step_s=round(self.time.total, 4), breakdown_s={k: round(v, 4) for k, v in self.time.breakdown().items()},
+            out.update(tokens_per_s_per_gpu=_sig(self.tokens_per_s_per_gpu), tflops_per_gpu=_sig(self.tflops_per_gpu),
+                       step_s=_sig(self.time.total), breakdown_s={k: _sig(v) for k, v in self.time.breakdown().items()},
                        crosses_nodes=self.time.crosses_nodes)
         return out
 
@@ -69,6 +71,17 @@ class Plan:
     global_batch: int
     ranked: list[Prediction] = field(default_factory=list)  # feasible, best first
     others: list[Prediction] = field(default_factory=list)  # refused by vfm or out of memory
+    #: Data-parallel degrees no layout has because the global batch is not a multiple of them.
+    batch_excludes: list[int] = field(default_factory=list)
+
+    def batch_note(self) -> str:
+        """'' or a line saying which data-parallel degrees the global batch rules out (and what would not)."""
+        if not self.batch_excludes:
+            return ""
+        allowed = -(-self.global_batch // self.world) * self.world  # every degree divides the world
+        return (f"note: data parallelism over {', '.join(map(str, self.batch_excludes))} ranks is left out: the global "
+                f"batch of {self.global_batch} samples is not a multiple of {'it' if len(self.batch_excludes) == 1 else 'them'} (a multiple of {self.world}, e.g. "
+                f"--global-batch {allowed}, allows every degree)")
 
     @property
     def best(self) -> Prediction:
@@ -118,8 +131,17 @@ def plan(spec: ModelSpec, world: int, hw: HardwareProfile, *, global_batch: int,
         raise PlanError(f"--gpus must be >= 1, got {world}")
     if global_batch < 1:
         raise PlanError(f"the global batch must be >= 1 sample, got {global_batch}")
-    enumerate_options.setdefault("gpus_per_node", hw.gpus_per_node)
+    per_node = enumerate_options.pop("gpus_per_node", None) or hw.gpus_per_node
+    if per_node != hw.gpus_per_node:  # the placement model (timing.group_bandwidth) reads the profile's
+        hw = replace(hw, gpus_per_node=per_node)
+    if world > per_node and world % per_node:
+        fits = [d for d in divisors(world) if 1 < d < world and d <= max(8, 2 * per_node)]
+        raise PlanError(f"{world} GPUs are not whole nodes of {per_node} GPUs; accepted: at most {per_node} GPUs "
+                        f"(one node) or a multiple of {per_node}, or give the GPUs per node (--nodes-of"
+                        f"{', a divisor of ' + str(world) + ' such as ' + ', '.join(map(str, fits[-3:])) if fits else ''})")
+    enumerate_options["gpus_per_node"] = per_node
     result = Plan(spec, hw, world, global_batch)
+    result.batch_excludes = [d for d in divisors(world) if global_batch % d]
     for layout in enumerate_layouts(world, spec, global_batch, framework=framework, **enumerate_options):
         pred = predict(spec, layout, hw, ema=ema, framework=framework)
         (result.ranked if pred.feasible else result.others).append(pred)

@@ -7,10 +7,20 @@ import json
 from vfm_parallel.planner.ranking import GIB, Plan, Prediction
 
 
+def _gib(nbytes: float) -> str:
+    """GiB to 0.1, or to 3 significant digits below 1 GiB (a tiny model's 0.0 said nothing)."""
+    gib = nbytes / GIB
+    return f"{gib:.1f}" if gib >= 1 or gib == 0 else f"{gib:.3g}"
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}K" if n >= 1e3 else str(n)
+
+
 def _row(rank: str, p: Prediction) -> list[str]:
     tps = f"{p.tokens_per_s_per_gpu:,.0f}" if p.time else "-"
     tfl = (f"{p.tflops_per_gpu:,.0f}" if p.tflops_per_gpu >= 10 else f"{p.tflops_per_gpu:.3g}") if p.time else "-"
-    return [rank, p.layout.short(), tps, tfl, f"{p.memory.total / GIB:.1f}", p.reason or "best"]
+    return [rank, p.layout.short(), tps, tfl, _gib(p.memory.total), p.reason or "best"]
 
 
 def format_table(result: Plan, top: int = 10, losers: int = 5, all_variants: bool = False) -> str:
@@ -32,19 +42,24 @@ def format_table(result: Plan, top: int = 10, losers: int = 5, all_variants: boo
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     s = result.spec
-    head = (f"{s.name}: {s.params / 1e9:.2f}B params, {s.layers} layers x {s.hidden}, {s.seq_len} tokens; "
+    head = (f"{s.name}: {_params(s.params)} params, {s.layers} layers x {s.hidden}, {s.seq_len} tokens; "
             f"{result.world} x {result.hardware.name} ({result.hardware.gpus_per_node} per node); "
             f"global batch {result.global_batch} samples; {len(result.ranked)} layouts fit, {len(result.others)} do not")
-    return head + "\n" + "\n".join(lines)
+    note = result.batch_note()
+    return head + "\n" + "\n".join(lines) + ("\n" + note if note else "")
 
 
-def parallel_block(p: Prediction) -> str:
-    """The winner as a ``[parallel]`` TOML block (plus the batch split it assumes, as a comment)."""
+def parallel_block(p: Prediction, keep: dict | None = None) -> str:
+    """The winner as a ``[parallel]`` TOML block (plus the batch split it assumes, as a comment) that
+    replaces a config's whole ``[parallel]`` table; ``keep``: that table's other keys (``compile``),
+    carried over so that the replacement does not drop them."""
     lines = [f"# vfm plan: {p.layout.short()}: {p.tokens_per_s_per_gpu:,.0f} tokens/s/GPU predicted, "
-             f"{p.memory.total / GIB:.1f} GiB per GPU",
-             f"# with data.micro_batch = {p.layout.micro_batch} and optim.grad_accum = {p.layout.grad_accum}",
+             f"{_gib(p.memory.total)} GiB per GPU",
+             "# to use: in place of the config's whole parallel table; the layout also needs "
+             f"data.micro_batch = {p.layout.micro_batch} and optim.grad_accum = {p.layout.grad_accum}",
              "[parallel]"]
-    for key, value in p.layout.parallel_table().items():
+    table = {**p.layout.parallel_table(), **{k: v for k, v in (keep or {}).items() if k not in p.layout.parallel_table()}}
+    for key, value in table.items():
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, list):
@@ -61,7 +76,8 @@ def to_json(result: Plan, top: int = 10) -> str:
     s = result.spec
     data = {"model": {"name": s.name, "params": s.params, "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
                       "seq_len": s.seq_len, "flops_per_token": s.model_flops_per_token},
-            "gpus": result.world, "gpu": result.hardware.name, "global_batch": result.global_batch,
+            "gpus": result.world, "gpu": result.hardware.name, "gpus_per_node": result.hardware.gpus_per_node,
+            "global_batch": result.global_batch, "note": result.batch_note(),
             "ranked": [p.to_dict() for p in result.distinct()[:top]],
             "rejected": [p.to_dict() for p in result.others[:top]]}
     return json.dumps(data, indent=2)
