@@ -231,11 +231,20 @@ def _sinks(cfg) -> list:
 
 
 def _summary(result) -> None:
+    import math
+
     losses = [result.losses[s] for s in sorted(result.losses)]
     if losses:
         k = max(1, len(losses) // 10)  # means over the first / last tenth: single diffusion losses are noisy
-        typer.echo(f"loss {sum(losses[:k]) / k:.5f} (mean of steps {result.start_step + 1}-{result.start_step + k}) -> "
-                   f"{sum(losses[-k:]) / k:.5f} (mean of steps {result.final_step - k + 1}-{result.final_step})")
+
+        def mean(values: list) -> str:  # over the finite ones: a skipped non-finite step is no loss
+            finite = [v for v in values if math.isfinite(v)]
+            return f"{sum(finite) / len(finite):.5f}" if finite else "nan"
+
+        skipped = sum(not math.isfinite(v) for v in losses)
+        note = f"; {skipped} step(s) skipped as non-finite, left out of the means" if skipped else ""
+        typer.echo(f"loss {mean(losses[:k])} (mean of steps {result.start_step + 1}-{result.start_step + k}) -> "
+                   f"{mean(losses[-k:])} (mean of steps {result.final_step - k + 1}-{result.final_step}){note}")
     if result.mean_tokens_per_s > 0:  # no step timed (none run, or only the first): no figure
         typer.echo(f"tokens/s {result.mean_tokens_per_s:.1f}  MFU {result.mean_mfu:.3%} by 6N+12LhS (the seeds' and NeMo's "
                    f"convention), {result.mean_mfu_executed:.3%} of the FLOPs executed "
