@@ -227,7 +227,8 @@ def _steady_step_seconds(step_seconds: list[float], compiled: bool) -> str:
     first, rest = step_seconds[0], step_seconds[1:]
     if not rest:
         return f"{first:.4f} for the one video, with its {warm_up} (the steady rate needs two videos or more);"
-    return f"{sum(rest) / len(rest):.4f} over videos 2-{len(step_seconds)} (the first, with its {warm_up}: {first:.4f});"
+    which = "video 2" if len(rest) == 1 else f"videos 2-{len(step_seconds)}"
+    return f"{sum(rest) / len(rest):.4f} over {which} (the first, with its {warm_up}: {first:.4f});"
 
 
 def _guidance_note(pipe, prepared) -> str:
