@@ -42,3 +42,19 @@ def test_a_diverging_run_warns_in_warning_lines_and_stops_naming_the_last_good_c
     errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1
     assert errors[0].endswith(f"The newest checkpoint, of the last finite step saved: {tmp_path / 'checkpoints' / 'step_00000001'}")
+
+
+def test_validate_checks_the_checkpoint_the_run_would_resume_from(tmp_path):
+    assert _train(tmp_path).exit_code == 0
+    args = lambda *items: ["train", str(CONFIGS / "tiny.toml"), "--validate",  # noqa: E731
+                           *[arg for item in (*SMALL, f"train.out_dir={tmp_path}", *items) for arg in ("--set", item)]]
+    checkpoint = tmp_path / "checkpoints" / "step_00000002"
+    ok = CliRunner().invoke(app, args("train.steps=4", "optim.lr=1e-3"))
+    assert ok.exit_code == 0, ok.output
+    assert f"valid; resumes from step 2 ({checkpoint})" in ok.output
+    assert "changed since checkpoint step_00000002: optim.lr 0.002 -> 0.001; train.steps 2 -> 4" in ok.output
+    refused = CliRunner().invoke(app, args("train.steps=4", "data.micro_batch=4"))
+    assert refused.exit_code == 1
+    assert ": valid" not in refused.output
+    errors = [line for line in refused.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and 'data.micro_batch 8 -> 4 ("batch")' in errors[0]

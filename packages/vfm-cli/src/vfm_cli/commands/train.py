@@ -70,7 +70,8 @@ def train(
         for exc in hardware:
             typer.echo(f"note: {exc.note()}", err=True)
         unchecked = "" if recipe.data_available(cfg) else " (shards not found here: checked against data.latent_shape)"
-        typer.echo(f"{config}: valid{unchecked}")
+        resumes = _resume_check(cfg, world)
+        typer.echo(f"{config}: valid{unchecked}{resumes}")
         return
 
     import importlib
@@ -154,6 +155,28 @@ def _training_warnings_as_lines():
             warnings.showwarning = show
 
     return lines()
+
+
+def _resume_check(cfg, world: int) -> str:
+    """With --validate: whether the checkpoint the run would resume from (the newest under out_dir,
+    or the one named) takes these settings, as the run checks them (its files are not hashed here):
+    "" (a fresh start), "; resumes from step N (path)", or the run's one-line refusal and exit 1."""
+    from vfm_parallel import checkpoint as ckpt
+    from vfm_parallel.trainer import resume as resume_mod
+
+    resume = cfg.checkpoint.resume
+    if resume == "none":
+        return ""
+    path = ckpt.latest(Path(cfg.train.out_dir) / "checkpoints") if resume == "auto" else Path(resume)
+    if path is None:
+        return ""
+    try:
+        state = ckpt.read_state(path)
+        resume_mod.check_settings(path, state, cfg, cfg.parallel.resolved(world))
+        resume_mod.check_step(path, state["step"], cfg)
+    except ckpt.CheckpointError as exc:
+        fail(exc)
+    return f"; resumes from step {state['step']} ({path})"
 
 
 def _warn_idle_strategies(cfg, world: int) -> None:
