@@ -47,7 +47,9 @@ def model_spec(cfg, seq_len: int | None = None):
     keys = {"full": tokens, "spatial": h * w, "temporal": frames}
     kinds = [list(plan.attention_for(i).values()) for i in range(plan.num_layers)]
     attention = sum(12.0 * hidden * keys[k] for block in kinds for k in block if k != "cross")
-    full = sum(1 for block in kinds if "full" in block)
+    # the self-attentions CP moves keys/values (ring) or heads (Ulysses) for: vfm's ring and Ulysses
+    # cores serve spatial and temporal attention too (stdit: two per block), not only full attention
+    cp_attentions = sum(1 for block in kinds for k in block if k != "cross")
     first = kinds[0] if kinds else []
     selfs, crosses = sum(1 for k in first if k != "cross"), sum(1 for k in first if k == "cross")
     mlp = getattr(r.mcfg, "mlp", "gelu") or "gelu"
@@ -57,7 +59,7 @@ def model_spec(cfg, seq_len: int | None = None):
         name=f"{cfg.model.family}{'-' + cfg.model.preset if cfg.model.preset else ''}", params=params,
         layers=plan.num_layers, hidden=hidden, heads=heads, kv_heads=kv_heads, seq_len=tokens,
         flops_per_token=6.0 * params + attention, attention_flops=attention,
-        tp_regions=max(1, sum(1 for style in plan.tp.values() if style == "rowwise")), full_attention_layers=full,
+        tp_regions=max(1, sum(1 for style in plan.tp.values() if style == "rowwise")), full_attention_layers=cp_attentions,
         mlp_ratio=ratio, self_attentions=max(1, selfs),
         act_bytes_per_token=block_activation_bytes(self_attentions=selfs, cross_attentions=crosses, mlp=mlp,
                                                    mlp_inner=ffn_dim(hidden, ratio, mlp) / hidden, kv_share=kv_heads / heads,
@@ -356,6 +358,11 @@ def measure_summary(measured, rho, predicted_rank: dict, hw) -> list[str]:
         place = ok.index(first) + 1
         lines.append(f"the predicted best, {first.prediction.layout.short()}, measured {place} of {len(ok)}"
                      + ("" if place == 1 else f"; the fastest measured was {ok[0].prediction.layout.short()}"))
+    rates = [m.tokens_per_s_per_gpu for m in ok]
+    spread = (max(rates) - min(rates)) / max(rates) if max(rates) > 0 else 0.0
+    if spread < 0.2:
+        lines.append(f"the measured rates are within {spread:.0%} of each other: a few timed steps on a busy machine "
+                     "order them weakly (more --measure-steps, or fewer other jobs)")
     source = hw.calibration.source
     if "not measured" in source or not source:
         lines.append(f"the profile {hw.name} is not measured on this machine ({source or 'no source'}): "

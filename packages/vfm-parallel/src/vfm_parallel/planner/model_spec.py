@@ -17,8 +17,10 @@ class ModelSpec:
     ``flops_per_token``: training (forward + backward) model FLOPs per latent token; 0 = the DiT
     convention 6 N + 12 L h S (docs/design.md section 6, ``vfm_models.flops.model_flops_per_token``).
     ``tp_regions``: column/row-parallel pairs per block (self-attention, cross-attention, MLP), each
-    one SP all-gather in and one reduce-scatter out. ``full_attention_layers``: blocks whose
-    self-attention sees the whole sequence (the ones ring CP moves K/V for); -1 = all.
+    one SP all-gather in and one reduce-scatter out. ``full_attention_layers``: the self-attentions
+    CP communicates for (ring K/V hops, Ulysses all-to-alls): blocks with full attention, plus the
+    spatial and temporal ones, which vfm's ring and Ulysses cores move as well (stdit: two per
+    block, so more than the layers); -1 = one per layer.
     ``act_bytes_per_token``: bf16 activations a block keeps for backward, per token, in units of the
     hidden size (see docs/plan.md for the count). What selective checkpointing keeps is counted
     from the block's linears and attentions (:meth:`selective_widths`).
