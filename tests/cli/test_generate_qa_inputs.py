@@ -200,3 +200,10 @@ def test_guidance_against_a_null_condition_that_never_trained_is_named(tmp_path)
     for name, extra in (("negative", ["--guidance", "3", "--negative-prompt", "2"]), ("default", [])):
         quiet = invoke(*common, *extra, "-o", tmp_path / name)
         assert quiet.exit_code == 0 and "warning" not in quiet.output, quiet.output
+
+
+def test_the_step_line_at_guidance_zero_says_only_the_unconditional_branch_runs(tmp_path):
+    export = _export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "--guidance", "0", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "guidance 0: the unconditional branch alone, one forward each" in result.output

@@ -61,9 +61,11 @@ def classifier_free(
     net: ConditionalDenoiser, cond: Mapping[str, torch.Tensor], uncond: Mapping[str, torch.Tensor] | None, scale: float
 ) -> Denoiser:
     """A sampler denoiser with CFG computed in one batched pass; ``scale == 1`` or no ``uncond``
-    skips the unconditional branch."""
+    skips the unconditional branch, ``scale == 0`` the conditional one (its weight is 0)."""
     if uncond is None or scale == 1.0:
         return lambda x, level: net(x, level, cond)
+    if scale == 0.0:
+        return lambda x, level: net(x, level, uncond)
     both = concat_conditions(cond, uncond)
 
     def guided(x: torch.Tensor, level: torch.Tensor) -> torch.Tensor:

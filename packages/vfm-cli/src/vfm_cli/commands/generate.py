@@ -239,6 +239,8 @@ def _guidance_note(pipe, prepared) -> str:
         return ", guidance off: one forward each"
     if pipe.parallel.cfg_group is not None:
         return f", guidance {scale:g}: each rank runs one branch"
+    if scale == 0.0:
+        return ", guidance 0: the unconditional branch alone, one forward each"
     return f", guidance {scale:g}: each a batch of 2 (conditional and unconditional)"
 
 
