@@ -262,3 +262,17 @@ def test_the_measured_ranking_is_explained_in_words():
                         f"the fastest measured was {chosen[2].layout.short()}")
     assert lines[2].startswith("the measured rates are within 17% of each other")  # 1,000 to 1,200
     assert "vfm plan --calibrate" in lines[3]  # the built-in cpu profile is not measured
+
+
+def test_json_lists_every_variant_with_all_variants():
+    result = _plan(str(CONFIGS / "tiny.toml"), "--gpus", "2", "--gpu", "cpu", "--json", "--all-variants", "--top", "3")
+    assert result.exit_code == 0, result.output
+    shapes = [(r["parallel"]["tp"], r["parallel"]["cp"], r["parallel"]["pp"]) for r in json.loads(result.output)["ranked"]]
+    assert len(shapes) == 3 and len(set(shapes)) < 3  # variants of one (tp, cp, pp) shape, as the table lists them
+
+
+def test_measure_steps_below_two_is_refused_before_anything_runs():
+    start = time.monotonic()
+    result = _plan(str(CONFIGS / "tiny.toml"), "--gpus", "2", "--gpu", "cpu", "--measure", "1", "--measure-steps", "1")
+    assert result.exit_code == 2 and "--measure-steps" in result.output and "must be >= 2" in result.output
+    assert time.monotonic() - start < 10  # no torchrun was started

@@ -234,6 +234,8 @@ def plan(
     for name, value in (("--nodes-of", nodes_of), ("--seq-len", seq_len), ("--global-batch", global_batch), ("--measure", measure)):
         if value < 0:
             raise typer.BadParameter(f"must be >= 0, got {value}", param_hint=name)
+    if measure and measure_steps < 2:  # the first step (warm-up) is not timed
+        raise typer.BadParameter(f"must be >= 2 (the first step is not timed), got {measure_steps}", param_hint="--measure-steps")
     if top < 1:
         raise typer.BadParameter(f"must be >= 1, got {top}", param_hint="--top")
     from vfm_parallel.planner import format_table, parallel_block, to_json
@@ -252,7 +254,7 @@ def plan(
         typer.echo(format_table(result, top=top, all_variants=all_variants), err=True)
         fail(no_fit(result, batch_from))
     if as_json:
-        data = json.loads(to_json(result, top))
+        data = json.loads(to_json(result, top, all_variants))
         data["global_batch_from"] = batch_from
         data["train_command"] = train_command(config, result.best.layout, gpus, result.hardware.gpus_per_node, overrides or [])
         typer.echo(json.dumps(data, indent=2))

@@ -72,12 +72,14 @@ def parallel_block(p: Prediction, keep: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: Plan, top: int = 10) -> str:
+def to_json(result: Plan, top: int = 10, all_variants: bool = False) -> str:
+    """The plan as JSON: the best ``top`` layouts (one per (tp, cp, pp) unless ``all_variants``) and
+    the best ``top`` of those vfm refuses or that run out of memory."""
     s = result.spec
     data = {"model": {"name": s.name, "params": s.params, "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
                       "seq_len": s.seq_len, "flops_per_token": s.model_flops_per_token},
             "gpus": result.world, "gpu": result.hardware.name, "gpus_per_node": result.hardware.gpus_per_node,
             "global_batch": result.global_batch, "note": result.batch_note(),
-            "ranked": [p.to_dict() for p in result.distinct()[:top]],
+            "ranked": [p.to_dict() for p in (result.ranked if all_variants else result.distinct())[:top]],
             "rejected": [p.to_dict() for p in result.others[:top]]}
     return json.dumps(data, indent=2)
