@@ -79,7 +79,7 @@ def generate(
     ctx: typer.Context,
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json), or a diffusers model folder (converted in memory; see vfm convert)."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="One prompt (a class index for class-conditional models)."),
-    prompts: Optional[Path] = typer.Option(None, "--prompts", help="A text file with one prompt per line."),
+    prompts: Optional[Path] = typer.Option(None, "--prompts", help="A UTF-8 text file with one prompt per line (blank lines and lines starting with # are skipped)."),
     negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler name (see `vfm plugins --kind samplers`); default per formulation."),
     steps: int = typer.Option(32, "--steps", min=1, help="Sampler steps."),
