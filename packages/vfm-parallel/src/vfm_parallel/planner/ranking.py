@@ -165,6 +165,13 @@ def plan(spec: ModelSpec, world: int, hw: HardwareProfile, *, global_batch: int,
 
 def why_slower(pred: Prediction, best: Prediction) -> str:
     """The step-time component (per token) that most exceeds the winner's, named; plus TP across nodes."""
+    if pred.tokens_per_s_per_gpu >= best.tokens_per_s_per_gpu * (1 - 1e-3):
+        # "+0.0% of the winner's step" named a cause for a difference there is not
+        text = "ties with the winner (within 0.1%; the order between them is arbitrary)"
+        saved = best.memory.total - pred.memory.total
+        if saved >= 0.05 * best.memory.total:
+            text = f"ties with the winner (within 0.1%) in {saved / GIB:.1f} GiB less memory: the safer choice"
+        return f"TP across nodes; {text}" if pred.time.crosses_nodes.get("tp") else text
     mine = {k: v / pred.time.tokens_per_step for k, v in pred.time.breakdown().items()}
     theirs = {k: v / best.time.tokens_per_step for k, v in best.time.breakdown().items()}
     worst = max(mine, key=lambda k: mine[k] - theirs[k])
