@@ -91,9 +91,11 @@ def train(
     try:
         with _training_warnings_as_lines():
             result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
-    except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError, *data_errors) as exc:
+    except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError,
+            config_mod.ConfigError, *data_errors) as exc:
         # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
-        # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, or
+        # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, an output
+        # folder the run cannot write as it should (a link where it appends), or
         # unusable shards; the progress bar's last line ends before the error
         for sink in sinks:
             getattr(sink, "close", lambda: None)()

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Protocol, TextIO
+
+from vfm_plugins.files import fresh_file
 
 
 class Sink(Protocol):
@@ -48,7 +51,13 @@ class JsonlSink:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = path.open("a")
+        if path.is_symlink():  # a run folder from elsewhere: appending would write into the file it points to
+            from vfm_parallel.trainer.config.sections import ConfigError
+
+            raise ConfigError("train.out_dir", f"{path} is a symbolic link (to {os.readlink(path)}); the trainer appends "
+                                               "its metrics there: remove the link, or train into another folder")
+        # O_NOFOLLOW: a link planted between the check and the open is refused by the kernel as well
+        self.file = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666), "a")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self.file.write(json.dumps({"step": step, **metrics}) + "\n")
@@ -125,6 +134,7 @@ def plot_loss_curve(jsonl: Path, png: Path) -> Path:
     ax.set_title("training loss")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(png)
+    with fresh_file(png) as tmp:  # written new and renamed: a planted link at png is replaced, not written through
+        fig.savefig(tmp, format="png")
     plt.close(fig)
     return png
