@@ -75,3 +75,10 @@ def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert lr_at(13, **kw) == pytest.approx(0.1)
     mid = 4 + 9 / 2
     assert lr_at(int(mid), **kw) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 4 / 9)))
+
+
+def test_the_last_step_runs_at_the_floor_even_right_after_the_warm_up():
+    """warmup_steps = steps - 1 leaves one decay step: the run's last, at lr * min_lr_ratio (it ran at the peak)."""
+    kw = dict(lr=1.0, warmup_steps=4, total_steps=5, min_lr_ratio=0.1)
+    assert [lr_at(s, **kw) for s in range(5)] == pytest.approx([0.25, 0.5, 0.75, 1.0, 0.1])
+    assert lr_at(5, lr=1.0, warmup_steps=4, total_steps=6, min_lr_ratio=0.1) == pytest.approx(0.1)

@@ -17,6 +17,7 @@ def lr_at(step: int, *, lr: float, warmup_steps: int, total_steps: int, min_lr_r
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     lr_min = lr * min_lr_ratio
-    decay_steps = max(total_steps - warmup_steps - 1, 1)
-    progress = min((step - warmup_steps) / decay_steps, 1.0)
+    decay_steps = total_steps - warmup_steps - 1
+    # one step after the warm-up (warmup_steps = total_steps - 1) is the last: it runs at lr_min too
+    progress = 1.0 if decay_steps < 1 else min((step - warmup_steps) / decay_steps, 1.0)
     return lr_min + (lr - lr_min) * 0.5 * (1.0 + math.cos(math.pi * progress))
