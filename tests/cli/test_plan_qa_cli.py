@@ -276,3 +276,34 @@ def test_measure_steps_below_two_is_refused_before_anything_runs():
     result = _plan(str(CONFIGS / "tiny.toml"), "--gpus", "2", "--gpu", "cpu", "--measure", "1", "--measure-steps", "1")
     assert result.exit_code == 2 and "--measure-steps" in result.output and "must be >= 2" in result.output
     assert time.monotonic() - start < 10  # no torchrun was started
+
+
+def test_a_failed_measured_run_names_the_workers_error_not_torchruns():
+    from vfm_cli.commands.plan import failure_line, measure_summary
+    from vfm_parallel.planner import ModelSpec, load_profile, plan
+    from vfm_parallel.planner.measure import measure
+
+    # the tail torchrun prints when a worker raised (as a real 4-process run printed it): the line
+    # with "Error:" that --measure reported was torchrun's ChildFailedError, which says nothing
+    tail = ("[rank1]: Traceback (most recent call last):\n"
+            '[rank1]:   File "trainer.py", line 80, in step\n'
+            "[rank1]: RuntimeError: Connection closed by peer [127.0.0.1]:29500\n"
+            "E1124 02:14:03.044000 5861 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1\n"
+            "Traceback (most recent call last):\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+            "============================================================\n")
+    assert failure_line(tail) == "[rank1]: RuntimeError: Connection closed by peer [127.0.0.1]:29500"
+    assert failure_line(tail + "error: config key 'data.micro_batch': bad\n") == "error: config key 'data.micro_batch': bad"
+
+    cpu = load_profile("cpu")
+    result = plan(ModelSpec(name="m", params=10_000_000, layers=4, hidden=256, heads=4, seq_len=256), 4, cpu, global_batch=16)
+    chosen = result.distinct()[:3]
+
+    def run(p):
+        if p is chosen[0]:
+            raise RuntimeError(f"{p.layout.short()}: exit 1: {failure_line(tail)}")
+        return 1000.0 * (1 + chosen.index(p))
+
+    measured, rho = measure(chosen, run)
+    lines = measure_summary(measured, rho, {id(p): i for i, p in enumerate(chosen, 1)}, cpu)
+    assert f"the predicted best, {chosen[0].layout.short()}, failed to run" in lines[1]

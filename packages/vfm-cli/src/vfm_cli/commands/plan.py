@@ -144,14 +144,29 @@ def run_layout(config: Path, overrides: list[str], layout, gpus: int, steps: int
             output = out.read()
         metrics = Path(tmp) / "metrics.jsonl"
         if proc.returncode != 0 or not metrics.is_file():
-            lines = output.strip().splitlines()
-            errors = [ln for ln in lines if "Error:" in ln or ln.startswith("error:")]
-            raise RuntimeError(f"{layout.short()}: exit {proc.returncode}: {(errors or lines or ['no output'])[-1].strip()}")
+            fd, kept = tempfile.mkstemp(prefix="vfm-plan-measure-", suffix=".log")  # the run's folder goes
+            with os.fdopen(fd, "w") as f:
+                f.write(output)
+            raise RuntimeError(f"{layout.short()}: exit {proc.returncode}: {failure_line(output)} (log: {kept})")
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
         rates = sorted(r["tokens_per_s_per_device"] for r in rows[1:] if r.get("tokens_per_s_per_device"))
         if not rates:
             raise RuntimeError(f"{layout.short()}: no timed steps in {steps} steps (use --measure-steps >= 3)")
         return rates[len(rates) // 2]
+
+
+def failure_line(output: str) -> str:
+    """The line of a failed torchrun's output that says why: vfm's own ``error: ...``, else the last
+    exception line of a worker (not torchrun's ChildFailedError, which only says that one failed)."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    ours = [ln for ln in lines if ln.startswith("error:")]
+    if ours:
+        return ours[-1]
+    import re
+
+    raised = [ln for ln in lines if re.match(r"^(\[rank\d+\]:\s*)?[\w.]*(Error|Exception|Interrupt)\b:?", ln)
+              and "ChildFailedError" not in ln]
+    return (raised or lines or ["no output"])[-1]
 
 
 def _started(pid: int) -> str:
@@ -355,6 +370,10 @@ def measure_summary(measured, rho, predicted_rank: dict, hw) -> list[str]:
                "little relation" if rho > -0.5 else "mostly the reverse order")
     lines = [f"spearman(predicted, measured) = {rho:.3f} over {len(ok)} layouts: {verdict} "
              "(1 = the predicted order, 0 = no relation, -1 = reversed)"]
+    failed_best = next((m for m in measured if m.error and predicted_rank[id(m.prediction)] == 1), None)
+    if failed_best is not None:
+        lines.append(f"the predicted best, {failed_best.prediction.layout.short()}, failed to run: the order above "
+                     "leaves it out (its error is in the table)")
     first = next((m for m in ok if predicted_rank[id(m.prediction)] == 1), None)
     if first is not None:
         place = ok.index(first) + 1
