@@ -68,7 +68,8 @@ def test_no_layout_fitting_says_how_much_memory_the_smallest_needs():
     error = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
     assert len(error) == 1 and "Traceback" not in result.output
     assert "run out of memory (the smallest needs 132.0 GiB per GPU, h100 has 75.6 usable)" in error[0]
-    assert "more GPUs" in error[0]
+    assert "2 GPUs fit it (vfm plan ... --gpus 2)" in error[0]  # FSDP over 2 with checkpointing
+    assert _plan(str(CONFIGS / "dit-7b.toml"), "--gpus", "2", "--top", "1").exit_code == 0
 
 
 def test_a_gpu_count_that_is_not_whole_nodes_is_one_error_line():

@@ -214,11 +214,11 @@ def stop_tree(proc: subprocess.Popen, grace: float = 10.0) -> None:
 
 def plan(
     config: Optional[Path] = typer.Argument(None, help="TOML training config (its model and batch are planned for)."),
-    gpus: int = typer.Option(0, "--gpus", help="Number of GPUs (ranks) to plan for."),
+    gpus: int = typer.Option(0, "--gpus", help="Number of GPUs (ranks) to plan for: up to one node, or whole nodes (see --nodes-of)."),
     gpu: str = typer.Option("h100", "--gpu", help="Hardware profile: h100, h200, a100, cpu, or a profile .toml path."),
     nodes_of: int = typer.Option(0, "--nodes-of", help="GPUs per node (default: the profile's, 8 for the GPUs)."),
     seq_len: int = typer.Option(0, "--seq-len", help="Tokens per sample (default: from the config's latent shape)."),
-    global_batch: int = typer.Option(0, "--global-batch", help="Samples per optimizer step (default: the config's micro_batch x grad_accum x dp)."),
+    global_batch: int = typer.Option(0, "--global-batch", help="Samples per optimizer step (default: the config's micro_batch x grad_accum x dp; x GPUs where the config's mesh does not divide them)."),
     top: int = typer.Option(10, "--top", help="Rows of the ranked table."),
     all_variants: bool = typer.Option(False, "--all-variants", help="List every variant, not the best per (tp, cp, pp)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
@@ -267,7 +267,8 @@ def plan(
         fail(exc)
     if not result.ranked:
         typer.echo(format_table(result, top=top, all_variants=all_variants), err=True)
-        fail(no_fit(result, batch_from))
+        fail(no_fit(result, batch_from, fewest_that_fit(result, lambda n: global_batch or default_global_batch(cfg, n)[0],
+                                                        ema=cfg.ema.enabled)))
     if as_json:
         data = json.loads(to_json(result, top, all_variants))
         data["global_batch_from"] = batch_from
@@ -285,9 +286,31 @@ def plan(
         _measure(result, config, list(overrides or []), gpus, measure, measure_steps, all_variants)
 
 
-def no_fit(result, batch_from: str) -> str:
-    """Why no layout is left, in one line: what is out of memory (the least it needs), what vfm refuses,
-    and the data-parallel degrees the global batch rules out."""
+def fewest_that_fit(result, batch_for, *, ema: bool = True, tries: int = 6) -> int:
+    """The fewest GPUs (powers of two above the plan's, as whole nodes) at which some layout fits, with
+    the global batch ``batch_for(n)``; 0 when none of ``tries`` counts (up to 1024) does. Only where
+    memory is the reason: more GPUs do not lift vfm's refusals."""
+    from vfm_parallel.planner import PlanError
+    from vfm_parallel.planner import plan as make_plan
+
+    if not any(p.oom for p in result.others):
+        return 0
+    per_node, n = result.hardware.gpus_per_node, 1
+    for _ in range(tries):
+        n = next(m for m in (2**k for k in range(11)) if m > max(n, result.world) and (m <= per_node or m % per_node == 0))
+        if n > 1024:
+            return 0
+        try:
+            if make_plan(result.spec, n, result.hardware, global_batch=batch_for(n), ema=ema).ranked:
+                return n
+        except PlanError:
+            continue
+    return 0
+
+
+def no_fit(result, batch_from: str, fewest: int = 0) -> str:
+    """Why no layout is left, in one line: what is out of memory (the least it needs, and the fewest
+    GPUs that fit), what vfm refuses, and the data-parallel degrees the global batch rules out."""
     from vfm_parallel.planner.ranking import GIB
 
     s, hw = result.spec, result.hardware
@@ -296,7 +319,9 @@ def no_fit(result, batch_from: str) -> str:
     if oom:
         least = min(p.memory.total for p in oom)
         parts.append(f"{len(oom)} layouts run out of memory (the smallest needs {least / GIB:.1f} GiB per GPU, "
-                     f"{hw.name} has {hw.usable_bytes / GIB:.1f} usable): more GPUs, or a GPU with more memory (--gpu)")
+                     f"{hw.name} has {hw.usable_bytes / GIB:.1f} usable): "
+                     + (f"{fewest} GPUs fit it (vfm plan ... --gpus {fewest})" if fewest else "more GPUs")
+                     + ", or a GPU with more memory (--gpu)")
     refused = [p for p in result.others if p.rejected]
     if refused:
         parts.append(f"{len(refused)} layouts vfm refuses (listed above)")
