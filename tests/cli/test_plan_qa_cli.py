@@ -308,3 +308,19 @@ def test_a_failed_measured_run_names_the_workers_error_not_torchruns():
     measured, rho = measure(chosen, run)
     lines = measure_summary(measured, rho, {id(p): i for i, p in enumerate(chosen, 1)}, cpu)
     assert f"the predicted best, {chosen[0].layout.short()}, failed to run" in lines[1]
+
+
+@pytest.mark.parametrize("where, message", [
+    ("missing-folder/parallel.toml", "does not exist; create it or give a file in an existing folder"),
+    (".", "is a folder; give a file name"),
+])
+def test_an_output_path_that_cannot_be_written_is_refused_before_planning(tmp_path, where, message):
+    # it was a FileNotFoundError / IsADirectoryError traceback after the plan was printed
+    path = tmp_path / where
+    for option, args in (("--write-block", [str(CONFIGS / "tiny.toml"), "--gpus", "2", "--gpu", "cpu"]),
+                         ("--profile-out", ["--calibrate", "--gpu", "cpu"])):
+        result = _plan(*args, option, str(path))
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.output.replace("│", " ").split())
+        assert option in text and message in text and "Traceback" not in text
+        assert "tokens/s/GPU" not in result.output  # refused before planning

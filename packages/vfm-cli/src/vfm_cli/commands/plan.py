@@ -233,6 +233,9 @@ def plan(
     """Predict the best parallel layout (tp, cp, pp, FSDP, checkpointing, micro-batch) for CONFIG on N GPUs."""
     from vfm_parallel.planner import PlanError, ProfileError, SpecError, load_profile
 
+    for path, option in ((write_block, "--write-block"), (profile_out if calibrate else None, "--profile-out")):
+        if path is not None:
+            _check_writable(path, option)  # before minutes of planning or measuring, not a traceback after
     try:
         hw = load_profile(gpu)
     except ProfileError as exc:
@@ -306,6 +309,16 @@ def fewest_that_fit(result, batch_for, *, ema: bool = True, tries: int = 6) -> i
         except PlanError:
             continue
     return 0
+
+
+def _check_writable(path: Path, option: str) -> None:
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a folder; give a file name (e.g. {path / 'parallel.toml'})", param_hint=option)
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"the folder {path.parent} does not exist; create it or give a file in an existing folder",
+                                 param_hint=option)
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise typer.BadParameter(f"{path} cannot be written (permission denied)", param_hint=option)
 
 
 def no_fit(result, batch_from: str, fewest: int = 0) -> str:
