@@ -8,6 +8,7 @@ import only typer at module level (heavy imports such as torch or ray go inside 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 
 import typer
@@ -42,6 +43,12 @@ def _discover_commands() -> None:
             continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(app)
+    for command in app.registered_commands:
+        # `vfm --help` lists each command by its docstring's first paragraph, line breaks kept:
+        # join the lines so the list wraps to the terminal instead of at the source's margin
+        doc = inspect.getdoc(command.callback) if command.short_help is None and command.help is None else None
+        if doc:
+            command.short_help = " ".join(doc.split("\n\n")[0].split())
 
 
 _discover_commands()

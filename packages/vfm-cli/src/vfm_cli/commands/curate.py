@@ -57,7 +57,9 @@ def curate(
         help="Run failed videos again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
 ) -> None:
     """Cut videos into clips: decode, split into shots, stitch, transcode to H264, embed, caption,
-    filter, write. Re-running on the same output folder skips videos that finished (made with
+    filter, write.
+
+    Re-running on the same output folder skips videos that finished (made with
     other options too: a new output folder applies new ones); clips.parquet holds every finished
     video of the folder. Failed videos run again when the machine failed them
     (up to run.max_attempts), when the options that failed them or the file changed, or with --retry-failed.

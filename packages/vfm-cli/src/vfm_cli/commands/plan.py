@@ -214,11 +214,11 @@ def stop_tree(proc: subprocess.Popen, grace: float = 10.0) -> None:
 
 def plan(
     config: Optional[Path] = typer.Argument(None, help="TOML training config (its model and batch are planned for)."),
-    gpus: int = typer.Option(0, "--gpus", help="Number of GPUs (ranks) to plan for: up to one node, or whole nodes (see --nodes-of)."),
+    gpus: int = typer.Option(0, "--gpus", show_default=False, help="Number of GPUs (ranks) to plan for: up to one node, or whole nodes (see --nodes-of)."),
     gpu: str = typer.Option("h100", "--gpu", help="Hardware profile: h100, h200, a100, cpu, or a profile .toml path."),
-    nodes_of: int = typer.Option(0, "--nodes-of", help="GPUs per node (default: the profile's, 8 for the GPUs)."),
-    seq_len: int = typer.Option(0, "--seq-len", help="Tokens per sample (default: from the config's latent shape)."),
-    global_batch: int = typer.Option(0, "--global-batch", help="Samples per optimizer step (default: the config's micro_batch x grad_accum x dp; x GPUs where the config's mesh does not divide them)."),
+    nodes_of: int = typer.Option(0, "--nodes-of", show_default=False, help="GPUs per node (default: the profile's, 8 for the GPUs)."),
+    seq_len: int = typer.Option(0, "--seq-len", show_default=False, help="Tokens per sample (default: from the config's latent shape)."),
+    global_batch: int = typer.Option(0, "--global-batch", show_default=False, help="Samples per optimizer step (default: the config's micro_batch x grad_accum x dp; x GPUs where the config's mesh does not divide them)."),
     top: int = typer.Option(10, "--top", help="Rows of the ranked table."),
     all_variants: bool = typer.Option(False, "--all-variants", help="List every variant, not the best per (tp, cp, pp)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),

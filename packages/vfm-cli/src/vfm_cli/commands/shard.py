@@ -44,10 +44,12 @@ def shard(
         help="Run failed clips again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
 ) -> None:
     """Tokenize curated clips and encode their captions into WebDataset shards, one sub-dataset per
-    (height, width, frames) bucket, listed in blend.yaml. Re-running skips clips already sharded and
-    clips that failed (unless --retry-failed, a machine failure, or changed options or clips), and
-    rebuilds any bucket's energon index that does not match its shards. Exits 1 with the reason when
-    it leaves no sample to train on (every clip failed), and warns when most clips failed for one reason."""
+    (height, width, frames) bucket, listed in blend.yaml.
+
+    Re-running skips clips already sharded and clips that failed (unless --retry-failed, a machine
+    failure, or changed options or clips), and rebuilds any bucket's energon index that does not match
+    its shards. Exits 1 with the reason when it leaves no sample to train on (every clip failed), and
+    warns when most clips failed for one reason."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
