@@ -2,7 +2,8 @@
 
 ``flops_per_token`` walks the model (it works on the meta device, so 7B/28B presets cost nothing) and
 counts every Linear and every attention product: Linears applied per latent token, per sample
-(timestep/class embedders, AdaLN modulation) or per text token (cross-attention keys/values), and
+(timestep/class embedders, AdaLN modulation) or per text token (cross-attention keys/values, wan's
+text projection), and
 attention by the kind of its core (full S^2, spatial T'(H'W')^2, temporal H'W'T'^2, cross S*L).
 Forward + backward = 3x forward (each matmul's backward is two matmuls of the same size).
 """
@@ -17,6 +18,8 @@ from vfm_models.blocks.attention import AttentionCore
 
 #: Module name parts whose Linears run once per sample (on the conditioning vector), not per token.
 PER_SAMPLE = ("t_embedder", "y_embedder", "adaln")
+#: Module names whose Linears run once per text token (wan's caption projection before cross-attention).
+PER_TEXT_TOKEN = ("text_embedder",)
 
 
 def _linear_flops(model: nn.Module, tokens: int, text_tokens: int) -> int:
@@ -28,6 +31,8 @@ def _linear_flops(model: nn.Module, tokens: int, text_tokens: int) -> int:
         if any(p.startswith(PER_SAMPLE) for p in parts):
             rows = 1
         elif len(parts) >= 2 and parts[-2] == "cross_attn" and parts[-1] in ("k", "v"):
+            rows = text_tokens
+        elif any(p in PER_TEXT_TOKEN for p in parts):
             rows = text_tokens
         else:
             rows = tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -31,6 +32,22 @@ class TransformerConfig:
     mlp_norm_eps: float = 1e-6  # eps of the norm before the MLP (DiT: 1e-6; diffusers' DiT: its norm_eps, 1e-5)
 
     def __post_init__(self) -> None:
+        # an option from a TOML file or `--set` reaches here as it was typed: a 0, a negative or a string
+        # built a model with no blocks or no channels, or failed inside torch naming no option
+        for name, low in (("in_channels", 1), ("hidden", 1), ("depth", 1), ("num_heads", 1), ("adaln_lora_rank", 0),
+                          ("text_dim", 0), ("num_classes", 0), ("timestep_freq_shift", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+        kv = self.num_kv_heads
+        if kv is not None and (isinstance(kv, bool) or not isinstance(kv, numbers.Integral) or kv < 1):
+            raise ValueError(f"num_kv_heads must be None (= num_heads) or an integer >= 1; got {self.num_kv_heads!r}")
+        for name in ("mlp_ratio", "rope_theta", "mlp_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+        if not isinstance(self.qk_norm, bool):
+            raise ValueError(f"qk_norm must be true or false; got {self.qk_norm!r}")
         self.patch = tuple(int(p) for p in self.patch)
         if len(self.patch) != 3 or min(self.patch) < 1:
             raise ValueError(f"patch must be three positive ints (pt, ph, pw), got {self.patch}")
@@ -46,6 +63,13 @@ class TransformerConfig:
             )
         if self.pos_embed not in POS_EMBEDS:
             raise ValueError(f"pos_embed must be one of {', '.join(POS_EMBEDS)}; got {self.pos_embed!r}")
+        from vfm_models.blocks.backends import BACKENDS
+
+        if self.attention_backend is not None and self.attention_backend not in BACKENDS:
+            # checked here, not at the first forward: a typo would otherwise surface only after the model is built
+            # and sharded, in the first training step
+            raise ValueError(f"attention_backend must be None (automatic) or one of {', '.join(BACKENDS)}; "
+                             f"got {self.attention_backend!r}")
 
     @property
     def head_dim(self) -> int:

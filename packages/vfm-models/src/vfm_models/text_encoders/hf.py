@@ -77,8 +77,9 @@ class HFTextEncoder:
             raise FileNotFoundError(f"no transformers checkpoint at {folder} (config.json missing)")
         # a diffusers pipeline keeps them apart: text_encoder/ (model) and tokenizer/ (Wan, PixArt)
         tokenizer_folder = Path(tokenizer_path) if tokenizer_path is not None else folder
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype)
+        from vfm_models.dtypes import float_dtype
+
+        dtype = float_dtype(dtype, type(self).__name__)
         for where in dict.fromkeys([folder, tokenizer_folder]):
             refuse_custom_code(where)
         # trust_remote_code=False: transformers would otherwise ask on stdin whether to run a folder's code
@@ -118,8 +119,12 @@ class HFTextEncoder:
         """(B, L, dim) float32 embeddings (zeros at padding) and (B, L) bool mask (True = real token)."""
         if isinstance(texts, str):
             raise TypeError("encode takes a list of strings; wrap a single text as [text]")
+        texts = list(texts)
+        if not texts:  # the tokenizer fails on an empty batch; same shape as the hash encoder's
+            length = self.max_length if self.pad_to_max_length else 1
+            return torch.zeros(0, length, self.dim), torch.zeros(0, length, dtype=torch.bool)
         batch = self.tokenizer(
-            list(texts),
+            texts,
             padding="max_length" if self.pad_to_max_length else "longest",
             truncation=True,
             max_length=self.max_length,

@@ -44,9 +44,9 @@ def load_autoencoder(tokenizer: str, class_name: str, path: str | PathLike, hint
     """(vae in eval mode on ``device``, its folder, its dtype): from safetensors, local files only."""
     cls = autoencoder_class(tokenizer, class_name, requirement)
     folder = model_folder(tokenizer, Path(path), class_name, hint)
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    dtype = dtype or torch.float32
+    from vfm_models.dtypes import float_dtype
+
+    dtype = float_dtype(dtype, f"{tokenizer} tokenizer") or torch.float32
     from vfm_models.export import check_folder_fits
 
     check_folder_fits(lambda: cls.from_config(cls.load_config(folder)), folder, f"{tokenizer} tokenizer")

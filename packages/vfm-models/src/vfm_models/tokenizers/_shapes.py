@@ -23,6 +23,14 @@ def video_latent_shape(name: str, shape, channels: int, tc: int, sc: int, latent
     return (*batch, latent_channels, 1 + (t - 1) // tc, h // sc, w // sc)
 
 
+def check_video(name: str, shape, channels: int, tc: int, sc: int, latent_channels: int) -> None:
+    """``encode`` takes a batch (B, C, T, H, W) with an accepted T, H, W (``latent_shape`` also takes (C, T, H, W))."""
+    if len(shape) != 5:
+        raise ValueError(f"{name} encodes a batch of videos (B, C, T, H, W); got shape {tuple(shape)}"
+                         + (" (add the batch dimension: video[None])" if len(shape) == 4 else ""))
+    video_latent_shape(name, shape, channels, tc, sc, latent_channels)
+
+
 def check_latent(name: str, shape, latent_channels: int) -> None:
     """A latent must be (B, C', T', H', W') with the tokenizer's channel count."""
     if len(shape) != 5 or shape[1] != latent_channels:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from vfm_models.tokenizers._shapes import check_latent, video_latent_shape
+from vfm_models.tokenizers._shapes import check_latent, check_video, video_latent_shape
 
 #: Cosmos folder names carry the compression: CV4x8x8 (video: time x height x width), CI8x8 (image).
 _VIDEO_NAME = re.compile(r"[CD]V(\d+)x(\d+)x(\d+)")
@@ -86,8 +86,9 @@ class CosmosTokenizer:
         self.temporal_compression, self.spatial_compression = tc, sc
         self.channels, self.device = channels, device
         params = list(self.encoder.parameters())
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype)
+        from vfm_models.dtypes import float_dtype
+
+        dtype = float_dtype(dtype, "cosmos tokenizer")
         self.dtype = dtype or (params[0].dtype if params else torch.float32)
         self.latent_channels = latent_channels or self._probe_latent_channels()
 
@@ -111,7 +112,8 @@ class CosmosTokenizer:
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         """(B, 3, 1 + k*tc, H, W) in [-1, 1] -> (B, C', 1 + k, H/sc, W/sc) float32."""
-        self.latent_shape(video.shape)
+        check_video("cosmos", video.shape, self.channels, self.temporal_compression, self.spatial_compression,
+                    self.latent_channels)
         return self._encode(video)
 
     def decode(self, latent: torch.Tensor) -> torch.Tensor:

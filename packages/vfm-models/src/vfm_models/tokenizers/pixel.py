@@ -38,6 +38,9 @@ class PixelTokenizer:
             )
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
+        """(B, C, T, H, W) -> (B, C*p*p, T, H/p, W/p)."""
+        if video.dim() != 5:
+            raise ValueError(f"pixel tokenizer encodes a batch of videos (B, C, T, H, W); got shape {tuple(video.shape)}")
         b, c, t, h, w = video.shape
         self._check(c, h, w)
         p = self.patch
@@ -45,6 +48,10 @@ class PixelTokenizer:
         return x.permute(0, 1, 4, 6, 2, 3, 5).reshape(b, c * p * p, t, h // p, w // p)
 
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        """(B, C*p*p, T, H', W') -> (B, C, T, H'*p, W'*p), exactly the video ``encode`` was given."""
+        if latent.dim() != 5 or latent.shape[1] != self.latent_channels:
+            raise ValueError(f"pixel tokenizer decodes latents (B, {self.latent_channels}, T, H', W'); "
+                             f"got shape {tuple(latent.shape)}")
         b, cpp, t, hp, wp = latent.shape
         p = self.patch
         c = cpp // (p * p)

@@ -11,7 +11,7 @@ from os import PathLike
 import torch
 from torch import nn
 
-from vfm_models.tokenizers._shapes import check_latent, video_latent_shape
+from vfm_models.tokenizers._shapes import check_latent, check_video, video_latent_shape
 from vfm_models.tokenizers.causal3d.autoencoder import Decoder, Encoder
 from vfm_models.tokenizers.causal3d.tiling import tiled
 
@@ -102,9 +102,13 @@ class Causal3DTokenizer(nn.Module):
             "causal3d", shape, self.channels, self.temporal_compression, self.spatial_compression, self.latent_channels
         )
 
+    def _check_video(self, video: torch.Tensor) -> None:
+        check_video("causal3d", video.shape, self.channels, self.temporal_compression, self.spatial_compression,
+                    self.latent_channels)
+
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         """(B, C, 1 + k*tc, H, W) -> (B, latent_channels, 1 + k, H/sc, W/sc)."""
-        self.latent_shape(video.shape)
+        self._check_video(video)
         tc, sc = self.temporal_compression, self.spatial_compression
         first = None if self.chunk is None else 1 + (self.chunk - 1) * tc
         halo = -(-self.encoder.radius // sc) if self.halo is None else self.halo  # in latents
@@ -122,7 +126,7 @@ class Causal3DTokenizer(nn.Module):
 
     def forward(self, video: torch.Tensor) -> torch.Tensor:
         """Reconstruction decode(encode(video)), whole (untiled), for training."""
-        self.latent_shape(video.shape)
+        self._check_video(video)
         return self.decoder(self.encoder(video))
 
     def save(self, path: str | PathLike) -> None:

@@ -1,0 +1,36 @@
+"""The transformers text encoders on an empty batch and on dtype names (tiny random T5 folders)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vfm_models
+
+from .test_text_encoders import make_t5_folder
+
+pytest.importorskip("transformers")
+
+
+def test_t5_encodes_an_empty_batch_like_the_hash_encoder(tmp_path):
+    """encode([]) was an IndexError inside the tokenizer; a sampler with no prompts left gets (0, L, dim)."""
+    make_t5_folder(tmp_path, "t5")
+    encoder = vfm_models.get_text_encoder("t5")(path=tmp_path)
+    emb, mask = encoder.encode([])
+    hashed, hashed_mask = vfm_models.get_text_encoder("hash")(dim=encoder.dim).encode([])
+    assert emb.shape == hashed.shape == (0, 1, encoder.dim) and emb.dtype == torch.float32
+    assert mask.shape == hashed_mask.shape == (0, 1) and mask.dtype == torch.bool
+    padded = vfm_models.get_text_encoder("t5")(path=tmp_path, max_length=6, pad_to_max_length=True)
+    assert padded.encode([])[0].shape == (0, 6, encoder.dim)
+
+
+@pytest.mark.parametrize("name, expected", [("bf16", torch.bfloat16), ("torch.float16", torch.float16)])
+def test_t5_takes_dtype_names_and_refuses_others_listing_them(tmp_path, name, expected):
+    """'bf16' was AttributeError (module 'torch' has no attribute 'bf16'); 'nn' passed a module as the dtype."""
+    make_t5_folder(tmp_path, "t5")
+    encoder = vfm_models.get_text_encoder("t5")(path=tmp_path, dtype=name)
+    assert next(encoder.model.parameters()).dtype == expected
+    for wrong in ("bfloat17", "nn", "int8"):
+        with pytest.raises(ValueError, match=rf"T5TextEncoder: dtype must be a floating-point dtype, one of float32, "
+                                             rf"float16, bfloat16, float64, fp32, .*got '{wrong}'"):
+            vfm_models.get_text_encoder("t5")(path=tmp_path, dtype=wrong)

@@ -1,0 +1,74 @@
+"""Tokenizer inputs of the wrong rank get an error that says what ``encode``/``decode`` take, on a real
+H.264 clip decoded with PyAV (the causal3d tokenizer) and on a tiny random ``AutoencoderKLWan``."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+import vfm_models
+
+
+def h264_clip(frames: int = 9, size: int = 32) -> torch.Tensor:
+    """A moving square encoded to H.264 and decoded back: (1, 3, T, H, W) in [-1, 1]."""
+    av = pytest.importorskip("av")
+    import numpy as np
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=8)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for i in range(frames):
+            img = np.zeros((size, size, 3), np.uint8)
+            img[8 + i : 16 + i, 4:20, 1] = 200
+            img[..., 2] = np.arange(size, dtype=np.uint8)[None] * 8
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    buf.seek(0)
+    with av.open(buf) as container:
+        decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    return torch.from_numpy(np.stack(decoded)).permute(3, 0, 1, 2)[None].float() / 127.5 - 1
+
+
+def test_causal3d_encode_of_an_unbatched_clip_says_it_takes_a_batch():
+    """It was an IndexError ('tuple index out of range') though ``latent_shape`` takes (C, T, H, W)."""
+    video = h264_clip()
+    tok = vfm_models.get_tokenizer("causal3d")(latent_channels=4, base_channels=8)
+    assert tok.latent_shape(tuple(video[0].shape)) == (4, 3, 4, 4)
+    with torch.no_grad():
+        assert tok.encode(video).shape == (1, 4, 3, 4, 4)
+        with pytest.raises(ValueError, match=r"causal3d encodes a batch of videos \(B, C, T, H, W\); got shape "
+                                             r"\(3, 9, 32, 32\) \(add the batch dimension"):
+            tok.encode(video[0])
+        with pytest.raises(ValueError, match=r"batch of videos"):
+            tok(video[0])
+
+
+def test_pixel_tokenizer_names_the_shapes_it_takes():
+    """encode of (C, T, H, W) was 'not enough values to unpack'; decode of a latent with the wrong channel
+    count was a reshape error."""
+    tok = vfm_models.get_tokenizer("pixel")(patch=2)
+    with pytest.raises(ValueError, match=r"pixel tokenizer encodes a batch of videos \(B, C, T, H, W\)"):
+        tok.encode(torch.zeros(3, 2, 4, 4))
+    with pytest.raises(ValueError, match=r"pixel tokenizer decodes latents \(B, 12, T, H', W'\); got shape \(1, 8, 2, 2, 2\)"):
+        tok.decode(torch.zeros(1, 8, 2, 2, 2))
+
+
+def test_wan_vae_encode_of_an_unbatched_clip_and_a_wrong_dtype_name_say_what_is_accepted(tmp_path):
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    diffusers.AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                               temperal_downsample=[False, True, True], latents_mean=[0.0] * 4,
+                               latents_std=[1.0] * 4).save_pretrained(tmp_path)
+    tokenizer = vfm_models.get_tokenizer("wan-vae")
+    with pytest.raises(ValueError, match=r"wan-vae tokenizer: dtype must be a floating-point dtype, one of "
+                                         r"float32, float16, bfloat16, float64, .*got 'bfloat17'"):
+        tokenizer(path=tmp_path, dtype="bfloat17")  # was AttributeError: module 'torch' has no attribute
+    tok = tokenizer(path=tmp_path, dtype="fp32")  # the curator's and the pipeline's short name
+    with pytest.raises(ValueError, match=r"wan-vae encodes a batch of videos"):  # was diffusers' unpack error
+        tok.encode(torch.zeros(3, 5, 16, 16))
