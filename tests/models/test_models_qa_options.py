@@ -30,3 +30,23 @@ def test_a_wrong_family_option_is_one_value_error_naming_it_when_the_config_is_m
     with pytest.raises(ValueError, match=message):
         vfm_models.get_family(family).config("tiny", **overrides)
 
+
+
+FAMILY_BAD = [
+    ("wan", {"hidden": 10, "num_heads": 2}, r"pos_embed 'rope' needs an even head_dim \(hidden / num_heads\) >= 6; got 5"),
+    ("dit-cross", {"pos_embed": "rope", "hidden": 32, "num_heads": 8}, r"even head_dim .* >= 6; got 4"),
+    ("dit", {"pos_embed": "sincos2d", "hidden": 30, "num_heads": 3}, "pos_embed 'sincos2d' needs hidden divisible by 4"),
+    ("wan", {"eps": 0.0}, "wan's eps must be a finite number > 0"),  # built; LayerNorm eps 0
+    ("wan", {"eps": -1.0}, "wan's eps must be a finite number > 0"),
+    ("wan", {"timestep_scale": 0}, "wan's timestep_scale must be a finite number > 0"),
+    ("stdit", {"full_attention_blocks": 1}, r"full_attention_blocks must be a list of block indices"),  # TypeError
+]
+
+
+@pytest.mark.parametrize("family, overrides, message", FAMILY_BAD,
+                         ids=[f"{f}-" + "-".join(map(str, o.values())) for f, o, _ in FAMILY_BAD])
+def test_options_a_family_or_its_position_table_cannot_take_are_refused_when_the_config_is_made(family, overrides,
+                                                                                               message):
+    """These built, and failed at the first forward (the position tables) or not at all (wan's eps)."""
+    with pytest.raises(ValueError, match=message):
+        vfm_models.get_family(family).config("tiny", **overrides)

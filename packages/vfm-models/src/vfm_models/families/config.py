@@ -63,6 +63,14 @@ class TransformerConfig:
             )
         if self.pos_embed not in POS_EMBEDS:
             raise ValueError(f"pos_embed must be one of {', '.join(POS_EMBEDS)}; got {self.pos_embed!r}")
+        # the position tables' own limits, here rather than at the first forward
+        if self.pos_embed == "rope" and (self.head_dim % 2 or self.head_dim < 6):
+            raise ValueError(f"pos_embed 'rope' needs an even head_dim (hidden / num_heads) >= 6; got {self.head_dim} "
+                             f"(hidden {self.hidden}, num_heads {self.num_heads})")
+        if self.pos_embed == "sincos" and (self.hidden % 2 or self.hidden < 6):
+            raise ValueError(f"pos_embed 'sincos' needs an even hidden >= 6; got {self.hidden}")
+        if self.pos_embed == "sincos2d" and self.hidden % 4:
+            raise ValueError(f"pos_embed 'sincos2d' needs hidden divisible by 4; got {self.hidden}")
         from vfm_models.blocks.backends import BACKENDS
 
         if self.attention_backend is not None and self.attention_backend not in BACKENDS:

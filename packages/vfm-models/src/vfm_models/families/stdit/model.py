@@ -23,6 +23,9 @@ class STDiTConfig(TransformerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if isinstance(self.full_attention_blocks, (str, bytes)) or not hasattr(self.full_attention_blocks, "__iter__"):
+            raise ValueError(f"full_attention_blocks must be a list of block indices (e.g. [0, 5]); "
+                             f"got {self.full_attention_blocks!r}")
         self.full_attention_blocks = tuple(int(i) for i in self.full_attention_blocks)
         bad = [i for i in self.full_attention_blocks if not 0 <= i < self.depth]
         if bad:
