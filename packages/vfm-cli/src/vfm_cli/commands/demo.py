@@ -36,7 +36,9 @@ def demo(
     settings = DemoSettings(out=out, videos=videos, train_steps=train_steps, sample_steps=sample_steps,
                             prompt=prompt, ray=ray)
     try:
-        result = run_demo(settings, say=console.print)
+        # soft_wrap: a command longer than the terminal is not broken by inserted newlines, so it can be
+        # copied and run again as printed
+        result = run_demo(settings, say=lambda text: console.print(text, soft_wrap=True))
     except DemoError as exc:
         fail(exc)
 

@@ -18,6 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from rich.markup import escape
+
 from vfm_cli.demo.inputs import make_inputs
 
 PROMPT_FALLBACK = "a red circle moving right"
@@ -77,7 +79,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
         command = ["vfm", *args]
         printable = shlex.join(command)
         result.commands.append(printable)
-        say(f"\n[bold]== {name}[/bold]  $ {printable}")
+        say(f"\n[bold]== {name}[/bold]  $ {escape(printable)}")  # a path may hold [...]
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "vfm_cli.main", *args])
         result.seconds[name] = time.perf_counter() - start
@@ -85,7 +87,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
             raise DemoError(f"the {name} step failed (exit {done.returncode}); command: {printable}")
 
     start = time.perf_counter()
-    say(f"[bold]== input[/bold]  {settings.videos} videos of moving shapes, 3 shots each -> {out / 'input'}")
+    say(f"[bold]== input[/bold]  {settings.videos} videos of moving shapes, 3 shots each -> {escape(str(out / 'input'))}")
     manifest = make_inputs(out / "input", settings.videos, frames_per_shot=32)
     result.seconds["input"] = time.perf_counter() - start
     captions = [json.loads(line)["caption"] for line in manifest.read_text().splitlines()]
