@@ -35,7 +35,7 @@ def main() -> None:
     hw = load_profile(args.gpu)
     cfg = config_mod.load(args.config, list(args.overrides))
     spec = model_spec(cfg)
-    result = plan(spec, args.gpus, hw, global_batch=default_global_batch(cfg, args.gpus), ema=cfg.ema.enabled)
+    result = plan(spec, args.gpus, hw, global_batch=default_global_batch(cfg, args.gpus)[0], ema=cfg.ema.enabled)
     print(format_table(result, top=max(10, args.measure), all_variants=True), flush=True)
     chosen = result.ranked[: args.measure]
     print(f"\nmeasuring {len(chosen)} layouts, {args.steps} steps each, under torchrun ({args.gpus} processes); "
