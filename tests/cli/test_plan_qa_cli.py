@@ -195,16 +195,9 @@ def test_stdit_attention_flops_are_its_spatial_and_temporal_products_not_full_at
 # --- --measure: progress, words for the ranking, and Ctrl-C ------------------------------------------
 
 def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            children = [int(c) for c in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
-        except OSError:
-            continue
-        out += children
-        todo += children
-    return out
+    from vfm_cli.commands.plan import _descendants
+
+    return [child for child, _ in _descendants(pid)]
 
 
 def _alive(pid: int) -> bool:

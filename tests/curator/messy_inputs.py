@@ -109,6 +109,46 @@ def spliced(path: str | Path, parts: list[dict], *, fmt: str = "mpegts") -> Path
     return path
 
 
+def _encode(container, stream, frames) -> None:
+    """Encode ``frames`` (with their pts) into ``stream`` and flush it."""
+    for frame in frames:
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+
+
+def _cover_picture(stream) -> None:
+    """A 32x32 grey mjpeg picture as the whole of ``stream`` (a poster, cover art)."""
+    import av
+
+    stream.width, stream.height, stream.pix_fmt = 32, 32, "yuvj420p"
+    picture = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 200, np.uint8), format="rgb24").reformat(format="yuvj420p")
+    picture.pts = 0
+    _encode(stream.container, stream, [picture])
+
+
+def _rgb_frame(img: np.ndarray, pts: int, fmt: str | None = None):
+    import av
+
+    frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+    if fmt is not None:
+        frame = frame.reformat(format=fmt)
+    frame.pts = pts
+    return frame
+
+
+def _tone(audio, seconds_samples: np.ndarray, rate: int, offset: int = 0, size: int = 1024):
+    """``seconds_samples`` (mono float) as audio frames of ``size`` samples from ``offset``, zero-padded."""
+    import av
+
+    for start in range(0, len(seconds_samples), size):
+        chunk = np.pad(seconds_samples[start:start + size], (0, max(0, start + size - len(seconds_samples))))
+        frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
+        frame.sample_rate, frame.pts, frame.time_base = rate, offset + start, Fraction(1, rate)
+        yield frame
+
+
 def with_cover_first(path: str | Path, num_frames: int = 30, *, width: int = 64, height: int = 48) -> Path:
     """A video whose first video stream is a one-frame picture (a poster or cover) and whose second
     is the real video, as tagging tools leave them."""
@@ -118,21 +158,12 @@ def with_cover_first(path: str | Path, num_frames: int = 30, *, width: int = 64,
     path.parent.mkdir(parents=True, exist_ok=True)
     container = av.open(str(path), "w")
     cover = container.add_stream("mjpeg", rate=1)
-    cover.width, cover.height, cover.pix_fmt = 32, 32, "yuvj420p"
+    cover.width, cover.height = 32, 32
     video = container.add_stream("libx264", rate=24)
     video.width, video.height, video.pix_fmt = width, height, "yuv420p"
     video.options = {"preset": "ultrafast"}
-    picture = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 200, np.uint8), format="rgb24").reformat(format="yuvj420p")
-    picture.pts = 0
-    for packet in [*cover.encode(picture), *cover.encode()]:
-        container.mux(packet)
-    for i in range(num_frames):
-        frame = av.VideoFrame.from_ndarray(pattern(i, width, height), format="rgb24")
-        frame.pts = i
-        for packet in video.encode(frame):
-            container.mux(packet)
-    for packet in video.encode():
-        container.mux(packet)
+    _cover_picture(cover)
+    _encode(container, video, (_rgb_frame(pattern(i, width, height), i) for i in range(num_frames)))
     container.close()
     return path
 
@@ -151,24 +182,17 @@ def with_audio(path: str | Path, num_frames: int = 50, *, fps: int = 25, start_s
     video.options = {"preset": "ultrafast"}
     audio = container.add_stream(acodec, rate=rate, layout="mono")
     first = round(start_s * fps)
-    for i in range(num_frames):
-        frame = av.VideoFrame.from_ndarray(pattern(i, 64, 48), format="rgb24")
-        frame.pts, frame.time_base = first + i, Fraction(1, fps)
-        for packet in video.encode(frame):
-            container.mux(packet)
-    for packet in video.encode():
-        container.mux(packet)
+
+    def frames():
+        for i in range(num_frames):
+            frame = _rgb_frame(pattern(i, 64, 48), first + i)
+            frame.time_base = Fraction(1, fps)
+            yield frame
+
+    _encode(container, video, frames())
     samples = (0.5 * np.sin(2 * np.pi * 440 * np.arange(rate * num_frames // fps) / rate)).astype(np.float32)
-    offset = round(start_s * rate)
-    size = audio.codec_context.frame_size or 1024
-    for start in range(0, len(samples), size):
-        chunk = np.pad(samples[start:start + size], (0, max(0, start + size - len(samples))))
-        frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
-        frame.sample_rate, frame.pts, frame.time_base = rate, offset + start, Fraction(1, rate)
-        for packet in audio.encode(frame):
-            container.mux(packet)
-    for packet in audio.encode():
-        container.mux(packet)
+    _encode(container, audio, _tone(audio, samples, rate, offset=round(start_s * rate),
+                                    size=audio.codec_context.frame_size or 1024))
     container.close()
     return path
 
@@ -186,13 +210,7 @@ def hdr10(path: str | Path, num_frames: int = 30, *, width: int = 64, height: in
                       "x265-params": "log-level=none:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc"}
     context = stream.codec_context
     context.color_primaries, context.color_trc, context.colorspace = 9, 16, 9  # BT2020, SMPTE2084, BT2020_NCL
-    for i in range(num_frames):
-        frame = av.VideoFrame.from_ndarray(pattern(i, width, height), format="rgb24").reformat(format="yuv420p10le")
-        frame.pts = i
-        for packet in stream.encode(frame):
-            container.mux(packet)
-    for packet in stream.encode():
-        container.mux(packet)
+    _encode(container, stream, (_rgb_frame(pattern(i, width, height), i, "yuv420p10le") for i in range(num_frames)))
     container.close()
     return path
 
@@ -207,21 +225,11 @@ def song_with_cover(path: str | Path, seconds: float = 1.0) -> Path:
     container = av.open(str(path), "w")
     audio = container.add_stream("aac", rate=16000)
     cover = container.add_stream("mjpeg", rate=1)
-    cover.width, cover.height, cover.pix_fmt = 32, 32, "yuvj420p"
+    cover.width, cover.height = 32, 32
     cover.disposition = Disposition.attached_pic
-    picture = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 200, np.uint8), format="rgb24").reformat(format="yuvj420p")
-    picture.pts = 0
-    for packet in [*cover.encode(picture), *cover.encode()]:
-        container.mux(packet)
+    _cover_picture(cover)
     samples = np.sin(2 * np.pi * 440 * np.arange(int(16000 * seconds)) / 16000).astype(np.float32)
-    for start in range(0, len(samples), 1024):
-        chunk = np.pad(samples[start:start + 1024], (0, max(0, start + 1024 - len(samples))))
-        frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
-        frame.sample_rate, frame.pts = 16000, start
-        for packet in audio.encode(frame):
-            container.mux(packet)
-    for packet in audio.encode():
-        container.mux(packet)
+    _encode(container, audio, _tone(audio, samples, 16000))
     container.close()
     return path
 
@@ -238,17 +246,14 @@ def interlaced(path: str | Path, num_frames: int = 30, *, width: int = 64, heigh
     stream = container.add_stream("libx264", rate=25)
     stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
     stream.options = {"preset": "ultrafast", "crf": "10", "x264-params": "interlaced=1:tff=1"}
+    frames = []
     for i in range(num_frames):
         img = np.full((height, width, 3), 40, np.uint8)
         for parity, late in ((0, 0.0), (1, 0.5)):
             x = int((i + late) * 4) % width
             img[parity::2, x:x + 8] = 220
-        frame = av.VideoFrame.from_ndarray(img, format="rgb24")
-        frame.pts = i
-        for packet in stream.encode(frame):
-            container.mux(packet)
-    for packet in stream.encode():
-        container.mux(packet)
+        frames.append(_rgb_frame(img, i))
+    _encode(container, stream, frames)
     container.close()
     return path
 
