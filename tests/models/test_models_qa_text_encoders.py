@@ -34,3 +34,24 @@ def test_t5_takes_dtype_names_and_refuses_others_listing_them(tmp_path, name, ex
         with pytest.raises(ValueError, match=rf"T5TextEncoder: dtype must be a floating-point dtype, one of float32, "
                                              rf"float16, bfloat16, float64, fp32, .*got '{wrong}'"):
             vfm_models.get_text_encoder("t5")(path=tmp_path, dtype=wrong)
+
+
+def test_a_text_encoder_folder_without_a_tokenizer_is_refused_pointing_at_the_pipelines_tokenizer(tmp_path):
+    """A diffusers pipeline's text_encoder/ holds no tokenizer. Without tokenizer_path, transformers built a
+    default T5Tokenizer with no vocabulary and every word became <unk>: "a cat" and "a dog" encoded alike."""
+    import shutil
+
+    make_t5_folder(tmp_path / "src", "t5")
+    (tmp_path / "pipe" / "text_encoder").mkdir(parents=True)
+    (tmp_path / "pipe" / "tokenizer").mkdir()
+    for f in (tmp_path / "src").iterdir():
+        shutil.copy(f, tmp_path / "pipe" / ("tokenizer" if "token" in f.name else "text_encoder") / f.name)
+    t5 = vfm_models.get_text_encoder("t5")
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer in .*text_encoder: none of tokenizer.json, spiece.model"
+                                                r".*pass tokenizer_path=.*pipe/tokenizer\)"):
+        t5(path=tmp_path / "pipe" / "text_encoder")
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer in .*text_encoder"):  # tokenizer_path named wrongly
+        t5(path=tmp_path / "pipe" / "text_encoder", tokenizer_path=tmp_path / "pipe" / "text_encoder")
+    encoder = t5(path=tmp_path / "pipe" / "text_encoder", tokenizer_path=tmp_path / "pipe" / "tokenizer")
+    cat, dog = encoder.encode(["a cat", "a dog"])[0]
+    assert not torch.allclose(cat, dog)

@@ -46,6 +46,23 @@ def refuse_custom_code(folder: str | PathLike) -> None:
                              "(t5, mt5, umt5, bert, ...) without auto_map")
 
 
+#: Files that hold a tokenizer's vocabulary (fast tokenizer, SentencePiece, WordPiece, BPE).
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "vocab.txt",
+                   "vocab.json")
+
+
+def check_tokenizer_folder(folder: Path, given: bool) -> None:
+    """Refuse a folder without a vocabulary: transformers then builds an empty default tokenizer for the
+    model type (T5: 100 sentinels and 3 specials) and every word of every prompt becomes ``<unk>``, silently."""
+    if folder.is_dir() and any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return
+    hint = "" if given else " (a diffusers pipeline keeps it apart: pass tokenizer_path=<pipeline>/tokenizer"
+    if not given and (folder.parent / "tokenizer").is_dir():
+        hint = f" (this looks like a pipeline's text encoder: pass tokenizer_path={folder.parent / 'tokenizer'}"
+    raise FileNotFoundError(f"no tokenizer in {folder}: none of {', '.join(TOKENIZER_FILES)} is there"
+                            + (hint + ")" if hint else ""))
+
+
 class HFTextEncoder:
     """A ``transformers`` encoder and its tokenizer from a local folder (the tokenizer from
     ``tokenizer_path`` when it lives elsewhere, as in a diffusers pipeline's ``tokenizer/``).
@@ -88,6 +105,7 @@ class HFTextEncoder:
             raise ValueError(
                 f"{type(self).__name__} expects a model_type in {self.accepted_types}; {folder} holds {self.config.model_type!r}"
             )
+        check_tokenizer_folder(tokenizer_folder, tokenizer_path is not None)
         self.tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_folder, local_files_only=True, trust_remote_code=False)
         model_cls = self._model_class(tf, self.config.model_type)
         from vfm_models.export import check_folder_fits  # an export may hold this folder: its config is data
