@@ -30,20 +30,29 @@ def _env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def test_sigterm_stops_vfm_train_after_the_step_with_a_checkpoint_and_exit_143_and_it_resumes(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "vfm_cli.main", *_args(tmp_path, "train.steps=100000",
-                                                                           "checkpoint.interval=0")],
+def _signalled(args: list[str], *signals: tuple[str, str, int]) -> tuple[subprocess.Popen, str, str]:
+    """Run ``vfm train args``; for each (stream, line prefix, signal), wait for that line on stdout or
+    stderr, then send the signal; return the finished process and the rest of its output."""
+    proc = subprocess.Popen([sys.executable, "-m", "vfm_cli.main", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     try:
-        for line in proc.stdout:  # training has started: a few steps are logged
-            if line.startswith("step 3/"):
-                break
-        proc.send_signal(signal.SIGTERM)
+        for stream, prefix, sig in signals:
+            for line in getattr(proc, stream):
+                if line.startswith(prefix):
+                    break
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return proc, out, err
+
+
+def test_sigterm_stops_vfm_train_after_the_step_with_a_checkpoint_and_exit_143_and_it_resumes(tmp_path):
+    # once training has started (a few steps are logged)
+    proc, out, err = _signalled(_args(tmp_path, "train.steps=100000", "checkpoint.interval=0"),
+                                ("stdout", "step 3/", signal.SIGTERM))
     assert proc.returncode == 143, err
     assert "Traceback" not in err
     stopped = [line for line in err.splitlines() if line.startswith("stopped by SIGTERM after step ")]
@@ -80,25 +89,9 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_line_and_no_partial_fo
 def test_a_second_ctrl_c_stops_at_once_with_one_line_and_exit_130(tmp_path):
     # Steps of ~1 s (2048 tokens a sample): the second Ctrl-C, sent as soon as the first is announced,
     # lands while the step (or the stop's save) is still running.
-    proc = subprocess.Popen([sys.executable, "-m", "vfm_cli.main", *_args(tmp_path, "train.steps=100000",
-                                                                           "checkpoint.interval=0",
-                                                                           "data.latent_shape=[3,8,32,32]",
-                                                                           "data.micro_batch=8")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-    try:
-        for line in proc.stdout:
-            if line.startswith("step 1/"):
-                break
-        proc.send_signal(signal.SIGINT)
-        for line in proc.stderr:
-            if line.startswith("SIGINT received"):
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc, out, err = _signalled(_args(tmp_path, "train.steps=100000", "checkpoint.interval=0",
+                                      "data.latent_shape=[3,8,32,32]", "data.micro_batch=8"),
+                                ("stdout", "step 1/", signal.SIGINT), ("stderr", "SIGINT received", signal.SIGINT))
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert ("interrupted: stopped at once, without a checkpoint of this step; the same command resumes from the newest "
