@@ -72,3 +72,12 @@ def test_wan_vae_encode_of_an_unbatched_clip_and_a_wrong_dtype_name_say_what_is_
     tok = tokenizer(path=tmp_path, dtype="fp32")  # the curator's and the pipeline's short name
     with pytest.raises(ValueError, match=r"wan-vae encodes a batch of videos"):  # was diffusers' unpack error
         tok.encode(torch.zeros(3, 5, 16, 16))
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 0, 2, 2), (1, 4, 1, 0, 2)])
+def test_causal3d_decode_of_an_empty_latent_names_the_shape_it_takes(shape):
+    """It was torch's "expanded size" / "Kernel size can't be greater than actual input size"."""
+    tok = vfm_models.get_tokenizer("causal3d")(latent_channels=4, base_channels=8)
+    with pytest.raises(ValueError, match=r"causal3d decodes latents \(B, 4, T', H', W'\) with T', H', W' >= 1; "
+                                         r"got shape " + str(shape).replace("(", r"\(").replace(")", r"\)")):
+        tok.decode(torch.zeros(shape))

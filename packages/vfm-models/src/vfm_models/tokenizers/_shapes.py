@@ -33,5 +33,6 @@ def check_video(name: str, shape, channels: int, tc: int, sc: int, latent_channe
 
 def check_latent(name: str, shape, latent_channels: int) -> None:
     """A latent must be (B, C', T', H', W') with the tokenizer's channel count."""
-    if len(shape) != 5 or shape[1] != latent_channels:
-        raise ValueError(f"{name} decodes latents (B, {latent_channels}, T', H', W'); got shape {tuple(shape)}")
+    if len(shape) != 5 or shape[1] != latent_channels or min(shape[2:]) < 1:
+        raise ValueError(f"{name} decodes latents (B, {latent_channels}, T', H', W') with T', H', W' >= 1; "
+                         f"got shape {tuple(shape)}")
