@@ -96,6 +96,10 @@ class DiffusionTransformer(nn.Module):
         return unpatchify(out, ctx.grid, self.config.patch, self.config.output_channels)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, cond: Cond = None) -> torch.Tensor:
+        if t.dim() == 1 and x.dim() == 5 and t.shape[0] not in (1, x.shape[0]):
+            # one level per sample, or one for all (broadcast); anything else failed deep in the blocks
+            raise ValueError(f"t has {t.shape[0]} noise levels but x has {x.shape[0]} samples; t must be (B,) = "
+                             f"({x.shape[0]},), or (1,) for one level for all")
         tokens, grid = self.embed(x)
         ctx = self.context(grid, t, cond)
         for block in self.blocks:
