@@ -8,7 +8,8 @@ import torch
 FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                 "float64": torch.float64}
 #: The short names the curator and the inference pipeline also take.
-ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
+           "double": "float64"}
 
 
 def float_dtype(value: torch.dtype | str | None, where: str) -> torch.dtype | None:
