@@ -54,3 +54,16 @@ def test_a_run_that_trains_into_nan_exits_1_naming_the_steps_and_exports_nothing
     assert "error: steps 2, 3, 4 had a non-finite loss or gradient norm" in result.output
     assert "train.max_nonfinite_steps = 3" in result.output
     assert not (tmp_path / "export").exists()
+
+
+def test_a_model_option_error_keeps_its_closing_quote():
+    """The message was cut as ``got 'flashy`` (quotes stripped from the ends, as if it were a KeyError's)."""
+    from vfm_cli import recipe
+    from vfm_parallel.trainer.config import ConfigError, from_dict
+
+    cfg = from_dict({"model": {"family": "dit", "options": {"attention_backend": "flashy"}},
+                     "data": {"source": "synthetic"}}, 1)
+    with pytest.raises(ConfigError) as info:
+        recipe.validate(cfg, 1, require_data=False)
+    assert str(info.value).endswith("got 'flashy'"), str(info.value)
+    assert info.value.key == "model.options"

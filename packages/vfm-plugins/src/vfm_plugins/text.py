@@ -36,3 +36,11 @@ def rich_text(text: object):
     from rich.text import Text
 
     return Text(printable(text))
+
+
+def exception_text(exc: BaseException) -> str:
+    """What an exception says, for a one-line error: a ``KeyError``'s message without the quotes its
+    ``str()`` adds (stripping quote characters from the ends would also eat a message's own closing quote)."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from vfm_plugins.text import exception_text as exc_text
 
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
@@ -18,7 +19,7 @@ KEY = "model.init_from"
 
 
 def _error(exc: Exception) -> ConfigError:
-    return ConfigError(KEY, str(exc).strip("'\""))
+    return ConfigError(KEY, exc_text(exc))
 
 
 def init_options(cfg: TrainConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import vfm_models
+from vfm_plugins.text import exception_text as exc_text
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 from vfm_cli.recipe.names import check_name
@@ -35,7 +36,7 @@ def _family_config(cfg: TrainConfig, options: dict) -> Any:
         return family.config(cfg.model.preset or None, **options)
     except (KeyError, TypeError, ValueError) as exc:
         key = "model.preset" if "preset" in str(exc) else "model.options"
-        raise ConfigError(key, str(exc).strip("'\"")) from None
+        raise ConfigError(key, exc_text(exc)) from None
 
 
 def _agree(key: str, configured: str, recorded: str, what: str) -> str:
