@@ -67,3 +67,16 @@ def test_a_model_option_error_keeps_its_closing_quote():
         recipe.validate(cfg, 1, require_data=False)
     assert str(info.value).endswith("got 'flashy'"), str(info.value)
     assert info.value.key == "model.options"
+
+
+@pytest.mark.parametrize("key, message", [
+    ("model.tokenizer_options.pach=2", "config key 'model.tokenizer_options.pach': unknown option of tokenizer 'pixel'; "
+                                       "accepted: patch, channels"),
+    ("model.formulation_options.sigma_mn=0.1", "config key 'model.formulation_options.sigma_mn': unknown option of "
+                                               "formulation 'edm'"),
+])
+def test_a_misspelt_plugin_option_is_refused_by_validate(key, message):
+    """A tokenizer option typo passed --validate and went into the run's export."""
+    result = _train("--validate", sets=[key])
+    assert result.exit_code == 1, result.output
+    assert message in result.output

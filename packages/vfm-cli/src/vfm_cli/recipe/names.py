@@ -17,18 +17,28 @@ def check_name(kind: str, name: str, key: str) -> None:
         raise ConfigError(key, f"unknown {_SINGULAR[kind]} {name!r}; available: {', '.join(names)}")
 
 
-def check_formulation_options(cfg: TrainConfig) -> None:
-    """``model.formulation_options`` are options the formulation takes, with values it accepts
-    (it is built once here, which costs nothing: a formulation holds a few numbers)."""
-    name, options = cfg.model.formulation, dict(cfg.model.formulation_options)
-    cls = vfm_models.get_formulation(name)
+def check_option_names(kind: str, name: str, options: dict, key: str) -> type:
+    """Every key of ``options`` is a parameter of the ``kind`` plugin ``name`` (a class or factory
+    taking ``**kwargs`` accepts any); returns the plugin. A misspelt option would otherwise reach
+    the run's export (tokenizers, text encoders) or fail only when the run builds it."""
+    get = {"formulations": vfm_models.get_formulation, "tokenizers": vfm_models.get_tokenizer,
+           "text_encoders": vfm_models.get_text_encoder}[kind]
+    cls = get(name)
     params = inspect.signature(cls).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         unknown = sorted(set(options) - set(accepted))
         if unknown:
-            raise ConfigError(f"model.formulation_options.{unknown[0]}",
-                              f"unknown option of formulation {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+            raise ConfigError(f"{key}.{unknown[0]}",
+                              f"unknown option of {_SINGULAR[kind]} {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+    return cls
+
+
+def check_formulation_options(cfg: TrainConfig) -> None:
+    """``model.formulation_options`` are options the formulation takes, with values it accepts
+    (it is built once here, which costs nothing: a formulation holds a few numbers)."""
+    name, options = cfg.model.formulation, dict(cfg.model.formulation_options)
+    cls = check_option_names("formulations", name, options, "model.formulation_options")
     try:
         cls(**options)
     except (TypeError, ValueError) as exc:

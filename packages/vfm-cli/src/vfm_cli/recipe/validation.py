@@ -12,7 +12,7 @@ import torch
 import vfm_models
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
-from vfm_cli.recipe.names import check_formulation_options, check_name
+from vfm_cli.recipe.names import check_formulation_options, check_name, check_option_names
 from vfm_cli.recipe.data_shapes import check_data_shapes, data_shapes
 from vfm_cli.recipe.resolution import Resolved, grid_of, resolve, seq_len
 from vfm_cli.recipe.shards import data_available
@@ -42,10 +42,12 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     # Names left to the shards ("") can only be checked with the shards at hand.
     if r.tokenizer:
         check_name("tokenizers", r.tokenizer, "model.tokenizer")
+        check_option_names("tokenizers", r.tokenizer, r.tokenizer_options, "model.tokenizer_options")
     elif probed:
         raise ConfigError("model.tokenizer", "the shards do not record their tokenizer; name it in model.tokenizer")
     if r.text_encoder:
         check_name("text_encoders", r.text_encoder, "model.text_encoder")
+        check_option_names("text_encoders", r.text_encoder, r.text_encoder_options, "model.text_encoder_options")
     elif r.mcfg.text_dim and probed:
         raise ConfigError("model.text_encoder", "a text-conditional model needs the name of the text encoder the shards were made with")
     pt, ph, pw = r.mcfg.patch
