@@ -21,6 +21,10 @@ class PromptTruncatedWarning(GenerationWarning):
     """A prompt longer than the text encoder reads: the words past its ``max_length`` are dropped."""
 
 
+class UntrainedNullWarning(GenerationWarning):
+    """Guidance against the null condition of a model trained without condition dropout."""
+
+
 def _short(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
@@ -61,24 +65,23 @@ def prompt_tokens(encoder: Any, text: str) -> tuple[int, bool] | None:
 def truncated_prompts(encoder: Any, prompts: Sequence[str], negative_prompt: str = "") -> list[str]:
     """One note per prompt (and the negative prompt) that reaches the encoder's ``max_length``."""
     limit = getattr(encoder, "max_length", None)
-    if encoder is None or not isinstance(limit, int):
+    if not isinstance(limit, int):  # also no encoder (None)
         return []
     notes, seen = [], set()
     named = [(f"prompt {i} (video {i:04d})", p) for i, p in enumerate(prompts)] + ([("--negative-prompt", negative_prompt)] if negative_prompt else [])
     for what, text in named:
-        if text in seen:
+        if text in seen:  # a text is counted (tokenized) and noted once, however often it is given
             continue
+        seen.add(text)
         counted = prompt_tokens(encoder, text)
         if counted is None:
             continue
         tokens, exact = counted
         if tokens > limit or (not exact and tokens >= limit):
-            seen.add(text)
             size = f"is {tokens} tokens, more than" if exact else "reaches"
             notes.append(f"{what} ({_short(text)}) {size} the {limit} tokens the text encoder reads "
                          f"(its max_length); the model does not see the words past them")
     return notes
-
 
 
 def check_spec_types(spec: Any) -> None:
@@ -108,10 +111,6 @@ def check_spec_types(spec: Any) -> None:
             problems.append(f"{name} must be an integer or None, got {getattr(spec, name)!r}")
     if problems:
         raise ValueError("; ".join(problems))
-
-
-class UntrainedNullWarning(GenerationWarning):
-    """Guidance against the null condition of a model trained without condition dropout."""
 
 
 def untrained_null(kind: str, cond_dropout: Any, negative_prompt: str, asked_guidance: float | None) -> list[str]:

@@ -239,9 +239,7 @@ class VideoPipeline:
             fitting = sorted(n for n in host.names("samplers") if getattr(host.get("samplers", n), "formulation", None) == formulation)
             raise ValueError(f"sampler {name!r} samples {cls.formulation!r} but this model was trained with "
                              f"{formulation!r}; use one of: {', '.join(fitting)}")
-        accepted = inspect.signature(cls).parameters
-        defaults = {k: v for k, v in self.formulation.options().items() if k in accepted and k != "steps"}
-        return build_sampler(name, cls, steps, defaults, options)
+        return build_sampler(name, cls, steps, self.formulation.options(), options)
 
     def latent_shape(self, frames: int | None, size: tuple[int, int] | None) -> tuple[int, int, int, int]:
         """(C', T', H', W') for a pixel request, checked against the tokenizer and the model's patch."""

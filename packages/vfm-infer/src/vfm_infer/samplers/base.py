@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
@@ -88,11 +89,11 @@ class Sampler(ABC):
 
 def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any], options: Mapping[str, Any]):
     """``cls(steps, **defaults, **options)``, with a ValueError naming the sampler's options for an option it
-    does not take or a value of the wrong type (instead of the constructor's TypeError)."""
-    import inspect
-
+    does not take or a value of the wrong type (instead of the constructor's TypeError). ``defaults``
+    (the formulation's schedule options) are passed only where ``cls`` names them."""
     params = inspect.signature(cls).parameters
     names = [k for k, p in params.items() if k != "steps" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    defaults = {k: v for k, v in defaults.items() if k in names}
     takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
     unknown = sorted(k for k in options if k not in names and not takes_any)
     if "steps" in options or unknown:

@@ -9,6 +9,15 @@ from typing import Optional, Tuple
 POS_EMBEDS = ("sincos", "rope", "sincos2d")
 
 
+def check_positive(config: object, names: tuple[str, ...], who: str = "") -> None:
+    """Each field ``names`` of ``config`` is a finite number > 0 (not a bool, a string or NaN); else a
+    ValueError ``{who}{name} must be a finite number > 0``."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
+            raise ValueError(f"{who}{name} must be a finite number > 0; got {value!r}")
+
+
 @dataclass
 class TransformerConfig:
     in_channels: int = 4
@@ -42,10 +51,7 @@ class TransformerConfig:
         kv = self.num_kv_heads
         if kv is not None and (isinstance(kv, bool) or not isinstance(kv, numbers.Integral) or kv < 1):
             raise ValueError(f"num_kv_heads must be None (= num_heads) or an integer >= 1; got {self.num_kv_heads!r}")
-        for name in ("mlp_ratio", "rope_theta", "mlp_norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+        check_positive(self, ("mlp_ratio", "rope_theta", "mlp_norm_eps"))
         if not isinstance(self.qk_norm, bool):
             raise ValueError(f"qk_norm must be true or false; got {self.qk_norm!r}")
         self.patch = tuple(int(p) for p in self.patch)

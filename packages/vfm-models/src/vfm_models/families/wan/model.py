@@ -18,7 +18,7 @@ from vfm_models.blocks.adaln import AdaLNShared
 from vfm_models.blocks.embedders import TimestepEmbedder
 from vfm_models.blocks.patch import PatchEmbed3D
 from vfm_models.families.base import DiffusionTransformer
-from vfm_models.families.config import TransformerConfig
+from vfm_models.families.config import TransformerConfig, check_positive
 from vfm_models.families.plan import transformer_plan
 from vfm_models.families.spec import ModelFamily
 from vfm_models.families.wan.layers import TextProjection, WanBlock, WanFinalLayer
@@ -51,11 +51,8 @@ class WanConfig(TransformerConfig):
         if self.output_channels != self.in_channels:
             raise ValueError(f"wan predicts a velocity of the input's shape: out_channels must equal in_channels "
                              f"({self.in_channels}) or be unset; got {self.out_channels}")
-        for name in ("eps", "timestep_scale"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                # eps 0 divides by zero on a constant token; a negative one gives NaN
-                raise ValueError(f"wan's {name} must be a finite number > 0; got {value!r}")
+        # eps 0 divides by zero on a constant token; a negative one gives NaN
+        check_positive(self, ("eps", "timestep_scale"), "wan's ")
         if self.ffn_dim < 1 or self.text_dim < 1 or self.freq_dim < 2:
             raise ValueError(f"wan needs ffn_dim, text_dim >= 1 and freq_dim >= 2; got {self.ffn_dim}, "
                              f"{self.text_dim}, {self.freq_dim}")
