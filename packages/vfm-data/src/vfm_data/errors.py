@@ -17,7 +17,7 @@ class DataError(FatalSampleError):
     """Data that cannot be trained on. The message is one line naming the shards (and samples)."""
 
     def __init__(self, message: str) -> None:  # one argument: pickles into the main process as is
-        super().__init__(message)
+        super().__init__(one_line(message))  # it names data: made one printable line here, for every raiser
 
 
 class ShardError(DataError):
@@ -67,6 +67,6 @@ def raise_sample_error(exc: Exception, sample: Any, sources: Any = None) -> None
     key = sample.get("__key__") if isinstance(sample, dict) else getattr(sample, "__key__", None)
     if isinstance(sample, list):
         key = [getattr(s, "__key__", None) for s in sample[:4]]
-    raise SampleError(one_line(
+    raise SampleError(
         f"vfm_data: sample {key!r}{_source_text(sources)} failed: {type(exc).__name__}: {exc}"
-    )) from exc
+    ) from exc

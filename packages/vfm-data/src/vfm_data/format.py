@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,9 +132,7 @@ def _check_npy_size(data: bytes) -> None:
         shape, _, dtype = read_header(buf)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"not an .npy array: {exc}") from exc
-    count = 1
-    for dim in shape:
-        count *= int(dim)
+    count = math.prod(int(dim) for dim in shape)
     stored = len(data) - buf.tell()
     if dtype.hasobject or count * dtype.itemsize != stored:
         raise ValueError(f"an .npy header declaring {tuple(shape)} {dtype} ({count * dtype.itemsize} bytes) over "

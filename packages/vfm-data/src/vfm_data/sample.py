@@ -18,7 +18,7 @@ import torch
 from megatron.energon import Sample, SkipSample, edataclass
 from megatron.energon.source_info import SourceInfo
 
-from vfm_data.errors import DataError, ShardError, one_line
+from vfm_data.errors import DataError, ShardError
 from vfm_data.format import FLOAT_DTYPES, LATENT_PARTS, META_PART, TEXT_PARTS, SampleMeta, decode_array
 from vfm_data.skips import SkipLog, shard_label
 from vfm_data.tar_guard import UNREADABLE, tar_head_problem
@@ -158,15 +158,15 @@ def first_sample(folder: str | Path, *, max_tries: int = 100, warn: bool = True)
                          f"vfm shard or vfm_data.prepare_dataset writes both)")
     for shard in shards:  # a shard folder from someone else may link to files elsewhere on this machine
         if not shard.resolve().is_relative_to(folder.resolve()):
-            raise ShardError(one_line(
+            raise ShardError(
                 f"vfm_data: shard {shard_label(folder, shard.name)} is a link to {shard.resolve()}, outside the dataset "
-                f"folder; accepted: shard files inside it (name other folders in a blend file, or copy it with cp -rL)"))
+                f"folder; accepted: shard files inside it (name other folders in a blend file, or copy it with cp -rL)")
     decoder = SampleDecoder(skips=SkipLog(max_consecutive=max_tries, warn=warn))
     for shard in shards:
         problem = tar_head_problem(shard)
         if problem:
-            raise ShardError(one_line(f"vfm_data: shard {shard_label(folder, shard.name)} {problem}: it is not a readable "
-                             f"tar file; re-write it or remove it from the dataset"))
+            raise ShardError(f"vfm_data: shard {shard_label(folder, shard.name)} {problem}: it is not a readable "
+                             f"tar file; re-write it or remove it from the dataset")
         source = (SourceInfo(dataset_path=folder, index=0, shard_name=shard.name, file_names=()),)
         samples, after = _raw_samples(shard), "the start"
         while True:
@@ -186,4 +186,4 @@ def first_sample(folder: str | Path, *, max_tries: int = 100, warn: bool = True)
                 if parts is None:
                     break
                 after = repr(key)
-    raise ShardError(one_line(f"vfm_data: no decodable sample in {folder} ({decoder.skips.summary()})"))
+    raise ShardError(f"vfm_data: no decodable sample in {folder} ({decoder.skips.summary()})")

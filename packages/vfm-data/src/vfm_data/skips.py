@@ -184,12 +184,12 @@ class SkipLog:
                 tally.good, tally.bad = 1, set()  # other streams read its good samples
                 return
             _, by_shard = split_counts(self.counts)
-            raise ShardError(one_line(
+            raise ShardError(
                 f"vfm_data: shard {shard} has no decodable sample: the {len(tally.bad)} samples this loader "
                 f"stream reads from it were skipped and none of the others decodes "
                 f"({format_counts(by_shard.get(shard, {}), {})}; first: "
                 f"{tally.first}). Re-write the shard or remove it from the dataset"
-            ))
+            )
 
     def _check_stream(self) -> None:
         total = self.stream_samples
@@ -201,7 +201,7 @@ class SkipLog:
         named = ", ".join(shards[:5]) + (f" and {len(shards) - 5} more" if len(shards) > 5 else "")
         why = (f"all {len(self._since_usable)} samples it reads (one pass over its shards)" if full_pass
                else f"{self._consecutive} undecodable samples in a row")
-        raise ShardError(one_line(
+        raise ShardError(
             f"vfm_data: a loader stream has no usable sample: {why} were skipped, from {named} "
             f"({self.summary(shards)})"
-        ))
+        )

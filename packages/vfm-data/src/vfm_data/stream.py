@@ -17,7 +17,7 @@ from megatron.energon import SavableDataset, WorkerConfig, get_savable_loader, g
 from megatron.energon.wrappers import PackingDataset
 
 from vfm_data.blenders import get_blender, groups_batches
-from vfm_data.errors import ShardError, one_line, raise_sample_error
+from vfm_data.errors import ShardError, raise_sample_error
 from vfm_data.state_codec import decode_state, encode_state
 from vfm_data.task_encoder import VideoTaskEncoder
 from vfm_data.trust import check_dataset
@@ -109,12 +109,12 @@ class Stream:
         )
         if len(dataset) == 0:  # energon would fail at the first batch with "Cannot repeat empty dataset"
             readers = spec.streams * spec.dp_world
-            raise ShardError(one_line(
+            raise ShardError(
                 f"vfm_data: loader stream {index} of data-parallel rank {spec.dp_rank} gets no sample of "
                 f"{spec.path if not isinstance(spec.path, dict) else 'the in-memory blend'} (split {spec.split_part!r}): "
                 f"energon shares the samples among {readers} readers (streams {spec.streams} x data-parallel ranks "
                 f"{spec.dp_world}) and this dataset has fewer; accepted: at least {readers} samples, or fewer "
-                f"streams (make_loader(streams=...))"))
+                f"streams (make_loader(streams=...))")
         _quiet_packing(dataset)
         self.loader = get_savable_loader(dataset, watchdog_timeout_seconds=None)
         if state is not None:

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from megatron.energon.errors import SYSTEM_EXCEPTIONS
 from megatron.energon.source_info import SourceInfo
 
-from vfm_data.errors import ShardError, one_line
+from vfm_data.errors import ShardError
 from vfm_data.skips import SkipLog, shard_label
 
 #: The raw-sample entry that marks a sample whose tar members could not be read (its text: why).
@@ -108,8 +108,8 @@ class GuardedReader:
         if shard_idx not in self._bad_heads:
             self._bad_heads[shard_idx] = tar_head_problem(info.path)
         if self._bad_heads[shard_idx] is not None:
-            raise ShardError(one_line(f"vfm_data: shard {label} {self._bad_heads[shard_idx]}: it is not a readable tar "
-                                      f"file; re-write it or remove it from the dataset")) from exc
+            raise ShardError(f"vfm_data: shard {label} {self._bad_heads[shard_idx]}: it is not a readable tar "
+                             f"file; re-write it or remove it from the dataset") from exc
         index_in_shard = idx - reader.shard_count_cumsum[shard_idx]
         key, reason = f"#{index_in_shard}", "unreadable"
         detail = f"{type(exc).__name__}: {exc}"

@@ -239,8 +239,9 @@ def _aac_stream(out, a_in):
     # the channels' standard layout: a file's own may be unordered ("1 channels"), which AAC refuses
     channels = max(1, min(int(context.channels or 2), 8))
     layout = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}[channels]
-    stream = out.add_stream("aac", rate=int(context.sample_rate or 48000), layout=layout)
-    stream.codec_context.time_base = Fraction(1, int(context.sample_rate or 48000))
+    rate = int(context.sample_rate or 48000)
+    stream = out.add_stream("aac", rate=rate, layout=layout)
+    stream.codec_context.time_base = Fraction(1, rate)
     return stream
 
 

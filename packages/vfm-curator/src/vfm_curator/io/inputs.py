@@ -6,6 +6,7 @@ import csv
 import glob
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,12 +106,15 @@ def _walk(root: Path) -> list[Path]:
             p = Path(folder, name)
             if name.startswith(".") or p.suffix.lower() not in VIDEO_EXTENSIONS:
                 continue
-            if p.is_file():
-                st = p.stat()
+            try:
+                st = p.stat()  # one stat (through links): is it a file, and which one
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISREG(st.st_mode):
                 key: object = (st.st_dev, st.st_ino)  # one file under two names (links) is read once
                 if key not in found or (p.is_symlink(), p) < (found[key].is_symlink(), found[key]):
                     found[key] = p
-            elif p.is_symlink() and not p.exists():
+            elif st is None and p.is_symlink():  # a link whose target is missing
                 found[p] = p
     return sorted(found.values())
 

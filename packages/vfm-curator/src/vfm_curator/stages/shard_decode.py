@@ -126,8 +126,9 @@ class ShardDecodeStage(Stage):
         check_buckets(self.opt["resolutions"], self.opt["frames"], self.opt["frame_stride"])
         check_resize_limits(self.opt["max_upscale"], self.opt["max_crop"])
 
-    def check_limits(self, height: int, width: int, bucket_h: int, bucket_w: int) -> None:
-        """Refuse a clip its bucket would enlarge or crop beyond ``max_upscale`` / ``max_crop``."""
+    def check_limits(self, height: int, width: int, bucket_h: int, bucket_w: int) -> tuple[float, float]:
+        """Refuse a clip its bucket would enlarge or crop beyond ``max_upscale`` / ``max_crop``;
+        else ``(upscale_factor, crop_fraction)`` of it."""
         size, bucket = f"{height}x{width}", f"{bucket_h}x{bucket_w}"
         factor, crop = upscale_factor(height, width, bucket_h, bucket_w), crop_fraction(height, width, bucket_h, bucket_w)
         limit = self.opt["max_upscale"]
@@ -143,14 +144,13 @@ class ShardDecodeStage(Stage):
                 f"{crop:.0%} of the frame, more than max_crop = {limit}; add a resolution near its aspect ratio "
                 f"(width/height {width / height:.2f}) or raise max_crop", kind="aspect-mismatch",
             )
+        return factor, crop
 
     def process_one(self, task: ShardTask) -> None:
         info = probe(task.path)
         task.size = (info.height, info.width)
         height, width = choose_resolution(info.height, info.width, self.opt["resolutions"], self.opt["max_upscale"])
-        self.check_limits(info.height, info.width, height, width)
-        task.upscale = upscale_factor(info.height, info.width, height, width)
-        task.crop = crop_fraction(info.height, info.width, height, width)
+        task.upscale, task.crop = self.check_limits(info.height, info.width, height, width)
         stride = int(self.opt["frame_stride"])
         is_image = Path(task.path).suffix.lower() in IMAGE_EXTENSIONS
         frames = load_frames(task.path, height, width, 1 if is_image else max(self.opt["frames"]), stride)
