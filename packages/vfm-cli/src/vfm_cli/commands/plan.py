@@ -84,10 +84,9 @@ def default_global_batch(cfg, gpus: int) -> tuple[int, str]:
 
 
 def _overrides(steps: int, out_dir: str) -> list[str]:
-    items = [f"train.steps={steps}",
-              "optim.warmup_steps=0", f"train.out_dir={out_dir}", "checkpoint.export=false", "checkpoint.interval=0",
-              "logging.tensorboard=false", "logging.loss_curve=false", "logging.progress=false", "logging.interval=1"]
-    return items
+    return [f"train.steps={steps}", "optim.warmup_steps=0", f"train.out_dir={out_dir}", "checkpoint.export=false",
+            "checkpoint.interval=0", "logging.tensorboard=false", "logging.loss_curve=false", "logging.progress=false",
+            "logging.interval=1"]
 
 
 def layout_sets(layout) -> list[str]:

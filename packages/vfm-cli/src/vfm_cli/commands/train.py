@@ -97,19 +97,16 @@ def train(
         # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, an output
         # folder the run cannot write as it should (a link where it appends), or
         # unusable shards; the progress bar's last line ends before the error
-        for sink in sinks:
-            getattr(sink, "close", lambda: None)()
+        _close(sinks)
         _fail_once(exc)
     except KeyboardInterrupt:  # a second Ctrl-C (stop at once), or one before training set up its handler
-        for sink in sinks:
-            getattr(sink, "close", lambda: None)()
+        _close(sinks)
         if rank0:
             typer.echo(f"interrupted: stopped at once, without a checkpoint of this step; the same command resumes "
                        f"from the newest checkpoint under {cfg.train.out_dir}/checkpoints", err=True)
         raise typer.Exit(130) from None
     except TrainingStopped as exc:  # SIGTERM / Ctrl-C: every rank stopped after the same step, saved
-        for sink in sinks:
-            getattr(sink, "close", lambda: None)()
+        _close(sinks)
         if rank0:
             typer.echo(str(exc), err=True)
         from vfm_parallel.process_group import shutdown_distributed
@@ -120,8 +117,7 @@ def train(
         lost = _peer_lost(exc)
         if lost is None:
             raise
-        for sink in sinks:
-            getattr(sink, "close", lambda: None)()
+        _close(sinks)
         fail(f"rank {os.environ.get('RANK', '0')} lost contact with another rank of this job, which stopped or was "
              f"killed (torchrun's summary names it): {lost}")
     if rank0:
@@ -129,6 +125,12 @@ def train(
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+def _close(sinks: list) -> None:
+    """Close the metrics sinks that have a ``close`` (the progress bar ends its line before an error)."""
+    for sink in sinks:
+        getattr(sink, "close", lambda: None)()
 
 
 def _training_warnings_as_lines():

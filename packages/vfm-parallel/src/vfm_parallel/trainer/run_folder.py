@@ -17,7 +17,8 @@ import torch.distributed as dist
 from vfm_plugins import FolderLock
 
 
-def _rank() -> int:
+def launch_rank() -> int:
+    """This process's rank: the process group's once it is set up, before that the launcher's ``RANK``."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
     return int(os.environ.get("RANK", "0"))
@@ -25,6 +26,6 @@ def _rank() -> int:
 
 def hold_run_folder(out_dir: str | Path) -> ContextManager:
     """``with hold_run_folder(out_dir):`` on rank 0 the run owns the folder; elsewhere nothing."""
-    if _rank() != 0:
+    if launch_rank() != 0:
         return contextlib.nullcontext()
     return FolderLock(out_dir)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -31,7 +32,7 @@ from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
 from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
-from vfm_parallel.trainer.run_folder import hold_run_folder
+from vfm_parallel.trainer.run_folder import hold_run_folder, launch_rank
 from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpoint
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.stopping import StopRequests, TrainingStopped
@@ -62,14 +63,8 @@ def train(
     SIGTERM or SIGINT (from the main thread's view) stop every rank after the same step, which is
     saved as a checkpoint; then :class:`TrainingStopped` is raised (nothing is exported).
     """
-    with hold_run_folder(cfg.train.out_dir), StopRequests(announce=_rank_of_env() == 0) as stop:
+    with hold_run_folder(cfg.train.out_dir), StopRequests(announce=launch_rank() == 0) as stop:
         return _train(cfg, build, sinks, parallelize, stop)
-
-
-def _rank_of_env() -> int:
-    import os
-
-    return int(os.environ.get("RANK", "0"))
 
 
 def _train(cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
@@ -98,9 +93,9 @@ class _Run:
     """One training run on this rank: what :func:`train` sets up once and each step uses."""
 
     def __init__(self, cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
-                 parallelize: Callable[..., Any], stop: StopRequests | None = None) -> None:
+                 parallelize: Callable[..., Any], stop: StopRequests) -> None:
         self.cfg = cfg
-        self.stop = stop or StopRequests()
+        self.stop = stop
         self.stopped_by: int | None = None  # the signal that ended the run early, agreed by all ranks
         self.saved_at: int | None = None  # the step of the last checkpoint this run saved
         self.device = pick_device()
@@ -241,8 +236,6 @@ class _Run:
         last step is saved all the same: its weights are the last finite step's, and the run ends.)"""
         if self.health.run and done != self.last:
             if self.rank == 0:
-                import warnings
-
                 last = self.result.checkpoint or ckpt.latest(self.root)
                 warnings.warn(f"checkpoint of step {done} not saved: step {done} was not finite (skipped); the newest "
                               f"checkpoint stays {last if last is not None else 'none'}", TrainingWarning, stacklevel=3)
@@ -302,8 +295,6 @@ class _Run:
     def _drop_sink(self, sink: Any, done: int, exc: OSError) -> None:
         """A sink that cannot write: one warning, and no more logging to it (a full disk stops the run
         at its next checkpoint instead, with a clear error; a closed stdout should stop nothing)."""
-        import warnings
-
         self.sinks.remove(sink)
         with contextlib.suppress(OSError):
             sink.close()
@@ -344,8 +335,6 @@ class _Run:
             try:
                 sink.close()
             except OSError as exc:  # the last lines did not reach the disk: say so, keep what the run made
-                import warnings
-
                 warnings.warn(f"closing {type(sink).__name__} failed ({type(exc).__name__}: {exc})", TrainingWarning,
                               stacklevel=2)
 
