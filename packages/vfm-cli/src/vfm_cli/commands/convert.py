@@ -35,20 +35,6 @@ def parse_latent_shape(text: Optional[str]) -> Optional[list]:
     return [int(p) for p in parts]
 
 
-def unknown_options(factory, options: dict) -> tuple[list, list]:
-    """(option names ``factory`` does not take, the names it takes); nothing is unknown to a ``**kwargs`` factory."""
-    import inspect
-
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin or C factory: let it report its own errors
-        return [], []
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return [], []
-    accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    return sorted(set(options) - set(accepted)), accepted
-
-
 def convert(
     src: Path = typer.Argument(..., help="A local diffusers model folder (config.json + safetensors; a pipeline folder's transformer/), or a .safetensors / .pt / .pth file."),
     source: str = typer.Option("auto", "--from", help="The adapter (external format), e.g. diffusers-dit, facebookresearch-dit; auto: from config.json's _class_name or the weights."),
@@ -86,6 +72,8 @@ def convert(
     from vfm_models.adapters.exports import convert_to_export
     from vfm_models.export import NonFiniteWeightsError
     from vfm_plugins import UnknownNameError
+
+    from vfm_cli.recipe.names import unknown_options
 
     try:
         if tokenizer is not None:

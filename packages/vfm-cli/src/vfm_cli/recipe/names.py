@@ -24,14 +24,23 @@ def check_option_names(kind: str, name: str, options: dict, key: str) -> type:
     get = {"formulations": vfm_models.get_formulation, "tokenizers": vfm_models.get_tokenizer,
            "text_encoders": vfm_models.get_text_encoder}[kind]
     cls = get(name)
-    params = inspect.signature(cls).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}",
-                              f"unknown option of {_SINGULAR[kind]} {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+    unknown, accepted = unknown_options(cls, options)
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}",
+                          f"unknown option of {_SINGULAR[kind]} {name!r}; accepted: {', '.join(accepted) or '(none)'}")
     return cls
+
+
+def unknown_options(factory, options: dict) -> tuple[list, list]:
+    """(option names ``factory`` does not take, the names it takes); nothing is unknown to a ``**kwargs`` factory."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C factory: let it report its own errors
+        return [], []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return [], []
+    accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return sorted(set(options) - set(accepted)), accepted
 
 
 def check_formulation_options(cfg: TrainConfig) -> None:
