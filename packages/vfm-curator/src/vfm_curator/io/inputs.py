@@ -114,7 +114,7 @@ def _walk(root: Path) -> list[Path]:
                 key: object = (st.st_dev, st.st_ino)  # one file under two names (links) is read once
                 if key not in found or (p.is_symlink(), p) < (found[key].is_symlink(), found[key]):
                     found[key] = p
-            elif st is None and p.is_symlink():  # a link whose target is missing
+            elif st is None:  # a link whose target is missing, a file that cannot be read: listed, so it fails with its reason
                 found[p] = p
     return sorted(found.values())
 
