@@ -10,7 +10,7 @@ import pytest
 
 from vfm_curator import failures
 from vfm_curator.errors import LimitError
-from vfm_curator.io import video
+from vfm_curator.io import probing
 from vfm_curator.io.video import MAX_PIXELS, probe
 from vfm_curator.stages.decode import DecodeStage
 from vfm_curator.synth import make_video
@@ -44,7 +44,7 @@ def test_the_size_is_refused_before_any_frame_is_decoded(clip, monkeypatch):
     def decodes(*args, **kwargs):
         raise AssertionError("a frame was decoded")
 
-    monkeypatch.setattr(video, "_stream_rotation", decodes)  # probe's first decode
+    monkeypatch.setattr(probing, "_stream_rotation", decodes)  # probe's first decode (called from its module)
     with pytest.raises(LimitError, match=r"frame size 64x48 .* over the limit") as refused:
         probe(clip, max_pixels=100)
     assert refused.value.kind == "too-large"

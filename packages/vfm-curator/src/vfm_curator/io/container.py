@@ -1,0 +1,162 @@
+"""Opening a file as a video container, with a clear reason when it is not one, and choosing the
+video stream every reader of a source uses (not cover art or a thumbnail).
+
+NVDEC is used through PyAV's hardware acceleration when asked for (``hwaccel="cuda"``) and an
+NVIDIA device is present; otherwise decoding is on the CPU. Both give the same frames.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from vfm_curator.errors import InputError
+
+# the name io.video logged under before the split: log filters and captures keep working
+log = logging.getLogger("vfm_curator.video")
+
+
+def open_container(path: str, hwaccel: str | None = None):
+    """Open ``path`` with PyAV; an unusable file raises :class:`InputError` naming the problem."""
+    import av
+
+    if os.path.islink(path) and not os.path.exists(path):
+        raise InputError(f"broken symbolic link: it points to {os.readlink(path)!r}, which does not exist")
+    if not os.path.isfile(path):
+        raise InputError(f"not a file: {path}")
+    if os.path.getsize(path) == 0:
+        raise InputError("empty file (0 bytes)")
+    container = _open_hwaccel(path, hwaccel) if hwaccel else None
+    if container is None:
+        try:
+            container = av.open(path)
+        except av.FFmpegError as exc:
+            raise InputError(f"cannot open as a video container: {_ffmpeg_reason(exc)}{_content_hint(path)}") from exc
+    if not _playable(container):
+        kinds = [s.type if s.type != "video" else "video (a still picture)" for s in container.streams] or ["none"]
+        container.close()
+        raise InputError(f"no video stream (streams: {', '.join(sorted(set(kinds)))})")
+    return container
+
+
+def _ffmpeg_reason(exc) -> str:
+    """FFmpeg's reason without its errno number and the path (the failure record names the file)."""
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return str(reason).rstrip(".")
+
+
+def _content_hint(path: str) -> str:
+    """What an unopenable file looks like from its first bytes, when that says more than FFmpeg:
+    an image or a web page saved with a video extension, or an MP4/MOV whose index never got written."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return ""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return f" (the file is {what}, not a video)"
+    if head.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
+        return " (the file is a web page (HTML), not a video: a failed download?)"
+    if head[4:8] == b"ftyp" and not _has_top_box(path, b"moov"):
+        return (" (an MP4/MOV file without its index (no 'moov' box): a download or recording that was "
+                "cut off before it finished; it cannot be read without the index)")
+    return ""
+
+
+_MAGIC = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG", "a PNG image"), (b"GIF8", "a GIF image"),
+          (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a ZIP archive"))
+
+
+def _has_top_box(path: str, kind: bytes) -> bool:
+    """Whether an ISO BMFF (MP4/MOV) file has a top-level box ``kind`` (walks the box headers only)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        offset = 0
+        while offset + 8 <= size:
+            fh.seek(offset)
+            header = fh.read(16)
+            length, box = int.from_bytes(header[:4], "big"), header[4:8]
+            if box == kind:
+                return True
+            if length == 1 and len(header) == 16:
+                length = int.from_bytes(header[8:16], "big")
+            if length < 8:  # 0: to the end of the file; anything else under 8 is damage
+                return False
+            offset += length
+    return False
+
+
+#: stream dispositions of a video stream that is a picture, not the video: cover art (mp4 ``covr``,
+#: mkv attachments), thumbnails, still images
+_PICTURE = ("attached_pic", "timed_thumbnails", "still_image")
+
+
+def _is_picture(stream) -> bool:
+    from av.stream import Disposition
+
+    return any(stream.disposition & getattr(Disposition, name, 0) for name in _PICTURE)
+
+
+def _playable(container) -> bool:
+    return any(not _is_picture(s) for s in container.streams.video)
+
+
+def video_stream(container):
+    """The video stream to read: not cover art or a thumbnail (a file's first video stream often is,
+    e.g. an mp4 or mkv with its poster picture), then the one with the most frames (the container's
+    count), the longest (its duration), FFmpeg's pick (``av_find_best_stream``), the default one, the
+    first. Every reader of a source uses this stream."""
+    from av.stream import Disposition
+
+    candidates = [s for s in container.streams.video if not _is_picture(s)] or list(container.streams.video)
+    if len(candidates) == 1:
+        return candidates[0]
+    try:
+        best = container.streams.best("video")
+    except Exception:  # noqa: BLE001 - no pick is a tie, not an error
+        best = None
+
+    def rank(stream):
+        return (int(stream.frames or 0), _stream_seconds(stream), best is not None and stream.index == best.index,
+                bool(stream.disposition & Disposition.default), -stream.index)
+
+    return max(candidates, key=rank)
+
+
+def _stream_seconds(stream) -> float:
+    """A stream's duration: its own, else Matroska's ``DURATION`` tag (``HH:MM:SS.nnnnnnnnn``), else 0."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    tag = (stream.metadata or {}).get("DURATION") or (stream.metadata or {}).get("duration") or ""
+    try:
+        h, m, sec = tag.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return 0.0
+
+
+_HWACCEL_REFUSED: set[str] = set()
+
+
+def _open_hwaccel(path: str, device_type: str):
+    """``path`` opened with PyAV's ``device_type`` hwaccel, or None when the device cannot be created
+    here (FFmpeg fails the open itself, e.g. EPERM for ``cuda`` without a GPU, although software
+    fallback was asked for): the caller then opens it in software, and the device is named once
+    per process, so the machine's missing GPU does not read as every video's fault."""
+    import av
+    from av.codec.hwaccel import HWAccel
+
+    if device_type in _HWACCEL_REFUSED:
+        return None
+    try:
+        return av.open(path, hwaccel=HWAccel(device_type=device_type, allow_software_fallback=True))
+    except av.FFmpegError as exc:
+        try:
+            with av.open(path):
+                pass
+        except av.FFmpegError:
+            raise InputError(f"cannot open as a video container: {exc}") from exc
+        _HWACCEL_REFUSED.add(device_type)
+        log.warning("hwaccel %r is not usable on this machine (%s); decoding in software", device_type, exc)
+        return None
