@@ -1,0 +1,61 @@
+"""Reading ``vfm curate``'s clip table (``clips.parquet``) as sharding tasks, refusing a table with a
+row vfm curate never writes before any clip is worked on."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from vfm_curator.io.paths import safe_join
+from vfm_curator.stages.shard_task import ShardTask
+
+
+def read_clip_table(clips_dir: Path) -> list[ShardTask]:
+    """One task per row of ``clips_dir/clips.parquet`` (``vfm curate``'s output); a row's ``path``
+    is relative to ``clips_dir`` and may name an image file (a 1-frame sample)."""
+    import pyarrow.parquet as pq
+
+    table_path = clips_dir / "clips.parquet"
+    if not clips_dir.exists():
+        raise ValueError(f"{clips_dir} does not exist; expected the output folder of `vfm curate` (clips/ + clips.parquet)")
+    if not table_path.is_file():
+        raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
+    try:
+        rows = pq.read_table(table_path).to_pylist()
+    except Exception as exc:  # pyarrow raises several types for a broken file
+        raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
+    tasks = []
+    for i, row in enumerate(rows):
+        if not row.get("id") or not row.get("path"):
+            raise ValueError(f"{table_path}: a row lacks 'id' or 'path' ({ {k: row.get(k) for k in ('id', 'path')} })")
+        tasks.append(_task(table_path, i, row, clips_dir))
+    return tasks
+
+
+#: A clip id is a sample key in the shards and a file name under .state/ (vfm_data.writer's rule).
+_CLIP_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+def _task(table_path: Path, i: int, row: dict, clips_dir: Path) -> ShardTask:
+    """Row ``i`` of the clip table as a task; a table is data from elsewhere, so a row vfm curate never
+    writes (an id that is no sample key, a path leaving the folder, a non-finite number) refuses the
+    whole table naming the row and what is accepted, before any clip is worked on (such a row stopped
+    the run mid-way, dropping the open shards)."""
+    where = f"{table_path} row {i} (id {row['id']!r})"
+    if not isinstance(row["id"], str) or not _CLIP_ID.match(row["id"]):
+        raise ValueError(f"{where}: the id is not a sample key; accepted: letters, digits, '_' and '-' (no dots or slashes)")
+    try:
+        path = safe_join(clips_dir, str(row["path"]))
+    except ValueError:
+        raise ValueError(f"{where}: path {row['path']!r} leaves the clips folder {clips_dir} (links followed); accepted: "
+                         "a clip file inside it, relative to it") from None
+    numbers = {k: float(row.get(k) or 0.0) for k in ("fps", "start_s", "end_s")}
+    bad = [f"{k} = {v}" for k, v in numbers.items() if not math.isfinite(v) or v < 0]
+    if bad:
+        raise ValueError(f"{where}: {', '.join(bad)}; accepted: finite numbers >= 0")
+    return ShardTask(
+        id=row["id"], path=str(path), source=row.get("source") or "",
+        caption=row.get("caption") or None, caption_by=dict(row.get("caption_by") or []),
+        fps=numbers["fps"], span=(numbers["start_s"], numbers["end_s"]),
+    )

@@ -1,0 +1,55 @@
+"""The end of a sharding run: each bucket's energon index brought in line with its shards, then the
+bucket table, blend file, failures and summary written from what the folder holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.pipelines import shard_index, shard_state
+from vfm_curator.pipelines.shard_files import bucket_dirs, finished_keys, shards
+from vfm_curator.pipelines.shard_summary import ShardSummary
+from vfm_curator.stages.shard_decode import Bucket
+
+
+def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_sample: Callable[[Bucket], int]) -> None:
+    """Energon index of every bucket whose index differs from its shards, bucket table, blend file,
+    failures (of the clips in the table), summary."""
+    from vfm_data import write_blend
+
+    for folder in bucket_dirs(out):
+        if shard_index.refresh(folder):
+            summary.reindexed.append(folder.name)
+    counts = finished_keys(out)
+    for folder in bucket_dirs(out):
+        if not counts.get(folder.name):
+            continue
+        b = Bucket.parse(folder.name)
+        n, per = len(counts[folder.name]), tokens_per_sample(b)
+        summary.buckets[folder.name] = {
+            "height": b.height, "width": b.width, "frames": b.frames, "modality": "image" if b.frames == 1 else "video",
+            "samples": n, "tokens_per_sample": per, "tokens": n * per,
+            "shards": len(shards(folder)), "bytes": sum(s.stat().st_size for s in shards(folder)),
+        }
+    summary.samples = sum(b["samples"] for b in summary.buckets.values())
+    summary.tokens = sum(b["tokens"] for b in summary.buckets.values())
+    summary.bytes = sum(b["bytes"] for b in summary.buckets.values())
+    failures = [f for f in shard_state.failures(out) if f.get("id") in table_ids and f.get("id") not in set().union(*counts.values())]
+    summary.failures = len(failures)
+    for f in failures:
+        entry = summary.failure_kinds.setdefault(str(f.get("kind", "error")), {"count": 0, "reason": str(f.get("reason", "")),
+                                                                               "cause": str(f.get("cause", "input"))})
+        entry["count"] += 1
+    if summary.buckets:
+        blend = safe_join(out, "blend.yaml")
+        write_blend(blend, [(safe_join(out, name), b["samples"]) for name, b in summary.buckets.items()])
+        header = "".join(f"# bucket {name}: {b['samples']} samples, {b['tokens']} tokens\n" for name, b in summary.buckets.items())
+        atomic_write(blend, (header + blend.read_text(encoding="utf-8")).encode("utf-8"))
+        summary.blend = str(blend)
+    atomic_write(safe_join(out, "buckets.json"), json.dumps(summary.buckets, indent=2).encode("utf-8"))
+    keep = ("id", "path", "source", "stage", "reason", "cause", "kind", "attempts")
+    lines = "".join(json.dumps({k: f[k] for k in keep if k in f}, sort_keys=True) + "\n" for f in failures)
+    atomic_write(safe_join(out, "failures.jsonl"), lines.encode("utf-8"))
+    atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))

@@ -1,0 +1,103 @@
+"""What a sharding run did (:class:`ShardSummary`, ``SHARDS/summary.json``), with the tally of how
+the clips written were fitted to their buckets and the warnings it gives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vfm_curator.pipelines.shard_config import ShardConfig
+from vfm_curator.pipelines.summary import FailureReport
+from vfm_curator.stages.shard_task import ShardTask
+
+
+@dataclass
+class ShardSummary(FailureReport):
+    """What a run did. ``samples``, ``tokens``, ``bytes`` and ``buckets`` describe the whole output."""
+
+    out: str
+    clips: int = 0  # rows in the clip table
+    skipped: int = 0  # already in finished shards
+    failed_before: int = 0  # failed in an earlier run and not run again (see vfm_curator.failures)
+    retried: int = 0  # failed before and run again this time
+    tried: int = 0  # clips this run set out to do (new ones and the failed ones run again)
+    processed: int = 0  # run through the stages this time
+    written: int = 0  # samples written this time
+    failures: int = 0  # failed clips of the table (this run's and earlier ones not retried)
+    failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> {count, reason (the first), cause}
+    reindexed: list[str] = field(default_factory=list)  # buckets whose energon index was (re)built
+    samples: int = 0
+    tokens: int = 0  # patch tokens at (temporal_patch, patch_size, patch_size)
+    bytes: int = 0  # of all shards
+    wall_s: float = 0.0
+    throughput: float = 0.0  # samples written per wall second, this run
+    buckets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blend: str = ""
+    workers: dict[str, int] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    # how the clips written this run were fitted to their buckets (scaled to cover, centre-cropped)
+    upscaled: int = 0  # enlarged (clip smaller than its bucket)
+    most_upscale: float = 1.0  # the largest factor, and which clip: "source HxW -> bucket"
+    most_upscaled: str = ""
+    cropped: int = 0  # the centre crop cut more than CROP_COUNTED of the frame
+    most_crop: float = 0.0
+    most_cropped: str = ""
+    notices: list[str] = field(default_factory=list)  # warnings about the fitting (see _resize_notices)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # worker seconds per stage this run (+ the driver's write)
+
+    def problem(self) -> str | None:
+        """One line when the run left nothing to train on: the shards hold no sample, or none of
+        the clips this run tried was written. ``vfm shard`` exits non-zero with it."""
+        if not self.clips:
+            return "no sample written: the clip table lists no clips"
+        if self.samples and not (self.tried and not self.written):
+            return None
+        what = "no sample written" if not self.samples else f"none of the {self.tried} clips tried was written"
+        top = self.top_failure()
+        if top is None:
+            return f"{what}; see {Path(self.out) / 'failures.jsonl'}"
+        kind, f = top
+        return f"{what}: {f['count']} of {self.clips} clips failed ({kind}): {f['reason']}"
+
+    def warning(self) -> str | None:
+        """One line when most clips of the table failed for one reason (and :meth:`problem` is None)."""
+        top = self.top_failure()
+        if top is None or self.problem() is not None or 2 * top[1]["count"] <= self.clips:
+            return None
+        kind, f = top
+        return f"{f['count']} of {self.clips} clips failed ({kind}): {f['reason']}; see {Path(self.out) / 'failures.jsonl'}"
+
+
+#: A crop below this part of the frame (rounding to whole pixels) is not counted as cropping.
+CROP_COUNTED = 0.01
+#: Without max_upscale / max_crop, fitting beyond these is worth a warning.
+UPSCALE_NOTICE, CROP_NOTICE = 2.0, 0.25
+
+
+def _count_resize(summary: ShardSummary, task: ShardTask) -> None:
+    """Tally how a written clip was fitted to its bucket."""
+    what = f"{Path(task.source or task.path).name}, {task.size[0]}x{task.size[1]} (HxW) -> bucket {task.bucket}"
+    if task.upscale > 1.0 + 1e-9:
+        summary.upscaled += 1
+        if task.upscale > summary.most_upscale:
+            summary.most_upscale, summary.most_upscaled = float(task.upscale), what
+    if task.crop > CROP_COUNTED:
+        summary.cropped += 1
+        if task.crop > summary.most_crop:
+            summary.most_crop, summary.most_cropped = float(task.crop), what
+
+
+def _resize_notices(summary: ShardSummary, config: ShardConfig) -> list[str]:
+    """One line each when clips written this run were enlarged or cropped a lot and no limit says
+    the user chose that."""
+    notes = []
+    if config.max_upscale is None and summary.most_upscale > UPSCALE_NOTICE:
+        notes.append(f"{summary.upscaled} of the {summary.written} clips written now were upscaled to fill their bucket, "
+                     f"up to {summary.most_upscale:.1f}x ({summary.most_upscaled}); add smaller resolutions, or set "
+                     "max_upscale (--max-upscale) to refuse such clips")
+    if config.max_crop is None and summary.most_crop > CROP_NOTICE:
+        notes.append(f"{summary.cropped} of the {summary.written} clips written now were centre-cropped to their bucket's "
+                     f"aspect ratio, cutting up to {summary.most_crop:.0%} of the frame ({summary.most_cropped}); add "
+                     "resolutions near their aspect ratio (--resolution HxW), or set max_crop (--max-crop) to refuse such clips")
+    return notes
