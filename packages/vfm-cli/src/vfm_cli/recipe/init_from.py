@@ -3,7 +3,9 @@
 The checkpoint is a vfm export, or anything ``vfm convert`` reads (a local diffusers model folder, a
 facebookresearch/DiT ``.pt``), converted in memory. Its family and formulation must be the config's;
 its model options are the defaults that ``model.options`` overrides; its weights must fit the model
-built from the config key for key and shape for shape, checked before any process group starts.
+built from the config key for key and shape for shape, and every option but a runtime one must be the
+checkpoint's (a head count or position embedding changed over the same shapes would load the weights
+into a model that computes something else), checked before any process group starts.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from vfm_plugins.text import exception_text as exc_text
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 KEY = "model.init_from"
+#: Model options that choose how the same maths runs, not what the weights mean: a run may change them.
+RUNTIME_OPTIONS = ("attention_backend",)
 
 
 def _error(exc: Exception) -> ConfigError:
@@ -53,6 +57,35 @@ def check_init(cfg: TrainConfig, mcfg: Any) -> None:
         check_keys(model.state_dict(), source_shapes(cfg.model.init_from), f"the checkpoint {cfg.model.init_from}")
     except (AdapterKeyError, OSError, ValueError) as exc:
         raise _error(exc) from None
+    _check_same_meaning(cfg, mcfg)
+
+
+def _check_same_meaning(cfg: TrainConfig, mcfg: Any) -> None:
+    """Refuse an option that differs from the checkpoint's although every shape fits (the head count
+    over the same width, the position embedding, qk-norm, the timestep features...): naming the
+    option, the checkpoint's value and how to start fresh instead. No opt-in: such a run is a new model."""
+    import dataclasses
+
+    import vfm_models
+
+    saved_options = init_options(cfg)
+    if "patch" in saved_options:
+        saved_options["patch"] = tuple(saved_options["patch"])
+    try:
+        saved = vfm_models.get_family(cfg.model.family).config(None, **saved_options)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _error(exc) from None
+    changed = [f.name for f in dataclasses.fields(mcfg) if f.name not in RUNTIME_OPTIONS
+               and getattr(mcfg, f.name) != getattr(saved, f.name)]
+    if not changed:
+        return
+    first = changed[0]
+    where = "model.preset" if first not in cfg.model.options and cfg.model.preset else f"model.options.{first}"
+    what = ", ".join(f"{name} = {getattr(mcfg, name)!r} where the checkpoint has {getattr(saved, name)!r}" for name in changed)
+    raise ConfigError(where, f"{what}: {KEY} = {cfg.model.init_from!r} would load (its tensors have the same shapes) "
+                             f"but compute something else. Leave {'these options' if len(changed) > 1 else 'it'} out "
+                             f"of model.options (the checkpoint's values are the defaults), or remove {KEY} to train "
+                             f"a new model from scratch")
 
 
 def load_init(model: torch.nn.Module, cfg: TrainConfig) -> torch.nn.Module:
