@@ -4,9 +4,12 @@ and model-parallel subset loading.
 Step ``b`` of a rank in a subset group of ``n`` ranks (a TP/CP group; ``n = 1`` without one) is made
 of the chunks ``c = b*n + j`` for ``j < n``; chunk ``c`` is the ``c // streams``-th batch of stream
 ``c % streams``. Rank ``j`` reads only its chunk (its streams are those with ``s % n == j``) and an
-all-gather assembles the step on every rank, so each rank reads 1/n of the bytes. A bucketed blend's
-chunks cannot be concatenated (each is one bucket's shape and batch size): there step ``b`` is chunk
-``b`` alone, read by group rank ``b % n`` and shared with the others.
+all-gather assembles the step on every rank, so each rank reads 1/n of the bytes ("gather"). The
+other way ("turns"): step ``b`` is chunk ``b`` alone, a whole batch, read by group rank ``b % n`` and
+broadcast to the others, so each rank also reads 1/n of the bytes, and the sample sequence is that
+of one process reading the same streams, whatever ``n`` (the trainer's choice: tp, cp or pp may change
+at a resume). A bucketed blend's chunks cannot be concatenated (each is one bucket's shape and batch
+size): it always takes turns.
 
 The state is the next step plus, per stream, energon's state after the last batch consumed from
 it: restoring rebuilds the streams from those states, in any number of worker processes.
@@ -102,7 +105,7 @@ class ResumableLoader:
     """Iterate batches; ``state_dict()`` / ``load_state_dict()`` go into training checkpoints."""
 
     def __init__(self, spec: LoaderSpec, *, num_workers: int = 0, group: Any = None, prefetch: int = 2,
-                 mp_context: str = "fork") -> None:
+                 mp_context: str = "fork", share: str = "auto") -> None:
         self.spec = spec
         self.group = group
         self.group_size = 1 if group is None else torch.distributed.get_world_size(group)
@@ -110,8 +113,9 @@ class ResumableLoader:
         if spec.streams % self.group_size:
             raise ValueError(f"streams ({spec.streams}) must be a multiple of the subset group size ({self.group_size})")
         self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
-        # a bucketed blend's batch is one bucket: a step is one chunk, not n of them concatenated
-        self.whole_chunks = groups_batches(get_blender(spec.blender, **spec.blender_options))
+        # whole chunks: a step is one chunk, read by one rank in turn (a bucketed blend's batch is one
+        # bucket and cannot be concatenated), not n parts gathered
+        self.whole_chunks = share_mode(groups_batches(get_blender(spec.blender, **spec.blender_options)), share) == "turns"
         # the blend's dataset folders by name, in order: energon's state holds a position per dataset
         # (another count fails its restore, another order applies each position to another dataset)
         try:
@@ -277,11 +281,25 @@ class ResumableLoader:
             "dp_rank": self.spec.dp_rank,
             "dp_world": self.spec.dp_world,
             "group_size": self.group_size,
+            "share": "turns" if self.whole_chunks else "gather",
             "stream_states": {str(s): v for s, v in sorted(states.items())},
             "counts": counts,
             "shard_counts": shard_counts,  # "reason@shard" -> n
             "settings": self._settings(),
         }
+
+    def _check_group(self, state: dict[str, Any]) -> None:
+        """A position taken in turns (or by one rank alone) is one process's sequence: any group size
+        continues it in turns. A gathered step is n parts of ``batch_size // n``: only the same n,
+        gathering, continues it."""
+        saved = (int(state["group_size"]), state.get("share", "gather"))
+        mine = (self.group_size, "turns" if self.whole_chunks else "gather")
+        if saved == mine or (_one_sequence(*saved) and _one_sequence(*mine)):
+            return
+        raise ValueError(f"loader state was saved by a subset group of {saved[0]} rank(s) sharing steps by "
+                         f"{saved[1]!r}; this loader has {mine[0]} sharing by {mine[1]!r}: a gathered step is made "
+                         "of one part per rank, so only the same group continues it (share='turns' continues "
+                         "across group sizes)")
 
     def _settings(self) -> dict[str, Any]:
         settings = {name: getattr(self.spec, name) for name in SEQUENCE_FIELDS}
@@ -295,9 +313,10 @@ class ResumableLoader:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"loader state version {state.get('version')!r}, expected {STATE_VERSION}")
         for name, mine in (("streams", self.spec.streams), ("dp_world", self.spec.dp_world),
-                           ("dp_rank", self.spec.dp_rank), ("group_size", self.group_size)):
+                           ("dp_rank", self.spec.dp_rank)):
             if state[name] != mine:
                 raise ValueError(f"loader state was saved with {name}={state[name]}, this loader has {name}={mine}")
+        self._check_group(state)
         saved, mine = state.get("settings"), self._settings()
         if isinstance(saved, dict):
             changed = [name for name in mine if name in saved and saved[name] != mine[name]]
@@ -368,6 +387,26 @@ def _sample_count(folder: Path) -> int:
     return sum(int(c) for c in counts.values())
 
 
+SHARE_MODES = ("auto", "gather", "turns")
+
+
+def _one_sequence(group_size: int, share: str) -> bool:
+    """Whether a loader's steps are one process's sequence of its streams (see :func:`share_mode`)."""
+    return group_size == 1 or share == "turns"
+
+
+def share_mode(buckets: bool, share: str = "auto") -> str:
+    """How a subset group shares a step: ``"gather"`` (each rank reads ``batch_size // n`` of every
+    step) or ``"turns"`` (each reads whole steps in turn); ``"auto"``: turns where the blender's
+    batches are one bucket each (``buckets``: they cannot be concatenated), gather otherwise."""
+    if share not in SHARE_MODES:
+        raise ValueError(f"share={share!r}: accepted {', '.join(map(repr, SHARE_MODES))}")
+    if buckets and share == "gather":
+        raise ValueError("a bucketed blend's batches are one bucket each and cannot be gathered from parts: "
+                         "use share='turns' (or 'auto')")
+    return "turns" if buckets or share == "turns" else "gather"
+
+
 def default_streams(path: Any, group_size: int = 1, *, split_part: str = "train", dp_world: int = 1) -> int:
     """The smallest multiple of ``group_size`` that is at least :data:`DEFAULT_STREAMS` (each rank of
     the subset group owns streams), fewer where a dataset is too small for that many readers: energon
@@ -392,14 +431,17 @@ def make_loader(
     num_workers: int = 0,
     group: Any = None,
     streams: int | None = None,
+    share: str = "auto",
     **options: Any,
 ) -> ResumableLoader:
     """Build the training loader.
 
     ``path``: a prepared dataset folder, an energon metadataset YAML (a blend), or a metadataset dict.
     ``batch_size``: per step (packs when packing, samples otherwise); with a subset ``group`` of n
-    ranks each rank reads ``batch_size // n`` of it (a bucketed blend: each step is one bucket's
-    batch, read by one rank of the group in turn and shared). ``streams`` fixes the sample order
+    ranks each rank reads ``batch_size // n`` of it and the parts are gathered (``share="gather"``),
+    or each step is read whole by one rank of the group in turn and broadcast (``share="turns"``: the
+    sample sequence of one process, whatever n; always so for a bucketed blend, whose batches are one
+    bucket each; ``"auto"`` = gather where possible). ``streams`` fixes the sample order
     (default: :func:`default_streams`, the smallest multiple of n from 4, fewer for a dataset with
     fewer samples per data-parallel rank; at most ``streams`` worker processes are used); keep
     it when resuming with another ``num_workers``.
@@ -407,8 +449,9 @@ def make_loader(
     ``packing_buffer`` (default: :func:`default_packing_buffer`), ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
     """
     n = 1 if group is None else torch.distributed.get_world_size(group)
-    whole = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
-    if whole and options.get("max_seq_len") is not None:  # energon would pack, then batch_group_criterion fail on a pack
+    buckets = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
+    whole = share_mode(buckets, share) == "turns"
+    if buckets and options.get("max_seq_len") is not None:  # energon would pack, then batch_group_criterion fail on a pack
         raise ValueError(f"blender {options.get('blender')!r} stacks the samples of one bucket per batch and does not pack: "
                          f"drop max_seq_len={options['max_seq_len']}, or pack with the weighted or scheduled blender")
     if batch_size % n and not whole:
@@ -420,5 +463,5 @@ def make_loader(
                       batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
     if spec.max_seq_len is not None and spec.packing_buffer is None:  # after the spec checked the metadata
         spec.packing_buffer = default_packing_buffer(spec, batch_size)
-    return ResumableLoader(spec, num_workers=num_workers, group=group)
+    return ResumableLoader(spec, num_workers=num_workers, group=group, share="turns" if whole else "gather")
 

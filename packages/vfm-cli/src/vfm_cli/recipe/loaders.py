@@ -10,6 +10,7 @@ import torch
 from vfm_parallel.trainer import RunContext
 from vfm_parallel.trainer.batches import unpack
 from vfm_parallel.trainer.config import TrainConfig
+from vfm_parallel.trainer.distributed import data_share_group
 
 from vfm_cli.recipe.resolution import Resolved
 
@@ -69,7 +70,10 @@ def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches
     pt, ph, _ = r.mcfg.patch
     common = dict(patch_size=ph, temporal_patch=pt, batch_size=d.micro_batch, num_workers=d.workers,
                   latent_channels=r.mcfg.in_channels, seed=cfg.train.seed, dp_rank=ctx.coords.dp_rank,
-                  dp_world=ctx.coords.dp_size, trust_dataset_code=d.trust_dataset_code)
+                  dp_world=ctx.coords.dp_size, trust_dataset_code=d.trust_dataset_code,
+                  # the DP rank's pp x cp x tp peers read its steps in turn: 1/n of the bytes each, and
+                  # the sample sequence of one process whatever n (tp, cp, pp may change at a resume)
+                  group=data_share_group(ctx.coords) if d.subset_loading else None, share="turns")
     if d.packing:
         loader = make_loader(path, max_seq_len=d.max_seq_len, blender="weighted", **common)
     else:

@@ -59,6 +59,20 @@ class Coordinates:
         return self.index["cp"]
 
 
+def data_share_group(coords: Coordinates) -> Any:
+    """The ranks that train on the same batch (one data-parallel rank's pp x cp x tp peers), as a
+    gloo group for the loader's model-parallel subset loading (batches are CPU tensors, also next to
+    NCCL); ``None`` where this rank has no peers. Collective: every rank must call it."""
+    peers = coords.world_size // coords.dp_size
+    if peers == 1 or not dist.is_initialized():
+        return None
+    by_dp: dict[int, list[int]] = {}
+    for rank in range(coords.world_size):
+        by_dp.setdefault(Coordinates.of(rank, coords.sizes).dp_rank, []).append(rank)
+    mine, _ = dist.new_subgroups_by_enumeration(list(by_dp.values()), backend="gloo")
+    return mine
+
+
 def default_strategies(cfg: ParallelConfig, sizes: dict[str, int]) -> list[str]:
     """Strategy names for the dims when the config lists none: one per dimension in use."""
     names = []

@@ -97,6 +97,10 @@ class DataConfig:
     packing: bool = False  # false: bucketed dense batches (one shape each); true: packed THD sequences
     durations: list = field(default_factory=list)  # latent frame counts of the buckets; [] = those in the shards
     workers: int = 0  # data worker processes (0 = in the training process)
+    # Model-parallel subset loading: the pp x cp x tp ranks of one data-parallel rank read its steps in
+    # turn (each 1/n of the bytes) and broadcast them; false: each reads every step itself. Either way
+    # the same samples in the same order (so tp, cp and pp may still change at a resume).
+    subset_loading: bool = True
     # Let energon build the objects and run the code a dataset's or blend's YAML names (docs/security.md);
     # false: vfm_data.trust refuses metadata vfm did not write.
     trust_dataset_code: bool = False
