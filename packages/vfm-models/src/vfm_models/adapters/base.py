@@ -24,6 +24,23 @@ class AdapterConfigError(ValueError):
     """An external config (or a vfm config) that the other side cannot express: names the fields."""
 
 
+def is_metadata_key(key: str) -> bool:
+    """Whether an external config key is its writer's metadata, not the model: every key that starts
+    with ``_`` (diffusers' ``_class_name``, ``_diffusers_version``, ``_name_or_path``,
+    ``_use_default_values``; transformers' ``_commit_hash``, ...). Every adapter ignores these."""
+    return key.startswith("_")
+
+
+def check_config_keys(config: Mapping[str, Any], accepted: Any, what: str) -> None:
+    """Refuse an external config key that is neither metadata (:func:`is_metadata_key`) nor in
+    ``accepted``, naming it and the accepted keys: a key the adapter does not understand may change
+    what the checkpoint computes, so it is never dropped without a word. Every adapter calls this."""
+    unknown = sorted(k for k in config if not is_metadata_key(k) and k not in accepted)
+    if unknown:
+        raise AdapterConfigError(f"unknown {what} config key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(accepted))} "
+                                 "(and metadata keys starting with '_')")
+
+
 class StateDictAdapter:
     """Converts one external format to and from one vfm family. Subclass per format.
 
@@ -37,7 +54,8 @@ class StateDictAdapter:
     diffusers_class: str | None = None
 
     def options_from_external(self, external_config: dict) -> dict:
-        """The vfm family options (the ``config`` section of a vfm export) of an external config."""
+        """The vfm family options (the ``config`` section of a vfm export) of an external config.
+        Refuses a key it does not know (:func:`check_config_keys`) and ignores metadata keys (``_*``)."""
         raise NotImplementedError
 
     def options_to_external(self, options: dict) -> dict:

@@ -11,7 +11,7 @@ from typing import Dict, Mapping
 
 import torch
 
-from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, check_keys
+from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, check_config_keys, check_keys, is_metadata_key
 
 #: vfm name -> diffusers name, for the parameters outside the blocks.
 _TOP = {
@@ -90,11 +90,8 @@ class DiffusersWanAdapter(StateDictAdapter):
 
     def options_from_external(self, external_config: Mapping) -> dict:
         """diffusers' transformer config.json -> ``wan`` config options; refuses what vfm's wan cannot express."""
-        config = {k: v for k, v in external_config.items() if not k.startswith("_")}
-        unknown = sorted(set(config) - set(_SHAPE_KEYS) - set(_FIXED_EXTERNAL))
-        if unknown:
-            raise AdapterConfigError(f"unknown {self.diffusers_class} config key(s) {', '.join(unknown)}; "
-                                     f"accepted: {', '.join(sorted((*_SHAPE_KEYS, *_FIXED_EXTERNAL)))}")
+        config = {k: v for k, v in external_config.items() if not is_metadata_key(k)}
+        check_config_keys(config, (*_SHAPE_KEYS, *_FIXED_EXTERNAL), self.diffusers_class)
         wrong = {k: config[k] for k, v in _FIXED_EXTERNAL.items() if k in config and config[k] != v}
         if wrong:
             raise AdapterConfigError(

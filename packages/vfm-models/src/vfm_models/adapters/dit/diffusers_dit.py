@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 import torch
 
-from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, check_keys
+from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, check_config_keys, check_keys
 from vfm_models.adapters.dit.common import (
     DIFFUSERS_EMBEDDERS, DIT_LIKE, DIT_META, EMB, check_expressible, conv_to_linear, expected_vfm, filled,
     linear_to_conv, name_map, size_text, vfm_options,
@@ -23,6 +23,19 @@ class DiffusersDiT(StateDictAdapter):
     #: config.json fields vfm's dit computes one way only: the value it needs.
     FIXED = {"norm_type": "ada_norm_zero", "activation_fn": "gelu-approximate", "attention_bias": True,
              "norm_elementwise_affine": False}
+    #: Fields of the legacy ``Transformer2DModel`` (DiT pipelines saved before diffusers 0.28): a DiT
+    #: has these values (its default); any other one is another model (PixArt, text cross-attention...).
+    LEGACY_FIXED = {"cross_attention_dim": None, "num_vector_embeds": None, "only_cross_attention": False,
+                    "double_self_attention": False, "attention_type": "default", "caption_channels": None,
+                    "interpolation_scale": None, "use_additional_conditions": None}
+    #: Fields that do not change what a patched DiT computes: ``norm_num_groups`` and
+    #: ``use_linear_projection`` are used by Transformer2DModel's continuous (non-patch) input only,
+    #: ``upcast_attention`` only the precision of half-precision attention, ``sample_size`` the latent
+    #: size (the export's ``latent_shape``).
+    IGNORED = ("norm_num_groups", "use_linear_projection", "upcast_attention", "sample_size")
+    #: The fields read into vfm options.
+    READ = ("in_channels", "out_channels", "num_layers", "patch_size", "num_attention_heads", "attention_head_dim",
+            "num_embeds_ada_norm", "norm_eps", "dropout")
 
     def accepts_class(self, class_name: str | None, external_config: Mapping[str, Any]) -> bool:
         """Also the legacy ``Transformer2DModel`` configs of DiT pipelines saved before diffusers 0.28
@@ -32,14 +45,21 @@ class DiffusersDiT(StateDictAdapter):
         return class_name == self.diffusers_class or legacy
 
     def options_from_external(self, external_config: dict) -> dict:
+        check_config_keys(external_config, (*self.READ, *self.FIXED, *self.LEGACY_FIXED, *self.IGNORED),
+                          self.diffusers_class)
         c = {"in_channels": 4, "out_channels": None, "num_layers": 28, "patch_size": 2, "num_attention_heads": 16,
              "attention_head_dim": 72, "num_embeds_ada_norm": 1000, "norm_eps": 1e-5, "dropout": 0.0,
-             **self.FIXED, **external_config}
+             **self.FIXED, **self.LEGACY_FIXED, **external_config}
         wrong = [f"{k} = {c[k]!r} (vfm's dit needs {v!r})" for k, v in self.FIXED.items() if c[k] != v]
         if c["dropout"]:
             wrong.append(f"dropout = {c['dropout']} (vfm's dit has no dropout; needs 0)")
-        if c.get("cross_attention_dim") is not None:  # a legacy Transformer2DModel with text cross-attention
+        if c["cross_attention_dim"] is not None:  # a legacy Transformer2DModel with text cross-attention
             wrong.append(f"cross_attention_dim = {c['cross_attention_dim']} (DiT has no cross-attention; needs null)")
+        # False is the default too (diffusers reads None as False for a DiT); 1 is interpolation_scale's DiT value
+        legacy_ok = {"use_additional_conditions": (None, False), "interpolation_scale": (None, 1, 1.0)}
+        wrong += [f"{k} = {c[k]!r} (a legacy Transformer2DModel DiT has {v!r}; this is another model)"
+                  for k, v in self.LEGACY_FIXED.items()
+                  if k != "cross_attention_dim" and c[k] not in legacy_ok.get(k, (v,))]
         if not c["num_embeds_ada_norm"]:
             wrong.append("num_embeds_ada_norm unset (needs the number of classes)")
         if wrong:

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 import torch
 
-from vfm_models.adapters.base import AdapterConfigError, AdapterKeyError, StateDictAdapter, check_keys
+from vfm_models.adapters.base import AdapterConfigError, AdapterKeyError, StateDictAdapter, check_config_keys, check_keys
 from vfm_models.adapters.dit.common import (
     DIT_HEADS, DIT_LIKE, DIT_META, FACEBOOK_TOP, check_expressible, conv_to_linear, depth_of,
     expected_vfm, filled, linear_to_conv, name_map, size_text, vfm_options,
@@ -42,9 +42,19 @@ class FacebookResearchDiT(StateDictAdapter):
             config["num_heads"] = DIT_HEADS[hidden]
         return config
 
+    #: DiT's constructor arguments (facebookresearch/DiT ``models.py``): the external config's keys.
+    KEYS = ("input_size", "patch_size", "in_channels", "hidden_size", "depth", "num_heads", "mlp_ratio",
+            "class_dropout_prob", "num_classes", "learn_sigma")
+
     def options_from_external(self, external_config: dict) -> dict:
+        check_config_keys(external_config, self.KEYS, "facebookresearch/DiT")
         c = {"patch_size": 2, "in_channels": 4, "hidden_size": 1152, "depth": 28, "num_classes": 1000,
-             "learn_sigma": True, **external_config}
+             "learn_sigma": True, "mlp_ratio": 4.0, "class_dropout_prob": 0.1, **external_config}
+        if float(c["mlp_ratio"]) != DIT_LIKE["mlp_ratio"]:
+            raise AdapterConfigError(f"mlp_ratio = {c['mlp_ratio']!r}: vfm's dit conversion reads DiT's {DIT_LIKE['mlp_ratio']}")
+        if not float(c["class_dropout_prob"]) > 0:  # DiT then has no null-class row, which guidance and dropout use
+            raise AdapterConfigError(f"class_dropout_prob = {c['class_dropout_prob']!r}: vfm's dit needs DiT's null class "
+                                     "(class_dropout_prob > 0, which adds its embedding row)")
         heads = c.get("num_heads") or DIT_HEADS.get(int(c["hidden_size"]))
         if heads is None:
             raise AdapterConfigError(f"hidden_size {c['hidden_size']} is none of DiT's sizes ({', '.join(map(str, DIT_HEADS))}); "
@@ -64,7 +74,8 @@ class FacebookResearchDiT(StateDictAdapter):
 
     def meta_from_external(self, external_config: dict) -> dict[str, Any]:
         size = int(external_config.get("input_size", 32))
-        return {"latent_shape": [int(external_config.get("in_channels", 4)), 1, size, size], **DIT_META}
+        return {"latent_shape": [int(external_config.get("in_channels", 4)), 1, size, size], **DIT_META,
+                "cond_dropout": float(external_config.get("class_dropout_prob", DIT_META["cond_dropout"]))}
 
     def external_from_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
         shape = meta.get("latent_shape") or [0, 0, 0, 0]
