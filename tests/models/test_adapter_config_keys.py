@@ -78,3 +78,14 @@ def test_a_real_legacy_transformer2dmodel_config_is_read_and_a_non_dit_field_val
         _saved_config(diffusers.DiTTransformer2DModel(**DIT), tmp_path / "dit"))
     with pytest.raises(AdapterConfigError, match=r"only_cross_attention = True \(a legacy Transformer2DModel DiT has False"):
         adapter.options_from_external({**config, "only_cross_attention": True})
+
+
+def test_facebookresearch_dit_constructor_arguments_are_read_or_refused(tmp_path):
+    fb = get_adapter("facebookresearch-dit")
+    config = _configs(tmp_path)["facebookresearch-dit"]
+    assert fb.meta_from_external({**config, "class_dropout_prob": 0.2})["cond_dropout"] == 0.2  # its label dropout
+    assert fb.meta_from_external(config)["cond_dropout"] == 0.1  # DiT's default
+    with pytest.raises(AdapterConfigError, match="mlp_ratio = 6.0: vfm's dit conversion reads DiT's 4.0"):
+        fb.options_from_external({**config, "mlp_ratio": 6.0})  # another MLP width
+    with pytest.raises(AdapterConfigError, match="class_dropout_prob = 0.0: vfm's dit needs DiT's null class"):
+        fb.options_from_external({**config, "class_dropout_prob": 0.0})  # no null-class row in the label table
