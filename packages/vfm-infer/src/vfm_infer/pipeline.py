@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from vfm_models.dtypes import float_dtype
 
 from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
@@ -34,8 +35,9 @@ from vfm_infer.samplers.base import Sampler, StepCallback, build_sampler
 DEFAULT_SAMPLERS = {"edm": "edm-heun", "rectified-flow": "flow-euler", "ddpm": "ddim"}
 
 
-#: ``--dtype`` names -> the dtype the transformer runs in (latents and decoding stay float32).
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: ``--dtype`` names -> the dtype the transformer runs in (latents and decoding stay float32): the two
+#: of vfm_models.dtypes' names that inference takes, looked up there (one name table for the packages).
+DTYPES = {name: float_dtype(name, "--dtype") for name in ("fp32", "bf16")}
 
 
 def resolve_device(name: str | torch.device = "auto") -> torch.device:

@@ -1,4 +1,7 @@
-"""The ``dtype`` option of the tokenizers and text encoders: a torch dtype or its name (export options are JSON)."""
+"""The dtype names of the packages that depend on vfm-models: the ``dtype`` option of the tokenizers
+and text encoders (a torch dtype or its name; export options are JSON), and vfm-infer's ``--dtype``
+(``fp32``/``bf16``, looked up here). vfm-parallel (``param_dtype``/``reduce_dtype``, ``train.dtype``)
+and vfm-curator's CLIP embedder do not depend on vfm-models and keep their own short tables."""
 
 from __future__ import annotations
 
