@@ -29,7 +29,7 @@ from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
 from vfm_infer.checks import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, UntrainedNullWarning,
                               check_spec_types, truncated_prompts, unused_inputs, untrained_null)
-from vfm_infer.samplers.base import Sampler, StepCallback, build_sampler
+from vfm_infer.samplers.base import FORMULATIONS, Sampler, StepCallback, build_sampler
 
 #: The sampler used when none is named, per formulation.
 DEFAULT_SAMPLERS = {"edm": "edm-heun", "rectified-flow": "flow-euler", "ddpm": "ddim"}
@@ -232,15 +232,21 @@ class VideoPipeline:
         """The named sampler for this export's formulation, with the formulation's schedule options."""
         from vfm_infer.plugins import host
 
-        formulation = self.meta["formulation"]
+        registered = self.meta["formulation"]
+        # A sampler's `formulation` names what the denoiser returns, which is the formulation's own
+        # `name` (edm, rectified-flow, ddpm; a plugin's subclass inherits it), not the name it is
+        # registered under (a plugin's "my-flow")
+        formulation = getattr(self.formulation, "name", "") or registered
+        trained = repr(registered) if formulation == registered else f"{registered!r} (name = {formulation!r})"
         name = name or DEFAULT_SAMPLERS.get(formulation)
         if name is None:
-            raise ValueError(f"no default sampler for formulation {formulation!r}; name one with --sampler")
+            raise ValueError(f"no default sampler for formulation {trained}; name one with --sampler (a formulation's "
+                             f"name says what its denoiser returns, which samplers match: {', '.join(FORMULATIONS)})")
         cls = host.get("samplers", name)
         if cls.formulation != formulation:
             fitting = sorted(n for n in host.names("samplers") if getattr(host.get("samplers", n), "formulation", None) == formulation)
             raise ValueError(f"sampler {name!r} samples {cls.formulation!r} but this model was trained with "
-                             f"{formulation!r}; use one of: {', '.join(fitting)}")
+                             f"{trained}; use one of: {', '.join(fitting) or '(none registered)'}")
         return build_sampler(name, cls, steps, self.formulation.options(), options)
 
     def latent_shape(self, frames: int | None, size: tuple[int, int] | None) -> tuple[int, int, int, int]:

@@ -42,13 +42,24 @@ def get_strategy(name: str) -> Strategy:
     """The strategy registered as ``name``; an unknown name lists the available ones."""
     from vfm_parallel.plugins import host
 
+    from vfm_plugins import PluginLoadError
+
     target = host.get("strategies", name)  # an unknown name raises, listing the available ones
-    strategy = target() if isinstance(target, type) or (callable(target) and not hasattr(target, "apply")) else target
+    entry = host.entry("strategies", name)
+    where = f"strategy {name!r} (from {entry.provider} {entry.version})"
+    made = isinstance(target, type) or (callable(target) and not hasattr(target, "apply"))
+    try:
+        strategy = target() if made else target
+    except Exception as exc:  # a plugin's factory: one line naming it, not a traceback from inside it
+        raise PluginLoadError(f"{where}: its factory {getattr(target, '__qualname__', target)}() raised "
+                              f"{type(exc).__name__}: {exc}") from exc
     missing = [attr for attr in ("name", "phase", "mesh_dims", "apply") if not hasattr(strategy, attr)]
     if missing:
-        raise TypeError(f"strategy {name!r} lacks {', '.join(missing)}; a strategy has name, phase, mesh_dims, apply")
+        raise PluginLoadError(f"{where} lacks {', '.join(missing)}; a strategy has name, phase, mesh_dims and "
+                              "apply(model, mesh, plan, **options) (the target: the strategy, or a class or "
+                              "factory called with no arguments that returns one)")
     if strategy.phase not in PHASES:
-        raise ValueError(f"strategy {name!r} has phase {strategy.phase!r}; phases: {', '.join(PHASES)}")
+        raise ValueError(f"{where} has phase {strategy.phase!r}; phases: {', '.join(PHASES)}")
     return strategy
 
 

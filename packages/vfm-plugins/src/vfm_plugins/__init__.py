@@ -17,7 +17,8 @@ from vfm_plugins.declaration import (
     parse_declaration,
     read_declaration,
 )
-from vfm_plugins.errors import DuplicateNameError, PluginError, PluginLoadError, PluginWarning, UnknownNameError
+from vfm_plugins.errors import (DuplicateNameError, PluginError, PluginLoadError, PluginOptionError, PluginWarning,
+                                UnknownNameError)
 from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
 from vfm_plugins.host import (
     DISABLE_ENV,
@@ -45,6 +46,7 @@ __all__ = [
     "LockHolder",
     "PluginError",
     "PluginLoadError",
+    "PluginOptionError",
     "PluginWarning",
     "PluginHost",
     "Register",

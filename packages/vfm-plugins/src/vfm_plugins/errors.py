@@ -22,5 +22,9 @@ class PluginLoadError(PluginError, ImportError):
     """A registered name whose target cannot be imported, or lacks what its kind requires."""
 
 
+class PluginOptionError(PluginError, TypeError):
+    """An option that a registered name's class or factory does not take (:meth:`PluginHost.build`)."""
+
+
 class PluginWarning(UserWarning):
     """A plugin was skipped (it failed to import, or implements its hooks wrongly); the rest works."""

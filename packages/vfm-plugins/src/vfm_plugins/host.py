@@ -15,11 +15,12 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 import pluggy
 
-from vfm_plugins.errors import DuplicateNameError, PluginError, PluginLoadError, PluginWarning, UnknownNameError
+from vfm_plugins.errors import (DuplicateNameError, PluginError, PluginLoadError, PluginOptionError, PluginWarning,
+                                UnknownNameError)
 
 if TYPE_CHECKING:
     from vfm_plugins.declaration import Declaration
@@ -394,6 +395,35 @@ class PluginHost:
                 f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}, target {_describe(entry.target)}) "
                 f"has name = {obj.name!r}; it must be the name it is registered as: set name = {name!r}")
         return obj
+
+    def build(self, kind: str, name: str, options: Mapping[str, Any] | None = None) -> Any:
+        """``get(kind, name)(**options)``, for the kinds whose target is a class or factory built with
+        the user's options (tokenizers, blenders, embedders, captioners, scorers, metrics, ...).
+
+        An option the target does not take is a :class:`PluginOptionError` (a ``TypeError``) naming
+        the name, its provider and the options it accepts, before the target is called (a target
+        taking ``**kwargs`` accepts any): not ``__init__() got an unexpected keyword argument``."""
+        options = dict(options or {})
+        factory = self.get(kind, name)
+        if not callable(factory):  # e.g. register("x", MyMetric()) instead of register("x", MyMetric)
+            entry = self.entry(kind, name)
+            raise PluginLoadError(
+                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) is registered as a "
+                f"{type(factory).__name__} object, which is built with the user's options: register its class "
+                f"(or a factory), not an instance")
+        try:
+            params = inspect.signature(factory).parameters.values()
+        except (TypeError, ValueError):  # a builtin or C factory: it reports its own errors
+            params = None
+        if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
+            accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            unknown = sorted(set(options) - set(accepted))
+            if unknown:
+                entry = self.entry(kind, name)
+                raise PluginOptionError(
+                    f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) has no option "
+                    f"{', '.join(unknown)}; accepted: {', '.join(accepted) or '(none)'}")
+        return factory(**options)
 
     def failed(self) -> list[FailedPlugin]:
         self._load()

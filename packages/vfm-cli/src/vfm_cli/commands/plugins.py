@@ -20,7 +20,7 @@ def plugins(
     from vfm_cli.hosts import all_hosts
     from vfm_plugins import PluginError, misplaced_entry_points
 
-    rows = []
+    rows, broken = [], []
     hosts = all_hosts()
     with warnings.catch_warnings():
         # Failed plugins are shown as rows with status "failed"; no need to print the warning too.
@@ -28,19 +28,27 @@ def plugins(
         for host in hosts:
             try:
                 rows += host.describe()
-            except PluginError as exc:
-                fail(exc)
+            except PluginError as exc:  # e.g. a name registered twice: that host is unusable, the others are listed
+                broken.append(str(exc))
+                rows.append({"host": host.project, "kind": "-", "name": host.project, "provider": "-", "version": "-",
+                             "status": "failed", "description": str(exc)})
     # a plugin whose entry-point group is misspelt would otherwise be silently absent
     rows += [f.row() for f in misplaced_entry_points(host.project for host in hosts)]
     if kind is not None:
-        kinds = sorted({r["kind"] for r in rows if r["kind"] != "-"})
+        kinds = sorted({k for host in hosts for k in host.kinds})  # a broken host's kinds too
         if kind not in kinds:
             raise typer.BadParameter(f"unknown kind {kind!r}; kinds: {', '.join(kinds)}", param_hint="--kind")
         rows = [r for r in rows if r["kind"] in (kind, "-")]
     if as_json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return
+    else:
+        _print_table(rows)
+    if broken:  # after the listing, so that what still works is shown
+        fail(broken[0] if len(broken) == 1 else "; ".join(broken))
+
+
+def _print_table(rows: list[dict[str, str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -21,4 +21,4 @@ class Captioner(Protocol):
 def get_captioner(name: str, **options: Any) -> Captioner:
     from vfm_curator.plugins import host
 
-    return host.get("captioners", name)(**options)
+    return host.build("captioners", name, options)

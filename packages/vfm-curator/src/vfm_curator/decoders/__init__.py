@@ -59,12 +59,19 @@ def check_name(name: Any) -> str:
 
 def decoder_class(name: str) -> type[Decoder]:
     """The backend class registered as ``name`` (unknown names: a ValueError listing the accepted)."""
-    from vfm_plugins import Entry
+    from vfm_curator.plugins import host
+    from vfm_plugins import Entry, PluginLoadError
 
     if check_name(name) == AUTO:
         raise ValueError("'auto' is not a backend: choose() or create() picks one")
-    target = _targets()[name]
-    return target.load() if isinstance(target, Entry) else target
+    if not isinstance(_targets()[name], Entry):  # a class in place of the registry's entry
+        return _targets()[name]
+    cls = host.get("decoders", name)  # checks what a decoder requires (plugins.toml), naming a plugin's gap
+    if not isinstance(cls, type):
+        entry = host.entry("decoders", name)
+        raise PluginLoadError(f"decoder {name!r} (from {entry.provider} {entry.version}) is registered as a "
+                              f"{type(cls).__name__} object; register the Decoder subclass itself")
+    return cls
 
 
 def availability() -> dict[str, tuple[bool, str]]:

@@ -20,7 +20,7 @@ def get_embedder(name: str, **options: Any) -> Embedder:
     """Build the registered embedder ``name`` with ``options``."""
     from vfm_curator.plugins import host
 
-    return host.get("embedders", name)(**options)
+    return host.build("embedders", name, options)
 
 
 def normalize(x: np.ndarray) -> np.ndarray:

@@ -53,7 +53,11 @@ class FilterStage(Stage):
         for spec in self.opt["scorers"]:
             if "name" not in spec:
                 raise ValueError(f"filter: a scorer needs a 'name'; got {spec!r}")
-            scorer = host.get("scorers", spec["name"])(**dict(spec.get("options", {})))
+            scorer = host.build("scorers", spec["name"], spec.get("options"))
+            if not callable(scorer):  # the filter calls scorer(clip, task): a plugin's `def score(...)` is never called
+                entry = host.entry("scorers", spec["name"])
+                raise TypeError(f"scorer {spec['name']!r} (from {entry.provider} {entry.version}): its instances are not "
+                                f"callable; a scorer's class defines __call__(self, clip, task) -> float")
             self.scorers.append((spec["name"], scorer, float(spec.get("min", -np.inf)), float(spec.get("max", np.inf))))
 
     def process_one(self, task: VideoTask) -> None:

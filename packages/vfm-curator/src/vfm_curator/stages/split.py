@@ -54,13 +54,15 @@ class SplitStage(Stage):
 
     def _build_detector(self):
         from vfm_curator.plugins import host
-        from vfm_plugins import PluginError
+        from vfm_plugins import PluginLoadError, UnknownNameError
 
         method = self.opt["method"]
         try:
             cls = host.get("shot_detectors", method) if isinstance(method, str) else None
-        except PluginError:
+        except UnknownNameError:
             cls = None
+        except PluginLoadError as exc:  # registered, but its plugin's target is broken: say so, not "unknown"
+            raise ValueError(f"stage 'split': {exc}") from None
         if cls is None:
             names = ", ".join([*host.names("shot_detectors"), "stride"])
             raise ValueError(f"stage 'split': unknown method {method!r}; accepted: {names}")

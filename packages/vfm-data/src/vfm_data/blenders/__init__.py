@@ -32,7 +32,7 @@ def get_blender(name: str, **options: Any) -> Blender:
     """Build the blender registered as ``name``; unknown names list the available ones."""
     from vfm_data.plugins import host
 
-    return host.get("blenders", name)(**options)
+    return host.build("blenders", name, options)
 
 
 def groups_batches(blender: Blender) -> bool:

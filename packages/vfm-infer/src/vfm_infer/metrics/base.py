@@ -46,7 +46,7 @@ def load_metric(name: str, options: Mapping[str, Any] | None = None) -> Metric:
     """The registered metric ``name`` built with ``options`` (unknown names list the available ones)."""
     from vfm_infer.plugins import host
 
-    return host.get("metrics", name)(**dict(options or {}))
+    return host.build("metrics", name, options)
 
 
 def read_items(folder: str | Path, prompts: Sequence[str]) -> list[EvalItem]:
