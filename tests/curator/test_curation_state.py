@@ -28,6 +28,13 @@ def _failures(out: Path) -> dict[str, dict]:
     return {Path(f["source"]).name: f for f in map(json.loads, (out / "failures.jsonl").read_text().splitlines())}
 
 
+def _curate_nothing(*args, **kwargs) -> vfm_curator.Summary:
+    """The summary of a run after which the folder still holds no clip (curate raises then)."""
+    with pytest.raises(vfm_curator.NothingWrittenError, match="no clip written") as caught:
+        vfm_curator.curate(*args, **kwargs)
+    return caught.value.summary
+
+
 def test_a_second_run_into_a_folder_keeps_the_first_runs_clips_in_the_table(tmp_path):
     make_video(tmp_path / "a.mp4", [30], seed=1)
     make_video(tmp_path / "b.mp4", [30], seed=2)
@@ -62,14 +69,14 @@ def test_retry_failed_reruns_the_named_reason_only(tmp_path):
     (tmp_path / "in" / "broken.mp4").write_bytes(b"\x00" * 64)
     out = tmp_path / "out"
     strict = {**SERIAL, "options": {"split": {"min_clip_s": 1.0}}}
-    vfm_curator.curate(tmp_path / "in", out, strict)
+    _curate_nothing(tmp_path / "in", out, strict)  # both fail, each run: no clip
     assert {n: f["cause"] for n, f in _failures(out).items()} == {"short.mp4": "config", "broken.mp4": "input"}
-    assert vfm_curator.curate(tmp_path / "in", out, strict).processed == 0
-    by_cause = vfm_curator.curate(tmp_path / "in", out, strict, retry_failed="input")
+    assert _curate_nothing(tmp_path / "in", out, strict).processed == 0
+    by_cause = _curate_nothing(tmp_path / "in", out, strict, retry_failed="input")
     assert (by_cause.processed, by_cause.retried) == (1, 1)
-    by_kind = vfm_curator.curate(tmp_path / "in", out, strict, retry_failed="too-short")
+    by_kind = _curate_nothing(tmp_path / "in", out, strict, retry_failed="too-short")
     assert by_kind.processed == 1
-    assert vfm_curator.curate(tmp_path / "in", out, strict, retry_failed="all").processed == 2
+    assert _curate_nothing(tmp_path / "in", out, strict, retry_failed="all").processed == 2
     with pytest.raises(ValueError, match=r"--retry-failed 'oom': unknown reason; accepted: all, input, config, machine"):
         vfm_curator.curate(tmp_path / "in", out, strict, retry_failed="oom")
 
@@ -79,11 +86,11 @@ def test_a_timed_out_stage_is_retried_up_to_max_attempts_and_again_by_a_later_ru
     out = tmp_path / "out"
     # every stage call takes longer than 1 ms: each attempt times out (cause: machine)
     tight = {"run": {"runner": "ray", "stage_timeout_s": 0.001, "max_attempts": 2}}
-    first = vfm_curator.curate(tmp_path / "v.mp4", out, tight)
+    first = _curate_nothing(tmp_path / "v.mp4", out, tight)
     failure = _failures(out)["v.mp4"]
     assert (failure["cause"], failure["kind"], failure["attempts"]) == ("machine", "timeout", 2)
     assert (first.processed, first.failures) == (1, 1)
-    assert vfm_curator.curate(tmp_path / "v.mp4", out, tight).processed == 0  # 2 attempts of 2: failed for good
+    assert _curate_nothing(tmp_path / "v.mp4", out, tight).processed == 0  # 2 attempts of 2: failed for good
     later = vfm_curator.curate(tmp_path / "v.mp4", out, {"run": {"runner": "ray"}})  # max_attempts 3: one more try
     assert (later.processed, later.retried, later.failures, later.clips) == (1, 1, 0, 1)
 

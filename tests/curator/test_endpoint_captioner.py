@@ -287,7 +287,9 @@ def test_a_caption_server_that_keeps_failing_fails_the_video_with_its_cause_and_
         "split": {"min_clip_s": 0.4},
         "caption": {"captioner": "endpoint", "captioner_options": {"url": server.url, "model": "m", "retries": 1, "backoff_s": 0.01,
                                                                    "api_key_env": "TEST_CAPTION_KEY"}}}}
-    summary = vfm_curator.curate(tmp_path / "in", tmp_path / "clips", config)
+    with pytest.raises(vfm_curator.NothingWrittenError, match="no clip written: all 2 videos failed") as caught:
+        vfm_curator.curate(tmp_path / "in", tmp_path / "clips", config)  # every video failed: no clip
+    summary = caught.value.summary
     assert summary.failures == 2 and summary.clips == 0
     lines = {json.loads(x)["source"].rsplit("/", 1)[-1]: json.loads(x) for x in (tmp_path / "clips" / "failures.jsonl").read_text().splitlines()}
     a = lines["a.mp4"]

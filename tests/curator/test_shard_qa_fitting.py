@@ -120,7 +120,9 @@ def test_a_phone_clip_in_a_portrait_bucket_is_upright_unscaled_and_uncropped(cli
 
 
 def test_max_upscale_and_max_crop_refuse_clips_with_the_size_bucket_and_option(clips, tmp_path):
-    summary = _shard(clips, tmp_path / "s", resolutions=[[32, 32]], max_upscale=2, max_crop=0.3)
+    with pytest.raises(vfm_curator.NothingWrittenError, match="no sample written") as caught:  # both refused
+        _shard(clips, tmp_path / "s", resolutions=[[32, 32]], max_upscale=2, max_crop=0.3)
+    summary = caught.value.summary
     assert (summary.written, summary.failures) == (0, 2)
     failures = {Path(f["source"]).name: f for f in map(json.loads, (tmp_path / "s" / "failures.jsonl").read_text().splitlines())}
     tiny, phone = failures["tiny.mp4"], failures["phone.mp4"]

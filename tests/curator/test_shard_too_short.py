@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import vfm_curator
 from vfm_curator.synth import make_video
 
@@ -15,7 +17,9 @@ def test_a_clip_shorter_than_every_bucket_is_too_short_by_config_and_shards_with
     assert vfm_curator.curate(tmp_path / "in", tmp_path / "clips", {"run": {"runner": "serial"}}).clips == 1
     shard = {"run": {"runner": "serial"}, "shard": {"tokenizer": "pixel", "text_encoder": "hash", "resolutions": [[16, 16]],
                                                     "frames": [16], "frame_stride": 2, "require_captions": False}}
-    summary = vfm_curator.shard(tmp_path / "clips", tmp_path / "shards", shard)
+    with pytest.raises(vfm_curator.NothingWrittenError, match=r"1 of 1 clips failed \(too-short\)") as caught:
+        vfm_curator.shard(tmp_path / "clips", tmp_path / "shards", shard)
+    summary = caught.value.summary
     assert (summary.samples, summary.failures) == (0, 1)
     [failure] = [json.loads(line) for line in (tmp_path / "shards" / "failures.jsonl").read_text().splitlines()]
     assert (failure["kind"], failure["cause"], failure["stage"]) == ("too-short", "config", "shard_decode")

@@ -6,16 +6,21 @@ from typing import Any
 
 from vfm_curator.plugins import hookimpl, host
 
-__all__ = ["CurateConfig", "ShardConfig", "ShardSummary", "Summary", "curate", "hookimpl", "host", "shard"]
+__all__ = ["CurateConfig", "NothingWrittenError", "ShardConfig", "ShardSummary", "Summary", "curate", "hookimpl", "host",
+           "shard"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that ``import vfm_curator`` (plugin listing) stays free of PyAV, pyarrow and Ray.
-    if name == "curate":
-        from vfm_curator.api import curate
+    if name in ("curate", "shard"):  # raise NothingWrittenError where the commands exit 1
+        from vfm_curator import api
 
-        return curate
+        return getattr(api, name)
+    if name == "NothingWrittenError":
+        from vfm_curator.errors import NothingWrittenError
+
+        return NothingWrittenError
     if name == "CurateConfig":
         from vfm_curator.config import CurateConfig
 
@@ -24,7 +29,7 @@ def __getattr__(name: str) -> Any:
         from vfm_curator.pipelines.summary import Summary
 
         return Summary
-    if name in ("shard", "ShardConfig", "ShardSummary"):
+    if name in ("ShardConfig", "ShardSummary"):
         from vfm_curator.pipelines import sharding
 
         return getattr(sharding, name)

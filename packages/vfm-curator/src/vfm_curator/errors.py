@@ -1,5 +1,5 @@
-"""Errors the pipelines tell apart: an unusable input, an input a configured limit excludes, and a
-condition that stops the whole run (disk full)."""
+"""Errors the pipelines tell apart: an unusable input, an input a configured limit excludes, a
+condition that stops the whole run (disk full), and a run that wrote nothing to go on with."""
 
 from __future__ import annotations
 
@@ -30,3 +30,17 @@ class StopRun(Exception):
 
 class DiskFullError(StopRun):
     """No space left on the device while writing a file."""
+
+
+class NothingWrittenError(ValueError):
+    """``vfm_curator.curate`` / ``vfm_curator.shard`` wrote nothing to go on with (every video or clip
+    failed, the filters kept nothing, the clip table is empty): the case where ``vfm curate`` /
+    ``vfm shard`` exit 1. The message names how many failed, the commonest reasons and where
+    ``failures.jsonl`` is; ``summary`` is the run's :class:`~vfm_curator.Summary` /
+    :class:`~vfm_curator.ShardSummary` (the folder keeps failures.jsonl, summary.json and, for a
+    re-run, what earlier runs wrote); ``failures`` is the path of failures.jsonl."""
+
+    def __init__(self, message: str, summary, failures) -> None:
+        super().__init__(message)
+        self.summary = summary
+        self.failures = failures

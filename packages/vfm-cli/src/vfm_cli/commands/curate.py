@@ -69,7 +69,7 @@ def curate(
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.api import curate as run
     from vfm_curator.config import CurateConfig
-    from vfm_curator.errors import StopRun
+    from vfm_curator.errors import NothingWrittenError, StopRun
     from vfm_curator.pipelines.clipping import stage_specs
     from vfm_curator.shot_detectors import apply_shot_options
     from vfm_curator.pipelines.review import apply_options as apply_review_options
@@ -107,6 +107,8 @@ def curate(
     apply_run_options(cfg, runner, ray_address, num_cpus)
     try:
         summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
+    except NothingWrittenError as exc:  # the table and report lines below still print; the problem line exits 1
+        summary = exc.summary
     except (ValueError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT; StopRun: disk full
         fail(exc)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)

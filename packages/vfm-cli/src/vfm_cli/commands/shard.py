@@ -56,8 +56,8 @@ def shard(
 
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_curator.pipelines.sharding import ShardConfig
-    from vfm_curator.pipelines.sharding import shard as run
-    from vfm_curator.errors import StopRun
+    from vfm_curator.api import shard as run
+    from vfm_curator.errors import NothingWrittenError, StopRun
     from vfm_plugins import FolderLockedError, printable
 
     err = Console(stderr=True)
@@ -73,6 +73,8 @@ def shard(
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
                       progress=None if no_progress else StageProgress(), retry_failed=retry_failed, **buckets_given)
+    except NothingWrittenError as exc:  # the tables and failures below still print; the problem line exits 1
+        summary = exc.summary
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
         fail(exc)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)
