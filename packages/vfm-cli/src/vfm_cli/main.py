@@ -32,9 +32,31 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """vfm: the toolkit for video foundation models."""
+    _notices_as_lines(ctx)
+
+
+def _notices_as_lines(ctx: typer.Context) -> None:
+    """For this command, vfm's own warnings (:class:`vfm_plugins.Notice`: a skipped plugin or sample,
+    a non-finite step, ...) as one ``warning:`` line each, not Python's file, line and source; other
+    warnings without terminal controls (they may quote a file name or a plugin's text)."""
+    import warnings
+
+    from vfm_plugins import Notice, printable
+
+    show = warnings.showwarning
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, Notice):
+            typer.echo(f"warning: {printable(message)}", err=True)
+        else:
+            show(printable(message), category, filename, lineno, file, line)
+
+    warnings.showwarning = show_warning
+    ctx.call_on_close(lambda: setattr(warnings, "showwarning", show))
 
 
 def _discover_commands() -> None:
@@ -55,19 +77,8 @@ _discover_commands()
 
 
 def main() -> None:
-    import warnings
+    from vfm_plugins import PluginError, printable
 
-    from vfm_plugins import PluginError, PluginWarning, printable
-
-    show = warnings.showwarning
-
-    def show_plugin_warning(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, PluginWarning):  # a skipped plugin: one line, not this file's source
-            typer.echo(f"warning: {printable(message)}", err=True)
-        else:  # a warning may quote a file name or a plugin's text: no terminal controls
-            show(printable(message), category, filename, lineno, file, line)
-
-    warnings.showwarning = show_plugin_warning
     try:
         app()
     except PluginError as exc:  # a name clash, a plugin target that cannot load: one line, not a traceback

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from megatron.energon.errors import FatalSampleError
-from vfm_plugins import printable
+from vfm_plugins import Notice, printable
 
 
 class DataError(FatalSampleError):
@@ -22,6 +22,11 @@ class DataError(FatalSampleError):
 
 class ShardError(DataError):
     """A shard that cannot be read, or a shard or loader stream with no usable sample."""
+
+
+class DataWarning(Notice):
+    """Data the loader went on from: samples skipped, cropped, a position restored under other settings,
+    dataset code trusted (``vfm train`` shows each as one ``warning:`` line)."""
 
 
 class SampleError(DataError):

@@ -33,7 +33,7 @@ from vfm_plugins import exit_with_parent
 
 from vfm_data.blend_file import dataset_folders
 from vfm_data.blenders import get_blender, groups_batches
-from vfm_data.errors import DataError, data_error_in, one_line
+from vfm_data.errors import DataError, DataWarning, data_error_in, one_line
 from vfm_data.packing import patch_grid
 from vfm_data.sample import first_sample
 from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
@@ -220,7 +220,7 @@ class ResumableLoader:
         skipped = self.skipped
         if skipped > self._summarized and time.monotonic() - self._summarized_at >= WARN_INTERVAL_S:
             self._summarized_at, self._summarized = time.monotonic(), skipped
-            warnings.warn(self.skip_summary(), stacklevel=3)
+            warnings.warn(self.skip_summary(), DataWarning, stacklevel=3)
 
     @property
     def skipped(self) -> int:
@@ -329,7 +329,7 @@ class ResumableLoader:
             if changed:
                 warnings.warn(one_line(f"vfm_data: the loader state was saved with other settings ({what}): loading "
                                        "continues from its position, but not the sample sequence of an uninterrupted run"),
-                              stacklevel=2)
+                              DataWarning, stacklevel=2)
         states = {int(s): v for s, v in state["stream_states"].items()}
         for value in states.values():  # refused now, naming what is wrong, not at the first batch of the run
             decode_state(value)

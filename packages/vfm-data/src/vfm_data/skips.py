@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 from megatron.energon import SkipSample
 
-from vfm_data.errors import ShardError, one_line
+from vfm_data.errors import DataWarning, ShardError, one_line
 
 WARN_INTERVAL_S = 60.0
 MAX_CONSECUTIVE_UNDECODABLE = 10_000
@@ -168,7 +168,7 @@ class SkipLog:
             tail = (f"{held} more {reason} skips since the last warning; skipped by this stream so far: "
                     f"{format_counts({reason: by_reason[reason]}, by_shard)}")
         verb = "dropped" if reason in NOT_UNDECODABLE else "skipped"
-        warnings.warn(one_line(f"vfm_data: {verb} {what}; {tail}"), stacklevel=3)
+        warnings.warn(one_line(f"vfm_data: {verb} {what}; {tail}"), DataWarning, stacklevel=3)
 
     # --- the two rules -------------------------------------------------------------------------
 

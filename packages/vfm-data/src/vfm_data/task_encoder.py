@@ -19,7 +19,7 @@ from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
 from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
 from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
-from vfm_data.errors import one_line
+from vfm_data.errors import DataWarning, one_line
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
 from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
@@ -119,7 +119,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
                 warnings.warn(one_line(f"vfm_data: {shard} sample {sample.__key__}: latent (H, W) = "
                                        f"{tuple(latent.shape[2:])} is not divisible by the patch {p}; cropped to "
                                        f"{(grid[1] * p, grid[2] * p)} (write such clips to a bucket the patch divides)"),
-                              stacklevel=2)
+                              DataWarning, stacklevel=2)
         sample.latent = latent[:, : grid[0] * pt, : grid[1] * p, : grid[2] * p]
         sample.grid, sample.num_tokens = grid, tokens
         self.skips.used()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vfm_data.blend_file import entry_path
+from vfm_data.errors import DataWarning
 
 #: The one object a vfm ``dataset.yaml`` names (``vfm_data.writer.DATASET_YAML``).
 DATASET_CLASSES = {("megatron.energon", "CrudeWebdataset")}
@@ -74,7 +75,7 @@ def check_dataset(path: Any, *, trust_dataset_code: bool = False) -> None:
         raise DatasetNotFoundError(Path(os.fspath(path)))
     if trust_dataset_code:
         warnings.warn(f"trusting the dataset code of {path if not isinstance(path, dict) else 'an in-memory blend'}: "
-                      "energon may import and run what its YAML names", UserWarning, stacklevel=2)
+                      "energon may import and run what its YAML names", DataWarning, stacklevel=2)
         return
     _check_path(path, seen=set())
 

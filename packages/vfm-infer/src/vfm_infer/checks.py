@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from vfm_plugins import Notice
 
-class GenerationWarning(UserWarning):
+
+class GenerationWarning(Notice):
     """Something to know before looking at the videos; ``vfm generate`` prints each as ``warning:``."""
 
 

@@ -21,6 +21,7 @@ from torch import nn
 from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive, differences, load_state_dict, mismatch,
                                    save_state_dict)
 from vfm_models.export_paths import check_export_paths
+from vfm_plugins import Notice
 from vfm_plugins.files import fresh_file
 
 WEIGHTS = "model.safetensors"
@@ -246,7 +247,7 @@ def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mappi
         import warnings
 
         warnings.warn(f"{what}: the model cannot be built on the meta device ({type(exc).__name__}: {exc}), so its "
-                      "config is checked against the weights only once it is built", UserWarning, stacklevel=2)
+                      "config is checked against the weights only once it is built", Notice, stacklevel=2)
 
 
 def check_build_fits(build: Any, shapes: Mapping[str, Any], about: str) -> nn.Module:

@@ -26,5 +26,10 @@ class PluginOptionError(PluginError, TypeError):
     """An option that a registered name's class or factory does not take (:meth:`PluginHost.build`)."""
 
 
-class PluginWarning(UserWarning):
+class Notice(UserWarning):
+    """A warning meant for the person running vfm: the ``vfm`` command shows it as one ``warning: ...``
+    line, without Python's file, line and source. Each vfm package's own warnings derive from it."""
+
+
+class PluginWarning(Notice):
     """A plugin was skipped (it failed to import, or implements its hooks wrongly); the rest works."""

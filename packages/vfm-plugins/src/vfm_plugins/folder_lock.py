@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vfm_plugins.errors import Notice
 from vfm_plugins.parent_watch import pid_exists
 from vfm_plugins.text import printable
 
@@ -64,7 +65,7 @@ class FolderLockedError(RuntimeError):
         return type(self), (self.folder, self.path, self.holder, self.why)
 
 
-class StaleLockWarning(UserWarning):
+class StaleLockWarning(Notice):
     """A lock left by a run that died was taken over."""
 
 

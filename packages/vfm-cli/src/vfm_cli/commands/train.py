@@ -89,8 +89,7 @@ def train(
     # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)
     data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
     try:
-        with _training_warnings_as_lines():
-            result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
+        result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
     except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError,
             config_mod.ConfigError, *data_errors) as exc:
         # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
@@ -131,34 +130,6 @@ def _close(sinks: list) -> None:
     """Close the metrics sinks that have a ``close`` (the progress bar ends its line before an error)."""
     for sink in sinks:
         getattr(sink, "close", lambda: None)()
-
-
-def _training_warnings_as_lines():
-    """The trainer's own warnings (a skipped non-finite step, a checkpoint not saved) as one
-    ``warning:`` line each, not Python's ``file:line: RuntimeWarning`` with a source line."""
-    import contextlib
-    import warnings
-
-    from vfm_parallel.trainer import TrainingWarning
-    from vfm_plugins import printable
-
-    @contextlib.contextmanager
-    def lines():
-        show = warnings.showwarning
-
-        def show_line(message, category, filename, lineno, file=None, line=None):
-            if issubclass(category, TrainingWarning):
-                typer.echo(f"warning: {printable(message)}", err=True)
-            else:
-                show(message, category, filename, lineno, file, line)
-
-        warnings.showwarning = show_line
-        try:
-            yield
-        finally:
-            warnings.showwarning = show
-
-    return lines()
 
 
 def _resume_check(cfg, world: int) -> str:

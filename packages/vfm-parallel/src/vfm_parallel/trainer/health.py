@@ -7,13 +7,14 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from vfm_plugins import Notice
 
 
 class NonFiniteTrainingError(RuntimeError):
     """``train.max_nonfinite_steps`` steps in a row had a non-finite loss or gradient norm."""
 
 
-class TrainingWarning(RuntimeWarning):
+class TrainingWarning(Notice, RuntimeWarning):
     """Something the run went on from: a step skipped as non-finite, a checkpoint not saved for it
     (``vfm train`` prints it as one ``warning:`` line)."""
 
