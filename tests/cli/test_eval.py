@@ -53,3 +53,19 @@ def test_eval_says_why_a_prompt_that_is_not_a_demo_caption_is_not_scored(tmp_pat
     assert result.exit_code == 0, result.output
     assert "note: shapes: 1 of 2 prompts are not demo captions" in result.output
     assert "not demo captions" in json.loads((tmp_path / "scores.json").read_text())["shapes"]["notes"][0]
+
+
+def test_eval_table_piped_shows_every_column_name_and_value_whole(tmp_path):
+    prompts = _videos(tmp_path)
+    # COLUMNS=80: what rich assumes when the output is a file or a CI log; it cut "background_rms" to "backg…"
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--option", "shapes.flat_rms=12"],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    header = next(line for line in result.output.splitlines() if "background_rms" in line)
+    for column in ("prompt", "colour_ok", "direction_ok", "single_shape"):
+        assert column in header
+    scores = json.loads((tmp_path / "scores.json").read_text())["shapes"]["per_video"]
+    for row in scores:  # each video's row is one line holding its prompt and figures as scores.json has them
+        line = next(line for line in result.output.splitlines() if row["prompt"] in line)
+        assert f"{row['background_rms']:g}" in line and row["direction"] in line

@@ -67,6 +67,7 @@ def curate(
     from rich.console import Console
 
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
+    from vfm_cli.tables import print_table
     from vfm_curator.api import curate as run
     from vfm_curator.config import CurateConfig
     from vfm_curator.errors import NothingWrittenError, StopRun
@@ -130,7 +131,7 @@ def curate(
         ("decoders (videos)", ", ".join(f"{name} {n}" for name, n in sorted(summary.decoders.items())) or "-"),
         ("workers", summary.workers_text()),
     ), title=f"vfm curate -> {summary.out}")
-    Console().print(table)
+    print_table(table, Console())
     typer.echo(f"report: {Path(summary.out) / 'report.html'}")
     if summary.failures_line():
         typer.echo(f"failures: {summary.failures_line()}")

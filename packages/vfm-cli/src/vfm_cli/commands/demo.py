@@ -31,6 +31,7 @@ def demo(
     from rich.table import Table
 
     from vfm_cli.demo.run import DemoError, DemoSettings, run_demo
+    from vfm_cli.tables import print_table
 
     console = Console()
     settings = DemoSettings(out=out, videos=videos, train_steps=train_steps, sample_steps=sample_steps,
@@ -53,13 +54,13 @@ def demo(
     times.add_column("seconds", justify="right")
     for name, seconds in result.seconds.items():
         times.add_row(name, f"{seconds:.1f}")
-    console.print(times)
+    print_table(times, console)
     files = Table(title="open these")
     files.add_column("what")
     files.add_column("file")
     for name, path in result.outputs.items():
         files.add_row(name, str(path))
-    console.print(files)
+    print_table(files, console)
 
 
 def register(app: typer.Typer) -> None:

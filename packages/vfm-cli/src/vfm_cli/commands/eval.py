@@ -50,6 +50,7 @@ def print_scores(results: dict, console) -> None:
     """A table of per-video rows (the metric's ``columns``, or every key) and one of the summary."""
     from rich.table import Table
 
+    from vfm_cli.tables import print_table
     from vfm_infer.plugins import host
     from vfm_plugins.text import printable, rich_text
 
@@ -61,13 +62,13 @@ def print_scores(results: dict, console) -> None:
                 table.add_column(column)
             for row in result.per_video:
                 table.add_row(*(rich_text(_cell(row.get(c))) for c in columns))
-            console.print(table)
+            print_table(table, console)
         summary = Table(title=f"{name}: summary")
         summary.add_column("score")
         summary.add_column("value", justify="right")
         for key, value in result.summary.items():
             summary.add_row(key, _cell(value))
-        console.print(summary)
+        print_table(summary, console)
         for note in result.notes:
             console.print(printable(f"note: {name}: {note}"), highlight=False, markup=False, soft_wrap=True)
 

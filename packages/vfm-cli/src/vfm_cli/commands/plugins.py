@@ -52,6 +52,7 @@ def _print_table(rows: list[dict[str, str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from vfm_cli.tables import print_table
     from vfm_plugins.text import rich_text
 
     table = Table(title="vfm plugins")
@@ -62,7 +63,7 @@ def _print_table(rows: list[dict[str, str]]) -> None:
         # names, versions and descriptions come from installed packages: shown as text, never as markup or controls
         table.add_row(*(rich_text(r[c]) for c in ("host", "kind", "name", "provider", "version", "status", "description")),
                       style=style)
-    Console().print(table)
+    print_table(table, Console())
 
 
 def register(app: typer.Typer) -> None:
