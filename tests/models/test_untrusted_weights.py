@@ -34,3 +34,17 @@ def test_a_deflated_torch_archive_is_refused_before_it_inflates(tmp_path):
         load_external(tmp_path / "bomb.pt")
     torch.save(state, tmp_path / "plain.pt")  # what torch.save writes still loads
     assert torch.equal(load_state_dict(tmp_path / "plain.pt")["weight"], state["weight"])
+
+
+def test_a_record_declaring_more_bytes_than_the_file_is_refused_naming_it(tmp_path):
+    """A forged size: torch.load failed with a RuntimeError about an internal miniz error that named
+    neither the file nor the record (and was no ValueError, which the commands report as one line)."""
+    from tests.plugins.test_archives import oversized
+
+    buf = io.BytesIO()
+    torch.save({"weight": torch.zeros(4)}, buf)
+    (tmp_path / "big.pt").write_bytes(oversized(buf.getvalue(), 3_000_000_000))
+    with pytest.raises(ValueError, match=r"big\.pt: record \S+/data/0 declares 3000000000 bytes, more than the \d+ bytes "
+                                         r"of the whole archive; accepted: torch\.save's archive, whose records are stored "
+                                         r"uncompressed \(or safetensors\)"):
+        load_state_dict(tmp_path / "big.pt")

@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
+from vfm_plugins.archives import check_stored_zip
 
 #: The tar member suffixes (energon "parts") of one sample.
 LATENT_PARTS = ("latent.npy", "latent.pth")
@@ -142,10 +142,4 @@ def _check_npy_size(data: bytes) -> None:
 def _check_stored(data: bytes) -> None:
     """A ``.pth`` archive's records must be stored, not compressed: torch.save stores them, and a
     deflated record decompresses up to 1000x (a 100 KB member into a 100 MB tensor)."""
-    if not zipfile.is_zipfile(io.BytesIO(data)):
-        return  # torch's legacy format: its tensor bytes are all in the member
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):
-                raise ValueError(f"record {info.filename} is compressed ({info.compress_size} -> {info.file_size} bytes); "
-                                 "accepted: torch.save's archive, whose records are stored uncompressed")
+    check_stored_zip(data)  # torch's legacy (non-zip) format passes: its tensor bytes are all in the member

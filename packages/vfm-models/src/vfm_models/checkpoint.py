@@ -12,6 +12,7 @@ from typing import Mapping
 
 import torch
 from torch import nn
+from vfm_plugins.archives import TORCH_SAVE, check_stored_zip
 
 
 class CheckpointMismatchError(ValueError):
@@ -58,16 +59,7 @@ def check_stored_archive(path: str | PathLike) -> None:
     """Refuse a ``torch.save`` zip archive with compressed records before ``torch.load`` inflates them:
     torch.save stores records uncompressed, and a deflated one grows up to 1000x (a 10 MB download
     into a 10 GB tensor). Torch's legacy (non-zip) format holds its bytes as they are: accepted."""
-    import zipfile
-
-    if not zipfile.is_zipfile(path):
-        return
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED:
-                raise ValueError(f"{path}: record {info.filename} is compressed ({info.compress_size} -> "
-                                 f"{info.file_size} bytes); accepted: torch.save's archive, whose records are stored "
-                                 "uncompressed (or safetensors)")
+    check_stored_zip(path, name=str(path), accepted=f"{TORCH_SAVE} (or safetensors)")
 
 
 def read_metadata(path: str | PathLike) -> dict[str, str]:
