@@ -85,8 +85,8 @@ def test_an_instance_registered_in_place_of_a_class_is_named(plugin):
 
     with pytest.raises(PluginLoadError) as error:
         load_metric("oops-frames")
-    assert str(error.value) == ("metric 'oops-frames' (from vfm-oops-instance 0.0.1) is registered as a Frames object, "
-                                "which is built with the user's options: register its class (or a factory), not an instance")
+    assert str(error.value) == ("metric 'oops-frames' (from vfm-oops-instance 0.0.1) is registered as an instance of "
+                                "Frames, but a metric is built with the user's options: register its class (or a factory)")
 
 
 def test_a_decoder_is_checked_for_what_its_kind_requires_and_must_be_a_class(plugin):
@@ -117,7 +117,7 @@ def test_a_decoder_is_checked_for_what_its_kind_requires_and_must_be_a_class(plu
                                               r"uses_gpu, available, decode"):
         decoders.decoder_class("oops-nodecode")
     with pytest.raises(PluginLoadError, match=r"^decoder 'oops-instance' \(from vfm-oops-decoders 0.0.1\) is registered "
-                                              r"as a Named object; register the Decoder subclass itself"):
+                                              r"as an instance of Named; register the Decoder subclass itself"):
         decoders.decoder_class("oops-instance")
 
 
@@ -198,3 +198,46 @@ def test_vfm_plugins_lists_the_other_hosts_when_one_has_a_clashing_name(tmp_path
     result = subprocess.run([sys.executable, "-m", "vfm_cli.main", "plugins", "--kind", "strategies"], capture_output=True,
                             text=True, env={**plugin_env([clash]), "COLUMNS": "300"}, timeout=120)
     assert result.returncode == 1 and "registered twice" in result.stdout, "the kind of the broken host is still accepted"
+
+
+def test_a_raising_hook_drops_only_its_own_kind_and_says_so(plugin):
+    plugin("vfm-oops-half", {"oops_half": """
+        from vfm_models.plugins import hookimpl
+
+        @hookimpl
+        def vfm_models_register_tokenizers(register):
+            register("oops-pixel", "vfm_models.tokenizers.pixel:PixelTokenizer")
+
+        @hookimpl
+        def vfm_models_register_text_encoders(register):
+            raise RuntimeError("no weights folder")
+    """}, {"vfm_models": "oops_half"})
+    import vfm_models
+
+    with pytest.warns(Warning) as caught:
+        names = vfm_models.host.names("tokenizers")
+    assert "oops-pixel" in names, "the hook that did not raise registered its names"
+    assert [str(w.message) for w in caught] == [
+        "vfm_models: plugin 'vfm-oops-half:vfm-oops-half' (vfm-oops-half 0.0.1) adds no text encoders (its other hooks' "
+        "names are kept): raised in vfm_models_register_text_encoders: RuntimeError: no weights folder"]
+
+
+def test_vfm_train_names_a_formulation_registered_as_an_instance(tmp_path):
+    root = write_plugin(tmp_path / "formulation", "vfm-oops-formulation", {"oops_formulation": """
+        from vfm_models.formulations import EDM
+        from vfm_models.plugins import hookimpl
+
+        @hookimpl
+        def vfm_models_register_formulations(register):
+            register("oops-edm", EDM())
+    """}, {"vfm_models": "oops_formulation"})
+    config = tmp_path / "run.toml"
+    config.write_text('[model]\nfamily = "dit"\npreset = "tiny"\nformulation = "oops-edm"\ntokenizer = "pixel"\n'
+                      '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\nmicro_batch = 2\n'
+                      f'[train]\nsteps = 1\nout_dir = "{tmp_path / "run"}"\n')
+    result = subprocess.run([sys.executable, "-m", "vfm_cli.main", "train", str(config), "--validate"],
+                            capture_output=True, text=True, env=plugin_env([root]), timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: formulation 'oops-edm' (from vfm-oops-formulation 0.0.1) is registered as an instance of EDM, but a "
+        "formulation is built with the user's options: register its class (or a factory)")

@@ -283,9 +283,9 @@ class PluginHost:
                 seen.add(key)
                 yield ep
 
-    def _fail(self, plugin_name: str, dist: str, version: str, error: str) -> None:
+    def _fail(self, plugin_name: str, dist: str, version: str, error: str, skipped: str = "is skipped") -> None:
         self._failed.append(FailedPlugin(self.project, plugin_name, dist, version, error))
-        warnings.warn(f"{self.project}: plugin {plugin_name!r} ({dist} {version}) is skipped: {error}",
+        warnings.warn(f"{self.project}: plugin {plugin_name!r} ({dist} {version}) {skipped}: {error}",
                       PluginWarning, stacklevel=3)
 
     def _load(self) -> dict[str, dict[str, Entry]]:
@@ -307,8 +307,10 @@ class PluginHost:
                     except DuplicateNameError:
                         raise
                     except Exception as exc:
+                        # only this hook's names are dropped: the plugin's other hooks registered theirs
                         self._fail(impl.plugin_name, provider.name, provider.version,
-                                   f"raised in {hook_name}: {type(exc).__name__}: {exc}")
+                                   f"raised in {hook_name}: {type(exc).__name__}: {exc}",
+                                   f"adds no {kind.replace('_', ' ')} (its other hooks' names are kept)")
                         continue
                     entries[kind].update(staged)
             self._entries = entries
@@ -408,9 +410,9 @@ class PluginHost:
         if not callable(factory):  # e.g. register("x", MyMetric()) instead of register("x", MyMetric)
             entry = self.entry(kind, name)
             raise PluginLoadError(
-                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) is registered as a "
-                f"{type(factory).__name__} object, which is built with the user's options: register its class "
-                f"(or a factory), not an instance")
+                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) is registered as an "
+                f"instance of {type(factory).__name__}, but a {_singular(kind)} is built with the user's options: "
+                f"register its class (or a factory)")
         try:
             params = inspect.signature(factory).parameters.values()
         except (TypeError, ValueError):  # a builtin or C factory: it reports its own errors

@@ -47,8 +47,8 @@ def check_formulation_options(cfg: TrainConfig) -> None:
     """``model.formulation_options`` are options the formulation takes, with values it accepts
     (it is built once here, which costs nothing: a formulation holds a few numbers)."""
     name, options = cfg.model.formulation, dict(cfg.model.formulation_options)
-    cls = check_option_names("formulations", name, options, "model.formulation_options")
-    try:
-        cls(**options)
+    check_option_names("formulations", name, options, "model.formulation_options")
+    try:  # build: a plugin's instance registered in place of its class is named as such
+        vfm_models.host.build("formulations", name, options)
     except (TypeError, ValueError) as exc:
         raise ConfigError("model.formulation_options", f"formulation {name!r} refuses {options}: {exc}") from None

@@ -69,8 +69,8 @@ def decoder_class(name: str) -> type[Decoder]:
     cls = host.get("decoders", name)  # checks what a decoder requires (plugins.toml), naming a plugin's gap
     if not isinstance(cls, type):
         entry = host.entry("decoders", name)
-        raise PluginLoadError(f"decoder {name!r} (from {entry.provider} {entry.version}) is registered as a "
-                              f"{type(cls).__name__} object; register the Decoder subclass itself")
+        raise PluginLoadError(f"decoder {name!r} (from {entry.provider} {entry.version}) is registered as an "
+                              f"instance of {type(cls).__name__}; register the Decoder subclass itself")
     return cls
 
 
