@@ -241,3 +241,48 @@ def test_vfm_train_names_a_formulation_registered_as_an_instance(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "error: formulation 'oops-edm' (from vfm-oops-formulation 0.0.1) is registered as an instance of EDM, but a "
         "formulation is built with the user's options: register its class (or a factory)")
+
+
+def test_a_strategy_whose_apply_returns_none_and_a_metric_returning_a_dict_are_named(plugin):
+    plugin("vfm-oops-returns", {"oops_returns": """
+        from vfm_infer.metrics.base import Metric
+        from vfm_infer.plugins import hookimpl as infer_hookimpl
+        from vfm_parallel.plugins import hookimpl
+
+        class InPlace:
+            name = "oops-inplace"
+            phase = "compile"
+            mesh_dims = ()
+
+            def apply(self, model, mesh, plan):
+                model.touched = True  # and no `return model`
+
+        class Plain(Metric):
+            name = "oops-plain"
+
+            def evaluate(self, items):
+                return {"videos": len(items)}
+
+        @hookimpl
+        def vfm_parallel_register_strategies(register):
+            register("oops-inplace", InPlace)
+
+        @infer_hookimpl
+        def vfm_infer_register_metrics(register):
+            register("oops-plain", Plain)
+    """}, {"vfm_parallel": "oops_returns", "vfm_infer": "oops_returns"})
+    import numpy as np
+
+    import vfm_models
+    from vfm_infer.metrics.base import EvalItem, evaluate
+    from vfm_parallel import ParallelDims, parallelize
+
+    model = vfm_models.get_family("dit").create("tiny", hidden=32, depth=2, num_heads=2, in_channels=3, patch=(1, 2, 2))
+    with pytest.raises(TypeError) as error:
+        parallelize(model, ParallelDims(), ["oops-inplace"])
+    assert str(error.value) == ("strategy 'oops-inplace' (from vfm-oops-returns 0.0.1): apply returned None; it must "
+                                "return the model (the one it was given, changed in place, or its wrapper)")
+    with pytest.raises(TypeError) as error:
+        evaluate([EvalItem("a red circle", np.zeros((2, 8, 8, 3), np.uint8))], {"oops-plain": {}})
+    assert str(error.value) == ("metric 'oops-plain' (from vfm-oops-returns 0.0.1) returned a dict from evaluate; it must "
+                                "return a vfm_infer.metrics.MetricResult(per_video, summary, notes)")
