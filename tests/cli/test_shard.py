@@ -25,9 +25,10 @@ def test_shard_command_writes_buckets_and_prints_the_summary(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["buckets"]["32x48x9"]["samples"] == 1 and summary["failures"] == 1  # b has no caption
+    # b has no caption; a's 20 frames hold 2 windows of 9: 2 samples
+    assert summary["buckets"]["32x48x9"]["samples"] == 2 and summary["failures"] == 1
     tokens = 9 * 32 * 48
-    assert re.search(rf"32x48x9\s+│\s+1\s+│\s+{tokens}\s+│\s+1\s+│", result.output)
+    assert re.search(rf"32x48x9\s+│\s+2\s+│\s+{2 * tokens}\s+│\s+1\s+│", result.output)
     assert re.search(r"throughput \(samples/s\)\s+│\s+\d+\.\d\d", result.output)
     assert "failures.jsonl" in result.output and (out / "blend.yaml").is_file()
     again = CliRunner().invoke(app, args)

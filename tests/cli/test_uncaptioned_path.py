@@ -103,12 +103,13 @@ def test_shard_by_default_exits_1_with_one_line_naming_the_reason_then_unconditi
     assert ok.exit_code == 0, ok.output
     assert "error:" not in ok.stderr and "warning:" not in ok.stderr
     summary = json.loads((shards / "summary.json").read_text())
-    assert summary["samples"] == 3 and summary["failures"] == 0 and summary["retried"] == 3
+    # 3 clips of 14 frames, 3 windows of 4 frames each
+    assert summary["samples"] == 9 and summary["failures"] == 0 and summary["retried"] == 3
     metas = []
     for shard in sorted(shards.glob("16x24x4/shard-*.tar")):
         with tarfile.open(shard) as tar:
             metas += [json.loads(tar.extractfile(m).read()) for m in tar.getmembers() if m.name.endswith(".json")]
-    assert len(metas) == 3 and all(m["caption"] == "" and "caption_by" not in m["extra"] for m in metas)
+    assert len(metas) == 9 and all(m["caption"] == "" and "caption_by" not in m["extra"] for m in metas)
 
     train_out = tmp_path / "train"
     config = tmp_path / "train.toml"
@@ -134,7 +135,7 @@ def test_shard_warns_when_most_clips_fail_for_one_reason_and_writes_the_rest(cur
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "2 of 3 clips failed (no-caption)" in warnings[0], result.stderr
-    assert json.loads((tmp_path / "shards" / "summary.json").read_text())["samples"] == 1
+    assert json.loads((tmp_path / "shards" / "summary.json").read_text())["samples"] == 3  # 3 windows of its 14 frames
 
 
 def test_shard_with_no_clip_in_the_table_exits_1(tmp_path, curated):

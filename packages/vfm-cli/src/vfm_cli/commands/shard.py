@@ -31,6 +31,10 @@ def shard(
         None, "--frames", metavar="N",
         help="A video frame count (repeat for several); a clip gets the largest it fills. Default: the config's, else 17."),
     frame_stride: Optional[int] = typer.Option(None, "--frame-stride", metavar="N", help="Take every N-th frame (default 1)."),
+    windows: Optional[int] = typer.Option(
+        None, "--windows", metavar="N",
+        help="Samples per clip: N consecutive windows of its frame count (1: its first frames only). Default: the "
+             "config's, else 0 = every window the clip fills."),
     max_upscale: Optional[float] = typer.Option(
         None, "--max-upscale", metavar="X",
         help="Refuse clips their bucket would enlarge more than X times (1: never enlarge). Default: no limit, a warning past 2x."),
@@ -70,7 +74,7 @@ def shard(
     if config is None and (tokenizer is None or text_encoder is None):
         raise typer.BadParameter(_missing_models(tokenizer, text_encoder))
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
-    buckets_given = _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop)
+    buckets_given = _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop, windows)
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
                       progress=None if no_progress else StageProgress(), retry_failed=retry_failed, **buckets_given)
@@ -89,7 +93,8 @@ def shard(
     buckets.add_row("total", str(summary.samples), str(summary.tokens), "", f"{summary.bytes / 1e6:.2f}")
     run_table = figures_table((
         ("clips", summary.clips),
-        ("written now", summary.written),
+        ("written now", summary.written if summary.samples_written == summary.written
+         else f"{summary.written} clips, {summary.samples_written} samples"),
         ("skipped (sharded before)", summary.skipped),
         ("skipped (failed before)", summary.failed_before),
         ("failed before, run again", summary.retried),
@@ -125,10 +130,10 @@ def shard(
 _HXW = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
 
-def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop) -> dict:
+def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop, windows) -> dict:
     """The bucket options given on the command line (they replace the config's), each checked with
     the error naming its option."""
-    from vfm_curator.stages.shard_decode import check_buckets, check_resize_limits
+    from vfm_curator.stages.shard_decode import check_buckets, check_resize_limits, check_windows
 
     given: dict = {}
     if resolution:
@@ -148,7 +153,8 @@ def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop) -> 
         given["frame_stride"] = frame_stride
     checks = (("--frames", lambda: check_buckets([[1, 1]], given.get("frames", [2]), given.get("frame_stride", 1))),
               ("--max-upscale", lambda: check_resize_limits(max_upscale, None)),
-              ("--max-crop", lambda: check_resize_limits(None, max_crop)))
+              ("--max-crop", lambda: check_resize_limits(None, max_crop)),
+              ("--windows", lambda: windows is None or check_windows(windows)))
     for hint, check in checks:
         try:
             check()
@@ -160,6 +166,8 @@ def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop) -> 
         given["max_upscale"] = max_upscale
     if max_crop is not None:
         given["max_crop"] = max_crop
+    if windows is not None:
+        given["windows"] = windows
     return given
 
 

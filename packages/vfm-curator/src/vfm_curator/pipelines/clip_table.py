@@ -30,7 +30,23 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
         if not row.get("id") or not row.get("path"):
             raise ValueError(f"{table_path}: a row lacks 'id' or 'path' ({ {k: row.get(k) for k in ('id', 'path')} })")
         tasks.append(_task(table_path, i, row, clips_dir))
+    _refuse_window_keys(table_path, [t.id for t in tasks])
     return tasks
+
+
+_WINDOW_KEY = re.compile(r"^(.+)-w[0-9]+$")
+
+
+def _refuse_window_keys(table_path: Path, ids: list[str]) -> None:
+    """Clip ``X``'s later windows are the samples ``X-w1``, ``X-w2``, ... (ShardTask.sample_key): a
+    table listing both ``X`` and such an id would write two samples under one key (vfm curate's ids
+    are hashes, never of that form)."""
+    known = set(ids)
+    for clip in ids:
+        match = _WINDOW_KEY.match(clip)
+        if match and match.group(1) in known:
+            raise ValueError(f"{table_path}: clip id {clip!r} is the key of the second or later window of clip "
+                             f"{match.group(1)!r} (windows of a clip are keyed <id>-w<k>); rename one of them")
 
 
 #: A clip id is a sample key in the shards and a file name under .state/ (vfm_data.writer's rule).

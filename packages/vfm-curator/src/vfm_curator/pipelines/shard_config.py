@@ -16,7 +16,7 @@ SHARD_STAGES = ("shard_decode", "shard_tokenize", "shard_text")
 IDENTITY = ("tokenizer", "tokenizer_options", "text_encoder", "text_encoder_options", "seed", "array_format", "latent_dtype")
 #: Which bucket a clip goes to and how it is fitted: a re-run may change them, but clips sharded
 #: before stay where they are, which the run says (see shard_settings._bucketing_notice).
-BUCKETING = ("resolutions", "frames", "frame_stride", "max_upscale", "max_crop")
+BUCKETING = ("resolutions", "frames", "frame_stride", "windows", "max_upscale", "max_crop")
 
 
 @dataclass
@@ -28,6 +28,7 @@ class ShardConfig:
         text_encoder = "hash"
         resolutions = [[256, 256], [192, 320]]   # (H, W) buckets, by aspect ratio
         frames = [17, 9]                          # video frame counts (images are always 1)
+        windows = 0                               # samples per clip: 0 = every window of frames that fits
         max_upscale = 2.0                         # refuse clips a bucket would enlarge more (default: no limit)
         max_crop = 0.3                            # refuse clips whose centre crop cuts more of the frame
         [shard.tokenizer_options]
@@ -46,6 +47,9 @@ class ShardConfig:
     resolutions: list[list[int]] = field(default_factory=lambda: [[256, 256]])
     frames: list[int] = field(default_factory=lambda: [17])
     frame_stride: int = 1
+    # samples per clip: consecutive windows of its frame count (the first is the clip's id, window k
+    # "<id>-w<k>"); 0 = as many as the clip fills, 1 = only its first frames
+    windows: int = 0
     max_upscale: float | None = None  # refuse a clip its bucket would enlarge more than this (None: any)
     max_crop: float | None = None  # refuse a clip whose centre crop cuts more of its frame than this (None: any)
     require_captions: bool = True

@@ -79,23 +79,39 @@ class BucketWriters:
                                                array_format=self.array_format, start_index=max(done, default=-1) + 1)
         return self.writers[bucket]
 
-    def write(self, task: ShardTask) -> None:
+    def write(self, task: ShardTask, *, done: frozenset[str] | set[str] = frozenset()) -> int:
+        """Write the clip's samples (one per window) and return how many. The first window, whose key
+        is the clip id, goes last: once it is in a finished shard so are the others (a resumed run
+        skips the clip by its id); a window already in a finished shard (``done``: the clip was cut
+        short by an interruption) is not written twice."""
         import torch
 
         from vfm_data import SampleMeta
 
-        meta = SampleMeta(
-            source=task.source or task.path, span=task.span, fps=task.fps, size=task.size,
-            caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
-            text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
-            extra={"clip": task.id, "bucket": task.bucket, "upscale": round(float(task.upscale), 4),
-                   "crop": round(float(task.crop), 4), **self.extra,
-                   **({"caption_by": dict(task.caption_by)} if task.caption and task.caption_by else {})},
-        )
-        # arrays from Ray's object store are read-only: copy into tensors
-        latent = torch.tensor(task.latent, dtype=getattr(torch, self.latent_dtype))
-        self._writer(task.bucket).write(task.id, latent, torch.tensor(task.text), meta)
-        self.written[task.bucket] = self.written.get(task.bucket, 0) + 1
+        latents, text = task.latents(), torch.tensor(task.text)
+        frames = task.window * task.stride  # the clip's frames per window
+        written = 0
+        for k in reversed(range(len(latents))):
+            key = task.sample_key(k)
+            if key in done:
+                continue
+            span = task.span
+            if len(latents) > 1 and task.fps > 0:  # the window's own seconds in the source
+                span = (task.span[0] + k * frames / task.fps, task.span[0] + (k + 1) * frames / task.fps)
+            meta = SampleMeta(
+                source=task.source or task.path, span=span, fps=task.fps, size=task.size,
+                caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
+                text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
+                extra={"clip": task.id, **({"window": k} if len(latents) > 1 else {}), "bucket": task.bucket,
+                       "upscale": round(float(task.upscale), 4), "crop": round(float(task.crop), 4), **self.extra,
+                       **({"caption_by": dict(task.caption_by)} if task.caption and task.caption_by else {})},
+            )
+            # arrays from Ray's object store are read-only: copy into tensors
+            latent = torch.tensor(latents[k], dtype=getattr(torch, self.latent_dtype))
+            self._writer(task.bucket).write(key, latent, text, meta)
+            written += 1
+        self.written[task.bucket] = self.written.get(task.bucket, 0) + written
+        return written
 
     def close(self) -> None:
         """Finish every open shard."""

@@ -23,7 +23,8 @@ class ShardSummary(FailureReport):
     retried: int = 0  # failed before and run again this time
     tried: int = 0  # clips this run set out to do (new ones and the failed ones run again)
     processed: int = 0  # run through the stages this time
-    written: int = 0  # samples written this time
+    written: int = 0  # clips written this time
+    samples_written: int = 0  # samples written this time (a clip gives one per window)
     failures: int = 0  # failed clips of the table (this run's and earlier ones not retried)
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> {count, reason (the first), cause}
     reindexed: list[str] = field(default_factory=list)  # buckets whose energon index was (re)built

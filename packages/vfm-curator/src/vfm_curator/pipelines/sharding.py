@@ -109,9 +109,9 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
         todo = [t for t in todo if t.failure is None]
     t0 = time.perf_counter()
     if todo:
-        _execute(todo, specs, config, out, summary, hashes, progress)
+        _execute(todo, specs, config, out, summary, hashes, progress, done)
     summary.wall_s = time.perf_counter() - t0
-    summary.throughput = summary.written / summary.wall_s if summary.wall_s > 0 else 0.0
+    summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = _resize_notices(summary, config) + _bucketing_notice(out, config, summary.skipped)
     _finalize(out, summary, {t.id for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
@@ -125,7 +125,7 @@ def _options_hashes(specs: list[StageSpec], config: ShardConfig) -> dict[str, st
 
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
-             hashes: dict[str, str], progress: Progress | None) -> None:
+             hashes: dict[str, str], progress: Progress | None, done: set[str]) -> None:
     from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
@@ -149,7 +149,7 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 if task.failure is not None:
                     shard_state.write_failure(out, task, hashes.get(task.failure["stage"], hashes["*"]))
                 else:
-                    writers.write(task)
+                    summary.samples_written += writers.write(task, done=done)
                     shard_state.clear_failure(out, task.id)
                     summary.written += 1
                     _count_resize(summary, task)

@@ -16,6 +16,9 @@ from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
 from vfm_curator.stages.shard_task import ShardTask
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".webp", ".bmp"}
+#: ``windows = 0`` decodes a clip's frames up to this many bytes (RGB at the bucket's size): a long
+#: clip gives the windows that fit in it, not a worker out of memory (about 5,000 frames at 256x256).
+ALL_WINDOWS_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,14 @@ def load_frames(path: str, height: int, width: int, max_frames: int, stride: int
 
 
 class ShardDecodeStage(Stage):
-    """Sets ``task.frames`` ((T, H, W, 3) uint8), ``task.bucket``, ``task.modality``, ``task.size``,
-    ``task.upscale`` and ``task.crop``.
+    """Sets ``task.frames`` ((N*T, H, W, 3) uint8: N windows of T frames), ``task.window`` (T),
+    ``task.stride``, ``task.bucket``, ``task.modality``, ``task.size``, ``task.upscale`` and ``task.crop``.
 
     ``resolutions``: the (H, W) buckets; a clip goes to the one nearest its aspect ratio.
     ``frames``: the video frame counts (each one the tokenizer accepts); a clip gets the largest it
-    can fill with every ``frame_stride``-th frame. Images and 1-frame clips become 1-frame samples in
-    an ``HxWx1`` bucket. A video too short for the smallest count fails with the counts it needed.
+    can fill with every ``frame_stride``-th frame, and ``windows`` consecutive windows of that count
+    become samples (0: as many as the clip fills, up to :data:`ALL_WINDOWS_BYTES` of frames, so a
+    long clip is not cut to its first frames; 1: the first only). Images and 1-frame clips become 1-frame samples in an ``HxWx1`` bucket. A video too short for the smallest count fails with the counts it needed.
     ``max_upscale`` (a factor >= 1) fails a clip its bucket would enlarge more than that
     (``too-small``); ``max_crop`` (a fraction in [0, 1)) fails a clip whose centre crop would cut
     more of its frame than that (``aspect-mismatch``). Both default to None: no limit.
@@ -119,11 +123,13 @@ class ShardDecodeStage(Stage):
 
     name = "shard_decode"
     resources = Resources(cpus=1.0, memory_mb=1024)
-    defaults = {"resolutions": [[256, 256]], "frames": [17], "frame_stride": 1, "max_upscale": None, "max_crop": None}
+    defaults = {"resolutions": [[256, 256]], "frames": [17], "frame_stride": 1, "windows": 0, "max_upscale": None,
+                "max_crop": None}
 
     def __init__(self, **options) -> None:
         super().__init__(**options)
         check_buckets(self.opt["resolutions"], self.opt["frames"], self.opt["frame_stride"])
+        check_windows(self.opt["windows"])
         check_resize_limits(self.opt["max_upscale"], self.opt["max_crop"])
 
     def check_limits(self, height: int, width: int, bucket_h: int, bucket_w: int) -> tuple[float, float]:
@@ -153,9 +159,11 @@ class ShardDecodeStage(Stage):
         task.upscale, task.crop = self.check_limits(info.height, info.width, height, width)
         stride = int(self.opt["frame_stride"])
         is_image = Path(task.path).suffix.lower() in IMAGE_EXTENSIONS
-        frames = load_frames(task.path, height, width, 1 if is_image else max(self.opt["frames"]), stride)
+        windows, longest = int(self.opt["windows"]), max(self.opt["frames"])
+        most = longest * windows if windows else max(longest, ALL_WINDOWS_BYTES // (height * width * 3))
+        frames = load_frames(task.path, height, width, 1 if is_image else most, stride)
         if is_image or len(frames) == 1 and info.frames <= 1:
-            task.modality, count = "image", 1
+            task.modality, count, windows = "image", 1, 1
         else:
             count = choose_frames(len(frames), self.opt["frames"])
             if count is None:  # the clip is fine, the configured buckets are too long for it
@@ -164,8 +172,17 @@ class ShardDecodeStage(Stage):
                     f"{min(self.opt['frames'])} (frames = {list(self.opt['frames'])})", kind="too-short",
                 )
             task.modality = "video"
-        task.frames = np.ascontiguousarray(frames[:count])
+        fits = len(frames) // count
+        task.window, task.stride = count, stride
+        task.frames = np.ascontiguousarray(frames[: count * (min(windows, fits) if windows else fits)])
         task.bucket = Bucket(height, width, count).name
+
+
+def check_windows(windows) -> None:
+    """``windows``: a whole number >= 0 (0: every window the clip fills)."""
+    if not isinstance(windows, int) or isinstance(windows, bool) or windows < 0:
+        raise ValueError(f"windows must be a whole number >= 0 (samples per clip: 0 = every window of the frame count "
+                         f"that the clip fills, 1 = its first frames only), got {windows!r}")
 
 
 def check_buckets(resolutions, frames, stride) -> None:

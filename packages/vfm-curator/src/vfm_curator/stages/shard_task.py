@@ -27,12 +27,29 @@ class ShardTask:
     bucket: str = ""  # "<H>x<W>x<T>", the sub-dataset it goes to
     upscale: float = 1.0  # how much the bucket enlarged the frame (<= 1: not enlarged)
     crop: float = 0.0  # part of the scaled frame's area the centre crop cut away
-    frames: np.ndarray | None = None  # (T, H, W, 3) uint8, exactly what the tokenizer gets
-    latent: np.ndarray | None = None  # (C, T', H', W') float32
+    frames: np.ndarray | None = None  # (N*T, H, W, 3) uint8, exactly what the tokenizer gets: N windows
+    window: int = 0  # T, the frames of one sample (0: all of ``frames``, one sample)
+    stride: int = 1  # every stride-th frame of the clip was taken
+    latent: np.ndarray | None = None  # (C, T', H', W') float32 of one sample, or (N, C, T', H', W') of N windows
     text: np.ndarray | None = None  # (L, D) float32, real tokens only
     failure: dict[str, str] | None = None  # {"stage", "reason", "cause": input|config|machine, "kind"}
     timings: dict[str, float] = field(default_factory=dict)
     attempt: int = 1  # 1 for a first try; counts machine failures across runs (see vfm_curator.failures)
+
+    def windows(self) -> np.ndarray:
+        """``frames`` as (N, T, H, W, 3): the samples' frames, one window each."""
+        assert self.frames is not None
+        t = self.window or len(self.frames)
+        return self.frames.reshape(len(self.frames) // t, t, *self.frames.shape[1:])
+
+    def latents(self) -> np.ndarray:
+        """``latent`` as (N, C, T', H', W'), one per sample (a stage may set one sample's 4-D latent)."""
+        assert self.latent is not None
+        return self.latent[None] if self.latent.ndim == 4 else self.latent
+
+    def sample_key(self, k: int) -> str:
+        """Window ``k``'s key in the shards: the clip id for the first, ``<id>-w<k>`` for the others."""
+        return self.id if k == 0 else f"{self.id}-w{k}"
 
     def fail(self, stage: str, reason: str, cause: str = "input", kind: str = "error") -> None:
         if self.failure is None:

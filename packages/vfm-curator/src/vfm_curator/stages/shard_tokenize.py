@@ -65,7 +65,8 @@ def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int 
 
 
 class ShardTokenizeStage(ModelOnDeviceStage):
-    """Sets ``task.latent`` ((C, T', H', W') float32) for up to ``batch_size`` clips per call."""
+    """Sets ``task.latent`` ((C, T', H', W') float32, or (N, C, T', H', W') for a clip of N windows) for
+    up to ``batch_size`` clips per call, encoding at most ``batch_size`` windows per forward pass."""
 
     name = "shard_tokenize"
     resources = Resources(cpus=1.0, memory_mb=2048)
@@ -93,17 +94,28 @@ class ShardTokenizeStage(ModelOnDeviceStage):
         for group in groups.values():
             t0 = time.perf_counter()
             try:
-                latents = self.encode(np.stack([t.frames for t in group]))
+                latents = self._encode_windows(np.concatenate([t.windows() for t in group]))
             except Exception:  # one bad clip must not fail its batch: retry one by one for the reasons
                 for task in group:
                     run_guarded(self.name, task, self._one)
                 continue
-            for task, latent in zip(group, latents):
-                task.latent = latent
-                task.frames = None  # not needed downstream; keeps the object store small
+            start = 0
+            for task in group:
+                n = len(task.frames) // (task.window or len(task.frames))
+                self._set_latent(task, latents[start : start + n])
+                start += n
             credit_time(group, self.name, time.perf_counter() - t0)
         return tasks
 
+    def _encode_windows(self, windows: np.ndarray) -> np.ndarray:
+        """(N, T, H, W, 3) -> (N, C, T', H', W'), ``batch_size`` windows per forward pass (a long clip
+        gives many: its memory stays that of a batch)."""
+        return np.concatenate([self.encode(windows[i : i + self.batch_size]) for i in range(0, len(windows), self.batch_size)])
+
+    @staticmethod
+    def _set_latent(task: ShardTask, latents: np.ndarray) -> None:
+        task.latent = latents[0] if len(latents) == 1 else latents
+        task.frames = None  # not needed downstream; keeps the object store small
+
     def _one(self, task: ShardTask) -> None:
-        task.latent = self.encode(task.frames[None])[0]
-        task.frames = None
+        self._set_latent(task, self._encode_windows(task.windows()))

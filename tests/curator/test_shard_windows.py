@@ -1,0 +1,111 @@
+"""A clip gives one sample per window of its frame count (``windows``: 0 = every window it fills),
+not only its first frames: the samples are the clip's consecutive windows, keyed ``<id>``,
+``<id>-w1``, ..., with their own spans; a resumed run neither loses nor repeats a window."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import vfm_curator
+from tests.curator.test_shard_pipeline import _samples
+from vfm_curator.io.metadata import table
+from vfm_curator.pipelines.clip_table import read_clip_table
+from vfm_curator.pipelines.shard_files import BucketWriters
+from vfm_curator.stages.shard_decode import load_frames
+from vfm_curator.stages.shard_task import ShardTask
+from vfm_curator.stages.shard_tokenize import to_frames
+from vfm_curator.synth import make_video
+
+SIZE, FRAMES = (32, 48), 9  # one 40-frame shot: 4 windows of 9 frames (4 left over)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("windows")
+    make_video(root / "in" / "a.mp4", [40], width=SIZE[1], height=SIZE[0], seed=3)
+    (root / "in" / "a.txt").write_text("a drifting colour pattern")
+    vfm_curator.curate(root / "in", root / "clips", {"run": {"runner": "serial"}})
+    return root / "clips"
+
+
+def _shard(clips: Path, out: Path, **options):
+    return vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, tokenizer="pixel", text_encoder="hash",
+                             resolutions=[list(SIZE)], frames=[FRAMES], **options)
+
+
+def test_every_window_the_clip_fills_is_a_sample_of_its_consecutive_frames(clip, tmp_path):
+    summary = _shard(clip, tmp_path / "all")
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    samples = _samples(tmp_path / "all")
+    assert sorted(samples) == sorted([row["id"], *(f"{row['id']}-w{k}" for k in (1, 2, 3))])
+    assert (summary.written, summary.samples_written, summary.samples) == (1, 4, 4)
+    decoded = load_frames(str(clip / row["path"]), *SIZE, 4 * FRAMES)
+    spans = []
+    for k in range(4):
+        sample = samples[row["id"] if k == 0 else f"{row['id']}-w{k}"]
+        frames = to_frames(torch.as_tensor(np.asarray(sample["latent"]))[None])[0]  # pixel tokenizer: the frames
+        np.testing.assert_array_equal(frames, decoded[k * FRAMES : (k + 1) * FRAMES])
+        assert sample["meta"]["extra"]["window"] == k and sample["meta"]["extra"]["clip"] == row["id"]
+        spans.append(sample["meta"]["span"])
+    fps = row["fps"]
+    for k, (start, end) in enumerate(spans):  # each window's own seconds, one after the other
+        assert start == pytest.approx(row["start_s"] + k * FRAMES / fps) and end == pytest.approx(start + FRAMES / fps)
+
+
+def test_windows_1_keeps_only_the_first_frames_and_2_the_first_two(clip, tmp_path):
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    _shard(clip, tmp_path / "one", windows=1)
+    one = _samples(tmp_path / "one")
+    assert sorted(one) == [row["id"]] and "window" not in one[row["id"]]["meta"]["extra"]
+    _shard(clip, tmp_path / "two", windows=2)
+    assert sorted(_samples(tmp_path / "two")) == sorted([row["id"], f"{row['id']}-w1"])
+
+
+def test_a_rerun_skips_the_clip_and_writes_no_window_twice(clip, tmp_path):
+    _shard(clip, tmp_path / "s")
+    again = _shard(clip, tmp_path / "s")
+    assert (again.skipped, again.written, again.samples) == (1, 0, 4)
+    assert len(_samples(tmp_path / "s")) == 4
+
+
+def test_a_clip_cut_short_writes_only_its_missing_windows_and_its_id_last(tmp_path):
+    # An interruption after some windows reached a finished shard: the clip runs again (its id, the
+    # first window, is written last, so it was not there) and only the other windows are added.
+    task = ShardTask(id="c0", path="c0.mp4", fps=8.0, span=(1.0, 5.5), bucket="2x2x2", window=2)
+    task.latent, task.text = np.zeros((3, 3, 2, 2, 2), np.float32), np.zeros((1, 4), np.float32)
+    for k in range(3):
+        task.latent[k] += k
+    writers = BucketWriters(tmp_path, max_shard_bytes=1 << 20, tokenizer="pixel", text_encoder="hash")
+    assert writers.write(task, done={"c0-w2"}) == 2
+    writers.close()
+    samples = _samples(tmp_path)
+    assert sorted(samples) == ["c0", "c0-w1"]
+    assert float(np.asarray(samples["c0-w1"]["latent"]).mean()) == 1.0 and samples["c0-w1"]["meta"]["span"] == [1.25, 1.5]
+    with tarfile.open(next(tmp_path.glob("2x2x2/*.tar"))) as tar:
+        order = [m.name.split(".")[0] for m in tar.getmembers()]
+    assert order[-1] == "c0"
+
+
+def test_a_clip_table_whose_id_is_another_clips_window_key_is_refused(clip, tmp_path):
+    rows = pq.read_table(clip / "clips.parquet").to_pylist()
+    rows = [{**r, "scores": dict(r["scores"])} for r in rows]
+    rows.append({**rows[0], "id": f"{rows[0]['id']}-w1"})
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    (folder / rows[0]["path"]).parent.mkdir(parents=True, exist_ok=True)
+    (folder / rows[0]["path"]).write_bytes((clip / rows[0]["path"]).read_bytes())
+    pq.write_table(table(rows), folder / "clips.parquet")
+    with pytest.raises(ValueError, match=r"is the key of the second or later window of clip"):
+        read_clip_table(folder)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "all"])
+def test_windows_must_be_a_whole_number_from_0(clip, tmp_path, bad):
+    with pytest.raises(ValueError, match="windows must be a whole number >= 0"):
+        _shard(clip, tmp_path / "bad", windows=bad)
