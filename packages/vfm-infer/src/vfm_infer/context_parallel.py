@@ -30,6 +30,30 @@ def check_tokens(model: nn.Module, latent_shape: tuple[int, ...], cp: int) -> No
         )
 
 
+def check_layout(model: nn.Module, latent_shape: tuple[int, ...], cp: int, strategy: str, batch: int) -> None:
+    """Everything about ``cp`` ranks running ``strategy`` on ``model`` that would otherwise fail at the
+    first denoiser evaluation (or while the strategy is applied), checked before any process group
+    starts: the token count, the strategy's own checks (heads over cp for all-to-all) and, for the
+    attentions the strategy serves by all-to-all of whole groups (cp-hybrid's spatial and temporal),
+    that the groups of a ``batch``-sample forward deal evenly to the ranks. Raises ValueError."""
+    check_tokens(model, latent_shape, cp)
+    if cp == 1:
+        return
+    from vfm_parallel.cp.groups import check_groups
+    from vfm_parallel.dims import ParallelDims
+
+    chosen, plan = cp_strategy(strategy), model.parallel_plan()
+    chosen.check(ParallelDims(cp=cp), plan)
+    _, t, h, w = latent_shape
+    pt, ph, pw = model.config.patch
+    grid = (t // pt, h // ph, w // pw)
+    kinds = {kind for i in range(plan.num_layers)
+             for kind in (plan.attention_for(i) if hasattr(plan, "attention_for") else plan.attention).values()}
+    for kind in sorted(kinds):
+        if chosen.methods.get(kind) == "group":
+            check_groups(kind, batch, grid, cp)
+
+
 def cp_strategy(name: str):
     """The registered context-parallel strategy ``name``; a ValueError naming the context-parallel
     strategies when the name is unknown or names another kind of strategy (e.g. ``fsdp``)."""

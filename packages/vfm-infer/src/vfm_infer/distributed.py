@@ -19,24 +19,49 @@ def layout_sizes(world: int, cfg_parallel: bool) -> tuple[int, int]:
     return cfg, world // cfg
 
 
+def forward_batch(pipe, prepared, cfg_parallel: bool) -> int:
+    """Samples in one denoiser forward: 2 when the guided branches run as one batch
+    (:func:`vfm_infer.guidance.classifier_free`), else 1 (one branch, or one per CFG-parallel rank)."""
+    scale = prepared.spec.guidance
+    both = pipe.conditioner.kind != "none" and scale not in (0.0, 1.0)
+    return 2 if both and not cfg_parallel else 1
+
+
+def check_cfg_parallel(pipe, prepared) -> None:
+    """CFG-parallel puts the two guidance branches on two ranks: refuse a request with one branch."""
+    if pipe.conditioner.kind == "none":
+        raise ValueError("CFG-parallel needs a conditional model; this one is unconditional (no guidance): "
+                         "leave out --cfg-parallel, every rank then shares the tokens (context parallelism)")
+    scale = prepared.spec.guidance
+    if scale in (0.0, 1.0):
+        which, why = (("conditional", " (also the default of an export trained without condition dropout)")
+                      if scale == 1.0 else ("unconditional", ""))
+        raise ValueError(f"CFG-parallel runs the conditional and unconditional branches on two ranks, but at guidance "
+                         f"{scale:g}{why} only the {which} one runs and its partner rank would idle; leave out "
+                         "--cfg-parallel (every rank then shares the tokens) or give a --guidance other than 0 and 1")
+
+
 def setup_inference(pipe, prepared, *, cfg_parallel: bool = False, cp_strategy: str = "cp-ring") -> int:
-    """Configure ``pipe.parallel`` for the current process group; returns this process's rank."""
+    """Configure ``pipe.parallel`` for the current process group; returns this process's rank.
+
+    Every check that can fail (the layout against the world size, CFG-parallel against the guidance,
+    the token count and the strategy against the model) runs before the process group starts, so a
+    request that cannot run fails alike on every rank instead of one rank failing inside a collective."""
     world = env_world_size()
     if world == 1:
         if cfg_parallel:
             raise ValueError("--cfg-parallel needs 2 processes or more (run under torchrun --nproc-per-node 2)")
         return 0
     cfg, cp = layout_sizes(world, cfg_parallel)
-    if cfg_parallel and pipe.conditioner.kind == "none":
-        raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
+    if cfg_parallel:
+        check_cfg_parallel(pipe, prepared)
+    from vfm_infer.context_parallel import check_layout, context_parallel_model
+
+    check_layout(pipe.model, prepared.latent_shape, cp, cp_strategy, forward_batch(pipe, prepared, cfg_parallel))
     init_distributed(pipe.device.type)
     import torch.distributed as dist
     from vfm_parallel.dims import ParallelDims
 
-    from vfm_infer.context_parallel import context_parallel_model, check_tokens
-
-    if cp > 1:
-        check_tokens(pipe.model, prepared.latent_shape, cp)
     mesh = ParallelDims(dp_replicate=cfg, cp=cp).build_mesh(pipe.device.type)
     if cfg > 1:
         pipe.parallel.cfg_group = mesh["dp_replicate"].get_group()

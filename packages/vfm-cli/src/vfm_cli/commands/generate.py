@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 import typer
 
-from vfm_cli.failing import fail
+# one error line per node under torchrun, and a lost peer said in one line: as vfm train does
+from vfm_cli.commands.train import _fail_once as _fail, _peer_lost
 from vfm_plugins.text import printable
 
 
@@ -122,7 +124,7 @@ def generate(
     # Every option that needs no model, before the export loads (and long before sampling).
     problem = _output_problem(out, fps)
     if problem:
-        fail(problem)
+        _fail(problem)
     spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
                           negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile,
                           sampler_options=sampler_options)
@@ -135,7 +137,7 @@ def generate(
 
         _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
     except ValueError as exc:
-        fail(str(exc))
+        _fail(str(exc))
     # One run per output folder, held by the rank that writes it from before the export loads
     # until the command ends (vfm_plugins.FolderLock; the kernel frees it if the process dies).
     import os
@@ -146,9 +148,9 @@ def generate(
         try:
             ctx.call_on_close(FolderLock(out).acquire().release)
         except FolderLockedError as exc:
-            fail(str(exc))
+            _fail(str(exc))
         except OSError as exc:  # e.g. -o names a file
-            fail(f"cannot write the output folder {out}: {exc.strerror or exc}")
+            _fail(f"cannot write the output folder {out}: {exc.strerror or exc}")
     try:
         host.get("samplers", sampler) if sampler else None
         from vfm_cli.commands.convert import external_pipeline
@@ -162,7 +164,7 @@ def generate(
             pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                              weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
     except (ExportError, KeyError, ValueError) as exc:
-        fail(str(exc))
+        _fail(str(exc))
     import warnings
 
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory
@@ -171,7 +173,7 @@ def generate(
             prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
-        fail(str(exc))
+        _fail(str(exc))
     if rank == 0:
         for note in prepared.warnings:
             typer.echo(f"warning: {printable(note)}", err=True)
@@ -182,22 +184,35 @@ def generate(
     # This run writes 0000.mp4 ... : say which of them replace an earlier run's videos.
     replaced = [p for p in _numbered_videos(out) if int(p.stem) < len(prompt_list)] if rank == 0 else []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=rank != 0, transient=False) as progress:
-        for i, text in enumerate(prompt_list):
-            task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
-            start = time.perf_counter()
-            try:  # an inf or nan latent or video is an error, not a black MP4
+                  disable=rank != 0, transient=False) as progress, _signals_raise() as stopped:
+        i = 0
+        try:
+            for i, text in enumerate(prompt_list):
+                task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
+                start = time.perf_counter()
+                # an inf or nan latent or video is an error, not a black MP4
                 latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
                 pipe.synchronize()
                 step_seconds.append((time.perf_counter() - start) / steps)
                 if rank != 0:
                     continue
                 frames_u8 = to_uint8_frames(pipe.decode(latent, spec))
-            except NonFiniteOutputError as exc:
-                progress.stop()
-                fail(str(exc))
-            written.append(write_mp4(out / f"{i:04d}.mp4", frames_u8, fps=fps))
-            written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
+                # each file is renamed into place once whole: a stop leaves no partial video
+                written.append(write_mp4(out / f"{i:04d}.mp4", frames_u8, fps=fps))
+                written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
+        except NonFiniteOutputError as exc:
+            progress.stop()
+            _fail(str(exc))
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (torchrun sends it to every rank when one fails)
+            progress.stop()
+            _stopped(rank, stopped.name, i, len(prompt_list), out, written)
+        except RuntimeError as exc:  # a collective whose peer is gone: one line, not gloo's traceback
+            lost = _peer_lost(exc)
+            if lost is None:
+                raise
+            progress.stop()
+            _fail(f"rank {rank} lost contact with another rank of this job, which stopped or was killed "
+                  f"(torchrun's summary names it): {lost}" + (f"; {_kept(written, out)}" if rank == 0 else ""))
     if rank == 0:
         for path in written:
             typer.echo(str(path))
@@ -217,6 +232,54 @@ def generate(
     from vfm_parallel.process_group import shutdown_distributed
 
     shutdown_distributed()
+
+
+class _Signal:
+    """Which signal stopped the run (Ctrl-C's SIGINT unless SIGTERM was seen)."""
+
+    name: str = "SIGINT"
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """SIGTERM raises KeyboardInterrupt while generating, as Ctrl-C does, so a stop unwinds (the video
+    being written is removed, the folder lock released) instead of ending the process where it stands;
+    yields which signal it was. Outside the main thread nothing changes."""
+    import signal
+    import threading
+
+    seen = _Signal()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def raise_interrupt(signum, frame):
+        seen.name = signal.Signals(signum).name
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not break off the unwinding
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _kept(written: list[Path], out: Path) -> str:
+    videos = [p for p in written if p.suffix == ".mp4"]
+    if not videos:
+        return "no video was written"
+    return f"the {len(videos)} finished video{'s' * (len(videos) != 1)} in {out} ({_span(videos)}) are whole"
+
+
+def _stopped(rank: int, signal_name: str, index: int, total: int, out: Path, written: list[Path]) -> NoReturn:
+    """A stop on Ctrl-C or SIGTERM: one line from rank 0, exit 130 / 143 as the shell reports a signal."""
+    import signal
+
+    if rank == 0:
+        typer.echo(f"interrupted by {signal_name} during video {index + 1} of {total}: stopped with no partial video "
+                   f"left; {_kept(written, out)}", err=True)
+    raise typer.Exit(128 + signal.Signals[signal_name].value)
 
 
 def _steady_step_seconds(step_seconds: list[float], compiled: bool) -> str:

@@ -155,14 +155,28 @@ def run_layout(config: Path, overrides: list[str], layout, gpus: int, steps: int
 
 
 def failure_line(output: str) -> str:
-    """The line of a failed torchrun's output that says why: vfm's own ``error: ...``, else the last
-    exception line of a worker (not torchrun's ChildFailedError, which only says that one failed)."""
+    """The line of a failed torchrun's output that says why: the worker torchrun names as the root
+    cause when a signal ended it (the out-of-memory killer's SIGKILL: its peers' lost-connection errors
+    are consequences), else vfm's own ``error: ...``, else the last exception line of a worker (not
+    torchrun's ChildFailedError, which only says that one failed)."""
+    import re
+    import signal
+
+    root = output.rsplit("Root Cause", 1)[-1] if "Root Cause" in output else ""
+    killed = re.search(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*-(\d+)", root, re.S)
+    if killed:
+        rank, signum = int(killed.group(1)), int(killed.group(2))
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        oom = (" (what the out-of-memory killer does: the layout may need more memory than this machine has free)"
+               if signum == signal.SIGKILL else "")
+        return f"rank {rank} was killed by {name}{oom}"
     lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith("error:")]
     if ours:
         return ours[-1]
-    import re
-
     raised = [ln for ln in lines if re.match(r"^(\[rank\d+\]:\s*)?[\w.]*(Error|Exception|Interrupt)\b:?", ln)
               and "ChildFailedError" not in ln]
     return (raised or lines or ["no output"])[-1]
@@ -267,6 +281,7 @@ def plan(
         result = make_plan(spec, gpus, hw, global_batch=batch, ema=cfg.ema.enabled, **options)
     except (config_mod.ConfigError, SpecError, PlanError) as exc:
         fail(exc)
+    refuse_what_train_refuses(result, config, list(overrides or []))
     if not result.ranked:
         typer.echo(format_table(result, top=top, all_variants=all_variants), err=True)
         fail(no_fit(result, batch_from, fewest_that_fit(result, lambda n: global_batch or default_global_batch(cfg, n)[0],
@@ -286,6 +301,34 @@ def plan(
         typer.echo(f"wrote the [parallel] block of {result.best.layout.short()} to {write_block}", err=as_json)
     if measure:
         _measure(result, config, list(overrides or []), gpus, measure, measure_steps, all_variants)
+
+
+def refuse_what_train_refuses(result, config: Path, overrides: list[str]) -> None:
+    """Move the ranked layouts that ``vfm train`` refuses for this config to the refused ones, with its
+    reason. The planner checks a layout against the model and the parallel rules alone; the config's
+    other sections have rules of their own (``data.packing``: packed batches train with FSDP/HSDP
+    only), and the table, the train command and ``--write-block`` must name a layout the run takes."""
+    from vfm_parallel.planner.ranking import why_slower
+    from vfm_parallel.trainer import config as config_mod
+
+    kept = []
+    for p in result.ranked:
+        try:
+            config_mod.load(config, with_layout(overrides, p.layout), result.world)
+        except config_mod.ConfigError as exc:
+            p.rejected = str(exc)
+            p.reason = f"vfm train refuses it with this config: {exc}"
+            result.others.append(p)
+            continue
+        kept.append(p)
+    if len(kept) == len(result.ranked):
+        return
+    result.ranked = kept
+    result.others.sort(key=lambda p: (bool(p.rejected), p.memory.total))
+    if kept:  # the reasons name the winner's step: the winner may have changed
+        kept[0].reason = ""
+        for p in kept[1:]:
+            p.reason = why_slower(p, kept[0])
 
 
 def fewest_that_fit(result, batch_for, *, ema: bool = True, tries: int = 6) -> int:
@@ -380,7 +423,7 @@ def _measure(result, config: Path, overrides: list[str], gpus: int, k: int, step
         try:
             rate = run_layout(config, overrides, p.layout, gpus, steps, timeout=600)
         except Exception as exc:
-            typer.echo(f" failed after {time.perf_counter() - start:.0f} s")
+            typer.echo(f" failed after {time.perf_counter() - start:.0f} s: {_failure(exc, p)}")
             raise exc
         typer.echo(f" {rate:,.1f} tokens/s/GPU ({time.perf_counter() - start:.0f} s)")
         return rate
@@ -390,12 +433,34 @@ def _measure(result, config: Path, overrides: list[str], gpus: int, k: int, step
     except KeyboardInterrupt:
         typer.echo("")
         fail("interrupted: the layout in hand was stopped with its processes; no ranking")
-    typer.echo(f"{'measured':>8}  {'predicted':>9}  {'tokens/s/GPU measured':>21}  {'predicted':>9}  layout")
-    for i, m in enumerate(measured, 1):
-        rate = f"{m.tokens_per_s_per_gpu:,.1f}" if not m.error else f"failed: {m.error}"
-        typer.echo(f"{i:>8}  {predicted_rank[id(m.prediction)]:>9}  {rate:>21}  {m.prediction.tokens_per_s_per_gpu:>9,.1f}  {m.prediction.layout.short()}")
+    for line in measured_table(measured, predicted_rank):
+        typer.echo(line)
     for line in measure_summary(measured, rho, predicted_rank, result.hardware):
         typer.echo(line)
+
+
+def _failure(exc: BaseException, p) -> str:
+    """A failed layout's reason without the layout's name, which run_layout puts first."""
+    text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    return text.removeprefix(f"{p.layout.short()}: ")
+
+
+def measured_table(measured, predicted_rank: dict) -> list[str]:
+    """The measured layouts, fastest first, one aligned row each; a layout that failed has no measured
+    place ("-") and "failed" for its rate, and its reason on a line of its own under the table (a
+    reason in the row, often a long error, pushed the columns after it out of line)."""
+    head = f"{'measured':>8}  {'predicted':>9}  {'tokens/s/GPU measured':>21}  {'predicted':>9}  layout"
+    rows, reasons, place = [head], [], 0
+    for m in measured:
+        if m.error:
+            where, rate = "-", "failed"
+            reasons.append(f"  failed: {m.prediction.layout.short()}: {m.error.removeprefix(m.prediction.layout.short() + ': ')}")
+        else:
+            place += 1
+            where, rate = str(place), f"{m.tokens_per_s_per_gpu:,.1f}"
+        rows.append(f"{where:>8}  {predicted_rank[id(m.prediction)]:>9}  {rate:>21}  "
+                    f"{m.prediction.tokens_per_s_per_gpu:>9,.1f}  {m.prediction.layout.short()}")
+    return rows + reasons
 
 
 def measure_summary(measured, rho, predicted_rank: dict, hw) -> list[str]:

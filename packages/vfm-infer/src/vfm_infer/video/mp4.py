@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -15,7 +16,11 @@ def check_even_size(height: int, width: int) -> None:
 
 
 def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: int = 18) -> Path:
-    """Encode ``frames`` (T, H, W, 3) uint8 as H264 in an MP4 container; returns the path."""
+    """Encode ``frames`` (T, H, W, 3) uint8 as H264 in an MP4 container; returns the path.
+
+    Written beside ``path`` under a hidden name and renamed into place when complete, so an
+    interrupted write (Ctrl-C, SIGTERM, a full disk) leaves no truncated video under ``path``, and an
+    earlier file there stays whole until the new one replaces it."""
     import av
 
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
@@ -24,16 +29,28 @@ def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: i
     check_even_size(h, w)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-        stream.options = {"crf": str(crf)}
-        for frame in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+    partial = partial_path(path)
+    try:
+        with av.open(str(partial), mode="w") as container:
+            stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+            stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+            stream.options = {"crf": str(crf)}
+            for frame in frames:
+                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                    container.mux(packet)
+            for packet in stream.encode():  # flush the encoder
                 container.mux(packet)
-        for packet in stream.encode():  # flush the encoder
-            container.mux(packet)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return path
+
+
+def partial_path(path: Path) -> Path:
+    """Where a file bound for ``path`` is written until it is complete: hidden, same folder (so the
+    rename is atomic), same suffix (PyAV picks the container from it): ``.0000.partial.mp4``."""
+    return path.with_name(f".{path.stem}.partial{path.suffix}")
 
 
 def read_mp4(path: str | Path) -> np.ndarray:
