@@ -286,3 +286,21 @@ def test_a_strategy_whose_apply_returns_none_and_a_metric_returning_a_dict_are_n
         evaluate([EvalItem("a red circle", np.zeros((2, 8, 8, 3), np.uint8))], {"oops-plain": {}})
     assert str(error.value) == ("metric 'oops-plain' (from vfm-oops-returns 0.0.1) returned a dict from evaluate; it must "
                                 "return a vfm_infer.metrics.MetricResult(per_video, summary, notes)")
+
+
+def test_a_name_that_configs_and_options_cannot_write_is_refused_at_registration(plugin):
+    plugin("vfm-oops-dotted", {"oops_dotted": """
+        from vfm_infer.plugins import hookimpl
+
+        @hookimpl
+        def vfm_infer_register_metrics(register):
+            register("clip.v2", "oops_dotted:Clip")  # --option clip.v2.model=... would name metric 'clip'
+    """}, {"vfm_infer": "oops_dotted"})
+    import vfm_infer
+
+    with pytest.warns(Warning) as caught:
+        assert "clip.v2" not in vfm_infer.host.names("metrics")
+    assert [str(w.message) for w in caught] == [
+        "vfm_infer: plugin 'vfm-oops-dotted:vfm-oops-dotted' (vfm-oops-dotted 0.0.1) adds no metrics (its other hooks' "
+        "names are kept): raised in vfm_infer_register_metrics: PluginError: metric name 'clip.v2': a name is letters, "
+        "digits, '-', '_' and '+' (not first), as configs and options write it ([options.NAME], --option NAME.KEY=VALUE)"]

@@ -11,6 +11,7 @@ import importlib
 import importlib.metadata as metadata
 import inspect
 import os
+import re
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -117,6 +118,11 @@ def _describe(target: Any) -> str:
 
 
 def _register_signature(name: str, target: Any, *, description: str = "") -> None: ...
+
+
+#: What a registered name may hold: it is written in TOML keys ([options.NAME]), lists and
+#: ``--option NAME.KEY=VALUE``, where a dot, a space or a colon would split it.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+-]*")
 
 
 _REGISTER_SIGNATURE = inspect.signature(_register_signature)
@@ -330,6 +336,9 @@ class PluginHost:
             description = bound.arguments.get("description", "")
             if not isinstance(name, str) or not name:
                 raise PluginError(f"{self.project}: a {_singular(kind)} name must be a non-empty string, got {name!r}")
+            if not NAME_PATTERN.fullmatch(name):
+                raise PluginError(f"{_singular(kind)} name {name!r}: a name is letters, digits, '-', '_' and '+' (not first), "
+                                  "as configs and options write it ([options.NAME], --option NAME.KEY=VALUE)")
             if not isinstance(description, str):
                 raise PluginError(f"{usage}: description must be a string, got {description!r}")
             if isinstance(target, str):
