@@ -77,3 +77,35 @@ def test_a_rank_killed_mid_run_ends_the_other_with_one_line_and_only_whole_video
     assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".vfm-lock"] == []  # no partial file
     for video in videos:
         assert read_mp4(video).shape == (8, 16, 16, 3)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process parents from /proc (Linux)")
+def test_ctrl_c_stops_every_rank_with_one_line_from_rank_0_and_only_whole_videos(tmp_path):
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = make_export(tmp_path / "export")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(str(i % 4) for i in range(400)) + "\n")
+    out, log = tmp_path / "out", tmp_path / "log.txt"
+    with log.open("w") as fh:
+        launcher = _torchrun(export, out, "--prompts", str(prompts), "--steps", "2", "--frames", "8",
+                             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        ranks: list[int] = []
+        try:
+            started = wait_for(lambda: len(list(out.glob("*.mp4"))) >= 3 or launcher.poll() is not None, 120, 0.1)
+            assert started and launcher.poll() is None, f"no videos in 120 s: {log.read_text()[-2000:]}"
+            ranks = sorted(children(launcher.pid))
+            launcher.send_signal(signal.SIGINT)  # Ctrl-C reaches torchrun, which passes it to its ranks
+            assert wait_for(lambda: launcher.poll() is not None and not any(alive(r) for r in ranks), 15.0), \
+                "torchrun or a rank still running 15 s after Ctrl-C"
+        finally:
+            for pid in [launcher.pid, *ranks]:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    lines = _rank_lines(log.read_text())
+    assert len(lines) == 1 and lines[0].startswith("interrupted by SIGINT during video "), lines
+    videos = sorted(out.glob("*.mp4"))
+    assert f"no partial video left; the {len(videos)} finished videos in {out}" in lines[0]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".vfm-lock"] == []
+    for video in videos:
+        assert read_mp4(video).shape == (8, 16, 16, 3)
