@@ -138,6 +138,32 @@ def _serving(phase: str, dim: str) -> list[str]:
     return names
 
 
+class StrategyOptionError(ValueError):
+    """An option the strategy named ``strategy`` does not take (see :func:`parallelize`)."""
+
+    def __init__(self, strategy: str, message: str) -> None:
+        super().__init__(message)
+        self.strategy = strategy
+
+
+def _check_options(strategy: Any, given: Mapping[str, Any]) -> None:
+    """An option ``strategy.apply`` does not take is named with the ones it accepts, before any
+    strategy runs (not ``apply() got an unexpected keyword argument`` half-way through)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(strategy.apply).parameters.values())[3:]  # after model, mesh, plan
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        raise StrategyOptionError(strategy.name, f"strategy {strategy.name!r} has no option {', '.join(unknown)}; "
+                                                 f"accepted: {', '.join(accepted) or '(none)'}")
+
+
 def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] = (), *, mesh: Any = None,
                 device_type: str = "cpu", tokens: int | None = None,
                 options: Mapping[str, Mapping[str, Any]] | None = None) -> ParallelModel:
@@ -158,6 +184,8 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
     unused = sorted(set(options) - {s.name for s in chosen})
     if unused:
         raise ValueError(f"options given for strategies not chosen: {', '.join(unused)}; chosen: {', '.join(strategies)}")
+    for strategy in chosen:
+        _check_options(strategy, options.get(strategy.name, {}))
     if mesh is None and any(s.mesh_dims for s in chosen):
         # Strategies over mesh dimensions need a process group; one plain process (python, or
         # torchrun with one rank) gets a single-rank group so they apply as on a cluster of one.

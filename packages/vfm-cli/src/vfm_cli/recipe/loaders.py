@@ -58,7 +58,8 @@ class ShardBatches:
 
 def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches:
     """vfm-data's loader over the blend (or the shard folders, weighted equally) for this DP rank:
-    packed when ``data.packing``, else bucketed by duration."""
+    packed when ``data.packing``, else bucketed by duration; ``data.blender`` (with
+    ``data.blender_options``) picks another registered blender."""
     from vfm_data import make_loader
 
     d = cfg.data
@@ -74,9 +75,11 @@ def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches
                   # the DP rank's pp x cp x tp peers read its steps in turn: 1/n of the bytes each, and
                   # the sample sequence of one process whatever n (tp, cp, pp may change at a resume)
                   group=data_share_group(ctx.coords) if d.subset_loading else None, share="turns")
-    if d.packing:
-        loader = make_loader(path, max_seq_len=d.max_seq_len, blender="weighted", **common)
-    else:
-        durations = list(d.durations) or sorted({shape[1] for shape in r.shards.shapes})
-        loader = make_loader(path, blender="bucketed", blender_options={"batch_size": d.micro_batch, "durations": durations}, **common)
+    blender = d.blender or ("weighted" if d.packing else "bucketed")
+    options = dict(d.blender_options)
+    if blender == "bucketed":  # one bucket per batch: data.micro_batch of the buckets' durations, unless given
+        options = {"batch_size": d.micro_batch,
+                   "durations": list(d.durations) or sorted({shape[1] for shape in r.shards.shapes}), **options}
+    packing = {"max_seq_len": d.max_seq_len} if d.packing else {}
+    loader = make_loader(path, blender=blender, blender_options=options, **packing, **common)
     return ShardBatches(loader, r.mcfg)

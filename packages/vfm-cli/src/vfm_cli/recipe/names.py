@@ -43,6 +43,22 @@ def unknown_options(factory, options: dict) -> tuple[list, list]:
     return sorted(set(options) - set(accepted)), accepted
 
 
+def check_blender(cfg: TrainConfig) -> None:
+    """``data.blender`` is a registered vfm-data blender and ``data.blender_options`` are options it takes."""
+    d = cfg.data
+    if d.source != "shards" or not (d.blender or d.blender_options):
+        return
+    from vfm_data.plugins import host
+
+    name = d.blender or ("weighted" if d.packing else "bucketed")
+    if name not in host.names("blenders"):
+        raise ConfigError("data.blender", f"unknown blender {name!r}; available: {', '.join(host.names('blenders'))}")
+    unknown, accepted = unknown_options(host.get("blenders", name), dict(d.blender_options))
+    if unknown:
+        raise ConfigError(f"data.blender_options.{unknown[0]}",
+                          f"unknown option of blender {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+
+
 def check_formulation_options(cfg: TrainConfig) -> None:
     """``model.formulation_options`` are options the formulation takes, with values it accepts
     (it is built once here, which costs nothing: a formulation holds a few numbers)."""

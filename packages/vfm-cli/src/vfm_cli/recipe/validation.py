@@ -12,7 +12,7 @@ import torch
 import vfm_models
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
-from vfm_cli.recipe.names import check_formulation_options, check_name, check_option_names
+from vfm_cli.recipe.names import check_blender, check_formulation_options, check_name, check_option_names
 from vfm_cli.recipe.data_shapes import check_data_shapes, data_shapes
 from vfm_cli.recipe.resolution import Resolved, grid_of, resolve, seq_len
 from vfm_cli.recipe.shards import data_available
@@ -39,6 +39,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     r = resolve(cfg, probe=probed)
     check_name("formulations", cfg.model.formulation, "model.formulation")
     check_formulation_options(cfg)
+    check_blender(cfg)
     # Names left to the shards ("") can only be checked with the shards at hand.
     if r.tokenizer:
         check_name("tokenizers", r.tokenizer, "model.tokenizer")

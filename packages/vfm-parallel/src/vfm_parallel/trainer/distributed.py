@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 
 from vfm_parallel.dims import MESH_DIMS, ParallelDims
-from vfm_parallel.parallel_model import ParallelModel, parallelize
-from vfm_parallel.trainer.config import ParallelConfig
+from vfm_parallel.parallel_model import ParallelModel, StrategyOptionError, parallelize
+from vfm_parallel.trainer.config import ConfigError, ParallelConfig
 
 
 def pick_device() -> torch.device:
@@ -98,13 +98,17 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
     """Apply the configured strategies with :func:`vfm_parallel.parallelize`; one process needs none
     (then the model is returned as it is, in the same :class:`ParallelModel` wrapper)."""
     strategies = list(cfg.strategies) or default_strategies(cfg, sizes)
+    unused = sorted(set(cfg.strategy_options) - set(strategies))
+    if unused:
+        raise ConfigError(f"parallel.strategy_options.{unused[0]}", f"options for a strategy this run does not use; "
+                          f"it uses: {', '.join(strategies) or '(none)'} (parallel.strategies, else vfm's defaults for the layout)")
     if not dist.is_initialized() and not strategies:
         model = model.to(device)
         plan = model.parallel_plan() if hasattr(model, "parallel_plan") else None
         return ParallelModel(model=model, inner=model, mesh=None, dims=ParallelDims(), plan=plan,
                              device_type=device.type, strategies=[])
 
-    options = {}
+    options = {name: dict(values) for name, values in cfg.strategy_options.items()}
     if "ac" in strategies and cfg.checkpointing():
         options["ac"] = cfg.checkpointing()  # mode and blocks; "ac" listed with the key false: all blocks, full
     if "pp" in strategies:
@@ -112,8 +116,11 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
 
         options["pp"] = {"schedule": cfg.pp_schedule, "microbatches": cfg.pp_microbatches or sizes["pp"],
                          "loss_fn": packed_weighted_mse}
-    pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type, tokens=tokens,
-                     options=options)
+    try:
+        pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type,
+                         tokens=tokens, options=options)
+    except StrategyOptionError as exc:
+        raise ConfigError(f"parallel.strategy_options.{exc.strategy}", str(exc)) from None
     _hook_packed_forward(pm.model)
     return pm
 

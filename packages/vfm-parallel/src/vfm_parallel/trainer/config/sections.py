@@ -55,6 +55,10 @@ class ParallelConfig:
     compile: bool = False
     pp_schedule: str = "1f1b"  # gpipe | 1f1b
     pp_microbatches: int = 0  # pipeline microbatches per micro-batch; 0 = pp (must divide data.micro_batch)
+    # options of the chosen strategies' apply, by strategy name: [parallel.strategy_options.compile]
+    # mode = "max-autotune", [parallel.strategy_options.fsdp] reshard_after_forward = false, a plugin's own;
+    # ac and pp take theirs from the keys above
+    strategy_options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.checkpointing()  # a bad value fails when the section is read, naming what is accepted
@@ -96,6 +100,10 @@ class DataConfig:
     max_seq_len: int = 0  # tokens per packed sequence; 0 = no packing
     packing: bool = False  # false: bucketed dense batches (one shape each); true: packed THD sequences
     durations: list = field(default_factory=list)  # latent frame counts of the buckets; [] = those in the shards
+    # the vfm-data blender (a registered name: `vfm plugins --kind blenders`); "" = bucketed for dense
+    # batches (one bucket per batch, of data.micro_batch and data.durations), weighted for packing
+    blender: str = ""
+    blender_options: dict = field(default_factory=dict)  # the blender's options (bucketed: batch_size, durations default as above)
     workers: int = 0  # data worker processes (0 = in the training process)
     # Model-parallel subset loading: the pp x cp x tp ranks of one data-parallel rank read its steps in
     # turn (each 1/n of the bytes) and broadcast them; false: each reads every step itself. Either way

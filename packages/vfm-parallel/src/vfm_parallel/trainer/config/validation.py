@@ -78,6 +78,12 @@ def check_parallel(cfg: TrainConfig, world_size: int | None) -> None:
         _require(getattr(p, name) >= 1, f"parallel.{name}", f"must be >= 1, got {getattr(p, name)}")
     _require(p.dp_shard >= 1 or p.dp_shard == -1, "parallel.dp_shard", f"must be >= 1 or -1 (fill), got {p.dp_shard}")
     check_strategies(p.strategies)
+    for name, value in p.strategy_options.items():
+        _require(isinstance(value, dict), f"parallel.strategy_options.{name}",
+                 f"must be a table of the strategy's options, got {value!r}")
+        _require(name not in ("ac", "pp"), f"parallel.strategy_options.{name}",
+                 "ac takes its options from parallel.activation_checkpointing and checkpoint_blocks, pp from "
+                 "parallel.pp_schedule and pp_microbatches")
     _require(p.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule", f"must be one of {', '.join(PP_SCHEDULES)}, got {p.pp_schedule!r}")
     _require(p.pp_microbatches >= 0, "parallel.pp_microbatches", f"must be >= 0 (0 = pp), got {p.pp_microbatches}")
     _require(p.pp == 1 or p.cp == 1, "parallel.cp", f"pipeline training (pp = {p.pp}) does not combine with context parallelism yet; got cp = {p.cp}; "
