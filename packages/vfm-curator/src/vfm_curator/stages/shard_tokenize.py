@@ -37,9 +37,9 @@ def build_registered(kind: str, name: str, options: dict[str, Any] | None = None
 
     import vfm_models
 
-    factory = vfm_models.host.get(kind, name)
+    vfm_models.host.get(kind, name)  # an unknown name lists the registered ones, before the seed is set
     torch.manual_seed(seed)
-    model = factory(**(options or {}))
+    model = vfm_models.host.build(kind, name, options)  # an unknown option is named with the accepted ones
     if hasattr(model, "eval"):
         model = model.eval().to(device)
     return model
