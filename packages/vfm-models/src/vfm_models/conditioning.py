@@ -23,8 +23,15 @@ import torch
 NULL_CAPTION = ""
 
 
+def _family_config(config: Any) -> Any:
+    """A family config as given, or a model's ``config`` (a model has no ``text_dim`` of its own, so it
+    would read as unconditional)."""
+    return getattr(config, "config", config) if isinstance(config, torch.nn.Module) else config
+
+
 def kind_of(config: Any) -> str:
-    """``"text"``, ``"class"`` or ``"none"`` from a family config."""
+    """``"text"``, ``"class"`` or ``"none"`` from a family config, or from a model (its ``config``)."""
+    config = _family_config(config)
     if getattr(config, "text_dim", 0):
         return "text"
     if getattr(config, "num_classes", 0):
@@ -34,7 +41,8 @@ def kind_of(config: Any) -> str:
 
 def describe(config: Any) -> dict[str, Any]:
     """The null condition as JSON for the export: ``{"kind": "class", "label": N}``,
-    ``{"kind": "text", "caption": ""}`` or ``{"kind": "none"}``."""
+    ``{"kind": "text", "caption": ""}`` or ``{"kind": "none"}``, of a family config or a model."""
+    config = _family_config(config)
     kind = kind_of(config)
     if kind == "class":
         return {"kind": "class", "label": int(config.num_classes)}
@@ -63,6 +71,7 @@ def null_condition(config: Any, text_encoder: Any = None) -> dict[str, torch.Ten
 
     Text-conditional models need the ``text_encoder`` the training data was encoded with.
     """
+    config = _family_config(config)
     kind = kind_of(config)
     if kind == "class":
         return {"y": torch.tensor([int(config.num_classes)])}

@@ -1,0 +1,97 @@
+"""The pages in docs/ as a new user reads them: the commands and snippets a page prints run as printed
+(on tiny inputs made here), and what a page says they give is what they give.
+
+Real H264 videos (PyAV), the real clipping and sharding pipelines (serial runner, as the page's own
+config picks), real energon shards, and the families' real tiny models."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import vfm_models
+from vfm_cli.main import app
+from vfm_curator.synth import make_video
+from vfm_models.conditioning import describe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def page(name: str) -> str:
+    return (ROOT / "docs" / name).read_text(encoding="utf-8")
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, re.M | re.S)
+
+
+def commands(block: str) -> list[list[str]]:
+    """The commands of a bash block as a shell reads them: continuation lines joined, comments dropped."""
+    return [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()
+            if shlex.split(line, comments=True)]
+
+
+# --- contracts.md, section 3: the export's null_condition ------------------------------------------
+
+
+@pytest.mark.parametrize(("family", "kind"), [("dit", "class"), ("dit-cross", "text"), ("moviegen", "text"),
+                                              ("stdit", "text"), ("wan", "text")])
+def test_describe_of_a_model_is_its_null_condition_as_contracts_md_says(family, kind):
+    """contracts.md: `null_condition` is `vfm_models.conditioning.describe` of the model's config or of
+    the model itself. Given the model, describe read no `text_dim` / `num_classes` on the module and
+    answered {"kind": "none"} for every family: an export written that way would tell guidance that
+    no null condition was ever trained."""
+    text = page("contracts.md")
+    assert "`vfm_models.conditioning.describe`\nof the model's config (or of the model itself)" in text
+    model = vfm_models.get_family(family).create("tiny")
+    assert describe(model) == describe(model.config)
+    assert describe(model)["kind"] == kind
+
+
+# --- sharding.md: the first example, then "Looking at a sample" ---------------------------------------
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, [*args, "--runner", "serial", "--no-progress"])
+
+
+def test_the_sharding_pages_commands_and_sample_snippet_run_as_printed(tmp_path, monkeypatch):
+    """The page's `vfm curate` + `vfm shard` example on a 16:9 video with a sidecar caption writes the
+    `144x256x17` bucket its sample snippet opens, and the snippet reads the shape its comment states; on footage
+    without captions (the usual raw footage) the same commands exit 1, and the page says so beside
+    the example and names `--no-require-captions` (it did not: a reader following it got exit 1)."""
+    text = page("sharding.md")
+    example = commands(blocks(text, "bash")[0])
+    assert [c[:2] for c in example] == [["vfm", "curate"], ["vfm", "shard"]]
+    intro = text[: text.index("## Which bucket")]
+    assert "--no-require-captions" in intro and "no-caption" in intro, "the example's page hides that shard needs captions"
+
+    monkeypatch.chdir(tmp_path)
+    make_video(tmp_path / "raw" / "wide.mp4", [24, 24], width=320, height=180)  # 16:9: the 144x256 bucket
+    (tmp_path / "raw" / "wide.txt").write_text("a shape crossing the frame")
+    for command in example:
+        result = _run(*command[1:])
+        assert result.exit_code == 0, f"{shlex.join(command)}:\n{result.output}"
+    assert (tmp_path / "shards" / "144x256x17" / "shard-000000.tar").is_file()
+
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(blocks(text, "python")[0] + "print(tuple(latent.shape), sorted(meta['extra']))\n")
+    ran = subprocess.run([sys.executable, str(snippet)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    stated = re.search(r"# \((3, 17, 144, 256)\)", blocks(text, "python")[0]).group(1)
+    shape, extra = ran.stdout.strip().splitlines()[-1].split(") ", 1)
+    assert shape + ")" == f"({stated})" and "upscale" in extra and "crop" in extra
+    assert (tmp_path / "first_frame.png").is_file()
+
+    # the same footage without a caption: exit 1, one error line, as the page now says beside the example
+    (tmp_path / "raw" / "wide.txt").unlink()
+    renamed = [[w.replace("clips", "clips-bare").replace("shards", "shards-bare") for w in c] for c in example]
+    assert _run(*renamed[0][1:]).exit_code == 0
+    result = _run(*renamed[1][1:])
+    assert result.exit_code == 1 and "error: no sample written" in result.output and "no-caption" in result.output
