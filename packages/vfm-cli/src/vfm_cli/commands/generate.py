@@ -11,6 +11,7 @@ import typer
 
 # one error line per node under torchrun, and a lost peer said in one line: as vfm train does
 from vfm_cli.commands.train import _fail_once as _fail, _peer_lost
+from vfm_cli.failing import fail
 from vfm_plugins.text import printable
 
 
@@ -211,7 +212,7 @@ def generate(
             if lost is None:
                 raise
             progress.stop()
-            _fail(f"rank {rank} lost contact with another rank of this job, which stopped or was killed "
+            fail(f"rank {rank} lost contact with another rank of this job, which stopped or was killed "
                   f"(torchrun's summary names it): {lost}" + (f"; {_kept(written, out)}" if rank == 0 else ""))
     if rank == 0:
         for path in written:
