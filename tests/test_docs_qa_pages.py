@@ -95,3 +95,32 @@ def test_the_sharding_pages_commands_and_sample_snippet_run_as_printed(tmp_path,
     assert _run(*renamed[0][1:]).exit_code == 0
     result = _run(*renamed[1][1:])
     assert result.exit_code == 1 and "error: no sample written" in result.output and "no-caption" in result.output
+
+
+# --- shot-detection.md: gradual transitions ----------------------------------------------------------
+
+
+def test_a_synth_crossfade_gives_the_clips_shot_detection_md_states(tmp_path):
+    """The page said `adaptive` cuts where a 1 s crossfade starts; on a linear crossfade between two
+    synthetic shots each frame changes by about 2, under `min_content_val`, and neither detector cuts
+    there. The page now says which footage gives which clips; this checks the synthetic case."""
+    import numpy as np
+
+    from vfm_curator.stages.decode import DecodeStage
+    from vfm_curator.stages.split import SplitStage
+    from vfm_curator.synth import shot_frames, write_video
+    from vfm_curator.tasks import VideoTask
+
+    stated = re.search(r"so there both detectors give ((?:\[\d+, \d+\)(?:, )?)+)", page("shot-detection.md").replace("\n", " "))
+    assert stated, "shot-detection.md no longer states the clips of a synthetic crossfade"
+    expected = [tuple(map(int, m)) for m in re.findall(r"\[(\d+), (\d+)\)", stated.group(1))]
+    rng = np.random.default_rng(0)
+    a, b, c, d = (list(shot_frames(n, 320, 180, rng)) for n in (36, 36, 60, 60))
+    ramp = (np.arange(24) + 1) / 25  # 24 mixed frames: 108-131
+    frames = a + b + c[:36] + [(c[36 + i] * (1 - r) + d[i] * r).astype(np.uint8) for i, r in enumerate(ramp)] + d[24:]
+    write_video(tmp_path / "fade.mp4", frames, fps=24)
+    for method in ("content", "adaptive"):
+        task = VideoTask(str(tmp_path / "fade.mp4"))
+        DecodeStage().process([task])
+        SplitStage(method=method, min_clip_s=0.5).process([task])
+        assert [(clip.start, clip.end) for clip in task.clips] == expected, method
