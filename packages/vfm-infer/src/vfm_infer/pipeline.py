@@ -307,10 +307,12 @@ class VideoPipeline:
                 continue
         raise ValueError(f"cannot find a frame count that the tokenizer maps to {t_lat} latent frames; pass frames")
 
-    def prepare(self, spec: GenerationSpec, prompts: Sequence[str], *, token_shards: int = 1) -> Prepared:
+    def prepare(self, spec: GenerationSpec, prompts: Sequence[str], *, token_shards: int = 1,
+                cfg_parallel: bool = False) -> Prepared:
         """Check the whole request before any work; raises ValueError naming what is wrong.
 
-        ``token_shards``: context-parallel ranks that will share the tokens (for the memory estimate)."""
+        ``token_shards``: context-parallel ranks that will share the tokens, ``cfg_parallel``: each
+        rank will run one guidance branch (both for the memory estimate)."""
         if not prompts:
             raise ValueError("no prompts given")
         check_spec(spec, len(prompts))
@@ -325,7 +327,7 @@ class VideoPipeline:
                 raise ExportError(f"the export's default guidance is {spec.guidance}; pass a finite --guidance")
         if self.parallel.cfg_group is not None and self.conditioner.kind == "none":
             raise ValueError("CFG-parallel needs a conditional model; this one is unconditional")
-        self.check_memory(shape, spec, token_shards)
+        self.check_memory(shape, spec, token_shards, cfg_parallel)
         notes = [(UntrainedShapeWarning, n) for n in (self.untrained_shape(shape),) if n]
         notes += [(UnusedInputWarning, n) for n in unused_inputs(self.conditioner.kind, prompts, spec.negative_prompt,
                                                                   asked_guidance, spec.guidance)]
@@ -337,13 +339,17 @@ class VideoPipeline:
             warnings.warn(note, category, stacklevel=2)
         return Prepared(sampler, shape, spec, tuple(n for _, n in notes))
 
-    def check_memory(self, shape: tuple[int, int, int, int], spec: GenerationSpec, token_shards: int = 1) -> None:
-        """Refuse a request whose estimated peak (:mod:`vfm_infer.memory`) exceeds the device's free memory."""
+    def check_memory(self, shape: tuple[int, int, int, int], spec: GenerationSpec, token_shards: int = 1,
+                     cfg_parallel: bool = False) -> None:
+        """Refuse a request whose estimated peak (:mod:`vfm_infer.memory`) exceeds the device's free memory.
+        A forward is a batch of 2 only where both guidance branches run on this rank (not at guidance 0
+        or 1, where one branch runs, nor under CFG-parallel, where each rank runs one)."""
         tok = self.tokenizer
         _, t, h, w = shape
         pixels = (getattr(tok, "channels", 3), t * tok.temporal_compression,
                   h * tok.spatial_compression, w * tok.spatial_compression)
-        both_branches = self.conditioner.kind != "none" and spec.guidance != 1.0 and self.parallel.cfg_group is None
+        one_rank = cfg_parallel or self.parallel.cfg_group is not None
+        both_branches = self.conditioner.kind != "none" and spec.guidance not in (0.0, 1.0) and not one_rank
         need = memory.estimate(self.model.config, shape, pixels, batch=2 if both_branches else 1, dtype=self.dtype,
                                token_shards=token_shards)
         free, where = memory.available(self.device)

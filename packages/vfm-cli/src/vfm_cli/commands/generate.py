@@ -171,7 +171,7 @@ def generate(
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory
         with warnings.catch_warnings():  # shown below as one plain line, once, by the writing rank
             warnings.simplefilter("ignore", GenerationWarning)
-            prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards)
+            prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards, cfg_parallel=cfg_parallel)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
         _fail(str(exc))
