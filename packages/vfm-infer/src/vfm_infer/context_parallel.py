@@ -43,14 +43,15 @@ def check_layout(model: nn.Module, latent_shape: tuple[int, ...], cp: int, strat
     from vfm_parallel.dims import ParallelDims
 
     chosen, plan = cp_strategy(strategy), model.parallel_plan()
-    chosen.check(ParallelDims(cp=cp), plan)
+    if hasattr(chosen, "check"):  # a plugin's CP strategy may have neither check nor methods
+        chosen.check(ParallelDims(cp=cp), plan)
     _, t, h, w = latent_shape
     pt, ph, pw = model.config.patch
     grid = (t // pt, h // ph, w // pw)
     kinds = {kind for i in range(plan.num_layers)
              for kind in (plan.attention_for(i) if hasattr(plan, "attention_for") else plan.attention).values()}
     for kind in sorted(kinds):
-        if chosen.methods.get(kind) == "group":
+        if getattr(chosen, "methods", {}).get(kind) == "group":
             check_groups(kind, batch, grid, cp)
 
 
