@@ -124,3 +124,21 @@ def test_a_synth_crossfade_gives_the_clips_shot_detection_md_states(tmp_path):
         DecodeStage().process([task])
         SplitStage(method=method, min_clip_s=0.5).process([task])
         assert [(clip.start, clip.end) for clip in task.clips] == expected, method
+
+
+# --- decoders.md: the old hwaccel option ---------------------------------------------------------------
+
+
+def test_the_old_hwaccel_option_decodes_and_vfm_curate_says_it_is_deprecated(tmp_path):
+    """decoders.md: `hwaccel = "cuda"` still works and warns that it is deprecated in favour of
+    `decoder = "pyav-cuda"`. The warning was a DeprecationWarning raised while decoding, which Python's
+    default filters hide (in the driver and in Ray workers alike): `vfm curate` never showed it."""
+    assert 'it warns that it is deprecated in favour of `decoder = "pyav-cuda"`' in page("decoders.md").replace("\n", " ")
+    make_video(tmp_path / "raw" / "a.mp4", [30, 30], width=96, height=64)
+    (tmp_path / "hw.toml").write_text('[options.decode]\nhwaccel = "cuda"\n')
+    result = CliRunner().invoke(app, ["curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--config",
+                                      str(tmp_path / "hw.toml"), "--runner", "serial", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "hwaccel is deprecated" in line]
+    assert lines == ["warning: stage 'decode': option hwaccel is deprecated; use decoder = 'pyav-cuda' (NVDEC "
+                     "through PyAV) or decoder = 'auto'"], result.output

@@ -7,6 +7,7 @@ import warnings
 from array import array
 
 import numpy as np
+from vfm_plugins import Notice
 
 from vfm_curator.io.video import MAX_PIXELS, probe, small_size
 from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
@@ -62,6 +63,10 @@ class DecodeStage(Stage):
             if self.opt["decoder"] not in ("auto", "pyav"):
                 raise ValueError(f"stage 'decode': hwaccel={hwaccel!r} is PyAV's option and cannot be combined with "
                                  f"decoder={self.opt['decoder']!r}; use decoder = 'pyav-cuda' instead of hwaccel")
+            # a Notice, said when the options are checked (in the driver, before any work): a
+            # DeprecationWarning raised here or in a worker is hidden by Python's default filters
+            warnings.warn("stage 'decode': option hwaccel is deprecated; use decoder = 'pyav-cuda' (NVDEC "
+                          "through PyAV) or decoder = 'auto'", Notice, stacklevel=2)
 
     @property
     def configured_resources(self) -> Resources | None:
@@ -95,8 +100,6 @@ class DecodeStage(Stage):
             from vfm_curator import decoders
 
             if self.opt["hwaccel"] is not None:
-                warnings.warn("stage 'decode': option hwaccel is deprecated; use decoder = 'pyav-cuda' (NVDEC "
-                              "through PyAV) or decoder = 'auto'", DeprecationWarning, stacklevel=2)
                 from vfm_curator.decoders.pyav import PyAVDecoder
 
                 self._decoder = PyAVDecoder()
