@@ -142,3 +142,17 @@ def test_the_old_hwaccel_option_decodes_and_vfm_curate_says_it_is_deprecated(tmp
     lines = [line for line in result.output.splitlines() if "hwaccel is deprecated" in line]
     assert lines == ["warning: stage 'decode': option hwaccel is deprecated; use decoder = 'pyav-cuda' (NVDEC "
                      "through PyAV) or decoder = 'auto'"], result.output
+
+
+# --- plan.md: GPU counts that are not whole nodes -------------------------------------------------------
+
+
+def test_plan_md_names_the_nodes_of_values_vfm_plan_offers_for_12_gpus():
+    """plan.md: `--gpus 12` on nodes of 8 is refused, naming the `--nodes-of` values that work. The page
+    named 4 and 6; the error offers every divisor of 12 from 3 to 8 (3, 4, 6)."""
+    text = page("plan.md").replace("\n", " ")
+    named = re.search(r"`--gpus 12` on nodes of 8 is refused, .*? \(`--nodes-of ([^)]*)\)", text).group(1)
+    result = CliRunner().invoke(app, ["plan", str(ROOT / "configs" / "dit-7b.toml"), "--gpus", "12"])
+    assert result.exit_code != 0
+    offered = re.search(r"such as ([\d, ]+)\)", " ".join(result.output.split())).group(1)
+    assert re.findall(r"\d+", named) == re.findall(r"\d+", offered), (named, offered)
