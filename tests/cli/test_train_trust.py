@@ -64,7 +64,7 @@ def test_train_refuses_a_blend_naming_code_and_runs_nothing(tmp_path, crafted, a
 
 
 def test_trust_dataset_code_validates_ordinary_shards_with_a_warning(tmp_path, shards):  # noqa: F811
-    with pytest.warns(UserWarning, match="trusting the dataset code"):
-        result = _train(tmp_path, shards[0] / "blend.yaml", "--validate", "--trust-dataset-code")
+    result = _train(tmp_path, shards[0] / "blend.yaml", "--validate", "--trust-dataset-code")
     assert result.exit_code == 0, result.output
+    assert "warning: trusting the dataset code" in result.output  # one line, as vfm shows its own warnings
     assert result.output.strip().endswith("valid")
