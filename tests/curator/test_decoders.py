@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vfm_plugins import Notice
 
 from vfm_curator import decoders
 from vfm_curator.decoders.pyav import PyAVDecoder
@@ -345,8 +346,6 @@ def test_missing_libraries_say_why_and_a_named_backend_fails_setup(monkeypatch, 
 
 
 def test_hwaccel_is_a_deprecated_alias_for_pyav_hwaccel(videos):
-    from vfm_plugins import Notice
-
     # said when the options are checked, as a Notice (`vfm curate` prints it as a warning: line; a
     # DeprecationWarning was hidden by Python's default filters, in the driver and in Ray workers)
     with pytest.warns(Notice, match="hwaccel is deprecated; use decoder = 'pyav-cuda'"):
@@ -567,7 +566,8 @@ def test_curate_summary_says_which_decoder_ran(tmp_path):
 
 def test_a_gpu_decoder_asks_for_its_gpu_share_and_pyav_for_none():
     assert DecodeStage(decoder="pyav").configured_resources is None
-    assert DecodeStage(hwaccel="cuda").configured_resources is None
+    with pytest.warns(Notice, match="hwaccel is deprecated"):
+        assert DecodeStage(hwaccel="cuda").configured_resources is None
     nvdec = DecodeStage(decoder="nvdec").configured_resources
     assert nvdec is not None and nvdec.gpus == 0.25
     assert DecodeStage(decoder="dali", gpu_share=0.5).configured_resources.gpus == 0.5
