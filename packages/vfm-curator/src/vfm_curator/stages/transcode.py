@@ -17,6 +17,9 @@ from vfm_curator.tasks import Clip, VideoTask
 class TranscodeStage(Stage):
     """One decoding pass over the source; frame ``i`` goes to the clip whose span ``[start, end)``
     holds it, so every clip has exactly ``end - start`` frames at the source's average frame rate.
+    A variable-frame-rate source (decode's ``meta["vfr"]``) is put on a constant grid at that rate
+    instead (:func:`frame_copies`): each output frame shows the source frame on screen at its time,
+    so motion keeps its real speed (a phone's 30 -> 15 fps stretch no longer plays twice as fast).
 
     Also keeps ``samples`` (first, middle and last frame, longer side <= ``sample_size``) for the
     embed and caption stages and the report's thumbnails. With ``out`` (the output folder; the
@@ -77,6 +80,7 @@ class TranscodeStage(Stage):
 
     def _encode(self, task: VideoTask, clips: list[Clip]) -> None:
         fps = float(task.meta["fps"])
+        times = task.times if task.meta.get("vfr") and task.times is not None and fps > 0 else None
         k, writer, sample_at, samples, size = 0, None, set(), [], None
         for i, (decoded, rgb) in enumerate(iter_decoded(task.source, hwaccel=self.opt["hwaccel"])):
             if writer is not None and rgb.size != size and clips[k].start < i < clips[k].end:
@@ -98,8 +102,9 @@ class TranscodeStage(Stage):
                 writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]),
                                     path=None if path is None else str(path), threads=self.threads)
                 sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
-            if not (rgb.square and writer.write_decoded(decoded)):  # non-square pixels: scaled to square
-                writer.write(rgb(), source=decoded)
+            for _ in range(1 if times is None else frame_copies(times, i, clip.start, clip.end, fps)):
+                if not (rgb.square and writer.write_decoded(decoded)):  # non-square pixels: scaled to square
+                    writer.write(rgb(), source=decoded)
             if i in sample_at:
                 samples.append(resize(rgb(), int(self.opt["sample_size"])))
         while k < len(clips):  # the file ended early (truncated): keep what was written, if complete
@@ -130,7 +135,7 @@ class TranscodeStage(Stage):
             return k + 1
         data = writer.close()
         path = writer.path
-        if writer.count == clip.length:
+        if writer.count == output_frames(task, clip):
             clip.num_frames = writer.count
             clip.height, clip.width = writer.stream.height, writer.stream.width
             if path is None:
@@ -145,6 +150,25 @@ class TranscodeStage(Stage):
             path.unlink(missing_ok=True)
         release_freed_memory()
         return k + 1
+
+
+def frame_copies(times, i: int, start: int, end: int, fps: float) -> int:
+    """How many frames of the clip's constant grid at ``fps`` source frame ``i`` fills (0: it is
+    dropped, 2+: it stays on screen that long): output frame ``j`` shows the source frame on screen at
+    ``times[start] + j / fps``. The last frame of the clip fills one."""
+    if i + 1 >= end:
+        return 1
+    t0 = times[start]
+    return int(round((times[i + 1] - t0) * fps)) - int(round((times[i] - t0) * fps))
+
+
+def output_frames(task: VideoTask, clip: Clip) -> int:
+    """The frames a complete clip has: its source frames, or (variable frame rate) the constant grid's
+    over the same seconds (:func:`frame_copies` summed over the clip)."""
+    fps = float(task.meta["fps"])
+    if not task.meta.get("vfr") or task.times is None or fps <= 0:
+        return clip.length
+    return int(round((task.times[clip.end - 1] - task.times[clip.start]) * fps)) + 1
 
 
 def encoder_threads(option: int | None) -> int:

@@ -1,0 +1,65 @@
+"""A variable-frame-rate source (a phone that drops from 24 to 12 frames a second) is curated onto a
+constant grid: output frame j shows the source frame on screen near the clip's time j / fps, so the
+clip plays at real speed (it used to write the source frames one after the other at the average
+rate: the 24 fps part slowed down, the 12 fps part sped up)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pyarrow.parquet as pq
+
+import vfm_curator
+from vfm_curator.io.video import iter_frames
+from vfm_curator.stages.transcode import frame_copies
+
+FAST, SLOW = 24, 12  # frames at 24 fps (1 s), then at 12 fps (1 s)
+LEVEL0, STEP = 30, 5  # frame k is a flat grey of LEVEL0 + STEP * k
+
+
+def _source(path) -> np.ndarray:
+    """Write the source; return its frame times (s)."""
+    import av
+
+    times = [k / 24 for k in range(FAST)] + [1 + k / 12 for k in range(SLOW)]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=18)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"crf": "10", "preset": "ultrafast"}
+        stream.codec_context.time_base = Fraction(1, 1000)
+        for k, t in enumerate(times):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), LEVEL0 + STEP * k, np.uint8), format="rgb24")
+            frame.pts, frame.time_base = round(t * 1000), Fraction(1, 1000)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return np.asarray(times)
+
+
+def test_a_variable_rate_source_plays_at_real_speed_after_curation(tmp_path):
+    (tmp_path / "in").mkdir()
+    times = _source(tmp_path / "in" / "phone.mp4")
+    config = {"stages": ["decode", "split", "transcode", "write"], "run": {"runner": "serial"},
+              "options": {"split": {"threshold": 60.0, "min_clip_s": 0.4}}}
+    vfm_curator.curate(tmp_path / "in", tmp_path / "out", config)
+    (row,) = pq.read_table(tmp_path / "out" / "clips.parquet").to_pylist()
+    fps = float(row["fps"])
+    shown = [int(round((float(frame.mean()) - LEVEL0) / STEP)) for _, frame in iter_frames(str(tmp_path / "out" / row["path"]))]
+    assert len(shown) == row["num_frames"]
+    # the clip lasts as long as the source: ~2 s of frames at its rate
+    assert abs(len(shown) / fps - (times[-1] - times[0] + 1 / SLOW)) <= 1.5 / fps
+    for j, k in enumerate(shown):  # each output frame shows a source frame from its own moment
+        assert 0 <= k < len(times)
+        assert abs(times[k] - (times[0] + j / fps)) <= 1.0 / fps + 1e-3, (j, k, fps)
+    assert shown == sorted(shown)  # time never runs backwards
+
+
+def test_a_constant_rate_clip_is_written_frame_for_frame():
+    times = np.arange(10) / 24
+    assert [frame_copies(times, i, 0, 10, 24.0) for i in range(10)] == [1] * 10
+    jitter = np.cumsum([0, 1.4, 0.6, 1.4, 0.6, 1.4, 0.6]) / 24  # alternating durations: still one each
+    assert [frame_copies(jitter, i, 0, 7, 24.0) for i in range(7)] == [1] * 7
+    halved = np.arange(5) / 12  # a 12 fps stretch on a 24 fps grid: each frame twice
+    assert [frame_copies(halved, i, 0, 5, 24.0) for i in range(5)] == [2, 2, 2, 2, 1]
