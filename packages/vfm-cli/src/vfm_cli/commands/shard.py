@@ -14,8 +14,10 @@ from vfm_cli.failing import fail
 def shard(
     clips_dir: Path = typer.Argument(..., help="Output folder of `vfm curate` (clips/ + clips.parquet)."),
     out: Path = typer.Option(..., "-o", "--out", help="Shards folder: one energon dataset per bucket, blend.yaml, failures.jsonl."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Registered vfm-models tokenizer (pixel, causal3d, ...)."),
-    text_encoder: Optional[str] = typer.Option(None, "--text-encoder", help="Registered vfm-models text encoder (hash, t5, ...)."),
+    tokenizer: Optional[str] = typer.Option(
+        None, "--tokenizer", help="Registered vfm-models tokenizer (pixel, causal3d, ...); required without --config."),
+    text_encoder: Optional[str] = typer.Option(
+        None, "--text-encoder", help="Registered vfm-models text encoder (hash, t5, ...); required without --config."),
     config: Optional[Path] = typer.Option(None, "--config", help=r"A .toml or .json sharding configuration (sections \[shard], \[run], ...)."),
     runner: Optional[str] = typer.Option(None, "--runner", help="ray (default) or serial (in-process, no Ray)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run on this Ray cluster instead of a local one."),

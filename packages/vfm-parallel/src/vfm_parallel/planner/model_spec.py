@@ -150,7 +150,7 @@ def block_activation_bytes(*, self_attentions: int = 1, cross_attentions: int = 
     - the MLP: norm, modulation and output (3), plus fc1's output and GELU's (2 x inner) or SwiGLU's
       gate, up, SiLU and product (4 x inner), inner = the MLP width over the hidden size.
 
-    ``tests/cli/test_plan_qa_families.py`` checks the families' ratios against the tensors a real
+    ``tests/cli/test_plan_qa_cli.py`` checks the families' ratios against the tensors a real
     forward saves for backward."""
     if mlp not in ("gelu", "swiglu"):
         raise SpecError(f"mlp must be 'gelu' or 'swiglu', got {mlp!r}")
