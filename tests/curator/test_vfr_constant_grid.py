@@ -58,8 +58,28 @@ def test_a_variable_rate_source_plays_at_real_speed_after_curation(tmp_path):
 
 def test_a_constant_rate_clip_is_written_frame_for_frame():
     times = np.arange(10) / 24
-    assert [frame_copies(times, i, 0, 10, 24.0) for i in range(10)] == [1] * 10
+    assert [frame_copies(times, i, 0, 24.0) for i in range(10)] == [1] * 10
     jitter = np.cumsum([0, 1.4, 0.6, 1.4, 0.6, 1.4, 0.6]) / 24  # alternating durations: still one each
-    assert [frame_copies(jitter, i, 0, 7, 24.0) for i in range(7)] == [1] * 7
+    assert [frame_copies(jitter, i, 0, 24.0) for i in range(7)] == [1] * 7
     halved = np.arange(5) / 12  # a 12 fps stretch on a 24 fps grid: each frame twice
-    assert [frame_copies(halved, i, 0, 5, 24.0) for i in range(5)] == [2, 2, 2, 2, 1]
+    assert [frame_copies(halved, i, 0, 24.0) for i in range(5)] == [2, 2, 2, 2, 1]
+
+
+def test_a_variable_rate_clip_cut_by_a_size_change_keeps_both_parts(tmp_path):
+    # two recordings joined with cat, the second starting 4 frames after the first ended (a pause)
+    # and at another size: a variable rate, and a clip cut at the size change. The first part's
+    # last frame stays on screen until the second part starts (4 slots of the grid), which its
+    # clip must count, not drop the clip as "fewer frames than detected".
+    from tests.curator import messy_inputs as messy
+
+    messy.spliced(tmp_path / "in" / "paused.ts",
+                  [dict(num_frames=25, fps=25), dict(num_frames=25, fps=25, width=96, height=64, first=25,
+                                                     pts=list(range(28, 53)))])
+    config = {"run": {"runner": "serial"}, "options": {"split": {"method": "stride", "stride_s": 5.0, "min_clip_s": 0.5}}}
+    vfm_curator.curate(tmp_path / "in", tmp_path / "out", config)
+    rows = sorted(pq.read_table(tmp_path / "out" / "clips.parquet").to_pylist(), key=lambda r: r["start_frame"])
+    assert [(r["width"], r["height"]) for r in rows] == [(64, 48), (96, 64)]
+    for row in rows:  # each clip lasts its seconds in the source at its frame rate
+        frames = list(iter_frames(str(tmp_path / "out" / row["path"])))
+        assert len(frames) == row["num_frames"]
+        assert row["num_frames"] == round((row["end_s"] - row["start_s"]) * float(row["fps"]))
