@@ -336,9 +336,13 @@ class ResumableLoader:
         self.close()
         self._unsaved.clear()
         self.step = int(state["step"])
-        self.states = states
-        self.counts = Counter(state.get("counts", {}))
-        self.shard_counts = split_counts(state.get("shard_counts", {}))[1]
+        # state_dict() joins the group's ranks' states and sums their counts: each rank keeps only its
+        # own streams (another's, never advanced here, would overwrite its newer position) and one
+        # rank the counts so far (not one copy per rank)
+        self.states = {s: v for s, v in states.items() if s % self.group_size == self.group_rank}
+        first = self.group_rank == 0
+        self.counts = Counter(state.get("counts", {}) if first else {})
+        self.shard_counts = split_counts(state.get("shard_counts", {}) if first else {})[1]
 
 
 def default_packing_buffer(spec: LoaderSpec, batch_size: int, *, batches: int = 8, min_packs: int = 16) -> int:
