@@ -109,3 +109,25 @@ def test_a_clip_table_whose_id_is_another_clips_window_key_is_refused(clip, tmp_
 def test_windows_must_be_a_whole_number_from_0(clip, tmp_path, bad):
     with pytest.raises(ValueError, match="windows must be a whole number >= 0"):
         _shard(clip, tmp_path / "bad", windows=bad)
+
+
+def test_a_single_window_span_is_its_own_seconds_not_the_whole_clips(clip, tmp_path):
+    # windows = 1 keeps the clip's first 9 of its 40 frames: the sample's span is those 9 frames'
+    # seconds (docs/sharding.md: "each sample's span is its own seconds in the source")
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    _shard(clip, tmp_path / "one", windows=1)
+    start, end = _samples(tmp_path / "one")[row["id"]]["meta"]["span"]
+    assert start == pytest.approx(row["start_s"]) and end == pytest.approx(row["start_s"] + FRAMES / row["fps"])
+
+
+def test_a_window_span_with_a_stride_ends_within_the_clip(tmp_path):
+    # 2 windows of 9 frames at stride 2 are source frames 0, 2, ..., 34 of a 35-frame clip: the
+    # second window's span stops at the clip's end, not one frame past it
+    task = ShardTask(id="c1", path="c1.mp4", fps=8.0, span=(1.0, 1.0 + 35 / 8), bucket="2x2x9", window=9, stride=2)
+    task.latent, task.text = np.zeros((2, 3, 3, 2, 2), np.float32), np.zeros((1, 4), np.float32)
+    writers = BucketWriters(tmp_path, max_shard_bytes=1 << 20, tokenizer="pixel", text_encoder="hash")
+    writers.write(task)
+    writers.close()
+    samples = _samples(tmp_path)
+    assert samples["c1"]["meta"]["span"] == [1.0, 1.0 + 18 / 8]
+    assert samples["c1-w1"]["meta"]["span"] == [1.0 + 18 / 8, 1.0 + 35 / 8]

@@ -96,8 +96,8 @@ class BucketWriters:
             if key in done:
                 continue
             span = task.span
-            if len(latents) > 1 and task.fps > 0:  # the window's own seconds in the source
-                span = (task.span[0] + k * frames / task.fps, task.span[0] + (k + 1) * frames / task.fps)
+            if task.modality == "video" and frames > 0 and task.fps > 0:  # the window's own seconds in the source
+                span = (task.span[0] + k * frames / task.fps, min(task.span[1], task.span[0] + (k + 1) * frames / task.fps))
             meta = SampleMeta(
                 source=task.source or task.path, span=span, fps=task.fps, size=task.size,
                 caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
