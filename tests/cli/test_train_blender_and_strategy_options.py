@@ -46,6 +46,9 @@ def test_an_unknown_blender_or_blender_option_is_a_config_error_naming_what_is_a
                                                                    "blender_options": {"schedul": []}})
     with pytest.raises(ConfigError, match=r"data.blender_options.schedul.*accepted: schedule"):
         recipe.validate(from_dict(cfg))
+    cfg = shard_config(tmp_path / "run", root / "blend.yaml", data={**PACKED, "blender": "bucketed"})
+    with pytest.raises(ConfigError, match=r"data.blender.*'bucketed' stacks .* does not pack: with data.packing = true"):
+        recipe.validate(from_dict(cfg))  # not vfm-data's ValueError when the run builds its loader
 
 
 def test_strategy_options_reach_the_strategy(shards, tmp_path):  # noqa: F811

@@ -48,15 +48,21 @@ def check_blender(cfg: TrainConfig) -> None:
     d = cfg.data
     if d.source != "shards" or not (d.blender or d.blender_options):
         return
+    from vfm_data.blenders import groups_batches
     from vfm_data.plugins import host
 
     name = d.blender or ("weighted" if d.packing else "bucketed")
     if name not in host.names("blenders"):
         raise ConfigError("data.blender", f"unknown blender {name!r}; available: {', '.join(host.names('blenders'))}")
-    unknown, accepted = unknown_options(host.get("blenders", name), dict(d.blender_options))
+    target = host.get("blenders", name)
+    unknown, accepted = unknown_options(target, dict(d.blender_options))
     if unknown:
         raise ConfigError(f"data.blender_options.{unknown[0]}",
                           f"unknown option of blender {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+    if d.packing and groups_batches(target):  # else vfm-data's ValueError, a traceback from inside the run
+        raise ConfigError("data.blender", f"blender {name!r} stacks the samples of one bucket per batch and does not "
+                                          "pack: with data.packing = true use weighted, scheduled or another packing "
+                                          "blender, or set data.packing = false")
 
 
 def check_formulation_options(cfg: TrainConfig) -> None:
