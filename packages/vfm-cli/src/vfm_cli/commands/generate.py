@@ -191,7 +191,6 @@ def generate(
             for i, text in enumerate(prompt_list):
                 task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
                 start = time.perf_counter()
-                # an inf or nan latent or video is an error, not a black MP4
                 latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
                 pipe.synchronize()
                 step_seconds.append((time.perf_counter() - start) / steps)
@@ -201,7 +200,7 @@ def generate(
                 # each file is renamed into place once whole: a stop leaves no partial video
                 written.append(write_mp4(out / f"{i:04d}.mp4", frames_u8, fps=fps))
                 written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
-        except NonFiniteOutputError as exc:
+        except NonFiniteOutputError as exc:  # an inf or nan latent or video is an error, not a black MP4
             progress.stop()
             _fail(str(exc))
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (torchrun sends it to every rank when one fails)
@@ -213,7 +212,7 @@ def generate(
                 raise
             progress.stop()
             fail(f"rank {rank} lost contact with another rank of this job, which stopped or was killed "
-                  f"(torchrun's summary names it): {lost}" + (f"; {_kept(written, out)}" if rank == 0 else ""))
+                 f"(torchrun's summary names it): {lost}" + (f"; {_kept(written, out)}" if rank == 0 else ""))
     if rank == 0:
         for path in written:
             typer.echo(str(path))
