@@ -109,3 +109,19 @@ def test_ctrl_c_stops_every_rank_with_one_line_from_rank_0_and_only_whole_videos
     assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".vfm-lock"] == []
     for video in videos:
         assert read_mp4(video).shape == (8, 16, 16, 3)
+
+
+def test_what_a_killed_run_left_half_written_is_removed_by_the_next_run(tmp_path):
+    from tests.cli.test_generate import invoke
+
+    export = make_export(tmp_path / "export")
+    out = tmp_path / "out"
+    out.mkdir()
+    # what write_mp4 / write_png leave when SIGKILL (no cleanup possible) ends them mid-write
+    (out / ".0000.partial.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom")
+    (out / ".0007.partial.png").write_bytes(b"\x89PNG")
+    (out / ".notes.partial.txt").write_text("the user's")  # not a name vfm writes: kept
+    result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) in ([".notes.partial.txt"],
+                                                                               [".notes.partial.txt", ".vfm-lock"])

@@ -184,6 +184,8 @@ def generate(
     written, step_seconds = [], []
     # This run writes 0000.mp4 ... : say which of them replace an earlier run's videos.
     replaced = [p for p in _numbered_videos(out) if int(p.stem) < len(prompt_list)] if rank == 0 else []
+    if rank == 0:
+        _remove_partial_files(out)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   disable=rank != 0, transient=False) as progress, _signals_raise() as stopped:
         i = 0
@@ -313,6 +315,16 @@ def _numbered_videos(out: Path) -> list[Path]:
 
     numbered = [p for p in out.glob("*.mp4") if re.fullmatch(r"\d{4,}\.mp4", p.name)]
     return sorted(numbered, key=lambda p: int(p.stem))
+
+
+def _remove_partial_files(out: Path) -> None:
+    """Remove what a killed earlier run left half-written (``.0003.partial.mp4``: write_mp4 renames a
+    file into place once whole, a SIGKILL ends it before); this run holds the folder's lock."""
+    import re
+
+    for path in out.glob(".*.partial.*"):
+        if re.fullmatch(r"\.\d{4,}\.partial\.(mp4|png)", path.name) and path.is_file():
+            path.unlink(missing_ok=True)
 
 
 def _span(paths: list[Path]) -> str:
