@@ -5,9 +5,10 @@ Step ``b`` of a rank in a subset group of ``n`` ranks (a TP/CP group; ``n = 1`` 
 of the chunks ``c = b*n + j`` for ``j < n``; chunk ``c`` is the ``c // streams``-th batch of stream
 ``c % streams``. Rank ``j`` reads only its chunk (its streams are those with ``s % n == j``) and an
 all-gather assembles the step on every rank, so each rank reads 1/n of the bytes ("gather"). The
-other way ("turns"): step ``b`` is chunk ``b`` alone, a whole batch, read by group rank ``b % n`` and
-broadcast to the others, so each rank also reads 1/n of the bytes, and the sample sequence is that
-of one process reading the same streams, whatever ``n`` (the trainer's choice: tp, cp or pp may change
+other way ("turns"): step ``b`` is chunk ``b`` alone, a whole batch, read by its stream's owner,
+group rank ``(b % streams) % n``, and broadcast to the others, so each rank also reads about 1/n of
+the bytes (exactly where n divides streams; n need not), and the sample sequence is that of one
+process reading the same streams, whatever ``n`` (the trainer's choice: tp, cp or pp may change
 at a resume). A bucketed blend's chunks cannot be concatenated (each is one bucket's shape and batch
 size): it always takes turns.
 
@@ -110,12 +111,12 @@ class ResumableLoader:
         self.group = group
         self.group_size = 1 if group is None else torch.distributed.get_world_size(group)
         self.group_rank = 0 if group is None else torch.distributed.get_rank(group)
-        if spec.streams % self.group_size:
-            raise ValueError(f"streams ({spec.streams}) must be a multiple of the subset group size ({self.group_size})")
         self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
         # whole chunks: a step is one chunk, read by one rank in turn (a bucketed blend's batch is one
         # bucket and cannot be concatenated), not n parts gathered
         self.whole_chunks = share_mode(groups_batches(get_blender(spec.blender, **spec.blender_options)), share) == "turns"
+        if spec.streams % self.group_size and not self.whole_chunks:  # turns: a rank may own more streams, or none
+            raise ValueError(f"streams ({spec.streams}) must be a multiple of the subset group size ({self.group_size})")
         # the blend's dataset folders by name, in order: energon's state holds a position per dataset
         # (another count fails its restore, another order applies each position to another dataset)
         try:
@@ -145,7 +146,7 @@ class ResumableLoader:
     def __next__(self) -> Any:
         if self.whole_chunks:
             chunk = self.step
-            owner = chunk % self.group_size  # = the owner of stream chunk % streams: n divides streams
+            owner = chunk % self.spec.streams % self.group_size  # its stream's owner (chunk % n where n divides streams)
         else:
             chunk, owner = self.step * self.group_size + self.group_rank, self.group_rank
         batch: Any = None
@@ -202,7 +203,9 @@ class ResumableLoader:
             q = ctx.Queue(maxsize=self.prefetch * len(mine))
             w = ctx.Process(
                 target=_worker_main,
-                args=(self.spec, mine, {s: self.states.get(s) for s in mine}, first_chunk, self.group_size, q),
+                # in turns every chunk whose stream is the worker's (n need not divide streams)
+                args=(self.spec, mine, {s: self.states.get(s) for s in mine}, first_chunk,
+                      1 if self.whole_chunks else self.group_size, q),
                 name=f"vfm-data-worker-{p}",
                 daemon=True,
             )
@@ -446,8 +449,8 @@ def make_loader(
     or each step is read whole by one rank of the group in turn and broadcast (``share="turns"``: the
     sample sequence of one process, whatever n; always so for a bucketed blend, whose batches are one
     bucket each; ``"auto"`` = gather where possible). ``streams`` fixes the sample order
-    (default: :func:`default_streams`, the smallest multiple of n from 4, fewer for a dataset with
-    fewer samples per data-parallel rank; at most ``streams`` worker processes are used); keep
+    (default: :func:`default_streams`, the smallest multiple of n from 4 when gathering, 4 in turns
+    whatever n, fewer for a dataset with fewer samples per data-parallel rank; at most ``streams`` worker processes are used); keep
     it when resuming with another ``num_workers``.
     Other options are :class:`vfm_data.stream.LoaderSpec` fields (``max_seq_len``,
     ``packing_buffer`` (default: :func:`default_packing_buffer`), ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
@@ -460,8 +463,8 @@ def make_loader(
                          f"drop max_seq_len={options['max_seq_len']}, or pack with the weighted or scheduled blender")
     if batch_size % n and not whole:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the subset group size ({n})")
-    if streams is None:
-        streams = default_streams(path, n, split_part=options.get("split_part", "train"),
+    if streams is None:  # in turns one process's default, whatever n: a state continues under any group size
+        streams = default_streams(path, 1 if whole else n, split_part=options.get("split_part", "train"),
                                   dp_world=int(options.get("dp_world", 1)))
     spec = LoaderSpec(path=str(path) if not isinstance(path, dict) else path, patch_size=patch_size,
                       batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
