@@ -36,3 +36,14 @@ def test_shard_of_a_folder_that_does_not_exist_says_so_in_one_line(tmp_path):
     assert result.exit_code == 1, result.output
     assert result.output.strip() == (f"error: {tmp_path / 'nope'} does not exist; expected the output folder of "
                                      "`vfm curate` (clips/ + clips.parquet)"), result.output
+
+
+def test_a_tokenizer_option_of_the_wrong_type_is_one_line_not_a_traceback(tmp_path):
+    # patch = "2" in the TOML (a string): the tokenizer's own check fails with Python's TypeError;
+    # the text encoder's setup already said it in one line (stage 'shard_text' could not be set up)
+    config = tmp_path / "s.toml"
+    config.write_text('[shard]\ntokenizer = "pixel"\ntext_encoder = "hash"\n[shard.tokenizer_options]\npatch = "2"\n')
+    result = CliRunner().invoke(app, ["shard", str(tmp_path / "clips"), "-o", str(tmp_path / "shards"), "--config", str(config)])
+    assert result.exit_code == 1 and not isinstance(result.exception, TypeError), result.exception
+    assert _flat(result.output).startswith("error: tokenizer 'pixel' could not be built from tokenizer_options {'patch': '2'}: "
+                                           "TypeError: "), result.output

@@ -11,12 +11,19 @@ def _check_buckets(config: ShardConfig):
     """Check every bucket shape against the tokenizer (clear errors before any work); returns the
     tokenizer, which :func:`_tokens_per_sample` then uses for the summary."""
     import vfm_models
+    from vfm_plugins import PluginError
 
     from vfm_curator.stages.shard_tokenize import build_tokenizer
 
     check_buckets(config.resolutions, config.frames, config.frame_stride)
     vfm_models.get_text_encoder(config.text_encoder)  # an unknown name lists the available ones
-    tokenizer = build_tokenizer(config.tokenizer, config.tokenizer_options, config.seed)
+    try:
+        tokenizer = build_tokenizer(config.tokenizer, config.tokenizer_options, config.seed)
+    except TypeError as exc:  # an option of the wrong type ('2' for 2): one line, as the text encoder's setup says it
+        if isinstance(exc, PluginError):  # an unknown option: already one line naming the accepted ones
+            raise
+        raise ValueError(f"tokenizer {config.tokenizer!r} could not be built from tokenizer_options "
+                         f"{dict(config.tokenizer_options)!r}: TypeError: {exc}") from exc
     for h, w in config.resolutions:
         for t in [1, *config.frames]:
             _tokens_per_sample(tokenizer, Bucket(int(h), int(w), int(t)), config)
