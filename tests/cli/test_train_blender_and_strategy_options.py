@@ -74,3 +74,14 @@ def test_a_misspelt_strategy_option_or_one_for_an_unused_strategy_is_named(shard
         run({**base, "parallel": {"strategy_options": {"fsdp": {"reshard_after_forward": False}}}})
     with pytest.raises(ConfigError, match=r"strategy_options.ac.*parallel.activation_checkpointing"):
         from_dict({**base, "parallel": {"strategy_options": {"ac": {"mode": "full"}}}})
+
+
+def test_strategy_options_are_checked_with_the_layout_before_any_rank_starts(shards, tmp_path):  # noqa: F811
+    root, _ = shards  # what `vfm train` and `vfm train --validate` check before torchrun's ranks build anything
+    base = shard_config(tmp_path / "run", root / "blend.yaml", train={"steps": 1})
+    misspelt = {**base, "parallel": {"strategies": ["fsdp"], "strategy_options": {"fsdp": {"reshard_after_forwrd": False}}}}
+    with pytest.raises(ConfigError, match=r"strategy_options.fsdp.*has no option reshard_after_forwrd"):
+        recipe.validate(from_dict(misspelt, 2), 2)
+    unused = {**base, "parallel": {"strategy_options": {"compile": {"mode": "max-autotune"}}}}
+    with pytest.raises(ConfigError, match=r"strategy_options.compile.*does not use; it uses: fsdp"):
+        recipe.validate(from_dict(unused, 2), 2)

@@ -67,7 +67,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
 def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list | None = None) -> None:
     from vfm_parallel import LayoutError, ParallelDims
     from vfm_parallel.parallel_model import check_strategies
-    from vfm_parallel.trainer.distributed import default_strategies
+    from vfm_parallel.trainer.distributed import check_strategy_options, default_strategies
 
     with torch.device("meta"):
         plan = vfm_models.get_family(cfg.model.family).build(r.mcfg).parallel_plan()
@@ -89,6 +89,7 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
     except LayoutError as exc:
         chosen = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
         raise ConfigError("parallel.strategies", f"{exc}{chosen}") from None
+    check_strategy_options(cfg.parallel, strategies)  # not only once every rank has started
     if "cp-hybrid" in cfg.parallel.strategies and dims.cp > 1:
         _check_cp_groups(cfg, r, plan, dims.cp)
     if cfg.data.packing:

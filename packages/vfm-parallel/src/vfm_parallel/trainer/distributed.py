@@ -93,15 +93,30 @@ def default_strategies(cfg: ParallelConfig, sizes: dict[str, int]) -> list[str]:
     return names
 
 
+def check_strategy_options(cfg: ParallelConfig, strategies: list[str]) -> None:
+    """``parallel.strategy_options`` name strategies the run uses, and only options their ``apply``
+    takes: a :class:`ConfigError` naming the key, checked with no process group (``vfm train``
+    validates it before any rank starts; :func:`parallelize_model` again)."""
+    from vfm_parallel.parallel_model import _check_options
+    from vfm_parallel.strategy import get_strategy
+
+    unused = sorted(set(cfg.strategy_options) - set(strategies))
+    if unused:
+        raise ConfigError(f"parallel.strategy_options.{unused[0]}", f"options for a strategy this run does not use; "
+                          f"it uses: {', '.join(strategies) or '(none)'} (parallel.strategies, else vfm's defaults for the layout)")
+    for name, options in cfg.strategy_options.items():
+        try:
+            _check_options(get_strategy(name), options)
+        except StrategyOptionError as exc:
+            raise ConfigError(f"parallel.strategy_options.{exc.strategy}", str(exc)) from None
+
+
 def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[str, int], device: torch.device,
                       tokens: int | None = None) -> ParallelModel:
     """Apply the configured strategies with :func:`vfm_parallel.parallelize`; one process needs none
     (then the model is returned as it is, in the same :class:`ParallelModel` wrapper)."""
     strategies = list(cfg.strategies) or default_strategies(cfg, sizes)
-    unused = sorted(set(cfg.strategy_options) - set(strategies))
-    if unused:
-        raise ConfigError(f"parallel.strategy_options.{unused[0]}", f"options for a strategy this run does not use; "
-                          f"it uses: {', '.join(strategies) or '(none)'} (parallel.strategies, else vfm's defaults for the layout)")
+    check_strategy_options(cfg, strategies)
     if not dist.is_initialized() and not strategies:
         model = model.to(device)
         plan = model.parallel_plan() if hasattr(model, "parallel_plan") else None
@@ -116,11 +131,8 @@ def parallelize_model(model: torch.nn.Module, cfg: ParallelConfig, sizes: dict[s
 
         options["pp"] = {"schedule": cfg.pp_schedule, "microbatches": cfg.pp_microbatches or sizes["pp"],
                          "loss_fn": packed_weighted_mse}
-    try:
-        pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type,
-                         tokens=tokens, options=options)
-    except StrategyOptionError as exc:
-        raise ConfigError(f"parallel.strategy_options.{exc.strategy}", str(exc)) from None
+    pm = parallelize(model.to(device), ParallelDims(**sizes), strategies=strategies, device_type=device.type,
+                     tokens=tokens, options=options)
     _hook_packed_forward(pm.model)
     return pm
 
