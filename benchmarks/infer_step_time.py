@@ -1,4 +1,4 @@
-"""Seconds per denoising step on CPU for a tiny DiT: 1 process vs 2 processes (CP=2, CFG-parallel).
+"""Seconds per denoising step on CPU for a tiny DiT: 1 process vs 2 processes (CP=2 ring or all-to-all, CFG-parallel).
 
     python benchmarks/infer_step_time.py [--steps 6] [--tokens-t 8]
 
@@ -55,7 +55,7 @@ def run(pipe, prepared, steps):
     return (time.perf_counter() - start) / steps, latent
 
 
-def worker(rank, world, port, out, steps, frames, cfg_parallel):
+def worker(rank, world, port, out, steps, frames, cfg_parallel, strategy):
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     import torch.distributed as dist
@@ -65,7 +65,7 @@ def worker(rank, world, port, out, steps, frames, cfg_parallel):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     pipe = build(frames)
     prepared, _ = measure(pipe, steps)
-    setup_inference(pipe, prepared, cfg_parallel=cfg_parallel)
+    setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=strategy)
     seconds, latent = run(pipe, prepared, steps)
     if rank == 0:
         torch.save({"seconds": seconds, "latent": latent}, out)
@@ -73,13 +73,13 @@ def worker(rank, world, port, out, steps, frames, cfg_parallel):
     dist.destroy_process_group()
 
 
-def parallel(world, steps, frames, cfg_parallel):
+def parallel(world, steps, frames, cfg_parallel, strategy="cp-ring"):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.pt")
-        mp.spawn(worker, args=(world, port, out, steps, frames, cfg_parallel), nprocs=world, join=True)
+        mp.spawn(worker, args=(world, port, out, steps, frames, cfg_parallel, strategy), nprocs=world, join=True)
         r = torch.load(out, weights_only=True)
     return r["seconds"], r["latent"]
 
@@ -94,8 +94,10 @@ def main() -> None:
     prepared, _ = measure(pipe, args.steps)
     base, ref = run(pipe, prepared, args.steps)
     rows = [("1 process", base, 0.0)]
-    for label, cfg in (("2 processes, CP=2 (cp-ring)", False), ("2 processes, CFG-parallel", True)):
-        seconds, latent = parallel(2, args.steps, args.frames, cfg)
+    for label, cfg, strategy in (("2 processes, CP=2 (cp-ring)", False, "cp-ring"),
+                                 ("2 processes, CP=2 (cp-ulysses)", False, "cp-ulysses"),
+                                 ("2 processes, CFG-parallel", True, "cp-ring")):
+        seconds, latent = parallel(2, args.steps, args.frames, cfg, strategy)
         rows.append((label, seconds, float((latent - ref).abs().max())))
     tokens = args.frames * 8 * 8
     print(f"tiny DiT (hidden 128, depth 4, 4 heads), {tokens} tokens, edm-heun {args.steps} steps, guidance 4, "
