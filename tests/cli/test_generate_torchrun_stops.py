@@ -71,7 +71,10 @@ def test_a_rank_killed_mid_run_ends_the_other_with_one_line_and_only_whole_video
     output = log.read_text()
     lines = _rank_lines(output)
     assert len(lines) == 1, output[-3000:]
-    assert lines[0].startswith("error: rank 0 lost contact with another rank of this job"), lines
+    # rank 0 meets the dead peer in its next collective; were it between collectives (writing a video)
+    # when torchrun's SIGTERM comes, it stops on that instead: one line either way
+    assert lines[0].startswith(("error: rank 0 lost contact with another rank of this job",
+                                "interrupted by SIGTERM during video ")), lines
     videos = sorted(out.glob("*.mp4"))
     assert f"the {len(videos)} finished videos in {out} (0000.mp4 ... {videos[-1].name}) are whole" in lines[0]
     assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".vfm-lock"] == []  # no partial file
