@@ -49,6 +49,11 @@ def test_an_unknown_blender_or_blender_option_is_a_config_error_naming_what_is_a
     cfg = shard_config(tmp_path / "run", root / "blend.yaml", data={**PACKED, "blender": "bucketed"})
     with pytest.raises(ConfigError, match=r"data.blender.*'bucketed' stacks .* does not pack: with data.packing = true"):
         recipe.validate(from_dict(cfg))  # not vfm-data's ValueError when the run builds its loader
+    for data, said in (({**PACKED, "blender": "scheduled", "blender_options": {"schedule": "abc"}}, "'scheduled' refuses"),
+                       ({"blender_options": {"durations": ["x"]}}, "'bucketed' refuses")):
+        cfg = shard_config(tmp_path / "run", root / "blend.yaml", data=data)
+        with pytest.raises(ConfigError, match=f"data.blender_options.*{said}"):  # values too, not a traceback in the run
+            recipe.validate(from_dict(cfg))
 
 
 def test_strategy_options_reach_the_strategy(shards, tmp_path):  # noqa: F811

@@ -44,7 +44,8 @@ def unknown_options(factory, options: dict) -> tuple[list, list]:
 
 
 def check_blender(cfg: TrainConfig) -> None:
-    """``data.blender`` is a registered vfm-data blender and ``data.blender_options`` are options it takes."""
+    """``data.blender`` is a registered vfm-data blender and ``data.blender_options`` are options it takes,
+    with values it accepts (it is built once here, as the run builds it)."""
     d = cfg.data
     if d.source != "shards" or not (d.blender or d.blender_options):
         return
@@ -63,6 +64,11 @@ def check_blender(cfg: TrainConfig) -> None:
         raise ConfigError("data.blender", f"blender {name!r} stacks the samples of one bucket per batch and does not "
                                           "pack: with data.packing = true use weighted, scheduled or another packing "
                                           "blender, or set data.packing = false")
+    options = {"batch_size": d.micro_batch, **d.blender_options} if name == "bucketed" else dict(d.blender_options)
+    try:  # built as the run builds it: a bad value (a schedule that is no list of pairs) named here
+        host.build("blenders", name, options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("data.blender_options", f"blender {name!r} refuses {dict(d.blender_options)}: {exc}") from None
 
 
 def check_formulation_options(cfg: TrainConfig) -> None:
