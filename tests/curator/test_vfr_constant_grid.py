@@ -9,10 +9,12 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 import vfm_curator
 from vfm_curator.io.video import iter_frames
 from vfm_curator.stages.transcode import frame_copies
+from vfm_curator.tasks import Clip
 
 FAST, SLOW = 24, 12  # frames at 24 fps (1 s), then at 12 fps (1 s)
 LEVEL0, STEP = 30, 5  # frame k is a flat grey of LEVEL0 + STEP * k
@@ -57,12 +59,13 @@ def test_a_variable_rate_source_plays_at_real_speed_after_curation(tmp_path):
 
 
 def test_a_constant_rate_clip_is_written_frame_for_frame():
-    times = np.arange(10) / 24
-    assert [frame_copies(times, i, 0, 24.0) for i in range(10)] == [1] * 10
-    jitter = np.cumsum([0, 1.4, 0.6, 1.4, 0.6, 1.4, 0.6]) / 24  # alternating durations: still one each
-    assert [frame_copies(jitter, i, 0, 24.0) for i in range(7)] == [1] * 7
-    halved = np.arange(5) / 12  # a 12 fps stretch on a 24 fps grid: each frame twice
-    assert [frame_copies(halved, i, 0, 24.0) for i in range(5)] == [2, 2, 2, 2, 1]
+    def copies(times, fps=24.0):
+        clip = Clip(start=0, end=len(times), start_s=float(times[0]), end_s=float(times[-1]) + 1 / fps, id="c")
+        return [frame_copies(times, i, clip, fps) for i in range(len(times))]
+
+    assert copies(np.arange(10) / 24) == [1] * 10
+    assert copies(np.cumsum([0, 1.4, 0.6, 1.4, 0.6, 1.4, 0.6]) / 24) == [1] * 7  # alternating durations: one each
+    assert copies(np.arange(5) / 12) == [2, 2, 2, 2, 1]  # a 12 fps stretch on a 24 fps grid: each frame twice
 
 
 def test_a_variable_rate_clip_cut_by_a_size_change_keeps_both_parts(tmp_path):
@@ -83,3 +86,18 @@ def test_a_variable_rate_clip_cut_by_a_size_change_keeps_both_parts(tmp_path):
         frames = list(iter_frames(str(tmp_path / "out" / row["path"])))
         assert len(frames) == row["num_frames"]
         assert row["num_frames"] == round((row["end_s"] - row["start_s"]) * float(row["fps"]))
+
+
+def test_a_recording_paused_for_a_minute_gives_two_clips_at_its_own_rate(tmp_path):
+    # 24 frames, a 60 s pause, 24 more: the pause is a cut, and the rate stays 24 fps (the mean step
+    # over the pause said 0.77 fps, and the clip ran 0.5 s -> 61 s as a frozen frame on that grid)
+    from tests.curator import messy_inputs as messy
+
+    messy.write(tmp_path / "in" / "paused.mp4", 48, fps=24, pts=list(range(24)) + [1464 + k for k in range(24)])
+    config = {"run": {"runner": "serial"}, "options": {"split": {"method": "stride", "stride_s": 5.0, "min_clip_s": 0.5}}}
+    vfm_curator.curate(tmp_path / "in", tmp_path / "out", config)
+    rows = sorted(pq.read_table(tmp_path / "out" / "clips.parquet").to_pylist(), key=lambda r: r["start_frame"])
+    assert [(r["start_frame"], r["end_frame"]) for r in rows] == [(0, 24), (24, 48)]
+    for row in rows:
+        assert float(row["fps"]) == pytest.approx(24.0) and row["num_frames"] == 24
+        assert row["end_s"] - row["start_s"] == pytest.approx(1.0)

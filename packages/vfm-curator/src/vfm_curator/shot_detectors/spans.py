@@ -31,6 +31,39 @@ def shots_from_transitions(transition: np.ndarray) -> list[tuple[int, int]]:
     return spans or ([(0, n)] if n else [])
 
 
+#: A step between frame times this many times the typical (median) step is a pause in the recording
+#: (paused and resumed, a dropped stretch, files joined): the frames either side are not one shot.
+PAUSE_STEPS = 10.0
+
+
+def pause_seconds(times) -> float | None:
+    """The step between frame times beyond which the recording paused (see :data:`PAUSE_STEPS`);
+    None when there are too few steps to tell."""
+    steps = np.diff(np.asarray(times, np.float64))
+    forward = steps[steps > 0]
+    return PAUSE_STEPS * float(np.median(forward)) if len(forward) >= 2 else None
+
+
+def pauses(times) -> np.ndarray:
+    """Boolean per step ``times[i] -> times[i + 1]``: a pause (see :func:`pause_seconds`)."""
+    steps = np.diff(np.asarray(times, np.float64))
+    limit = pause_seconds(times)
+    return steps > limit if limit is not None else np.zeros(len(steps), bool)
+
+
+def split_at_pauses(spans: list[tuple[int, int]], times) -> list[tuple[int, int]]:
+    """``spans`` cut where the recording pauses: a clip never runs across a gap in time (on the
+    constant grid of a variable-rate clip it would be a frozen frame for the whole gap)."""
+    cuts = (np.flatnonzero(pauses(times)) + 1).tolist()
+    if not cuts:
+        return spans
+    out = []
+    for a, b in spans:
+        bounds = [a, *[c for c in cuts if a < c < b], b]
+        out += list(zip(bounds[:-1], bounds[1:]))
+    return out
+
+
 def fixed_stride(num_frames: int, stride: int) -> list[tuple[int, int]]:
     """Spans of ``stride`` frames (the last one may be shorter)."""
     stride = max(1, stride)

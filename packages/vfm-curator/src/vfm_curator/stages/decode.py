@@ -12,6 +12,7 @@ from vfm_plugins import Notice
 from vfm_curator.io.video import MAX_PIXELS, probe, small_size
 from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
 from vfm_curator.shot_detectors.content import FrameScorer
+from vfm_curator.shot_detectors.spans import pause_seconds, pauses
 from vfm_curator.tasks import VideoTask
 
 log = logging.getLogger(__name__)
@@ -163,6 +164,7 @@ class DecodeStage(Stage):
             "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
             "decoder": decoder.name,
             "start_time": float(raw[0]),  # the first frame's time in the source's clock (times count from it)
+            "pause_s": pause_seconds(times),  # a longer step between frames is a pause: no clip spans it
         }
         if repaired:
             task.meta["times_repaired"] = repaired
@@ -180,12 +182,13 @@ IMAGE_CODECS = frozenset({"mjpeg", "jpeg2000", "jpegls", "jpegxl", "png", "apng"
 
 def frame_rate(declared: float, raw: np.ndarray) -> float:
     """The frame rate clips are encoded at: the container's (``declared``), unless it is missing or
-    more than 1.5x off the rate the frames' times give (one over their mean forward step: a header
-    that says 60000 or 1000 frames a second, a time base taken for a rate), then the measured one.
-    Within 1.5x the container's stands (a variable frame rate's average)."""
+    more than 1.5x off the rate the frames' times give (one over their mean forward step, pauses left
+    out: a header that says 60000 or 1000 frames a second, a time base taken for a rate), then the
+    measured one. Within 1.5x the container's stands (a variable frame rate's average)."""
     declared = float(declared) if declared and np.isfinite(declared) else 0.0
-    steps = np.diff(np.asarray(raw, np.float64))
-    steps = steps[steps > 0]  # a clock that restarts or repeats says nothing about the rate
+    raw = np.asarray(raw, np.float64)
+    steps = np.diff(raw)[~pauses(raw)]  # a pause in the recording says nothing about the rate
+    steps = steps[steps > 0]  # a clock that restarts or repeats says nothing about it either
     measured = len(steps) / float(np.sum(steps)) if len(steps) else 0.0
     if declared <= 0:
         return measured

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfm_curator.shot_detectors.spans import fixed_stride, limit_lengths
+from vfm_curator.shot_detectors.spans import fixed_stride, limit_lengths, split_at_pauses
 from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.tasks import Clip, VideoTask, clip_id
 
@@ -103,6 +103,7 @@ class SplitStage(Stage):
         else:
             spans = [(int(a), min(int(b), n)) for a, b in self.detector.spans(self._scores(task, n), fps=fps) if a < n]
             task.meta["cuts"] = [a for a, _ in spans[1:]]
+        spans = split_at_pauses(spans, task.times)
         min_len = max(1, round(float(self.opt["min_clip_s"]) * fps))
         max_len = max(min_len, round(float(self.opt["max_clip_s"]) * fps))
         if n < min_len:
@@ -126,10 +127,17 @@ class SplitStage(Stage):
         return np.pad(scores, (0, n - len(scores)))
 
 
+def pause_before(task: VideoTask, i: int) -> bool:
+    """Whether the recording paused between frames ``i - 1`` and ``i`` (decode's ``meta["pause_s"]``)."""
+    limit = task.meta.get("pause_s")
+    return limit is not None and 0 < i < len(task.times) and float(task.times[i] - task.times[i - 1]) > limit
+
+
 def make_clip(task: VideoTask, start: int, end: int) -> Clip:
-    """A clip of frames ``[start, end)`` with its times and deterministic id."""
+    """A clip of frames ``[start, end)`` with its times and deterministic id. It ends where the next
+    frame starts, or one frame after its last one at the end of the video or before a pause."""
     times = task.times
     frame_s = 1.0 / float(task.meta["fps"]) if task.meta.get("fps") else 0.0
-    end_s = float(times[end]) if end < len(times) else float(times[-1]) + frame_s
+    end_s = float(times[end]) if end < len(times) and not pause_before(task, end) else float(times[end - 1]) + frame_s
     return Clip(start=start, end=end, start_s=float(times[start]), end_s=end_s, id=clip_id(task.source, start, end))
 

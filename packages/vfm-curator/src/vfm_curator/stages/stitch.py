@@ -6,8 +6,8 @@ import numpy as np
 
 from vfm_curator.io.video import frames_at
 from vfm_curator.stages.base import Resources, Stage
-from vfm_curator.stages.split import make_clip
-from vfm_curator.tasks import VideoTask
+from vfm_curator.stages.split import make_clip, pause_before
+from vfm_curator.tasks import Clip, VideoTask
 
 
 class StitchStage(Stage):
@@ -64,7 +64,7 @@ class StitchStage(Stage):
         merged = [task.clips[0]]
         for clip in task.clips[1:]:
             prev = merged[-1]
-            if prev.end == clip.start and clip.end - prev.start <= max_len:
+            if _mergeable(task, prev, clip, max_len):
                 if prev.end - 1 not in frames or clip.start not in frames:
                     merged.append(clip)  # the file ended before this boundary: nothing to compare
                     continue
@@ -115,7 +115,13 @@ class StitchStage(Stage):
         wanted: set[int] = set()
         for prev, clip in zip(clips[:-1], clips[1:]):
             # a merged clip only starts earlier than ``prev``, so this length test is necessary
-            if prev.end == clip.start and clip.end - prev.start <= max_len:
+            if _mergeable(task, prev, clip, max_len):
                 wanted |= {prev.end - 1, clip.start}
         width, height = task.small_size or (None, None)
         return frames_at(task.source, sorted(wanted), width=width, height=height)
+
+
+def _mergeable(task: VideoTask, prev: Clip, clip: Clip, max_len: int) -> bool:
+    """``prev`` and ``clip`` touch, with no pause in the recording between them, and together stay
+    within ``max_len`` frames."""
+    return prev.end == clip.start and not pause_before(task, clip.start) and clip.end - prev.start <= max_len

@@ -102,7 +102,7 @@ class TranscodeStage(Stage):
                 writer = H264Writer(fps, codec=self.codec, crf=int(self.opt["crf"]), preset=str(self.opt["preset"]),
                                     path=None if path is None else str(path), threads=self.threads)
                 sample_at = {clip.start, (clip.start + clip.end - 1) // 2, clip.end - 1}
-            for _ in range(1 if times is None else frame_copies(times, i, clip.start, fps)):
+            for _ in range(1 if times is None else frame_copies(times, i, clip, fps)):
                 if not (rgb.square and writer.write_decoded(decoded)):  # non-square pixels: scaled to square
                     writer.write(rgb(), source=decoded)
             if i in sample_at:
@@ -152,27 +152,24 @@ class TranscodeStage(Stage):
         return k + 1
 
 
-def frame_copies(times, i: int, start: int, fps: float) -> int:
+def frame_copies(times, i: int, clip: Clip, fps: float) -> int:
     """How many frames of the clip's constant grid at ``fps`` source frame ``i`` fills (0: it is
     dropped, 2+: it stays on screen that long): output frame ``j`` shows the source frame on screen at
-    ``times[start] + j / fps``. A frame is on screen until the next source frame, so a clip's last
-    frame fills the grid up to the next clip's start (its ``end_s``) and a clip cut short later (a
-    frame-size change inside it) has the frames it counts; the source's last frame fills one."""
-    if i + 1 >= len(times):
-        return 1
-    t0 = times[start]
-    return int(round((times[i + 1] - t0) * fps)) - int(round((times[i] - t0) * fps))
+    ``clip.start_s + j / fps``. A frame is on screen until the next source frame, the clip's last one
+    until the clip's ``end_s`` (the next clip's start, or one frame at the video's end or before a
+    pause), so a clip cut short later (a frame-size change inside it) has the frames it counts."""
+    t0 = times[clip.start]
+    until = times[i + 1] if i + 1 < clip.end else clip.end_s
+    return int(round((until - t0) * fps)) - int(round((times[i] - t0) * fps))
 
 
 def output_frames(task: VideoTask, clip: Clip) -> int:
     """The frames a complete clip has: its source frames, or (variable frame rate) the constant grid's
-    over the same seconds, ``start_s`` to ``end_s`` (:func:`frame_copies` summed over the clip)."""
-    fps, times = float(task.meta["fps"]), task.times
-    if not task.meta.get("vfr") or times is None or fps <= 0:
+    over its seconds, ``start_s`` to ``end_s`` (:func:`frame_copies` summed over the clip)."""
+    fps = float(task.meta["fps"])
+    if not task.meta.get("vfr") or task.times is None or fps <= 0:
         return clip.length
-    if clip.end < len(times):
-        return max(1, int(round((times[clip.end] - times[clip.start]) * fps)))
-    return int(round((times[clip.end - 1] - times[clip.start]) * fps)) + 1
+    return int(round((clip.end_s - clip.start_s) * fps))
 
 
 def encoder_threads(option: int | None) -> int:
