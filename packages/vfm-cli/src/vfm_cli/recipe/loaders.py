@@ -56,6 +56,17 @@ class ShardBatches:
         return self.loader.metrics()
 
 
+def blender_of(d: Any) -> tuple[str, dict[str, Any]]:
+    """The blender of the config's ``data`` section and its options: ``data.blender`` (default:
+    weighted with packing, else bucketed), ``data.blender_options`` (bucketed: ``data.micro_batch``
+    samples per batch unless given; the durations are the shards', added by :func:`shard_loader`)."""
+    name = d.blender or ("weighted" if d.packing else "bucketed")
+    options = dict(d.blender_options)
+    if name == "bucketed":
+        options = {"batch_size": d.micro_batch, **options}
+    return name, options
+
+
 def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches:
     """vfm-data's loader over the blend (or the shard folders, weighted equally) for this DP rank:
     packed when ``data.packing``, else bucketed by duration; ``data.blender`` (with
@@ -75,11 +86,9 @@ def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches
                   # the DP rank's pp x cp x tp peers read its steps in turn: 1/n of the bytes each, and
                   # the sample sequence of one process whatever n (tp, cp, pp may change at a resume)
                   group=data_share_group(ctx.coords) if d.subset_loading else None, share="turns")
-    blender = d.blender or ("weighted" if d.packing else "bucketed")
-    options = dict(d.blender_options)
-    if blender == "bucketed":  # one bucket per batch: data.micro_batch of the buckets' durations, unless given
-        options = {"batch_size": d.micro_batch,
-                   "durations": list(d.durations) or sorted({shape[1] for shape in r.shards.shapes}), **options}
+    blender, options = blender_of(d)
+    if blender == "bucketed":  # one bucket per batch of the buckets' durations, unless given
+        options.setdefault("durations", list(d.durations) or sorted({shape[1] for shape in r.shards.shapes}))
     packing = {"max_seq_len": d.max_seq_len} if d.packing else {}
     loader = make_loader(path, blender=blender, blender_options=options, **packing, **common)
     return ShardBatches(loader, r.mcfg)

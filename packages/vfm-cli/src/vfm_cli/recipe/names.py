@@ -52,7 +52,9 @@ def check_blender(cfg: TrainConfig) -> None:
     from vfm_data.blenders import groups_batches
     from vfm_data.plugins import host
 
-    name = d.blender or ("weighted" if d.packing else "bucketed")
+    from vfm_cli.recipe.loaders import blender_of
+
+    name, options = blender_of(d)
     if name not in host.names("blenders"):
         raise ConfigError("data.blender", f"unknown blender {name!r}; available: {', '.join(host.names('blenders'))}")
     target = host.get("blenders", name)
@@ -64,7 +66,6 @@ def check_blender(cfg: TrainConfig) -> None:
         raise ConfigError("data.blender", f"blender {name!r} stacks the samples of one bucket per batch and does not "
                                           "pack: with data.packing = true use weighted, scheduled or another packing "
                                           "blender, or set data.packing = false")
-    options = {"batch_size": d.micro_batch, **d.blender_options} if name == "bucketed" else dict(d.blender_options)
     try:  # built as the run builds it: a bad value (a schedule that is no list of pairs) named here
         host.build("blenders", name, options)
     except (TypeError, ValueError) as exc:
