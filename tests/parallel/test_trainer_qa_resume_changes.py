@@ -26,6 +26,15 @@ def test_a_resume_names_the_settings_changed_since_its_checkpoint(tmp_path, caps
                      "checkpoint.keep 2 -> 3"]  # logging is not named: it changes nothing of the run
 
 
+def test_how_the_data_is_read_is_not_named_as_a_change(tmp_path, capsys):
+    # data.workers and data.subset_loading change who reads the samples, never which or in what order
+    run_config(tiny_config(tmp_path, train={"steps": 2}))
+    capsys.readouterr()
+    resumed = run_config(tiny_config(tmp_path, train={"steps": 2, "stop_at": 0}, data={"workers": 1, "subset_loading": False}))
+    assert resumed.start_step == 2
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("changed since")]
+
+
 def test_a_changed_model_width_is_refused_naming_the_option_and_the_model(tmp_path):
     run_config(tiny_config(tmp_path, train={"steps": 2}, model=_model(16)))
     with pytest.raises(IncompatibleCheckpointError) as info:

@@ -141,7 +141,7 @@ def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: d
 #: Settings a resume does not name when they change: where the run lives and logs, and how it
 #: started (the layout has its own line).
 _NOT_NAMED = ("train.out_dir", "train.stop_at", "checkpoint.resume", "checkpoint.allow_changes", "logging.", "parallel.",
-              "model.init_from", "data.trust_dataset_code", "data.workers")
+              "model.init_from", "data.trust_dataset_code", "data.workers", "data.subset_loading")
 
 
 def _shown(value: Any) -> str:
