@@ -49,7 +49,7 @@ def decode_tiled(tokenizer, latent: torch.Tensor, tile: int | None = None, overl
                 weight = pixels.new_zeros((h * f, w * f))
             wy = _ramp(th * f, overlap * f, y == 0, y + th == h)
             wx = _ramp(tw * f, overlap * f, x == 0, x + tw == w)
-            mask = wy[:, None] * wx[None, :]
+            mask = (wy[:, None] * wx[None, :]).to(pixels.device)  # the tiles' device (CUDA)
             out[..., y * f : (y + th) * f, x * f : (x + tw) * f] += pixels * mask
             weight[y * f : (y + th) * f, x * f : (x + tw) * f] += mask
     return out / weight

@@ -59,7 +59,7 @@ def all_to_all(send: list[torch.Tensor], recv_shapes: list[tuple[int, ...]], gro
 
 
 def _all_to_all_raw(send, recv_shapes, dtype, group, layer):
-    recv = [torch.empty(shape, dtype=dtype) for shape in recv_shapes]
+    recv = [torch.empty(shape, dtype=dtype, device=send[0].device) for shape in recv_shapes]
     send = [s.contiguous() for s in send]
     comm_stats.record("all_to_all", layer, sum(comm_stats.tensor_bytes(s) for s in send))
     if len({tuple(s.shape) for s in send} | {tuple(r.shape) for r in recv}) == 1:
@@ -91,11 +91,13 @@ class _AllToAll(torch.autograd.Function):
         ctx.group, ctx.layer = group, layer
         ctx.send_shapes = [tuple(s.shape) for s in send]
         ctx.recv_shapes = recv_shapes
+        ctx.dtype, ctx.device = send[0].dtype, send[0].device
         return tuple(_all_to_all_raw(send, recv_shapes, send[0].dtype, group, layer))
 
     @staticmethod
     def backward(ctx, *grad_recv):
-        grads = [g if g is not None else torch.zeros(s) for g, s in zip(grad_recv, ctx.recv_shapes)]
+        grads = [g if g is not None else torch.zeros(s, dtype=ctx.dtype, device=ctx.device)
+                 for g, s in zip(grad_recv, ctx.recv_shapes)]
         grad_send = _all_to_all_raw(grads, ctx.send_shapes, grads[0].dtype, ctx.group, ctx.layer)
         return (None, None, None, *grad_send)
 
@@ -110,7 +112,7 @@ def all_gather_seq(x: torch.Tensor, dim: int, group, layer: str) -> torch.Tensor
 def _gather_dim0(x: torch.Tensor, group, layer: str) -> torch.Tensor:
     _, size = group_rank_size(group)
     x = x.contiguous()
-    out = torch.empty((size * x.shape[0], *x.shape[1:]), dtype=x.dtype)
+    out = torch.empty((size * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=x.device)
     comm_stats.record("all_gather", layer, comm_stats.tensor_bytes(x))
     _all_gather(out, x, group=group)
     return out
@@ -127,7 +129,7 @@ class _GatherSeq(torch.autograd.Function):
     def backward(ctx, grad):
         _, size = group_rank_size(ctx.group)
         g = grad.movedim(ctx.dim, 0).contiguous()
-        out = torch.empty((g.shape[0] // size, *g.shape[1:]), dtype=g.dtype)
+        out = torch.empty((g.shape[0] // size, *g.shape[1:]), dtype=g.dtype, device=g.device)
         comm_stats.record("reduce_scatter", ctx.layer, comm_stats.tensor_bytes(g))
         _reduce_scatter(out, g, group=ctx.group)
         return out.movedim(0, ctx.dim), None, None, None

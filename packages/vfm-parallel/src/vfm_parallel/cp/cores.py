@@ -71,11 +71,12 @@ class ContextParallelCore(nn.Module):
 
             return ulysses_attention(q, k, v, self.group, attend, layer=self.layer)
 
-        q_pos = torch.arange(rank * s_local, (rank + 1) * s_local)
-        groups = group_ids(self.kind, grid) if self.kind != "full" else None
+        # positions and groups on q's device: the masks they make meet the scores there (CUDA)
+        q_pos = torch.arange(rank * s_local, (rank + 1) * s_local, device=q.device)
+        groups = group_ids(self.kind, grid).to(q.device) if self.kind != "full" else None
 
         def mask_for(source: int):
-            k_pos = torch.arange(source * s_local, (source + 1) * s_local)
+            k_pos = torch.arange(source * s_local, (source + 1) * s_local, device=q.device)
             keys = None if full_mask is None else full_mask[:, source * s_local:(source + 1) * s_local]
             return block_mask(q_pos, k_pos, groups=groups, cu_seqlens=cu_seqlens, key_padding=keys)
 

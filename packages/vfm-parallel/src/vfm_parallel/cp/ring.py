@@ -31,8 +31,9 @@ def ring_attention(q, k, v, group, *, mask_for: MaskFn, scale: float | None = No
 
 
 def _skip(mask) -> bool:
-    """A block nobody may attend costs neither compute nor a merge."""
-    return mask is not None and not bool(mask.any())
+    """A block nobody may attend costs neither compute nor a merge. A mask without values (the meta
+    device: shapes only) is computed as it is, which gives the same result."""
+    return mask is not None and mask.device.type != "meta" and not bool(mask.any())
 
 
 def _scores(q, k, mask, scale):
@@ -69,7 +70,7 @@ class _RingAttention(torch.autograd.Function):
         hq = q.shape[1]
         qf = q.float()
         out = torch.zeros_like(qf)
-        lse = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32)
+        lse = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device)
         k_cur, v_cur = k, v
         for step in range(size):
             pending = ring_exchange_start([k_cur, v_cur], group, layer) if step < size - 1 else None
@@ -94,8 +95,8 @@ class _RingAttention(torch.autograd.Function):
         lse_safe = _finite_or_zero(lse)[..., None]
         dq = torch.zeros_like(qf)
         k_cur, v_cur = k, v
-        dk_cur = torch.zeros(k.shape, dtype=torch.float32)
-        dv_cur = torch.zeros(v.shape, dtype=torch.float32)
+        dk_cur = torch.zeros(k.shape, dtype=torch.float32, device=k.device)
+        dv_cur = torch.zeros(v.shape, dtype=torch.float32, device=v.device)
         for step in range(size):
             pending_kv = ring_exchange_start([k_cur, v_cur], group, layer) if step < size - 1 else None
             mask = ctx.mask_for((rank - step) % size)
