@@ -1,4 +1,5 @@
-"""How a command stops on bad input: one plain ``error: ...`` line on stderr and exit status 1.
+"""How a command stops on bad input: one plain ``error: ...`` line on stderr and exit status 1 (once per
+node under torchrun: :func:`fail_once`; a lost peer rank recognised by :func:`peer_lost`).
 
 Plain text on purpose: a reason may quote a file name or a config key in brackets (``[shard]``),
 which a rich markup string would swallow as a style tag; control characters in it (a file name's ESC) are
@@ -18,3 +19,31 @@ def fail(message: object) -> NoReturn:
     """Print ``error: <message>`` on stderr and exit 1 (inside ``except``, the cause stays chained)."""
     typer.echo(f"error: {printable(message)}", err=True)  # a reason may quote a file name: no terminal controls
     raise typer.Exit(1)
+
+
+def fail_once(exc: Exception) -> None:
+    """``error: ...`` and exit 1, printed once per node rather than by every rank: under torchrun
+    every rank of a node fails alike on a bad config, so local rank 0 prints the line and the
+    others exit silently once torchrun stops them for rank 0's exit. A rank whose local rank 0 did
+    not fail prints it itself after a moment (no error is lost)."""
+    import os
+    import time
+
+    if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1 and int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        time.sleep(_QUIET_WAIT_S)  # torchrun ends this rank here when local rank 0 has failed too
+    fail(exc)
+
+
+_QUIET_WAIT_S = 5.0
+
+#: What gloo (and NCCL) say when the rank at the other end of a collective has gone.
+_PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted")
+
+
+def peer_lost(exc: BaseException) -> str | None:
+    """The backend's message, shortened, if ``exc`` says a peer rank is gone; else None."""
+    text = str(exc)
+    if not any(marker in text for marker in _PEER_LOST):
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first.split("] ", 1)[-1].split(". This is typically")[0]  # gloo's '[.../pair.cc:537] Read error ...'

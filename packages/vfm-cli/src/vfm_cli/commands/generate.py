@@ -10,7 +10,7 @@ from typing import List, NoReturn, Optional
 import typer
 
 # one error line per node under torchrun, and a lost peer said in one line: as vfm train does
-from vfm_cli.commands.train import _fail_once as _fail, _peer_lost
+from vfm_cli.failing import fail_once as _fail, peer_lost
 from vfm_cli.failing import fail
 from vfm_plugins.text import printable
 
@@ -209,7 +209,7 @@ def generate(
             progress.stop()
             _stopped(rank, stopped.name, i, len(prompt_list), out, written)
         except RuntimeError as exc:  # a collective whose peer is gone: one line, not gloo's traceback
-            lost = _peer_lost(exc)
+            lost = peer_lost(exc)
             if lost is None:
                 raise
             progress.stop()

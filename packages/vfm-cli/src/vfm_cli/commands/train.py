@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from vfm_cli.failing import fail
+from vfm_cli.failing import fail, fail_once, peer_lost
 
 
 class _RichProgress:
@@ -64,7 +64,7 @@ def train(
         hardware: list | None = [] if validate_only else None
         resolved = recipe.validate(cfg, world, require_data=not validate_only, hardware=hardware)  # the run is built from it: resolved once
     except config_mod.ConfigError as exc:
-        _fail_once(exc)
+        fail_once(exc)
     _warn_idle_strategies(cfg, world)
     if validate_only:
         for exc in hardware:
@@ -97,7 +97,7 @@ def train(
         # folder the run cannot write as it should (a link where it appends), or
         # unusable shards; the progress bar's last line ends before the error
         _close(sinks)
-        _fail_once(exc)
+        fail_once(exc)
     except KeyboardInterrupt:  # a second Ctrl-C (stop at once), or one before training set up its handler
         _close(sinks)
         if rank0:
@@ -113,7 +113,7 @@ def train(
         shutdown_distributed()
         raise typer.Exit(exc.exit_code) from None
     except RuntimeError as exc:  # a collective whose peer is gone: one line, not the backend's traceback
-        lost = _peer_lost(exc)
+        lost = peer_lost(exc)
         if lost is None:
             raise
         _close(sinks)
@@ -168,34 +168,6 @@ def _warn_idle_strategies(cfg, world: int) -> None:
     notes = {"dp_shard": f"(-1 with world size {world})"} if cfg.parallel.dp_shard == -1 else {}
     for line in idle_strategies(ParallelDims(**cfg.parallel.resolved(world)), list(cfg.parallel.strategies), notes):
         typer.echo(f"warning: {line}", err=True)
-
-
-def _fail_once(exc: Exception) -> None:
-    """``error: ...`` and exit 1, printed once per node rather than by every rank: under torchrun
-    every rank of a node fails alike on a bad config, so local rank 0 prints the line and the
-    others exit silently once torchrun stops them for rank 0's exit. A rank whose local rank 0 did
-    not fail prints it itself after a moment (no error is lost)."""
-    import os
-    import time
-
-    if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1 and int(os.environ.get("LOCAL_RANK", "0")) != 0:
-        time.sleep(_QUIET_WAIT_S)  # torchrun ends this rank here when local rank 0 has failed too
-    fail(exc)
-
-
-_QUIET_WAIT_S = 5.0
-
-#: What gloo (and NCCL) say when the rank at the other end of a collective has gone.
-_PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted")
-
-
-def _peer_lost(exc: BaseException) -> str | None:
-    """The backend's message, shortened, if ``exc`` says a peer rank is gone; else None."""
-    text = str(exc)
-    if not any(marker in text for marker in _PEER_LOST):
-        return None
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first.split("] ", 1)[-1].split(". This is typically")[0]  # gloo's '[.../pair.cc:537] Read error ...'
 
 
 def _shard_paths(cfg, *, require: bool) -> None:
