@@ -65,3 +65,15 @@ def test_the_error_names_the_commonest_kinds_in_order(tmp_path):
     assert problem_text(summary) == (
         "no sample written: 5 of 11 clips failed (too-short): too short; next most common: no-caption 3 (no caption), "
         f"timeout 2 (slow); see {tmp_path / 'failures.jsonl'}")
+
+
+def test_the_error_crosses_processes_whole():
+    import pickle
+    from pathlib import Path
+
+    from vfm_curator.errors import NothingWrittenError
+    from vfm_curator.pipelines.shard_summary import ShardSummary
+
+    error = NothingWrittenError("no sample written", ShardSummary(out="x", clips=3), Path("x/failures.jsonl"))
+    again = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own object, as Ray moves it
+    assert (str(again), again.summary, again.failures) == (str(error), error.summary, error.failures)

@@ -44,3 +44,6 @@ class NothingWrittenError(ValueError):
         super().__init__(message)
         self.summary = summary
         self.failures = failures
+
+    def __reduce__(self):  # rebuilt from all three (ValueError's own pickling passes the message alone)
+        return type(self), (str(self), self.summary, self.failures)

@@ -198,9 +198,10 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
         model = strategy.apply(model, mesh, plan, **options.get(strategy.name, {}))
         if model is None:  # a plugin's apply that changes the model in place and forgets `return model`
             from vfm_parallel.plugins import host
+            from vfm_plugins import PluginResultError
 
             entry = host.entry("strategies", strategy.name)
-            raise TypeError(f"strategy {strategy.name!r} (from {entry.provider} {entry.version}): apply returned None; "
+            raise PluginResultError(f"strategy {strategy.name!r} (from {entry.provider} {entry.version}): apply returned None; "
                             "it must return the model (the one it was given, changed in place, or its wrapper)")
         if strategy.phase != "dp":
             inner = model

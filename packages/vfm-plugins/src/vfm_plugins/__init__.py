@@ -17,8 +17,8 @@ from vfm_plugins.declaration import (
     parse_declaration,
     read_declaration,
 )
-from vfm_plugins.errors import (DuplicateNameError, Notice, PluginError, PluginLoadError, PluginOptionError, PluginWarning,
-                                UnknownNameError)
+from vfm_plugins.errors import (DuplicateNameError, Notice, PluginError, PluginLoadError, PluginOptionError, PluginResultError,
+                                PluginWarning, UnknownNameError)
 from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
 from vfm_plugins.host import (
     DISABLE_ENV,
@@ -48,6 +48,7 @@ __all__ = [
     "PluginLoadError",
     "PluginOptionError",
     "PluginWarning",
+    "PluginResultError",
     "Notice",
     "PluginHost",
     "Register",

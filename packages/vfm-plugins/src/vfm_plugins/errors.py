@@ -26,6 +26,11 @@ class PluginOptionError(PluginError, TypeError):
     """An option that a registered name's class or factory does not take (:meth:`PluginHost.build`)."""
 
 
+class PluginResultError(PluginError, TypeError):
+    """A plugin's code returned what its kind does not allow (a strategy's ``apply`` returning None, a
+    metric's ``evaluate`` returning a dict): one line naming it and its provider, not a traceback."""
+
+
 class Notice(UserWarning):
     """A warning meant for the person running vfm: the ``vfm`` command shows it as one ``warning: ...``
     line, without Python's file, line and source. Each vfm package's own warnings derive from it."""

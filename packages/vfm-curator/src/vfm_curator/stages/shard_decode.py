@@ -17,8 +17,9 @@ from vfm_curator.stages.shard_task import ShardTask
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".webp", ".bmp"}
 #: ``windows = 0`` decodes a clip's frames up to this many bytes (RGB at the bucket's size): a long
-#: clip gives the windows that fit in it, not a worker out of memory (about 5,000 frames at 256x256).
-ALL_WINDOWS_BYTES = 1 << 30
+#: clip gives the windows that fit in it, not a worker out of memory (about 2,700 frames at 256x256;
+#: stacking them briefly doubles it, within the stage's 1024 MB).
+ALL_WINDOWS_BYTES = 1 << 29
 
 
 @dataclass(frozen=True)

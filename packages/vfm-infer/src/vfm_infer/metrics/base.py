@@ -66,13 +66,14 @@ def evaluate(items: Sequence[EvalItem], metrics: Mapping[str, Mapping[str, Any]]
     """Each named metric (with its options) applied to ``items``; one whose ``evaluate`` returns
     something else than a :class:`MetricResult` is a TypeError naming it and its provider."""
     from vfm_infer.plugins import host
+    from vfm_plugins import PluginResultError
 
     results = {}
     for name, options in metrics.items():
         result = load_metric(name, options).evaluate(items)
         if not isinstance(result, MetricResult):
             entry = host.entry("metrics", name)
-            raise TypeError(f"metric {name!r} (from {entry.provider} {entry.version}) returned a {type(result).__name__} "
+            raise PluginResultError(f"metric {name!r} (from {entry.provider} {entry.version}) returned a {type(result).__name__} "
                             "from evaluate; it must return a vfm_infer.metrics.MetricResult(per_video, summary, notes)")
         results[name] = result
     return results
