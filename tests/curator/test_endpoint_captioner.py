@@ -53,6 +53,7 @@ class ChatServer(LocalServer):
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                     server.bodies.append(body)
                     server.headers.append(dict(self.headers))
+                counted = True
                 try:
                     if self.path != "/v1/chat/completions":
                         status, text, delay = 404, f"no route {self.path}", 0.0
@@ -66,6 +67,9 @@ class ChatServer(LocalServer):
                     else:
                         payload = {"error": {"message": text, "code": status}}
                     data = json.dumps(payload).encode()
+                    with server.lock:  # done before the answer leaves: the client may send its next request
+                        server.inflight -= 1  # the moment it reads this one, before a finally here would run
+                    counted = False
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -74,8 +78,9 @@ class ChatServer(LocalServer):
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     pass
                 finally:
-                    with server.lock:
-                        server.inflight -= 1
+                    if counted:
+                        with server.lock:
+                            server.inflight -= 1
 
         self.serve(Handler)
 
