@@ -27,16 +27,17 @@ def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_
         if not counts.get(folder.name):
             continue
         b = Bucket.parse(folder.name)
-        n, per = len(counts[folder.name]), tokens_per_sample(b)
+        n, per, files = len(counts[folder.name]), tokens_per_sample(b), shards(folder)
         summary.buckets[folder.name] = {
             "height": b.height, "width": b.width, "frames": b.frames, "modality": "image" if b.frames == 1 else "video",
             "samples": n, "tokens_per_sample": per, "tokens": n * per,
-            "shards": len(shards(folder)), "bytes": sum(s.stat().st_size for s in shards(folder)),
+            "shards": len(files), "bytes": sum(s.stat().st_size for s in files),
         }
     summary.samples = sum(b["samples"] for b in summary.buckets.values())
     summary.tokens = sum(b["tokens"] for b in summary.buckets.values())
     summary.bytes = sum(b["bytes"] for b in summary.buckets.values())
-    failures = [f for f in shard_state.failures(out) if f.get("id") in table_ids and f.get("id") not in set().union(*counts.values())]
+    sharded = set().union(*counts.values())
+    failures = [f for f in shard_state.failures(out) if f.get("id") in table_ids and f.get("id") not in sharded]
     summary.failures = len(failures)
     for f in failures:
         entry = summary.failure_kinds.setdefault(str(f.get("kind", "error")), {"count": 0, "reason": str(f.get("reason", "")),
