@@ -12,6 +12,9 @@ from pathlib import Path
 
 import torch
 
+from vfm_models.dtypes import float_dtype
+
+
 def _transformers():
     try:
         import transformers
@@ -94,8 +97,6 @@ class HFTextEncoder:
             raise FileNotFoundError(f"no transformers checkpoint at {folder} (config.json missing)")
         # a diffusers pipeline keeps them apart: text_encoder/ (model) and tokenizer/ (Wan, PixArt)
         tokenizer_folder = Path(tokenizer_path) if tokenizer_path is not None else folder
-        from vfm_models.dtypes import float_dtype
-
         dtype = float_dtype(dtype, type(self).__name__)
         for where in dict.fromkeys([folder, tokenizer_folder]):
             refuse_custom_code(where)

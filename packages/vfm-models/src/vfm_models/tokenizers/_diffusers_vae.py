@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from vfm_models.dtypes import float_dtype
+
 
 def autoencoder_class(tokenizer: str, class_name: str, requirement: str = "diffusers"):
     """diffusers' ``class_name``; an ImportError naming ``tokenizer`` and how to install when diffusers is missing."""
@@ -44,8 +46,6 @@ def load_autoencoder(tokenizer: str, class_name: str, path: str | PathLike, hint
     """(vae in eval mode on ``device``, its folder, its dtype): from safetensors, local files only."""
     cls = autoencoder_class(tokenizer, class_name, requirement)
     folder = model_folder(tokenizer, Path(path), class_name, hint)
-    from vfm_models.dtypes import float_dtype
-
     dtype = float_dtype(dtype, f"{tokenizer} tokenizer") or torch.float32
     from vfm_models.export import check_folder_fits
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from vfm_models.dtypes import float_dtype
 from vfm_models.tokenizers._shapes import check_latent, check_video, video_latent_shape
 
 #: Cosmos folder names carry the compression: CV4x8x8 (video: time x height x width), CI8x8 (image).
@@ -86,8 +87,6 @@ class CosmosTokenizer:
         self.temporal_compression, self.spatial_compression = tc, sc
         self.channels, self.device = channels, device
         params = list(self.encoder.parameters())
-        from vfm_models.dtypes import float_dtype
-
         dtype = float_dtype(dtype, "cosmos tokenizer")
         self.dtype = dtype or (params[0].dtype if params else torch.float32)
         self.latent_channels = latent_channels or self._probe_latent_channels()
