@@ -94,16 +94,16 @@ class ShardTokenizeStage(ModelOnDeviceStage):
         for group in groups.values():
             t0 = time.perf_counter()
             try:
-                latents = self._encode_windows(np.concatenate([t.windows() for t in group]))
+                windows = [t.windows() for t in group]
+                latents = self._encode_windows(np.concatenate(windows))
             except Exception:  # one bad clip must not fail its batch: retry one by one for the reasons
                 for task in group:
                     run_guarded(self.name, task, self._one)
                 continue
             start = 0
-            for task in group:
-                n = len(task.frames) // (task.window or len(task.frames))
-                self._set_latent(task, latents[start : start + n])
-                start += n
+            for task, own in zip(group, windows):
+                self._set_latent(task, latents[start : start + len(own)])
+                start += len(own)
             credit_time(group, self.name, time.perf_counter() - t0)
         return tasks
 
