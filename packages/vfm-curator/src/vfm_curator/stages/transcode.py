@@ -80,7 +80,7 @@ class TranscodeStage(Stage):
 
     def _encode(self, task: VideoTask, clips: list[Clip]) -> None:
         fps = float(task.meta["fps"])
-        times = task.times if task.meta.get("vfr") and task.times is not None and fps > 0 else None
+        times = grid_times(task)
         k, writer, sample_at, samples, size = 0, None, set(), [], None
         for i, (decoded, rgb) in enumerate(iter_decoded(task.source, hwaccel=self.opt["hwaccel"])):
             if writer is not None and rgb.size != size and clips[k].start < i < clips[k].end:
@@ -163,13 +163,18 @@ def frame_copies(times, i: int, clip: Clip, fps: float) -> int:
     return int(round((until - t0) * fps)) - int(round((times[i] - t0) * fps))
 
 
+def grid_times(task: VideoTask):
+    """The source frames' times when its clips are put on a constant grid (a variable-frame-rate
+    source with times and a frame rate), else None: each source frame then is one output frame."""
+    return task.times if task.meta.get("vfr") and task.times is not None and float(task.meta["fps"]) > 0 else None
+
+
 def output_frames(task: VideoTask, clip: Clip) -> int:
     """The frames a complete clip has: its source frames, or (variable frame rate) the constant grid's
     over its seconds, ``start_s`` to ``end_s`` (:func:`frame_copies` summed over the clip)."""
-    fps = float(task.meta["fps"])
-    if not task.meta.get("vfr") or task.times is None or fps <= 0:
+    if grid_times(task) is None:
         return clip.length
-    return int(round((clip.end_s - clip.start_s) * fps))
+    return int(round((clip.end_s - clip.start_s) * float(task.meta["fps"])))
 
 
 def encoder_threads(option: int | None) -> int:
