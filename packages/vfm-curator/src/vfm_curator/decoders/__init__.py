@@ -64,8 +64,9 @@ def decoder_class(name: str) -> type[Decoder]:
 
     if check_name(name) == AUTO:
         raise ValueError("'auto' is not a backend: choose() or create() picks one")
-    if not isinstance(_targets()[name], Entry):  # a class in place of the registry's entry
-        return _targets()[name]
+    target = _targets()[name]
+    if not isinstance(target, Entry):  # a class in place of the registry's entry
+        return target
     cls = host.get("decoders", name)  # checks what a decoder requires (plugins.toml), naming a plugin's gap
     if not isinstance(cls, type):
         entry = host.entry("decoders", name)
