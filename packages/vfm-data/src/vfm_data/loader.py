@@ -112,9 +112,10 @@ class ResumableLoader:
         self.group_size = 1 if group is None else torch.distributed.get_world_size(group)
         self.group_rank = 0 if group is None else torch.distributed.get_rank(group)
         self.num_workers, self.prefetch, self.mp_context = num_workers, prefetch, mp_context
-        # whole chunks: a step is one chunk, read by one rank in turn (a bucketed blend's batch is one
-        # bucket and cannot be concatenated), not n parts gathered
-        self.whole_chunks = share_mode(groups_batches(get_blender(spec.blender, **spec.blender_options)), share) == "turns"
+        # "turns": a step is one whole chunk, read by one rank in turn (a bucketed blend's batch is one
+        # bucket and cannot be concatenated); "gather": n parts, one per rank
+        self.share = share_mode(groups_batches(get_blender(spec.blender, **spec.blender_options)), share)
+        self.whole_chunks = self.share == "turns"
         if spec.streams % self.group_size and not self.whole_chunks:  # turns: a rank may own more streams, or none
             raise ValueError(f"streams ({spec.streams}) must be a multiple of the subset group size ({self.group_size})")
         # the blend's dataset folders by name, in order: energon's state holds a position per dataset
@@ -246,8 +247,7 @@ class ResumableLoader:
 
     def close(self) -> None:
         """Stop worker processes (also done at exit: they are daemons)."""
-        if self._unsaved and self._streams is not None:
-            self._save_streams()  # state_dict() after close() still gives the position
+        self._save_streams()  # state_dict() after close() still gives the position
         for w in self._workers:
             w.terminate()
             w.join(timeout=5)
@@ -284,7 +284,7 @@ class ResumableLoader:
             "dp_rank": self.spec.dp_rank,
             "dp_world": self.spec.dp_world,
             "group_size": self.group_size,
-            "share": "turns" if self.whole_chunks else "gather",
+            "share": self.share,
             "stream_states": {str(s): v for s, v in sorted(states.items())},
             "counts": counts,
             "shard_counts": shard_counts,  # "reason@shard" -> n
@@ -296,7 +296,7 @@ class ResumableLoader:
         continues it in turns. A gathered step is n parts of ``batch_size // n``: only the same n,
         gathering, continues it."""
         saved = (int(state["group_size"]), state.get("share", "gather"))
-        mine = (self.group_size, "turns" if self.whole_chunks else "gather")
+        mine = (self.group_size, self.share)
         if saved == mine or (_one_sequence(*saved) and _one_sequence(*mine)):
             return
         raise ValueError(f"loader state was saved by a subset group of {saved[0]} rank(s) sharing steps by "
@@ -337,7 +337,6 @@ class ResumableLoader:
         for value in states.values():  # refused now, naming what is wrong, not at the first batch of the run
             decode_state(value)
         self.close()
-        self._unsaved.clear()
         self.step = int(state["step"])
         # state_dict() joins the group's ranks' states and sums their counts: each rank keeps only its
         # own streams (another's, never advanced here, would overwrite its newer position) and one
@@ -457,7 +456,8 @@ def make_loader(
     """
     n = 1 if group is None else torch.distributed.get_world_size(group)
     buckets = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
-    whole = share_mode(buckets, share) == "turns"
+    share = share_mode(buckets, share)
+    whole = share == "turns"
     if buckets and options.get("max_seq_len") is not None:  # energon would pack, then batch_group_criterion fail on a pack
         raise ValueError(f"blender {options.get('blender')!r} stacks the samples of one bucket per batch and does not pack: "
                          f"drop max_seq_len={options['max_seq_len']}, or pack with the weighted or scheduled blender")
@@ -470,5 +470,5 @@ def make_loader(
                       batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
     if spec.max_seq_len is not None and spec.packing_buffer is None:  # after the spec checked the metadata
         spec.packing_buffer = default_packing_buffer(spec, batch_size)
-    return ResumableLoader(spec, num_workers=num_workers, group=group, share="turns" if whole else "gather")
+    return ResumableLoader(spec, num_workers=num_workers, group=group, share=share)
 
