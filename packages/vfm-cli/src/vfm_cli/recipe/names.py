@@ -17,18 +17,18 @@ def check_name(kind: str, name: str, key: str) -> None:
         raise ConfigError(key, f"unknown {_SINGULAR[kind]} {name!r}; available: {', '.join(names)}")
 
 
-def check_option_names(kind: str, name: str, options: dict, key: str) -> type:
+def check_option_names(kind: str, name: str, options: dict, key: str) -> None:
     """Every key of ``options`` is a parameter of the ``kind`` plugin ``name`` (a class or factory
-    taking ``**kwargs`` accepts any); returns the plugin. A misspelt option would otherwise reach
-    the run's export (tokenizers, text encoders) or fail only when the run builds it."""
-    get = {"formulations": vfm_models.get_formulation, "tokenizers": vfm_models.get_tokenizer,
-           "text_encoders": vfm_models.get_text_encoder}[kind]
-    cls = get(name)
-    unknown, accepted = unknown_options(cls, options)
+    taking ``**kwargs`` accepts any). A misspelt option would otherwise reach the run's export
+    (tokenizers, text encoders) or fail only when the run builds it."""
+    _refuse_unknown_options(f"{_SINGULAR[kind]} {name!r}", vfm_models.host.get(kind, name), options, key)
+
+
+def _refuse_unknown_options(what: str, factory, options: dict, key: str) -> None:
+    """A ConfigError at ``key.<option>`` for the first option ``factory`` does not take, listing those it does."""
+    unknown, accepted = unknown_options(factory, options)
     if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}",
-                          f"unknown option of {_SINGULAR[kind]} {name!r}; accepted: {', '.join(accepted) or '(none)'}")
-    return cls
+        raise ConfigError(f"{key}.{unknown[0]}", f"unknown option of {what}; accepted: {', '.join(accepted) or '(none)'}")
 
 
 def unknown_options(factory, options: dict) -> tuple[list, list]:
@@ -58,10 +58,7 @@ def check_blender(cfg: TrainConfig) -> None:
     if name not in host.names("blenders"):
         raise ConfigError("data.blender", f"unknown blender {name!r}; available: {', '.join(host.names('blenders'))}")
     target = host.get("blenders", name)
-    unknown, accepted = unknown_options(target, dict(d.blender_options))
-    if unknown:
-        raise ConfigError(f"data.blender_options.{unknown[0]}",
-                          f"unknown option of blender {name!r}; accepted: {', '.join(accepted) or '(none)'}")
+    _refuse_unknown_options(f"blender {name!r}", target, dict(d.blender_options), "data.blender_options")
     if d.packing and groups_batches(target):  # else vfm-data's ValueError, a traceback from inside the run
         raise ConfigError("data.blender", f"blender {name!r} stacks the samples of one bucket per batch and does not "
                                           "pack: with data.packing = true use weighted, scheduled or another packing "
