@@ -4,6 +4,7 @@ hosts load it through pluggy exactly as they load an installed wheel."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -24,6 +25,12 @@ def write_plugin(root: Path, dist: str, modules: dict[str, str], entry_points: d
     (info / "entry_points.txt").write_text("".join(f"[{group}]\n{dist} = {module}\n\n"
                                                     for group, module in entry_points.items()))
     return root
+
+
+def vfm(*args: str, env: dict) -> subprocess.CompletedProcess:
+    """The ``vfm`` command in a new process with ``env`` (:func:`tests.conftest.plugin_env`)."""
+    return subprocess.run([sys.executable, "-m", "vfm_cli.main", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,15 +13,11 @@ import torch
 
 from tests.conftest import PLUGIN_PACKAGES, plugin_env
 from tests.infer.samplers.mixin import ODESamplerTestMixin
+from tests.plugins.conftest import vfm
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = PLUGIN_PACKAGES / "vfm-plugin-example"
 GUIDE = ROOT / "docs" / "plugins.md"
-
-
-def vfm(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vfm_cli.main", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
 
 
 def test_the_guide_shows_the_example_packages_files_exactly():

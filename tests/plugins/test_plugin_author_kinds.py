@@ -7,20 +7,14 @@ evaluate with its metric; parallelize with its strategy."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from tests.conftest import plugin_env
+from tests.plugins.conftest import vfm
 
 PACKAGE = "vfm-plugin-kinds"
-
-
-def vfm(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vfm_cli.main", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
 
 
 def test_curate_shard_and_load_with_the_plugins_curator_models_and_data_kinds(installed_plugins, with_plugins, tmp_path):
