@@ -19,14 +19,6 @@ def layout_sizes(world: int, cfg_parallel: bool) -> tuple[int, int]:
     return cfg, world // cfg
 
 
-def forward_batch(pipe, prepared, cfg_parallel: bool) -> int:
-    """Samples in one denoiser forward: 2 when the guided branches run as one batch
-    (:func:`vfm_infer.guidance.classifier_free`), else 1 (one branch, or one per CFG-parallel rank)."""
-    scale = prepared.spec.guidance
-    both = pipe.conditioner.kind != "none" and scale not in (0.0, 1.0)
-    return 2 if both and not cfg_parallel else 1
-
-
 def check_cfg_parallel(pipe, prepared) -> None:
     """CFG-parallel puts the two guidance branches on two ranks: refuse a request with one branch."""
     if pipe.conditioner.kind == "none":
@@ -57,7 +49,7 @@ def setup_inference(pipe, prepared, *, cfg_parallel: bool = False, cp_strategy: 
         check_cfg_parallel(pipe, prepared)
     from vfm_infer.context_parallel import check_layout, context_parallel_model
 
-    check_layout(pipe.model, prepared.latent_shape, cp, cp_strategy, forward_batch(pipe, prepared, cfg_parallel))
+    check_layout(pipe.model, prepared.latent_shape, cp, cp_strategy, pipe.forward_batch(prepared.spec, cfg_parallel))
     init_distributed(pipe.device.type)
     import torch.distributed as dist
     from vfm_parallel.dims import ParallelDims

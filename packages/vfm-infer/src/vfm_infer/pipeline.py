@@ -339,6 +339,14 @@ class VideoPipeline:
             warnings.warn(note, category, stacklevel=2)
         return Prepared(sampler, shape, spec, tuple(n for _, n in notes))
 
+    def forward_batch(self, spec: GenerationSpec, cfg_parallel: bool = False) -> int:
+        """Samples in one denoiser forward of ``spec`` (its guidance resolved): 2 where both guidance
+        branches run on this rank as one batch (:func:`vfm_infer.guidance.classifier_free`), else 1 (at
+        guidance 0 or 1 one branch runs; under CFG-parallel, ``cfg_parallel`` or set up, each rank runs one)."""
+        one_rank = cfg_parallel or self.parallel.cfg_group is not None
+        both = self.conditioner.kind != "none" and spec.guidance not in (0.0, 1.0)
+        return 2 if both and not one_rank else 1
+
     def check_memory(self, shape: tuple[int, int, int, int], spec: GenerationSpec, token_shards: int = 1,
                      cfg_parallel: bool = False) -> None:
         """Refuse a request whose estimated peak (:mod:`vfm_infer.memory`) exceeds the device's free memory.
@@ -348,10 +356,8 @@ class VideoPipeline:
         _, t, h, w = shape
         pixels = (getattr(tok, "channels", 3), t * tok.temporal_compression,
                   h * tok.spatial_compression, w * tok.spatial_compression)
-        one_rank = cfg_parallel or self.parallel.cfg_group is not None
-        both_branches = self.conditioner.kind != "none" and spec.guidance not in (0.0, 1.0) and not one_rank
-        need = memory.estimate(self.model.config, shape, pixels, batch=2 if both_branches else 1, dtype=self.dtype,
-                               token_shards=token_shards)
+        need = memory.estimate(self.model.config, shape, pixels, batch=self.forward_batch(spec, cfg_parallel),
+                               dtype=self.dtype, token_shards=token_shards)
         free, where = memory.available(self.device)
         if need.total > free:
             c, t_px, h_px, w_px = pixels
