@@ -6,15 +6,14 @@ bucket options says the clips sharded before keep their buckets. Real curated H2
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import vfm_curator
+from tests.curator.test_shard_pipeline import _samples as shard_samples
 from vfm_curator.stages import shard_decode
 from vfm_curator.synth import write_video
 
@@ -52,16 +51,7 @@ def _shard(clips: Path, out: Path, **shard) -> vfm_curator.pipelines.sharding.Sh
 
 def _samples(out: Path) -> dict[str, tuple[dict, np.ndarray]]:
     """source file name -> (metadata, latent (C, T, H, W)) of every sample in the shards."""
-    found = {}
-    for shard in out.glob("*x*x*/shard-*.tar"):
-        with tarfile.open(shard) as tar:
-            members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
-        for name, data in members.items():
-            if name.endswith(".json"):
-                key = name[: -len(".json")]
-                meta = json.loads(data)
-                found[Path(meta["source"]).name] = (meta, np.load(io.BytesIO(members[f"{key}.latent.npy"])))
-    return found
+    return {Path(s["meta"]["source"]).name: (s["meta"], s["latent"].numpy()) for s in shard_samples(out).values()}
 
 
 def test_a_clip_goes_to_the_largest_bucket_of_its_shape_it_fills_without_upscaling():
