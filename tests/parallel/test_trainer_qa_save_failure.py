@@ -9,7 +9,7 @@ import os
 import resource
 
 from tests.gloo import spawn
-from tests.parallel.trainer_helpers import build_parts, tiny_config
+from tests.parallel.trainer_helpers import EachBatch, build_parts, tiny_config
 from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.trainer import from_dict, train
 
@@ -22,18 +22,12 @@ def _full_disk_on_rank_1_after_step_2(rank: int, world: int, root: str) -> dict:
     def build(ctx):
         parts = build_parts(ctx)
         if ctx.coords.rank == 1:
-            loader = parts.loader
+            def full_disk_from_third(n, batch):  # from its 3rd batch on (after step 2's checkpoint) no file may grow past 1 KiB
+                if n == 3:
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+                return batch
 
-            class Loader:  # from its 3rd batch on (after step 2's checkpoint) no file may grow past 1 KiB
-                def __iter__(self):
-                    for n, batch in enumerate(loader, start=1):
-                        if n == 3:
-                            resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
-                        yield batch
-
-                state_dict, load_state_dict = loader.state_dict, loader.load_state_dict
-
-            parts.loader = Loader()
+            parts.loader = EachBatch(parts.loader, full_disk_from_third)
         return parts
 
     cfg = from_dict(tiny_config(Path(root), train={"steps": 4}, checkpoint={"interval": 2, "keep": 1}), world)

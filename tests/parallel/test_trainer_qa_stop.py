@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.gloo import spawn
-from tests.parallel.trainer_helpers import build_parts, run_config, tiny_config
+from tests.parallel.trainer_helpers import EachBatch, build_parts, run_config, tiny_config
 from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from vfm_parallel.trainer import TrainingStopped, from_dict, train
 from vfm_parallel.trainer.ema import clean_fqn
@@ -125,18 +125,12 @@ def _stop_on_rank_1(rank: int, world: int, root: str) -> dict:
     def signalled(ctx):
         parts = build_parts(ctx)
         if ctx.coords.rank == 1:
-            loader = parts.loader
+            def kill_at_third(n, batch):
+                if n == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return batch
 
-            class Loader:
-                def __iter__(self):
-                    for n, batch in enumerate(loader, start=1):
-                        if n == 3:
-                            os.kill(os.getpid(), signal.SIGTERM)
-                        yield batch
-
-                state_dict, load_state_dict = loader.state_dict, loader.load_state_dict
-
-            parts.loader = Loader()
+            parts.loader = EachBatch(parts.loader, kill_at_third)
         return parts
 
     straight = train(from_dict(tiny_config(Path(root) / "a", train={"steps": 6}), world), build_parts)
@@ -192,16 +186,8 @@ def test_a_forked_loader_worker_keeps_working_through_the_first_signal_silently_
 def test_a_stop_on_a_step_skipped_as_non_finite_saves_no_checkpoint_of_it(tmp_path):
     def nan_third_batch(ctx):
         parts = build_parts(ctx)
-        loader = parts.loader
-
-        class Loader:
-            def __iter__(self):
-                for n, batch in enumerate(loader, start=1):
-                    yield {**batch, "x0": torch.full_like(batch["x0"], float("nan"))} if n == 3 else batch
-
-            state_dict, load_state_dict = loader.state_dict, loader.load_state_dict
-
-        parts.loader = Loader()
+        parts.loader = EachBatch(parts.loader, lambda n, batch: {**batch, "x0": torch.full_like(batch["x0"], float("nan"))}
+                                 if n == 3 else batch)
         return parts
 
     cfg = tiny_config(tmp_path, train={"steps": 6}, checkpoint={"interval": 2}, logging={"interval": 1})

@@ -61,6 +61,25 @@ def build_parts(ctx) -> TrainParts:
     )
 
 
+class EachBatch:
+    """A run's loader with ``change(n, batch)`` applied to each batch before it is yielded (``n``
+    1-based, in the order drawn): a test's fault at a chosen step (a NaN batch, a signal, a full
+    disk). Its position is the wrapped loader's."""
+
+    def __init__(self, loader, change) -> None:
+        self.loader, self.change = loader, change
+
+    def __iter__(self):
+        for n, batch in enumerate(self.loader, start=1):
+            yield self.change(n, batch)
+
+    def state_dict(self):
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state):
+        self.loader.load_state_dict(state)
+
+
 def run_config(data: dict, **kwargs):
     from vfm_parallel.trainer import train
 
