@@ -28,6 +28,7 @@ from vfm_plugins.host import (
     Register,
     autoload_disabled,
     misplaced_entry_points,
+    unknown_options,
 )
 from vfm_plugins.parent_watch import exit_with_parent
 from vfm_plugins.text import printable
@@ -61,5 +62,6 @@ __all__ = [
     "parse_declaration",
     "printable",
     "read_declaration",
+    "unknown_options",
 ]
 __version__ = "0.1.0"

@@ -158,6 +158,20 @@ def misplaced_entry_points(hosts: Iterable[str]) -> list[FailedPlugin]:
     return found
 
 
+def unknown_options(factory: Any, options: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(the option names ``factory`` does not take, sorted; the names it takes): nothing is unknown to a
+    factory taking ``**kwargs``, or to a builtin or C factory whose signature cannot be read (it reports
+    its own errors)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return [], []
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return [], []
+    accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return sorted(set(options) - set(accepted)), accepted
+
+
 def autoload_disabled(host: str) -> bool:
     """Whether third-party autoloading is switched off for ``host`` by :data:`DISABLE_ENV`."""
     value = os.environ.get(DISABLE_ENV, "").strip().lower()
@@ -422,18 +436,12 @@ class PluginHost:
                 f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) is registered as an "
                 f"instance of {type(factory).__name__}, but a {_singular(kind)} is built with the user's options: "
                 f"register its class (or a factory)")
-        try:
-            params = inspect.signature(factory).parameters.values()
-        except (TypeError, ValueError):  # a builtin or C factory: it reports its own errors
-            params = None
-        if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
-            accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-            unknown = sorted(set(options) - set(accepted))
-            if unknown:
-                entry = self.entry(kind, name)
-                raise PluginOptionError(
-                    f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) has no option "
-                    f"{', '.join(unknown)}; accepted: {', '.join(accepted) or '(none)'}")
+        unknown, accepted = unknown_options(factory, options)
+        if unknown:
+            entry = self.entry(kind, name)
+            raise PluginOptionError(
+                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) has no option "
+                f"{', '.join(unknown)}; accepted: {', '.join(accepted) or '(none)'}")
         return factory(**options)
 
     def failed(self) -> list[FailedPlugin]:
