@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import plugin_env
-from tests.plugins.conftest import write_plugin
+from tests.plugins.conftest import vfm, write_plugin
 from vfm_plugins import PluginLoadError
 
 STRATEGIES = """
@@ -59,8 +59,7 @@ def test_vfm_train_refuses_a_strategy_lacking_apply_in_one_line(tmp_path):
                       '[parallel]\nstrategies = ["oops-noapply"]\n'
                       '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\nmicro_batch = 2\n'
                       f'[train]\nsteps = 1\nout_dir = "{tmp_path / "run"}"\n')
-    result = subprocess.run([sys.executable, "-m", "vfm_cli.main", "train", str(config), "--validate"],
-                            capture_output=True, text=True, env=plugin_env([root]), timeout=300)
+    result = vfm("train", str(config), "--validate", env=plugin_env([root]))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(
         "error: strategy 'oops-noapply' (from vfm-oops-strategies 0.0.1) lacks apply;")
@@ -235,8 +234,7 @@ def test_vfm_train_names_a_formulation_registered_as_an_instance(tmp_path):
     config.write_text('[model]\nfamily = "dit"\npreset = "tiny"\nformulation = "oops-edm"\ntokenizer = "pixel"\n'
                       '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\nmicro_batch = 2\n'
                       f'[train]\nsteps = 1\nout_dir = "{tmp_path / "run"}"\n')
-    result = subprocess.run([sys.executable, "-m", "vfm_cli.main", "train", str(config), "--validate"],
-                            capture_output=True, text=True, env=plugin_env([root]), timeout=300)
+    result = vfm("train", str(config), "--validate", env=plugin_env([root]))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: formulation 'oops-edm' (from vfm-oops-formulation 0.0.1) is registered as an instance of EDM, but a "
