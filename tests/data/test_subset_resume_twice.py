@@ -2,14 +2,11 @@
 second state holds every stream's newest position, and its skip counts once, not once per rank."""
 
 import json
-import os
 
 import pytest
-import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.gloo import free_port
+from tests.data.helpers import in_forked_group
 from vfm_data import make_loader
 
 OPTIONS = dict(patch_size=2, batch_size=2, streams=4, shuffle_buffer=None, max_seq_len=12, packing_buffer=8,
@@ -17,32 +14,24 @@ OPTIONS = dict(patch_size=2, batch_size=2, streams=4, shuffle_buffer=None, max_s
                share="turns")
 
 
-def _run(rank, world, port, path, out):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        first = make_loader(path, group=dist.group.WORLD, **OPTIONS)
-        for _ in range(2):
-            next(first)
-        state = json.loads(json.dumps(first.state_dict()))
-        first.close()
-        resumed = make_loader(path, group=dist.group.WORLD, **OPTIONS)
-        resumed.load_state_dict(state)
-        for _ in range(3):  # steps 2, 3, 4: stream 0 (rank 0) advances again after the resume
-            next(resumed)
-        second = json.loads(json.dumps(resumed.state_dict()))
-        resumed.close()
-        if rank == 0:
-            out["first"], out["second"] = state, second
-    finally:
-        dist.destroy_process_group()
+def _run(rank, world, path):
+    first = make_loader(path, group=dist.group.WORLD, **OPTIONS)
+    for _ in range(2):
+        next(first)
+    state = json.loads(json.dumps(first.state_dict()))
+    first.close()
+    resumed = make_loader(path, group=dist.group.WORLD, **OPTIONS)
+    resumed.load_state_dict(state)
+    for _ in range(3):  # steps 2, 3, 4: stream 0 (rank 0) advances again after the resume
+        next(resumed)
+    second = json.loads(json.dumps(resumed.state_dict()))
+    resumed.close()
+    return {"first": state, "second": second}
 
 
 @pytest.mark.filterwarnings("ignore::vfm_data.errors.DataWarning")  # the overlong drops
 def test_a_state_saved_after_a_resume_continues_where_the_straight_sequence_is(small_dataset):
-    out = mp.Manager().dict()
-    mp.start_processes(_run, args=(2, free_port(), str(small_dataset), out), nprocs=2, join=True, start_method="fork")
+    out = in_forked_group(_run, 2, str(small_dataset))[0]
     straight = make_loader(small_dataset, **OPTIONS)
     keys = [next(straight).keys for _ in range(5)]
     reference = straight.state_dict()
