@@ -9,9 +9,8 @@ from typing import List, NoReturn, Optional
 
 import typer
 
-# one error line per node under torchrun, and a lost peer said in one line: as vfm train does
-from vfm_cli.failing import fail_once as _fail, peer_lost
-from vfm_cli.failing import fail
+# one error line per node under torchrun (fail_once), and a lost peer said in one line: as vfm train does
+from vfm_cli.failing import fail, fail_once, peer_lost
 from vfm_plugins.text import printable
 
 
@@ -125,7 +124,7 @@ def generate(
     # Every option that needs no model, before the export loads (and long before sampling).
     problem = _output_problem(out, fps)
     if problem:
-        _fail(problem)
+        fail_once(problem)
     spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
                           negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile,
                           sampler_options=sampler_options)
@@ -138,7 +137,7 @@ def generate(
 
         _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
     except ValueError as exc:
-        _fail(str(exc))
+        fail_once(str(exc))
     # One run per output folder, held by the rank that writes it from before the export loads
     # until the command ends (vfm_plugins.FolderLock; the kernel frees it if the process dies).
     import os
@@ -149,9 +148,9 @@ def generate(
         try:
             ctx.call_on_close(FolderLock(out).acquire().release)
         except FolderLockedError as exc:
-            _fail(str(exc))
+            fail_once(str(exc))
         except OSError as exc:  # e.g. -o names a file
-            _fail(f"cannot write the output folder {out}: {exc.strerror or exc}")
+            fail_once(f"cannot write the output folder {out}: {exc.strerror or exc}")
     try:
         host.get("samplers", sampler) if sampler else None
         from vfm_cli.commands.convert import external_pipeline
@@ -165,7 +164,7 @@ def generate(
             pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                              weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
     except (ExportError, KeyError, ValueError) as exc:
-        _fail(str(exc))
+        fail_once(str(exc))
     import warnings
 
     try:  # the checks that need the model: sampler, sizes against tokenizer, patch and memory
@@ -174,7 +173,7 @@ def generate(
             prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards, cfg_parallel=cfg_parallel)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
-        _fail(str(exc))
+        fail_once(str(exc))
     if rank == 0:
         for note in prepared.warnings:
             typer.echo(f"warning: {printable(note)}", err=True)
@@ -204,7 +203,7 @@ def generate(
                 written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
         except NonFiniteOutputError as exc:  # an inf or nan latent or video is an error, not a black MP4
             progress.stop()
-            _fail(str(exc))
+            fail_once(str(exc))
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (torchrun sends it to every rank when one fails)
             progress.stop()
             _stopped(rank, stopped.name, i, len(prompt_list), out, written)
