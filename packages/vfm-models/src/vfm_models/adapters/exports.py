@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import torch
 
-from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, adapter_names, get_adapter
+from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, adapter_names, get_adapter, is_metadata_key
 from vfm_models.adapters.io import load_external, save_diffusers_folder
 
 
@@ -123,7 +123,7 @@ def source_meta(path: str | PathLike) -> dict[str, Any]:
         return read_meta(path)
     if path.is_dir():
         _, adapter, external = read_folder_config(path)
-        external = {k: v for k, v in external.items() if not k.startswith("_")}
+        external = {k: v for k, v in external.items() if not is_metadata_key(k)}
         return {"family": adapter.family, "config": adapter.options_from_external(external),
                 **adapter.meta_from_external(external), "converted_from": {"adapter": adapter.name}}
     return converted(path)[0]

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import torch
 
-from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, adapter_names, get_adapter
+from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, adapter_names, get_adapter, is_metadata_key
 
 DIFFUSERS_WEIGHTS = "diffusion_pytorch_model.safetensors"
 DIFFUSERS_INDEX = DIFFUSERS_WEIGHTS + ".index.json"
@@ -165,7 +165,7 @@ def load_external(path: str | PathLike, adapter: str | StateDictAdapter | None =
             external = {}
     if (cls := external.get("_class_name")) and adapter.diffusers_class and not adapter.accepts_class(cls, external):
         raise AdapterConfigError(f"{path} holds a {cls} but adapter {adapter.name!r} reads {adapter.diffusers_class}")
-    external = {k: v for k, v in external.items() if not k.startswith("_")}
+    external = {k: v for k, v in external.items() if not is_metadata_key(k)}
     external.update(config or {})
     return ExternalCheckpoint(adapter, external, state, path)
 
