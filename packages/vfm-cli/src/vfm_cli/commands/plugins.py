@@ -18,7 +18,7 @@ def plugins(
     import warnings
 
     from vfm_cli.hosts import all_hosts
-    from vfm_plugins import PluginError, misplaced_entry_points
+    from vfm_plugins import FailedPlugin, PluginError, misplaced_entry_points
 
     rows, broken = [], []
     hosts = all_hosts()
@@ -30,8 +30,7 @@ def plugins(
                 rows += host.describe()
             except PluginError as exc:  # e.g. a name registered twice: that host is unusable, the others are listed
                 broken.append(str(exc))
-                rows.append({"host": host.project, "kind": "-", "name": host.project, "provider": "-", "version": "-",
-                             "status": "failed", "description": str(exc)})
+                rows.append(FailedPlugin(host.project, host.project, "-", "-", str(exc)).row())
     # a plugin whose entry-point group is misspelt would otherwise be silently absent
     rows += [f.row() for f in misplaced_entry_points(host.project for host in hosts)]
     if kind is not None:
