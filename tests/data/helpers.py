@@ -31,28 +31,28 @@ def write_dataset(folder: Path, n: int, *, prefix: str = "k", seed: int = 0, cha
     return folder
 
 
-def _forked(rank, world, port, fn, args, out):
+def _forked(rank, world, port, fn, args, out, timeout):
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", rank=rank, world_size=world, **({"timeout": timeout} if timeout else {}))
     try:
         out[rank] = fn(rank, world, *args)
     finally:
         dist.destroy_process_group()
 
 
-def in_forked_group(fn, world: int, *args) -> list:
-    """``fn(rank, world, *args)`` in ``world`` forked processes of one gloo group; what each rank
-    returned, in rank order. Fork: the loader's ranks need no fresh interpreter (spawning one costs
-    seconds of imports, see ``tests.gloo.spawn``)."""
+def in_forked_group(fn, world: int, *args, timeout=None) -> list:
+    """``fn(rank, world, *args)`` in ``world`` forked processes of one gloo group (``timeout``: its
+    collectives', a ``timedelta``); what each rank returned, in rank order. Fork: the loader's ranks
+    need no fresh interpreter (spawning one costs seconds of imports, see ``tests.gloo.spawn``)."""
     import torch.multiprocessing as mp
 
     from tests.gloo import free_port
 
     out = mp.Manager().dict()
-    mp.start_processes(_forked, args=(world, free_port(), fn, args, out), nprocs=world, join=True, start_method="fork")
+    mp.start_processes(_forked, args=(world, free_port(), fn, args, out, timeout), nprocs=world, join=True, start_method="fork")
     return [out[rank] for rank in range(world)]
 
 

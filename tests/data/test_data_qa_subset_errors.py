@@ -8,17 +8,12 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.data.helpers import meta, quiet
-from tests.gloo import free_port
+from tests.data.helpers import in_forked_group, meta, quiet
 from vfm_data import ShardWriter, make_loader, prepare_dataset
 
 
-def _run(rank, world, port, path, whole, out):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=20))
+def _run(rank, world, path, whole):
     options = (dict(blender="bucketed", blender_options={"durations": [1], "batch_size": 2}) if whole
                else dict(max_seq_len=16, packing_buffer=4))
     try:
@@ -26,9 +21,9 @@ def _run(rank, world, port, path, whole, out):
                              **options)
         for _ in range(4):
             next(loader)
-        out[rank] = "no error"
+        return "no error"
     except Exception as exc:
-        out[rank] = f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exc}"
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["packed", "bucketed"])
@@ -39,7 +34,6 @@ def test_a_shard_error_on_one_rank_stops_every_rank_of_the_group_with_it(tmp_pat
     assert len(w.shards) == 2
     quiet(prepare_dataset, tmp_path)
     w.shards[1].write_bytes(os.urandom(w.shards[1].stat().st_size))  # garbage, after energon indexed it
-    out = mp.Manager().dict()
-    mp.start_processes(_run, args=(2, free_port(), str(tmp_path), whole, out), nprocs=2, join=True, start_method="fork")
+    out = in_forked_group(_run, 2, str(tmp_path), whole, timeout=datetime.timedelta(seconds=20))
     for rank in range(2):
         assert out[rank].startswith("ShardError: vfm_data: shard ") and "shard-000001.tar does not start with a tar header" in out[rank], out[rank]
