@@ -151,9 +151,13 @@ def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop, win
         given["resolutions"] = pairs
     if frames:
         given["frames"] = list(frames)
-    if frame_stride is not None:
-        given["frame_stride"] = frame_stride
-    checks = (("--frames", lambda: check_buckets([[1, 1]], given.get("frames", [2]), given.get("frame_stride", 1))),
+    for key, value in (("frame_stride", frame_stride), ("max_upscale", max_upscale), ("max_crop", max_crop),
+                       ("windows", windows)):
+        if value is not None:
+            given[key] = value
+    # each check with the others' values left valid, so that its error belongs to its own option
+    checks = (("--frames", lambda: check_buckets([[1, 1]], given.get("frames", [2]), 1)),
+              ("--frame-stride", lambda: check_buckets([[1, 1]], [2], given.get("frame_stride", 1))),
               ("--max-upscale", lambda: check_resize_limits(max_upscale, None)),
               ("--max-crop", lambda: check_resize_limits(None, max_crop)),
               ("--windows", lambda: windows is None or check_windows(windows)))
@@ -161,15 +165,7 @@ def _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop, win
         try:
             check()
         except ValueError as exc:
-            if hint == "--frames" and "frame_stride" in str(exc):
-                hint = "--frame-stride"
             raise typer.BadParameter(str(exc), param_hint=hint) from exc
-    if max_upscale is not None:
-        given["max_upscale"] = max_upscale
-    if max_crop is not None:
-        given["max_crop"] = max_crop
-    if windows is not None:
-        given["windows"] = windows
     return given
 
 
