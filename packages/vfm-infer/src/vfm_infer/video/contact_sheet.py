@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
-from vfm_infer.video.mp4 import partial_path
+from vfm_infer.video.mp4 import partial_file
 
 
 def contact_sheet(frames: np.ndarray, *, max_frames: int = 16, columns: int | None = None, gap: int = 2) -> np.ndarray:
@@ -34,13 +33,8 @@ def write_png(path: str | Path, image: np.ndarray) -> Path:
     codec.width, codec.height, codec.pix_fmt = image.shape[1], image.shape[0], "rgb24"
     frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
     data = b"".join(bytes(p) for p in [*codec.encode(frame), *codec.encode(None)])
-    partial = partial_path(path)  # renamed into place when whole, as write_mp4 does
-    try:
+    with partial_file(path) as partial:  # renamed into place when whole, as write_mp4 does
         partial.write_bytes(data)
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -29,21 +31,15 @@ def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: i
     check_even_size(h, w)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_path(path)
-    try:
-        with av.open(str(partial), mode="w") as container:
-            stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
-            stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-            stream.options = {"crf": str(crf)}
-            for frame in frames:
-                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                    container.mux(packet)
-            for packet in stream.encode():  # flush the encoder
+    with partial_file(path) as partial, av.open(str(partial), mode="w") as container:
+        stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        stream.options = {"crf": str(crf)}
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 container.mux(packet)
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+        for packet in stream.encode():  # flush the encoder
+            container.mux(packet)
     return path
 
 
@@ -51,6 +47,19 @@ def partial_path(path: Path) -> Path:
     """Where a file bound for ``path`` is written until it is complete: hidden, same folder (so the
     rename is atomic), same suffix (PyAV picks the container from it): ``.0000.partial.mp4``."""
     return path.with_name(f".{path.stem}.partial{path.suffix}")
+
+
+@contextlib.contextmanager
+def partial_file(path: Path) -> Iterator[Path]:
+    """:func:`partial_path` of ``path`` for the block to write, renamed to ``path`` when the block ends
+    (the block's files closed); removed if the block or the rename fails."""
+    partial = partial_path(path)
+    try:
+        yield partial
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def read_mp4(path: str | Path) -> np.ndarray:
