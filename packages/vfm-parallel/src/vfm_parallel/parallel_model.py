@@ -149,16 +149,12 @@ class StrategyOptionError(ValueError):
 def _check_options(strategy: Any, given: Mapping[str, Any]) -> None:
     """An option ``strategy.apply`` does not take is named with the ones it accepts, before any
     strategy runs (not ``apply() got an unexpected keyword argument`` half-way through)."""
-    import inspect
+    from functools import partial
 
-    try:
-        params = list(inspect.signature(strategy.apply).parameters.values())[3:]  # after model, mesh, plan
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
-    accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    unknown = sorted(set(given) - set(accepted))
+    from vfm_plugins import unknown_options
+
+    # the options are apply's parameters after model, mesh and plan
+    unknown, accepted = unknown_options(partial(strategy.apply, None, None, None), given)
     if unknown:
         raise StrategyOptionError(strategy.name, f"strategy {strategy.name!r} has no option {', '.join(unknown)}; "
                                                  f"accepted: {', '.join(accepted) or '(none)'}")
