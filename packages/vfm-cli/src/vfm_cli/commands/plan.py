@@ -27,6 +27,7 @@ def model_spec(cfg, seq_len: int | None = None):
 
     import vfm_models
     from vfm_cli import recipe
+    from vfm_cli.recipe.resolution import grid_of
     from vfm_models.blocks.mlp import ffn_dim
     from vfm_models.flops import count_params
     from vfm_parallel.planner import ModelSpec, block_activation_bytes
@@ -36,9 +37,7 @@ def model_spec(cfg, seq_len: int | None = None):
         model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
     plan = model.parallel_plan()
     tokens = seq_len or recipe.seq_len(cfg, r)
-    from vfm_cli.recipe.resolution import grid_of
-
-    t, h, w = grid_of(r.latent_shape, r.mcfg)
+    _, h, w = grid_of(r.latent_shape, r.mcfg)
     frames = tokens / (h * w)  # --seq-len: a longer (or shorter) clip of the same frame size
     params = count_params(model)
     hidden = r.mcfg.hidden
