@@ -73,7 +73,7 @@ class ContextParallelCore(nn.Module):
 
         # positions and groups on q's device: the masks they make meet the scores there (CUDA)
         q_pos = torch.arange(rank * s_local, (rank + 1) * s_local, device=q.device)
-        groups = group_ids(self.kind, grid).to(q.device) if self.kind != "full" else None
+        groups = group_ids(self.kind, grid, q.device) if self.kind != "full" else None
 
         def mask_for(source: int):
             k_pos = torch.arange(source * s_local, (source + 1) * s_local, device=q.device)

@@ -35,13 +35,13 @@ def grid_tokens(grid) -> int:
     return sum(t * h * w for t, h, w in grids_of(grid))
 
 
-def group_ids(kind: str, grid) -> torch.Tensor:
-    """(S,) group id of every position of the whole sequence; packed samples get distinct ids."""
+def group_ids(kind: str, grid, device: torch.device | str | None = None) -> torch.Tensor:
+    """(S,) group id of every position of the whole sequence, on ``device``; packed samples get
+    distinct ids (a sample has T' spatial groups, H' x W' temporal ones: counted, not read back)."""
     ids, offset = [], 0
     for g in grids_of(grid):
-        local = group_of(torch.arange(g[0] * g[1] * g[2]), kind, g)
-        ids.append(local + offset)
-        offset += int(local.max()) + 1
+        ids.append(group_of(torch.arange(g[0] * g[1] * g[2], device=device), kind, g) + offset)
+        offset += g[0] if kind == "spatial" else g[1] * g[2]
     return torch.cat(ids)
 
 
