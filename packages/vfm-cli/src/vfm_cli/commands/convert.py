@@ -73,7 +73,7 @@ def convert(
     from vfm_models.export import NonFiniteWeightsError
     from vfm_plugins import UnknownNameError
 
-    from vfm_cli.recipe.names import unknown_options
+    from vfm_plugins import unknown_options
 
     try:
         if tokenizer is not None:

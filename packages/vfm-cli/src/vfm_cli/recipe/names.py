@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
-
 import vfm_models
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
+from vfm_plugins import unknown_options
 
 _SINGULAR = {"families": "family", "formulations": "formulation", "tokenizers": "tokenizer", "text_encoders": "text encoder"}
 
@@ -29,18 +28,6 @@ def _refuse_unknown_options(what: str, factory, options: dict, key: str) -> None
     unknown, accepted = unknown_options(factory, options)
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}", f"unknown option of {what}; accepted: {', '.join(accepted) or '(none)'}")
-
-
-def unknown_options(factory, options: dict) -> tuple[list, list]:
-    """(option names ``factory`` does not take, the names it takes); nothing is unknown to a ``**kwargs`` factory."""
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin or C factory: let it report its own errors
-        return [], []
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return [], []
-    accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    return sorted(set(options) - set(accepted)), accepted
 
 
 def check_blender(cfg: TrainConfig) -> None:
