@@ -10,11 +10,11 @@ from __future__ import annotations
 import torch
 
 
-def _ramp(n: int, overlap: int, at_start: bool, at_end: bool) -> torch.Tensor:
-    """(n,) weights: 1 inside, rising linearly over ``overlap`` at an interior start/end edge."""
-    w = torch.ones(n, dtype=torch.float32)
+def _ramp(n: int, overlap: int, at_start: bool, at_end: bool, device: torch.device) -> torch.Tensor:
+    """(n,) weights on ``device``: 1 inside, rising linearly over ``overlap`` at an interior start/end edge."""
+    w = torch.ones(n, dtype=torch.float32, device=device)
     if overlap > 0:
-        ramp = (torch.arange(overlap, dtype=torch.float32) + 1) / (overlap + 1)
+        ramp = (torch.arange(overlap, dtype=torch.float32, device=device) + 1) / (overlap + 1)
         if not at_start:
             w[:overlap] = torch.minimum(w[:overlap], ramp)
         if not at_end:
@@ -47,9 +47,9 @@ def decode_tiled(tokenizer, latent: torch.Tensor, tile: int | None = None, overl
             if out is None:
                 out = pixels.new_zeros((*pixels.shape[:3], h * f, w * f))
                 weight = pixels.new_zeros((h * f, w * f))
-            wy = _ramp(th * f, overlap * f, y == 0, y + th == h)
-            wx = _ramp(tw * f, overlap * f, x == 0, x + tw == w)
-            mask = (wy[:, None] * wx[None, :]).to(pixels.device)  # the tiles' device (CUDA)
+            wy = _ramp(th * f, overlap * f, y == 0, y + th == h, pixels.device)  # the tiles' device (CUDA)
+            wx = _ramp(tw * f, overlap * f, x == 0, x + tw == w, pixels.device)
+            mask = wy[:, None] * wx[None, :]
             out[..., y * f : (y + th) * f, x * f : (x + tw) * f] += pixels * mask
             weight[y * f : (y + th) * f, x * f : (x + tw) * f] += mask
     return out / weight
