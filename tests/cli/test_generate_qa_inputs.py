@@ -43,6 +43,17 @@ def test_an_unconditional_model_names_the_prompt_negative_prompt_and_guidance_it
     assert (tmp_path / "out" / "0000.mp4").is_file()
 
 
+def test_an_unconditional_model_names_guidance_zero_as_given_and_not_guidance_one_the_default(tmp_path):
+    # guidance is uncond + scale (cond - uncond): 1 is off (the default, never named), 0 another scale
+    export = _export(tmp_path / "export", num_classes=0)
+    zero = invoke("--checkpoint", export, "--prompt", "", "--guidance", "0", "--steps", "1", "-o", tmp_path / "zero")
+    assert zero.exit_code == 0, zero.output
+    assert "warning: this model is unconditional: --guidance 0 cannot change its videos" in zero.output
+    assert "--guidance 1" not in zero.output
+    one = invoke("--checkpoint", export, "--prompt", "", "--guidance", "1", "--steps", "1", "-o", tmp_path / "one")
+    assert one.exit_code == 0 and "warning" not in one.output, one.output
+
+
 def test_a_negative_prompt_at_guidance_one_is_named_as_having_no_effect(tmp_path):
     export = _export(tmp_path / "export")  # class-conditional: the negative prompt is a class index
     off = invoke("--checkpoint", export, "--prompt", "1", "--negative-prompt", "3", "--guidance", "1", "--steps", "1",
@@ -197,6 +208,9 @@ def test_guidance_against_a_null_condition_that_never_trained_is_named(tmp_path)
     assert guided.exit_code == 0, guided.output
     assert ("warning: this model was trained without condition dropout (cond_dropout 0 in its export), so its null "
             "condition never trained: --guidance 3 guides against an input the model never saw") in guided.output
+    alone = invoke(*common, "--guidance", "0", "-o", tmp_path / "alone")  # scale 0: the null branch alone
+    assert ("--guidance 0 generates from the null condition alone, an input the model never saw (expect noise); use "
+            "--guidance 1 (guidance off: the conditional branch alone)") in alone.output
     for name, extra in (("negative", ["--guidance", "3", "--negative-prompt", "2"]), ("default", [])):
         quiet = invoke(*common, *extra, "-o", tmp_path / name)
         assert quiet.exit_code == 0 and "warning" not in quiet.output, quiet.output

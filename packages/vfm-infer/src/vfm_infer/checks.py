@@ -36,9 +36,11 @@ def unused_inputs(kind: str, prompts: Sequence[str], negative_prompt: str, asked
     """Notes for inputs that do nothing: ``kind`` is the conditioning (``text``, ``class``, ``none``),
     ``asked_guidance`` the scale the caller gave (None: the export's), ``guidance`` the one in use."""
     if kind == "none":
+        # the scale as given: 1 (off, the default) is not named; any other, 0 included, is
+        off = asked_guidance in (None, 1.0)
         ignored = [what for what, given in (("the prompts", any(p.strip() for p in prompts)),
                                              ("--negative-prompt", bool(negative_prompt)),
-                                             (f"--guidance {asked_guidance or 1:g}", asked_guidance not in (None, 1.0)))
+                                             ("" if off else f"--guidance {asked_guidance:g}", not off))
                    if given]
         if not ignored:
             return []
@@ -124,6 +126,8 @@ def untrained_null(kind: str, cond_dropout: Any, negative_prompt: str, asked_gui
         return []
     if asked_guidance is None or asked_guidance == 1.0:
         return []
+    # scale 0 is the unconditional branch alone (uncond + 0 * (cond - uncond)); others extrapolate from it
+    what = "generates from the null condition alone," if asked_guidance == 0.0 else "guides against"
     return [f"this model was trained without condition dropout (cond_dropout 0 in its export), so its null condition "
-            f"never trained: --guidance {asked_guidance:g} guides against an input the model never saw (expect noise); "
-            "use --guidance 1, or give a --negative-prompt as the other branch"]
+            f"never trained: --guidance {asked_guidance:g} {what} an input the model never saw (expect noise); "
+            "use --guidance 1 (guidance off: the conditional branch alone), or give a --negative-prompt as the other branch"]
