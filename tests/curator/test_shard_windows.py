@@ -131,3 +131,54 @@ def test_a_window_span_with_a_stride_ends_within_the_clip(tmp_path):
     samples = _samples(tmp_path)
     assert samples["c1"]["meta"]["span"] == [1.0, 1.0 + 18 / 8]
     assert samples["c1-w1"]["meta"]["span"] == [1.0 + 18 / 8, 1.0 + 35 / 8]
+
+
+def test_a_window_left_in_another_bucket_by_a_killed_run_is_still_written_in_the_clips_new_bucket(clip, tmp_path):
+    # A run with frames = [17] was killed after window 1 of the clip (frames 17-33) reached a finished
+    # shard of 32x48x17; the clip's id, written last, did not. The resumed run with frames = [9] puts
+    # the clip in 32x48x9, where window 1 is frames 9-17: it must be written there, not taken as done.
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    out = tmp_path / "s"
+    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
+                       bucket=f"{SIZE[0]}x{SIZE[1]}x17", window=17)
+    killed.latent, killed.text = np.zeros((2, 3, 17, *SIZE), np.float32), np.zeros((1, 4), np.float32)
+    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
+    writers.write(killed, done={row["id"]})
+    writers.close()
+    summary = _shard(clip, out)
+    assert summary.samples_written == 4
+    in_new_bucket = {}
+    for shard in (out / f"{SIZE[0]}x{SIZE[1]}x{FRAMES}").glob("*.tar"):
+        in_new_bucket.update(_samples_of(shard))
+    assert sorted(in_new_bucket) == sorted([row["id"], *(f"{row['id']}-w{k}" for k in (1, 2, 3))])
+    decoded = load_frames(str(clip / row["path"]), *SIZE, 2 * FRAMES)
+    frames = to_frames(torch.as_tensor(np.asarray(in_new_bucket[f"{row['id']}-w1"]))[None])[0]
+    np.testing.assert_array_equal(frames, decoded[FRAMES : 2 * FRAMES])
+
+
+def _samples_of(shard: Path) -> dict[str, np.ndarray]:
+    """key -> latent of one shard."""
+    import io
+
+    with tarfile.open(shard) as tar:
+        return {m.name.split(".")[0]: np.load(io.BytesIO(tar.extractfile(m).read()))
+                for m in tar.getmembers() if m.name.endswith(".latent.npy")}
+
+
+def test_a_tokenizer_batch_of_clips_with_different_window_counts_gives_each_clip_its_own_windows():
+    # shard_tokenize concatenates the windows of a call's clips (3, 1, 5, 2 windows, two buckets) and
+    # encodes them batch_size at a time across clip boundaries: each clip must get back exactly its
+    # own windows, in order (the pixel tokenizer's latent is the frames themselves)
+    from vfm_curator.stages.shard_tokenize import ShardTokenizeStage
+
+    rng = np.random.default_rng(0)
+    tasks = []
+    for i, (n, hw) in enumerate([(3, (4, 6)), (1, (4, 6)), (5, (4, 6)), (2, (6, 4))]):
+        task = ShardTask(id=f"c{i}", path=f"c{i}.mp4", bucket=f"{hw[0]}x{hw[1]}x3", window=3)
+        task.frames = rng.integers(0, 256, (n * 3, *hw, 3), dtype=np.uint8)
+        tasks.append(task)
+    given = {t.id: t.frames.copy() for t in tasks}
+    ShardTokenizeStage(tokenizer="pixel").process(tasks)
+    for task in tasks:
+        frames = to_frames(torch.as_tensor(task.latents()))  # (N, T, H, W, 3)
+        np.testing.assert_array_equal(frames.reshape(-1, *frames.shape[2:]), given[task.id])

@@ -81,7 +81,8 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, config)
     remove_leftovers(out)  # we hold the lock and have written nothing: every temporary shard is a dead run's
-    done = set().union(*finished_keys(out).values())
+    finished = finished_keys(out)  # bucket -> sample keys in its finished shards
+    done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks))
     todo = []
@@ -109,7 +110,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
         todo = [t for t in todo if t.failure is None]
     t0 = time.perf_counter()
     if todo:
-        _execute(todo, specs, config, out, summary, hashes, progress, done)
+        _execute(todo, specs, config, out, summary, hashes, progress, finished)
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = _resize_notices(summary, config) + _bucketing_notice(out, config, summary.skipped)
@@ -125,7 +126,7 @@ def _options_hashes(specs: list[StageSpec], config: ShardConfig) -> dict[str, st
 
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
-             hashes: dict[str, str], progress: Progress | None, done: set[str]) -> None:
+             hashes: dict[str, str], progress: Progress | None, finished: dict[str, set[str]]) -> None:
     from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
@@ -149,7 +150,9 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 if task.failure is not None:
                     shard_state.write_failure(out, task, hashes.get(task.failure["stage"], hashes["*"]))
                 else:
-                    summary.samples_written += writers.write(task, done=done)
+                    # a window counts as written only in the bucket the clip goes to now: one left in another
+                    # bucket by a run killed under other frames / resolutions holds other frames
+                    summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()))
                     shard_state.clear_failure(out, task.id)
                     summary.written += 1
                     _count_resize(summary, task)
