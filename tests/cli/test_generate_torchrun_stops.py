@@ -115,10 +115,15 @@ def test_what_a_killed_run_left_half_written_is_removed_by_the_next_run(tmp_path
     out = tmp_path / "out"
     out.mkdir()
     # what write_mp4 / write_png leave when SIGKILL (no cleanup possible) ends them mid-write
-    (out / ".0000.partial.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom")
-    (out / ".0007.partial.png").write_bytes(b"\x89PNG")
+    (out / ".0000.partial.k2x9q7ab.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom")
+    (out / ".0007.partial.x_3mz0qa.png").write_bytes(b"\x89PNG")
+    (out / ".0001.partial.mp4").write_bytes(b"\x00")  # the name earlier versions wrote
     (out / ".notes.partial.txt").write_text("the user's")  # not a name vfm writes: kept
+    victim = tmp_path / "victim.mp4"
+    victim.write_bytes(b"precious")
+    (out / ".0002.partial.mp4").symlink_to(victim)  # a planted link: neither followed nor removed
     result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", out)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) in ([".notes.partial.txt"],
-                                                                               [".notes.partial.txt", ".vfm-lock"])
+    assert victim.read_bytes() == b"precious"
+    kept = [".0002.partial.mp4", ".notes.partial.txt"]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) in (kept, sorted([*kept, ".vfm-lock"]))

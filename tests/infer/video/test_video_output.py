@@ -58,3 +58,41 @@ def test_contact_sheet_png_round_trips_exactly_and_holds_the_chosen_frames(tmp_p
     assert np.array_equal(sheet[:32, :48], frames[0]) and np.array_equal(sheet[34:, 50:], frames[8])
     back = read_png(write_png(tmp_path / "sheet.png", sheet))
     assert np.array_equal(back, sheet)
+
+
+def _victim_and_out(tmp_path):
+    """A file outside the output folder, and the output folder (as a shared scratch dir might be)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    return victim, out
+
+
+def test_mp4_is_not_written_through_a_link_planted_at_the_old_partial_name(tmp_path):
+    victim, out = _victim_and_out(tmp_path)
+    (out / ".0000.partial.mp4").symlink_to(victim)  # the name write_mp4 used to write to
+    frames = moving_square()
+    write_mp4(out / "0000.mp4", frames, fps=12)
+    assert victim.read_text() == "precious"
+    assert not (out / "0000.mp4").is_symlink() and read_mp4(out / "0000.mp4").shape == frames.shape
+
+
+def test_png_is_not_written_through_a_link_planted_at_the_old_partial_name(tmp_path):
+    victim, out = _victim_and_out(tmp_path)
+    (out / ".0000.partial.png").symlink_to(victim)
+    sheet = contact_sheet(moving_square())
+    write_png(out / "0000.png", sheet)
+    assert victim.read_text() == "precious"
+    assert np.array_equal(read_png(out / "0000.png"), sheet)
+
+
+def test_a_partial_file_is_named_by_the_rule_that_finds_leftovers_and_keeps_the_suffix(tmp_path):
+    from vfm_infer.video.mp4 import partial_file, partial_final_name
+
+    with partial_file(tmp_path / "0003.mp4") as first, partial_file(tmp_path / "0003.mp4") as second:
+        assert first != second  # unpredictable, never shared
+        assert first.suffix == ".mp4" and first.name.startswith(".0003.partial.")
+        assert partial_final_name(first.name) == "0003.mp4"
+    assert partial_final_name(".0003.partial.mp4") == "0003.mp4"  # what earlier versions left
+    assert partial_final_name("0003.mp4") is None and partial_final_name(".notes.txt") is None

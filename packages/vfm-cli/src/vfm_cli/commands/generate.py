@@ -317,13 +317,19 @@ def _numbered_videos(out: Path) -> list[Path]:
 
 
 def _remove_partial_files(out: Path) -> None:
-    """Remove what a killed earlier run left half-written (``.0003.partial.mp4``: write_mp4 renames a
-    file into place once whole, a SIGKILL ends it before); this run holds the folder's lock."""
+    """Remove what a killed earlier run left half-written (``.0003.partial.<random>.mp4``: write_mp4
+    renames a file into place once whole, a SIGKILL ends it before); this run holds the folder's lock.
+    The partial names are read with the rule that writes them; only regular files bound for this
+    command's names go (a link is removed by nothing here, nor followed)."""
     import re
 
+    from vfm_infer.video.mp4 import partial_final_name
+    from vfm_plugins.files import remove_leftover
+
     for path in out.glob(".*.partial.*"):
-        if re.fullmatch(r"\.\d{4,}\.partial\.(mp4|png)", path.name) and path.is_file():
-            path.unlink(missing_ok=True)
+        final = partial_final_name(path.name)
+        if final is not None and re.fullmatch(r"\d{4,}\.(mp4|png)", final):
+            remove_leftover(path)
 
 
 def _span(paths: list[Path]) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
+import re
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from vfm_plugins.files import fresh_file
 
 
 def check_even_size(height: int, width: int) -> None:
@@ -43,23 +44,28 @@ def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: i
     return path
 
 
-def partial_path(path: Path) -> Path:
-    """Where a file bound for ``path`` is written until it is complete: hidden, same folder (so the
-    rename is atomic), same suffix (PyAV picks the container from it): ``.0000.partial.mp4``."""
-    return path.with_name(f".{path.stem}.partial{path.suffix}")
+#: A file bound for ``0003.mp4`` is written as ``.0003.partial.<random>.mp4`` (hidden, same folder so
+#: the rename is atomic, same suffix: PyAV picks the container from it); ``.0003.partial.mp4`` is what
+#: versions before the random part wrote, still recognised as a leftover.
+_PARTIAL_NAME = re.compile(r"\.(?P<stem>.+)\.partial(?:\.[A-Za-z0-9_]+)?(?P<suffix>\.[^.]+)")
+
+
+def partial_final_name(name: str) -> str | None:
+    """The file name a partial file called ``name`` was bound for (``.0003.partial.k2x9q7ab.mp4`` ->
+    ``0003.mp4``), or None when ``name`` is not a partial file's name: the one naming rule that
+    :func:`partial_file` writes and a sweep of a killed run's leftovers reads."""
+    match = _PARTIAL_NAME.fullmatch(name)
+    return None if match is None else match["stem"] + match["suffix"]
 
 
 @contextlib.contextmanager
 def partial_file(path: Path) -> Iterator[Path]:
-    """:func:`partial_path` of ``path`` for the block to write, renamed to ``path`` when the block ends
-    (the block's files closed); removed if the block or the rename fails."""
-    partial = partial_path(path)
-    try:
+    """A new partial file for ``path`` (see ``_PARTIAL_NAME``; created exclusively with an
+    unpredictable name, so a link planted at a guessable name is never written through) for the
+    block to write, renamed to ``path`` when the block ends (the block's files closed); removed if
+    the block or the rename fails."""
+    with fresh_file(path, prefix=f".{path.stem}.partial.", suffix=path.suffix) as partial:
         yield partial
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
 
 
 def read_mp4(path: str | Path) -> np.ndarray:
