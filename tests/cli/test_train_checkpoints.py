@@ -104,3 +104,20 @@ def test_torchrun_killed_during_saves_leaves_a_newest_checkpoint_that_verifies_a
                      'checkpoint.allow_changes=["layout"]')  # one process continues the 2-rank run's batches
     assert resumed.exit_code == 0, resumed.output
     assert f"resuming from step {state['step']} ({newest})" in resumed.output
+
+
+def test_validate_refuses_a_named_checkpoint_with_newer_ones_in_the_run_as_the_run_does(tmp_path):
+    # a rollback to step 2 while step 4 is still there: the run refuses it, so --validate must too
+    assert _train(tmp_path).exit_code == 0
+    step2 = tmp_path / "checkpoints" / "step_00000002"
+    args = [arg for item in (*SMALL, f"train.out_dir={tmp_path}", f"checkpoint.resume={step2}") for arg in ("--set", item)]
+    validated = CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *args, "--validate"])
+    run = _train(tmp_path, f"checkpoint.resume={step2}")
+    for result in (validated, run):
+        assert result.exit_code == 1, result.output
+        assert f"checkpoint.resume names {step2} (step 2), but {tmp_path / 'checkpoints'} holds newer checkpoints: " \
+               "step_00000004" in result.output
+    newest = [arg for item in (*SMALL, f"train.out_dir={tmp_path}", f"checkpoint.resume={step2.parent / 'step_00000004'}")
+              for arg in ("--set", item)]
+    ok = CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *newest, "--validate"])
+    assert ok.exit_code == 0 and "resumes from step 4" in ok.output, ok.output

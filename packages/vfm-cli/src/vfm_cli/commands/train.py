@@ -134,21 +134,20 @@ def _close(sinks: list) -> None:
 
 def _resume_check(cfg, world: int) -> str:
     """With --validate: whether the checkpoint the run would resume from (the newest under out_dir,
-    or the one named) takes these settings, as the run checks them (its files are not hashed here):
+    or the one named) takes these settings, by the run's own checks (its files are not hashed here):
     "" (a fresh start), "; resumes from step N (path)", or the run's one-line refusal and exit 1."""
     from vfm_parallel import checkpoint as ckpt
     from vfm_parallel.trainer import resume as resume_mod
 
-    resume = cfg.checkpoint.resume
+    resume, root = cfg.checkpoint.resume, Path(cfg.train.out_dir) / "checkpoints"
     if resume == "none":
         return ""
-    path = ckpt.latest(Path(cfg.train.out_dir) / "checkpoints") if resume == "auto" else Path(resume)
+    path = ckpt.latest(root) if resume == "auto" else Path(resume)
     if path is None:
         return ""
     try:
         state = ckpt.read_state(path)
-        resume_mod.check_settings(path, state, cfg, cfg.parallel.resolved(world))
-        resume_mod.check_step(path, state["step"], cfg)
+        resume_mod.check_resumable(path, state, cfg, cfg.parallel.resolved(world), root)
     except ckpt.CheckpointError as exc:
         fail(exc)
     return f"; resumes from step {state['step']} ({path})"

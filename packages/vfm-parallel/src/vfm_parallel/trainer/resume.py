@@ -52,9 +52,8 @@ def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
     resume = cfg.checkpoint.resume
     if resume == "none":
         return None
-    if resume != "auto":
-        state = ckpt.verify(resume)
-        _refuse_newer_in_run(Path(resume), state["step"], root)
+    if resume != "auto":  # the newer ones of its run are refused by check_resumable
+        ckpt.verify(resume)
         return Path(resume)
     damaged: list[ckpt.DamagedCheckpointError] = []
     for path in reversed(ckpt.list_checkpoints(root)):
@@ -70,6 +69,16 @@ def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
         raise ckpt.DamagedCheckpointError(f"every checkpoint under {root} is damaged (the newest: {damaged[0]}); "
                                           'set checkpoint.resume = "none" to start over')
     return None
+
+
+def check_resumable(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: dict[str, int], root: Path) -> None:
+    """Every check of a resume from ``path`` (whose ``state`` is read) but its files' hashes: a
+    checkpoint named in ``resume`` while ``root`` holds newer ones, the settings, the step. The run
+    and ``vfm train --validate`` both call it, so the one refuses what the other does."""
+    if cfg.checkpoint.resume != "auto":
+        _refuse_newer_in_run(path, state["step"], root)
+    check_settings(path, state, cfg, sizes)
+    check_step(path, state["step"], cfg)
 
 
 def _refuse_newer_in_run(chosen: Path, step: int, root: Path) -> None:

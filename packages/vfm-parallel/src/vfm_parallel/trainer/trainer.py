@@ -148,8 +148,7 @@ class _Run:
         if path is None:
             return 0
         state = ckpt.read_state(path)
-        resume_mod.check_settings(path, state, self.cfg, self.coords.sizes)
-        resume_mod.check_step(path, state["step"], self.cfg)
+        resume_mod.check_resumable(path, state, self.cfg, self.coords.sizes, self.root)
         key = resume_mod.loader_rank(state, self.coords.dp_rank, self.coords.dp_size)
         state, rank_state = ckpt.load(path, model=self.named, optimizer=self.optimizer, ema=self.ema,
                                       rank_key=key, check_files=False)  # verified by choose_checkpoint
