@@ -8,7 +8,6 @@ name only files inside its own folder. Nothing is downloaded.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -174,14 +173,17 @@ def save_diffusers_folder(folder: str | PathLike, state_dict: Mapping[str, torch
                           class_name: str) -> Path:
     """Write a diffusers model folder: ``config.json`` (with ``_class_name`` and ``_diffusers_version``)
     and ``diffusion_pytorch_model.safetensors``, loadable with ``<class_name>.from_pretrained(folder)``."""
+    from vfm_plugins.files import fresh_file, replace_file
+
     from vfm_models.checkpoint import save_state_dict
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_state_dict(folder / DIFFUSERS_WEIGHTS, state_dict, {"format": "pt"})
     text = json.dumps({"_class_name": class_name, "_diffusers_version": DIFFUSERS_FORMAT_VERSION, **config},
                       indent=2, sort_keys=True)
-    tmp = folder / "config.json.tmp"
-    tmp.write_text(text + "\n")
-    os.replace(tmp, folder / "config.json")
+    # Each file is written new (an unpredictable, exclusively created name) and renamed over the old
+    # one: a link in the folder, at a file's name or a guessable temporary name, is never written through.
+    with fresh_file(folder / DIFFUSERS_WEIGHTS) as tmp:
+        save_state_dict(tmp, state_dict, {"format": "pt"})
+    replace_file(folder / "config.json", text + "\n")
     return folder
