@@ -91,3 +91,29 @@ def test_pth_members_round_trip_without_unpickling(tmp_path):
     with tarfile.open(w.shards[0]) as tar:
         data = tar.extractfile("a.latent.pth").read()
     assert decode_array(data, "pth").dtype == torch.bfloat16
+
+
+def test_a_shard_is_not_written_through_a_link_planted_at_the_old_temporary_name(tmp_path):
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f".shard-000000.tar.tmp-{os.getpid()}").symlink_to(victim)  # the name the writer used to open
+    with ShardWriter(out) as w:
+        w.write("a", torch.randn(4, 1, 4, 4), torch.randn(2, 8), meta("image"))
+    assert victim.read_text() == "precious"
+    with tarfile.open(out / "shard-000000.tar") as tar:
+        assert sorted(tar.getnames()) == ["a.json", "a.latent.npy", "a.text.npy"]
+
+
+def test_a_temporary_shard_is_named_by_the_rule_a_leftover_sweep_globs(tmp_path):
+    from vfm_data.writer import temporary_prefix
+
+    w = ShardWriter(tmp_path)
+    w.write("a", torch.randn(4, 1, 4, 4), torch.randn(2, 8), meta("image"))
+    [tmp] = tmp_path.iterdir()  # the open shard, before it is finished
+    assert tmp.name.startswith(temporary_prefix("shard-000000.tar")) and tmp in tmp_path.glob(temporary_prefix("shard-*.tar") + "*")
+    w.abort()
+    assert list(tmp_path.iterdir()) == []

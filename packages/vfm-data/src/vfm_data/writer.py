@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import yaml
+from vfm_plugins.files import rename_into_place, temporary_file
 
 from vfm_data.format import FLOAT_DTYPES, SampleMeta, encode_array
 
@@ -122,17 +123,16 @@ class ShardWriter:
                      if (m := re.fullmatch(re.escape(self.prefix) + r"-(\d+)\.tar", f.name))]
             raise FileExistsError(f"shard {final} exists; to add shards to this folder pass start_index={max(taken) + 1} "
                                   "(after its last shard) and run prepare_dataset on it again, or write to a new folder")
-        self._tmp = self.folder / f".{final.name}.tmp-{os.getpid()}"
+        # created exclusively under an unpredictable name: a link planted in the folder is never written through
+        self._tmp = temporary_file(self.folder, prefix=temporary_prefix(final.name), suffix="")
         self._tar = tarfile.open(self._tmp, "w")
         self._bytes = 0
 
     def _finish_shard(self) -> None:
         assert self._tar is not None and self._tmp is not None
         self._tar.close()
-        with open(self._tmp, "rb") as f:
-            os.fsync(f.fileno())
         final = self.folder / self._shard_name(self._index)
-        os.replace(self._tmp, final)  # atomic: the final name only ever names a complete shard
+        rename_into_place(self._tmp, final, durable=True)  # atomic: the final name only ever names a complete shard
         self.shards.append(final)
         self._tar, self._tmp = None, None
         self._index += 1
@@ -159,6 +159,12 @@ class ShardWriter:
             self.close()
         else:
             self.abort()
+
+
+def temporary_prefix(shard_name: str) -> str:
+    """What the temporary file of shard ``shard_name`` is named before its random part
+    (``.shard-000003.tar.tmp-k2x9q7ab``): the rule a sweep of a killed run's leftovers globs."""
+    return f".{shard_name}.tmp-"
 
 
 def _protect_from_braceexpand(pattern: str) -> str:

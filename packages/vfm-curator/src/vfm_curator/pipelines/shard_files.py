@@ -44,12 +44,16 @@ def finished_keys(out: Path) -> dict[str, set[str]]:
 
 
 def remove_leftovers(out: Path) -> int:
-    """Delete the temporary files of shards a killed run never finished; returns how many."""
+    """Delete the temporary files of shards a killed run never finished (named by vfm-data's
+    :func:`~vfm_data.writer.temporary_prefix`); returns how many. Only regular files: a link planted
+    at such a name is neither followed nor removed."""
+    from vfm_data.writer import temporary_prefix
+    from vfm_plugins.files import remove_leftover
+
     removed = 0
     for folder in bucket_dirs(out):
-        for tmp in folder.glob(f".{SHARD_PREFIX}-*.tar.tmp-*"):
-            tmp.unlink(missing_ok=True)
-            removed += 1
+        for tmp in folder.glob(temporary_prefix(f"{SHARD_PREFIX}-*.tar") + "*"):
+            removed += remove_leftover(tmp)
     return removed
 
 
