@@ -107,3 +107,35 @@ def test_another_family_or_formulation_is_refused_naming_the_key(tmp_path):
     assert result.exit_code == 1 and "was trained with 'ddpm'" in result.output
     result = CliRunner().invoke(app, ["train", str(config), "--validate", "--set", f"model.init_from={tmp_path / 'none'}"])
     assert result.exit_code == 1 and "config key 'model.init_from'" in result.output and "no checkpoint at" in result.output
+
+
+def _bare_dit_pt(path):
+    """A facebookresearch DiT ``.pt`` (its train.py's {"model", "ema"}) of DiT-S width (384 wide, 6 heads:
+    a bare file names no head count) with one block, at input size 8."""
+    from vfm_models.adapters import get_adapter
+
+    torch.manual_seed(0)
+    model = diffusers.DiTTransformer2DModel(num_attention_heads=6, attention_head_dim=64, in_channels=3, out_channels=6,
+                                            num_layers=1, sample_size=8, patch_size=2, num_embeds_ada_norm=10)
+    hub, fb = get_adapter("diffusers-dit"), get_adapter("facebookresearch-dit")
+    options = hub.options_from_external(dict(model.config))
+    original = fb.to_external(hub.from_external(model.state_dict(), options), {**options, "input_size": 8})
+    torch.save({"model": original, "ema": original}, path)
+    return path
+
+
+def test_a_bare_pt_is_converted_once_by_a_run_and_once_by_validate(tmp_path, monkeypatch):
+    # its meta (read twice), its shapes and its weights all come from the one conversion of the file
+    import vfm_models.adapters.exports as exports
+
+    conversions, real = [], exports.converted
+    monkeypatch.setattr(exports, "converted", lambda *a, **k: conversions.append(a[0]) or real(*a, **k))
+    config = tmp_path / "finetune.toml"
+    config.write_text(CONFIG.format(init=_bare_dit_pt(tmp_path / "dit.pt"), out=tmp_path / "run"))
+    result = CliRunner().invoke(app, ["train", str(config)])
+    assert result.exit_code == 0, result.output
+    assert len(conversions) == 1
+    conversions.clear()
+    result = CliRunner().invoke(app, ["train", str(config), "--validate", "--set", f"train.out_dir={tmp_path / 'new'}"])
+    assert result.exit_code == 0, result.output
+    assert len(conversions) == 1

@@ -10,6 +10,7 @@ into a model that computes something else), checked before any process group sta
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,11 +27,69 @@ def _error(exc: Exception) -> ConfigError:
     return ConfigError(KEY, exc_text(exc))
 
 
+# --- the checkpoint, read once ----------------------------------------------------------------------
+# A checkpoint that is no vfm export (a bare DiT .pt, a diffusers folder) has no meta, shapes or
+# weights on disk: each is a conversion of the whole file, seconds and memory for a large model.
+# Validation wants its meta (twice) and shapes, the run its weights: one conversion serves them all.
+
+_CONVERTED: dict[tuple, tuple[dict[str, Any], dict[str, torch.Tensor]]] = {}  # one entry: the latest file
+
+
+def _is_export(path: Path) -> bool:
+    from vfm_models.export import CONFIG, WEIGHTS
+
+    return (path / CONFIG).is_file() and (path / WEIGHTS).is_file()
+
+
+def _conversion(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(export meta, vfm state dict) of an external checkpoint, converted once per file and process
+    (keyed by its size and time too: a file replaced at the same path is converted again)."""
+    from vfm_models.adapters.exports import converted
+
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _CONVERTED:
+        _CONVERTED.clear()  # one checkpoint at a time: never two models' weights held
+        _CONVERTED[key] = converted(path)
+    return _CONVERTED[key]
+
+
+def source_meta(path: str) -> dict[str, Any]:
+    """The checkpoint's export meta: a vfm export's or a diffusers folder's from its config files, a
+    bare weights file's from its conversion."""
+    from vfm_models.adapters.exports import source_meta as read_meta
+
+    p = Path(path)
+    if p.is_file():
+        return _conversion(p)[0]
+    return read_meta(p)
+
+
+def source_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """The checkpoint's vfm tensor names and shapes (a vfm export's from its safetensors header)."""
+    from vfm_models.adapters.exports import source_shapes as read_shapes
+
+    p = Path(path)
+    if _is_export(p) or not p.exists():
+        return read_shapes(p)
+    return {k: tuple(v.shape) for k, v in _conversion(p)[1].items()}
+
+
+def source_weights(path: str) -> dict[str, torch.Tensor]:
+    """The checkpoint's vfm state dict; a conversion is dropped here: the model holds the weights now."""
+    from vfm_models.adapters.exports import source_weights as read_weights
+
+    p = Path(path)
+    if _is_export(p) or not p.exists():
+        return read_weights(p)
+    state = _conversion(p)[1]
+    _CONVERTED.clear()
+    return state
+
+
 def init_options(cfg: TrainConfig) -> dict[str, Any]:
     """The checkpoint's model options (the defaults under ``model.options``), after checking that its
     family and formulation are the config's."""
-    from vfm_models.adapters.exports import source_meta
-
     try:
         meta = source_meta(cfg.model.init_from)
     except (OSError, ValueError, KeyError) as exc:
@@ -49,7 +108,6 @@ def check_init(cfg: TrainConfig, mcfg: Any) -> None:
     """Refuse a checkpoint whose weights do not fit the model of ``mcfg``, naming the keys that differ."""
     import vfm_models
     from vfm_models.adapters import AdapterKeyError, check_keys
-    from vfm_models.adapters.exports import source_shapes
 
     with torch.device("meta"):
         model = vfm_models.get_family(cfg.model.family).build(mcfg)
@@ -90,7 +148,6 @@ def _check_same_meaning(cfg: TrainConfig, mcfg: Any) -> None:
 
 def load_init(model: torch.nn.Module, cfg: TrainConfig) -> torch.nn.Module:
     """Copy the checkpoint's weights into ``model`` (every key, every shape)."""
-    from vfm_models.adapters.exports import source_weights
     from vfm_models.checkpoint import load_into
 
     return load_into(model, source_weights(cfg.model.init_from))
