@@ -18,7 +18,7 @@ from torch import nn
 
 from vfm_parallel.cp.comm import gather_no_grad, group_rank_size
 from vfm_parallel.cp.groups import group_attention
-from vfm_parallel.cp.masks import block_mask, grid_tokens, group_ids
+from vfm_parallel.cp.masks import block_mask, grid_tokens, group_ids, ranges_meet
 from vfm_parallel.cp.ring import ring_attention
 from vfm_parallel.cp.ulysses import ulysses_attention
 
@@ -80,7 +80,13 @@ class ContextParallelCore(nn.Module):
             keys = None if full_mask is None else full_mask[:, source * s_local:(source + 1) * s_local]
             return block_mask(q_pos, k_pos, groups=groups, cu_seqlens=cu_seqlens, key_padding=keys)
 
-        return ring_attention(q, k, v, self.group, mask_for=mask_for, scale=scale, layer=self.layer)
+        attends = None  # without a grid (dense full attention) every block is computed
+        if grid is not None and (self.kind != "full" or cu_seqlens is not None):
+            def attends(source: int) -> bool:  # from the grid's ints: no device sync per hop
+                return ranges_meet(self.kind, grid, (rank * s_local, (rank + 1) * s_local),
+                                   (source * s_local, (source + 1) * s_local))
+
+        return ring_attention(q, k, v, self.group, mask_for=mask_for, attends=attends, scale=scale, layer=self.layer)
 
     def _cross(self, q, k, v, grid, key_padding_mask, cu_seqlens, kwargs):
         """Text keys are whole on every rank; packed query boundaries move into this rank's window."""

@@ -45,6 +45,42 @@ def group_ids(kind: str, grid, device: torch.device | str | None = None) -> torc
     return torch.cat(ids)
 
 
+def ranges_meet(kind: str, grid, q_range: tuple[int, int], k_range: tuple[int, int]) -> bool:
+    """Whether some query at a position in ``q_range`` (start, stop) may attend some key in ``k_range``
+    by the rule of :func:`block_mask` for ``kind`` (full, spatial, temporal) over ``grid``, whose
+    packed samples never meet. Arithmetic on the grid's ints: no tensor is read, so a ring can skip
+    blocks without waiting for a device. Key padding is not looked at (it never makes a block meet)."""
+    offset = 0
+    for t, h, w in grids_of(grid):
+        n, hw = t * h * w, h * w
+        qa, qb = max(q_range[0] - offset, 0), min(q_range[1] - offset, n)
+        ka, kb = max(k_range[0] - offset, 0), min(k_range[1] - offset, n)
+        offset += n
+        if qa >= qb or ka >= kb:
+            continue
+        if kind == "full":
+            return True
+        if kind == "spatial" and qa // hw <= (kb - 1) // hw and ka // hw <= (qb - 1) // hw:  # a frame in common
+            return True
+        if kind == "temporal" and _intervals_meet(_residues(qa, qb, hw), _residues(ka, kb, hw)):
+            return True
+        if kind not in ("full", *GROUPED_KINDS):
+            raise ValueError(f"ranges_meet takes full, spatial or temporal attention, got {kind!r}")
+    return False
+
+
+def _residues(start: int, stop: int, n: int) -> list[tuple[int, int]]:
+    """The values of range(start, stop) modulo n (patch positions), as half-open intervals."""
+    if stop - start >= n:
+        return [(0, n)]
+    lo, hi = start % n, start % n + (stop - start)
+    return [(lo, hi)] if hi <= n else [(lo, n), (0, hi - n)]
+
+
+def _intervals_meet(xs, ys) -> bool:
+    return any(a < d and c < b for a, b in xs for c, d in ys)
+
+
 def segment_of(positions: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
     """The packed sample each position belongs to (positions past the last boundary share one)."""
     return torch.searchsorted(cu_seqlens[1:].to(torch.long), positions, right=True)
