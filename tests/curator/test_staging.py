@@ -50,6 +50,27 @@ def test_staged_clips_and_samples_are_the_in_memory_ones_byte_for_byte(tmp_path)
     assert len(_staging_files(tmp_path / "out")) == 2 * len(staged.clips)
 
 
+
+def test_staged_clips_are_not_written_through_links_planted_at_the_old_staging_names(tmp_path):
+    """The names were ``.<vid>.<clip>.a<attempt>.p<pid>.<suffix>.tmp``: all guessable from the input."""
+    make_video(tmp_path / "v.mp4", [20, 33, 27], seed=1, width=128, height=72)
+    in_memory, staged = _split(tmp_path / "v.mp4"), _split(tmp_path / "v.mp4")
+    TranscodeStage(preset="ultrafast").process([in_memory])
+    outside, out = tmp_path / "victim.txt", tmp_path / "out"
+    inside = out / "notes.txt"  # a file of the user's in the output folder
+    (out / "clips").mkdir(parents=True)
+    for victim in (outside, inside):
+        victim.write_text("precious")
+    for clip, victim in zip(staged.clips, (outside, inside, inside)):
+        for suffix in ("mp4", "samples.npz"):
+            (out / "clips" / f".{staged.vid}.{clip.id}.a1.p{os.getpid()}.{suffix}.tmp").symlink_to(victim)
+    TranscodeStage(preset="ultrafast", out=str(out)).process([staged])
+    assert staged.failure is None
+    assert outside.read_text() == "precious" and inside.read_text() == "precious"
+    assert [Path(c.staged).read_bytes() for c in staged.clips] == [c.mp4 for c in in_memory.clips]
+    staging.sweep_all(out)  # a link at a staging name is not the run's file: neither followed nor removed
+    assert len(list((out / "clips").iterdir())) == 2 * len(staged.clips) and inside.read_text() == "precious"
+
 def test_a_clip_the_file_ends_inside_leaves_no_staging_file(tmp_path):
     make_video(tmp_path / "v.mp4", [20, 33, 27], seed=2)
     task = _split(tmp_path / "v.mp4")
@@ -175,3 +196,16 @@ def test_a_killed_worker_s_staging_files_are_gone_before_the_video_is_done_again
     assert (summary.failures, summary.retried) == (0, 0)
     assert len(list((tmp_path / "out" / "clips").glob("*.mp4"))) == 9
     assert not list((tmp_path / "out").rglob("*.tmp"))
+
+
+def test_a_run_sweeps_leftover_temporary_files_but_not_a_link_planted_at_such_a_name(tmp_path):
+    make_video(tmp_path / "in" / "v.mp4", [20, 33], seed=6)
+    out = tmp_path / "out"
+    (out / "clips").mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (out / "clips" / ".v.c.a1.p1.k2x9q7ab.mp4.tmp").write_bytes(b"half a clip")  # a killed run's leftover
+    (out / "clips" / ".v.c.a1.p2.mp4.tmp").symlink_to(victim)
+    summary = vfm_curator.curate(tmp_path / "in", out, {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.25}}})
+    assert summary.failures == 0 and victim.read_text() == "precious"
+    assert [p.name for p in (out / "clips").glob(".*.tmp")] == [".v.c.a1.p2.mp4.tmp"]

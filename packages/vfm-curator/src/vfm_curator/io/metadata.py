@@ -57,11 +57,11 @@ def merge(parts: list[Path], dest: Path) -> int:
     """Concatenate the per-video parts into ``dest`` (sorted by source and start); returns rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from vfm_plugins.files import fresh_file
 
     tables = [pq.read_table(p, schema=schema()) for p in parts]
     merged = pa.concat_tables(tables) if tables else table([])
     merged = merged.sort_by([("source", "ascending"), ("start_frame", "ascending")])
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    pq.write_table(merged, tmp)
-    tmp.replace(dest)
+    with fresh_file(dest) as tmp:  # never written through a link planted in the folder
+        pq.write_table(merged, tmp)
     return merged.num_rows

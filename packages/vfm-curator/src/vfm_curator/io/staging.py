@@ -2,14 +2,15 @@
 
 Holding every clip of a video (its H264 bytes and sampled frames) in the task until the write stage
 made a run's memory grow with the video's length, and sent every clip through Ray's object store
-between stages. Instead the transcode stage writes each clip as ``OUT/clips/.<vid>.<clip>.a<attempt>.p<pid>.mp4.tmp``
+between stages. Instead the transcode stage writes each clip as ``OUT/clips/.<vid>.<clip>.a<attempt>.p<pid>.<random>.mp4.tmp``
 (and its samples as ``....samples.npz.tmp``); the task carries only the paths, and the write stage
 renames a kept clip's file to ``clips/<id>.mp4`` (fsync, then ``os.replace``: atomic, same folder).
 
 Nothing half-written is ever read as a result:
 
-- a name is unique to the video, the clip, the attempt and the worker process, so a retried call or
-  a later attempt never reuses (or collides with) a file that a dead one was writing;
+- a name is unique to the video, the clip, the attempt and the worker process, and is created
+  exclusively with a random part (mkstemp), so a retried call or a later attempt never reuses (or
+  collides with) a file that a dead one was writing, and a link planted at a name is never written through;
 - the write stage deletes what it does not keep (filtered clips, a failed video), also when it stops
   on an error; the driver deletes every staging file of a video once the video's task is back
   (:func:`sweep`: a worker killed between transcode and write), and of the whole folder when a run
@@ -25,6 +26,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from vfm_plugins.files import remove_leftover, temporary_file
 
 from vfm_curator.io.paths import atomic_rename, disk_full, safe_join
 
@@ -32,11 +34,13 @@ FOLDER = "clips"
 
 
 def staging_path(out: str | Path, vid: str, clip_id: str, attempt: int, suffix: str) -> Path:
-    """A staging file of one clip (``suffix``: ``mp4`` or ``samples.npz``) for this attempt and
-    process; its folder is made."""
-    path = safe_join(out, FOLDER, f".{vid}.{clip_id}.a{int(attempt)}.p{os.getpid()}.{suffix}.tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    """A new empty staging file of one clip (``suffix``: ``mp4`` or ``samples.npz``) for this attempt
+    and process, ``.<vid>.<clip>.a<attempt>.p<pid>.<random>.<suffix>.tmp``; its folder is made. Created
+    exclusively under an unpredictable name (:func:`vfm_plugins.files.temporary_file`): a link planted
+    in the folder at a guessable name is never written through."""
+    folder = safe_join(out, FOLDER)
+    folder.mkdir(parents=True, exist_ok=True)
+    return temporary_file(folder, prefix=f".{vid}.{clip_id}.a{int(attempt)}.p{os.getpid()}.", suffix=f".{suffix}.tmp")
 
 
 def save_samples(path: Path, frames: list[np.ndarray]) -> None:
@@ -76,12 +80,12 @@ def discard(clip) -> None:
 
 
 def sweep(out: str | Path, vid: str) -> int:
-    """Delete every staging file of video ``vid`` (any attempt, any process); returns how many."""
+    """Delete every staging file of video ``vid`` (any attempt, any process); returns how many. Only
+    regular files (:func:`vfm_plugins.files.remove_leftover`): a link at such a name is left alone."""
     folder = safe_join(out, FOLDER)
     gone = 0
     for path in folder.glob(f".{vid}.*.tmp") if folder.is_dir() else []:
-        path.unlink(missing_ok=True)
-        gone += 1
+        gone += remove_leftover(path)
     return gone
 
 
@@ -89,4 +93,4 @@ def sweep_all(out: str | Path) -> None:
     """Delete every staging file in the folder (the run holding its lock is ending)."""
     folder = safe_join(out, FOLDER)
     for path in folder.glob(".*.*.a*.p*.tmp") if folder.is_dir() else []:
-        path.unlink(missing_ok=True)
+        remove_leftover(path)

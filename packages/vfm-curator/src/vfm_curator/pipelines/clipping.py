@@ -23,6 +23,7 @@ from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out
 from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, uncaptioned
 from vfm_curator.tasks import VideoTask
 from vfm_plugins import FolderLock
+from vfm_plugins.files import remove_leftover
 
 
 def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
@@ -81,8 +82,9 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     # Half-written files (never under a final name). We hold the folder's lock and have not started
     # any work, so none is a live run's or our own: each is left by a run that died (the kernel freed
     # its lock). Workers of a dead driver are ended with it (Ray ends a job's workers with its driver).
+    # Only regular files: a link at such a name is no run's file (neither followed nor removed).
     for leftover in out.rglob(".*.tmp"):
-        leftover.unlink(missing_ok=True)
+        remove_leftover(leftover)
     summary = Summary(out=str(out), videos=len(sources))
     hashes = _options_hashes(specs)
     todo: list[VideoTask] = []

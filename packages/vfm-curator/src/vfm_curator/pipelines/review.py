@@ -207,13 +207,15 @@ def _drop_rows(table_path: Path, ids: set[str]) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from vfm_plugins.files import fresh_file
+
     source = pq.ParquetFile(table_path)
-    tmp = table_path.with_name(f".{table_path.name}.tmp")
     drop = pa.array(sorted(ids), type=pa.string())
-    with pq.ParquetWriter(tmp, source.schema_arrow) as writer:
+    # a new file (unpredictable, exclusively created name) renamed over the table: a link planted in
+    # the folder is never written through; a killed run's leftover is a ``.*.tmp`` the next run sweeps
+    with fresh_file(table_path) as tmp, pq.ParquetWriter(tmp, source.schema_arrow) as writer:
         for batch in source.iter_batches(batch_size=4096):
             writer.write_table(pa.Table.from_batches([batch]).filter(pc.invert(pc.is_in(batch.column("id"), value_set=drop))))
-    tmp.replace(table_path)
 
 
 def apply_options(config: Any, *, caption_qa_model: str | None = None, caption_min_score: float | None = None,

@@ -143,9 +143,9 @@ class TranscodeStage(Stage):
             else:
                 clip.staged, clip.staged_size = str(path), path.stat().st_size
                 if samples:
-                    samples_path = self._staging(task, clip, "samples.npz")
+                    samples_path = self._staging(task, clip, "samples.npz")  # made here (created exclusively)
+                    clip.samples_file = str(samples_path)  # so a failed write's file is discarded with the clip
                     staging.save_samples(samples_path, samples)
-                    clip.samples_file = str(samples_path)
         elif path is not None:  # fewer frames than detected: drop the clip instead of writing a short one
             path.unlink(missing_ok=True)
         release_freed_memory()
