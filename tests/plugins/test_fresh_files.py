@@ -56,3 +56,35 @@ def test_a_failing_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Pat
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
 
+
+
+def test_a_temporary_file_is_new_each_time_named_by_prefix_and_suffix_with_the_umask_permissions(tmp_path):
+    from vfm_plugins.files import temporary_file
+
+    old = os.umask(0o027)
+    try:
+        a = temporary_file(tmp_path, prefix=".0003.partial.", suffix=".mp4")
+        b = temporary_file(tmp_path, prefix=".0003.partial.", suffix=".mp4")
+    finally:
+        os.umask(old)
+    assert a != b and a.name.startswith(".0003.partial.") and a.suffix == ".mp4" and a.stat().st_size == 0
+    assert stat.S_IMODE(a.stat().st_mode) == 0o640
+
+
+def test_fresh_file_with_a_suffix_names_its_temporary_file_so(tmp_path):
+    with fresh_file(tmp_path / "0000.mp4", prefix=".0000.partial.", suffix=".mp4") as tmp:
+        assert tmp.suffix == ".mp4" and tmp.name.startswith(".0000.partial.")
+        tmp.write_bytes(b"video")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0000.mp4"]
+
+
+def test_a_leftover_sweep_removes_a_regular_file_and_neither_follows_nor_removes_a_link(tmp_path):
+    from vfm_plugins.files import remove_leftover
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / ".a.tmp").write_text("half")
+    (tmp_path / ".b.tmp").symlink_to(victim)
+    assert remove_leftover(tmp_path / ".a.tmp") and not remove_leftover(tmp_path / ".b.tmp")
+    assert not remove_leftover(tmp_path / ".gone.tmp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.tmp", "victim.txt"] and victim.read_text() == "precious"
