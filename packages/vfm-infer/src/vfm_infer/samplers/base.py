@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 import torch
+
+from vfm_plugins import unknown_options
 
 #: What each formulation's denoiser callable returns.
 FORMULATIONS = {
@@ -90,12 +91,12 @@ class Sampler(ABC):
 def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any], options: Mapping[str, Any]):
     """``cls(steps, **defaults, **options)``, with a ValueError naming the sampler's options for an option it
     does not take or a value of the wrong type (instead of the constructor's TypeError). ``defaults``
-    (the formulation's schedule options) are passed only where ``cls`` names them."""
-    params = inspect.signature(cls).parameters
-    names = [k for k, p in params.items() if k != "steps" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    defaults = {k: v for k, v in defaults.items() if k in names}
-    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
-    unknown = sorted(k for k in options if k not in names and not takes_any)
+    (the formulation's schedule options) are passed only where ``cls`` takes them (by name, or any name
+    through ``**kwargs``): :func:`vfm_plugins.unknown_options` decides, as for every plugin's options."""
+    unknown, accepted = unknown_options(cls, [*options, *defaults])
+    names = [k for k in accepted if k != "steps"]
+    defaults = {k: v for k, v in defaults.items() if k not in unknown}
+    unknown = sorted(set(unknown) & set(options))
     if "steps" in options or unknown:
         bad = ", ".join(["steps (set by the steps of the request)"] * ("steps" in options) + unknown)
         raise ValueError(f"sampler {name!r} has no option {bad}; its options: {', '.join(names) or 'none'}")
