@@ -49,9 +49,11 @@ def temporary_file(folder: str | os.PathLike, *, prefix: str, suffix: str = ".tm
 
 
 def rename_into_place(tmp: str | os.PathLike, path: str | os.PathLike, *, durable: bool = False) -> None:
-    """Rename the finished ``tmp`` (in ``path``'s folder) to ``path``; the rename replaces the
-    directory entry, a link there or not. With ``durable`` the data is fsynced first (a crash then
-    leaves the old file or the new one, never an empty one)."""
+    """Rename the finished ``tmp`` (in ``path``'s folder) to ``path``, with the permissions an
+    ordinary new file gets (again: a writer may have made the file anew, safetensors with 0600); the
+    rename replaces the directory entry, a link there or not. With ``durable`` the data is fsynced
+    first (a crash then leaves the old file or the new one, never an empty one)."""
+    os.chmod(tmp, 0o666 & ~_umask())
     if durable:
         fd = os.open(tmp, os.O_RDONLY)
         try:
