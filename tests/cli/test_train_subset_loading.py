@@ -92,3 +92,34 @@ def test_a_tp2_checkpoint_of_shared_reads_continues_in_one_process_as_the_straig
     assert set(resumed[0]) == set(range(3, STEPS + 1))
     for step in resumed[0]:
         assert resumed[0][step] == pytest.approx(straight[0][step], rel=1e-4, abs=1e-6), f"step {step}"
+
+
+def _skips(rank, world, folder, out, parallel):
+    """The data metrics of the run's last logged step (rank 0's row; every rank takes part in them)."""
+    if world > 1:  # a spawned rank (the test's own process keeps its environment)
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
+    cfg = shard_config(out, "", data={"blend": "", "shards": [str(folder)]}, train={"steps": STEPS})
+    cfg["parallel"] = dict(parallel)
+    parsed = from_dict(cfg, world)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the skip warnings
+        torch.set_num_threads(1)
+        result = train(parsed, recipe.parts_builder(recipe.validate(parsed)))
+    return {k: v for k, v in result.last_metrics.items() if k.startswith("data_")}
+
+
+def test_data_skipped_under_subset_loading_counts_every_rank_s_reads_as_one_process_does(tmp_path):
+    # each tp rank reads some of the steps and counts their bad samples; the figure is the group's
+    import tarfile
+
+    from tests.cli.test_train_bad_shards import _rewrite
+    from tests.cli.test_train_shards import IMAGE, _write_bucket
+
+    _write_bucket(tmp_path, "i", IMAGE, 16, seed=2)
+    for shard in sorted((tmp_path / "i").glob("*.tar")):  # one undecodable sample per shard
+        first = f"{tarfile.open(shard).getnames()[0].split('.')[0]}.json"
+        _rewrite(shard, lambda name, data, first=first: b"[]" if name == first else data)
+    single = _skips(0, 1, tmp_path / "i", tmp_path / "one", {})
+    assert single["data_skipped"] > 0
+    ranks = spawn(_skips, 2, tmp_path / "i", tmp_path / "tp", TP)
+    assert ranks[0] == single

@@ -278,11 +278,15 @@ class _Run:
             result.losses[done] = loss_total / holders  # mean over the ranks that hold a loss
             result.final_step = done
             final = done == self.last or (self.stopped_by is not None and done == self.pending[-1][0])  # a stop's step too
-            if self.rank == 0 and (done % self.cfg.logging.interval == 0 or final):
+            if not (done % self.cfg.logging.interval == 0 or final):
+                continue
+            # on every rank: a loader whose ranks share the reading of a batch sums their counts (collective)
+            data = getattr(self.parts.loader, "metrics", dict)()  # e.g. vfm-data's skip counts
+            if self.rank == 0:
                 row = {"loss": result.losses[done], "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
                        "tokens_per_s_per_device": tps / world, "step_time_s": seconds / len(self.pending)}
                 row.update(self._mfu(tps))
-                row.update(getattr(self.parts.loader, "metrics", dict)())  # e.g. vfm-data's skip counts (this rank's)
+                row.update(data)
                 result.last_metrics = row
                 for sink in list(self.sinks):
                     try:
