@@ -85,3 +85,17 @@ def test_pp_with_cp_names_what_is_accepted(tmp_path):
     with pytest.raises(ConfigError) as error:
         from_dict(tiny_config(tmp_path, parallel={"pp": 2, "cp": 2, "dp_shard": 1}), 4)
     assert str(error.value).endswith("got cp = 2; accepted: cp = 1 with pp > 1, or pp = 1 with cp > 1")
+
+
+def test_cp_check_batch_refuses_groups_only_for_the_kinds_a_strategy_deals_whole():
+    # ST-DiT grid (2, 4, 6): 2 frames cannot be dealt to cp=4 ranks one sample at a time, 2 samples can
+    from vfm_parallel.cp import HYBRID, RING, ULYSSES
+
+    plan = _plan("stdit", num_heads=4, full_attention_blocks=(1,))
+    assert HYBRID.grouped_kinds(plan) == ["spatial", "temporal"]
+    with pytest.raises(ValueError, match=r"^spatial attention by all-to-all deals whole groups to cp=4 ranks"):
+        HYBRID.check_batch(plan, 1, (2, 4, 6), 4)
+    HYBRID.check_batch(plan, 2, (2, 4, 6), 4)
+    for strategy in (RING, ULYSSES):  # ring and all-to-all by heads take any grid
+        assert strategy.grouped_kinds(plan) == []
+        strategy.check_batch(plan, 1, (2, 4, 6), 4)

@@ -39,7 +39,6 @@ def check_layout(model: nn.Module, latent_shape: tuple[int, ...], cp: int, strat
     check_tokens(model, latent_shape, cp)
     if cp == 1:
         return
-    from vfm_parallel.cp.groups import check_groups
     from vfm_parallel.dims import ParallelDims
 
     chosen, plan = cp_strategy(strategy), model.parallel_plan()
@@ -48,11 +47,8 @@ def check_layout(model: nn.Module, latent_shape: tuple[int, ...], cp: int, strat
     _, t, h, w = latent_shape
     pt, ph, pw = model.config.patch
     grid = (t // pt, h // ph, w // pw)
-    kinds = {kind for i in range(plan.num_layers)
-             for kind in (plan.attention_for(i) if hasattr(plan, "attention_for") else plan.attention).values()}
-    for kind in sorted(kinds):
-        if getattr(chosen, "methods", {}).get(kind) == "group":
-            check_groups(kind, batch, grid, cp)
+    if hasattr(chosen, "check_batch"):
+        chosen.check_batch(plan, batch, grid, cp)
 
 
 def cp_strategy(name: str):

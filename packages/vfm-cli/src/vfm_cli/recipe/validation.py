@@ -90,8 +90,8 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
         chosen = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
         raise ConfigError("parallel.strategies", f"{exc}{chosen}") from None
     check_strategy_options(cfg.parallel, strategies)  # not only once every rank has started
-    if "cp-hybrid" in cfg.parallel.strategies and dims.cp > 1:
-        _check_cp_groups(cfg, r, plan, dims.cp)
+    if dims.cp > 1:
+        _check_cp_groups(cfg, r, plan, dims.cp, strategies)
     if cfg.data.packing:
         return
     for where, shape in data_shapes(cfg, r)[1:]:  # every bucket is a sequence cp splits, not only the first
@@ -102,18 +102,19 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
             raise ConfigError("parallel", f"{where}: {exc}") from None
 
 
-def _check_cp_groups(cfg: TrainConfig, r: Resolved, plan, cp: int) -> None:
-    """cp-hybrid (ST-DiT's) deals whole frames (spatial attention) and whole patch positions
-    (temporal attention) to the cp ranks: every bucket's grid must let it (packing with cp is
-    refused by the config itself)."""
-    from vfm_parallel.cp.groups import check_groups
+def _check_cp_groups(cfg: TrainConfig, r: Resolved, plan, cp: int, strategies: list[str]) -> None:
+    """A CP strategy that deals whole groups to the cp ranks (cp-hybrid: frames for spatial attention,
+    patch positions for temporal) checks every bucket's grid with its own ``check_batch`` (packing
+    with cp is refused by the config itself)."""
+    from vfm_parallel.strategy import get_strategy
 
-    kinds = {kind for i in range(plan.num_layers) for kind in plan.attention_for(i).values()
-             if kind in ("spatial", "temporal")}
-    for where, shape in data_shapes(cfg, r):
-        for kind in sorted(kinds):
+    for name in strategies:
+        strategy = get_strategy(name)
+        if not hasattr(strategy, "check_batch"):  # not a CP strategy, or a plugin's without the check
+            continue
+        for where, shape in data_shapes(cfg, r):
             try:
-                check_groups(kind, cfg.data.micro_batch, grid_of(shape, r.mcfg), cp)
+                strategy.check_batch(plan, cfg.data.micro_batch, grid_of(shape, r.mcfg), cp)
             except ValueError as exc:
                 raise ConfigError("parallel", f"{where}: latent (C, T, H, W) = {shape}, data.micro_batch = "
                                               f"{cfg.data.micro_batch}: {exc}") from None
