@@ -182,3 +182,29 @@ def test_a_tokenizer_batch_of_clips_with_different_window_counts_gives_each_clip
     for task in tasks:
         frames = to_frames(torch.as_tensor(task.latents()))  # (N, T, H, W, 3)
         np.testing.assert_array_equal(frames.reshape(-1, *frames.shape[2:]), given[task.id])
+
+
+def test_raising_windows_on_a_resumed_run_adds_the_missing_windows_of_clips_sharded_before(clip, tmp_path):
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    out = tmp_path / "s"
+    _shard(clip, out, windows=1)
+    raised = _shard(clip, out, windows=0)
+    samples = _samples(out)
+    assert sorted(samples) == sorted([row["id"], *(f"{row['id']}-w{k}" for k in (1, 2, 3))])
+    assert (raised.topped_up, raised.samples_written, raised.skipped, raised.samples) == (1, 3, 0, 4)
+    assert not any("windows" in n for n in raised.notices)
+    decoded = load_frames(str(clip / row["path"]), *SIZE, 4 * FRAMES)
+    for k in (1, 2, 3):  # the added windows are the clip's next frames, in the bucket that holds the clip
+        frames = to_frames(torch.as_tensor(np.asarray(samples[f"{row['id']}-w{k}"]["latent"]))[None])[0]
+        np.testing.assert_array_equal(frames, decoded[k * FRAMES : (k + 1) * FRAMES])
+    again = _shard(clip, out, windows=0)
+    assert (again.topped_up, again.samples_written, again.skipped, again.samples) == (0, 0, 1, 4)
+
+
+def test_raising_windows_with_another_frame_count_on_a_resume_is_refused_naming_both(clip, tmp_path):
+    out = tmp_path / "s"
+    _shard(clip, out, windows=1)
+    with pytest.raises(ValueError, match=r"windows 1 -> 0 together with frames \[9\] -> \[17\].*keep frames = \[9\]"):
+        vfm_curator.shard(clip, out, {"run": {"runner": "serial"}}, tokenizer="pixel", text_encoder="hash",
+                          resolutions=[list(SIZE)], frames=[17], windows=0)
+    assert len(_samples(out)) == 1

@@ -27,6 +27,38 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
         atomic_write(path, json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
 
 
+def _last_bucketing(out: Path) -> dict | None:
+    """The bucket options of the last finished run into ``out`` (None: no run finished yet)."""
+    try:
+        theirs = json.loads(safe_join(out, shard_state.STATE, "bucketing.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return theirs if isinstance(theirs, dict) else None
+
+
+def _windows_raised(out: Path, config: ShardConfig, sharded: int) -> bool:
+    """Whether ``windows`` asks for more samples per clip than the last run into ``out`` did (0 is
+    every window), so the ``sharded`` clips of its finished shards must get their missing windows:
+    the existing windows stay valid only when the other bucket options are the last run's (same
+    bucket, frame count and stride), else the run is refused naming both changes."""
+    theirs = _last_bucketing(out)
+    if not sharded or theirs is None:
+        return False
+    before, now = theirs.get("windows"), config.windows
+    if not isinstance(before, int) or before == 0 or (now != 0 and now <= before):
+        return False
+    mine = json.loads(json.dumps({k: getattr(config, k) for k in BUCKETING}))
+    other = [k for k in BUCKETING if k != "windows" and theirs.get(k) != mine[k]]
+    if other:
+        changes = ", ".join(f"{k} {theirs.get(k)!r} -> {mine[k]!r}" for k in other)
+        raise ValueError(
+            f"{out}: windows {before!r} -> {now!r} together with {changes} since the last run into this folder: the "
+            f"{sharded} clips sharded before hold at most {before} window(s) each and cannot get the others under the "
+            f"new options (their windows would not match); raise windows alone (keep "
+            f"{', '.join(f'{k} = {theirs.get(k)!r}' for k in other)}) to add them, or shard into a new folder")
+    return True
+
+
 def _bucketing_notice(out: Path, config: ShardConfig, kept: int) -> list[str]:
     """A line when this run's bucket options differ from the last run's into ``out`` while clips
     sharded then are kept (they are not re-bucketed); records this run's options for the next."""

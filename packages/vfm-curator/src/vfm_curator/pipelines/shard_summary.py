@@ -19,6 +19,7 @@ class ShardSummary(FailureReport):
     out: str
     clips: int = 0  # rows in the clip table
     skipped: int = 0  # already in finished shards
+    topped_up: int = 0  # already in finished shards, given the windows a raised ``windows`` adds
     failed_before: int = 0  # failed in an earlier run and not run again (see vfm_curator.failures)
     retried: int = 0  # failed before and run again this time
     tried: int = 0  # clips this run set out to do (new ones and the failed ones run again)

@@ -33,7 +33,7 @@ from vfm_curator.pipelines.clip_table import read_clip_table
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
 from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
 from vfm_curator.pipelines.shard_finalize import _finalize
-from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity
+from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _count_resize, _resize_notices,
 )
@@ -85,10 +85,17 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks))
-    todo = []
+    # windows raised since the last run: a finished clip is run again for the windows it lacks, in the
+    # bucket that holds it (refused above when the other bucket options changed too)
+    top_up = _windows_raised(out, config, sum(t.id in done for t in tasks))
+    held_in = {key: bucket for bucket, keys in finished.items() for key in keys} if top_up else {}
+    todo, again = [], []
     for task in tasks:
         if task.id in done:
-            summary.skipped += 1
+            if top_up:
+                again.append(task)
+            else:
+                summary.skipped += 1
             continue
         record = shard_state.load_failure(out, task.id)
         if record is not None:
@@ -109,8 +116,9 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
                 shard_state.write_failure(out, task, hashes["caption"])
         todo = [t for t in todo if t.failure is None]
     t0 = time.perf_counter()
-    if todo:
-        _execute(todo, specs, config, out, summary, hashes, progress, finished)
+    if todo or again:
+        _execute(todo + again, specs, config, out, summary, hashes, progress, finished,
+                 {t.id: held_in[t.id] for t in again})
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = _resize_notices(summary, config) + _bucketing_notice(out, config, summary.skipped)
@@ -126,7 +134,10 @@ def _options_hashes(specs: list[StageSpec], config: ShardConfig) -> dict[str, st
 
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
-             hashes: dict[str, str], progress: Progress | None, finished: dict[str, set[str]]) -> None:
+             hashes: dict[str, str], progress: Progress | None, finished: dict[str, set[str]],
+             held_in: dict[str, str]) -> None:
+    """``held_in``: clip id -> bucket, for the clips already in finished shards that are run again
+    only to add their missing windows (see _top_up)."""
     from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
@@ -145,17 +156,10 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 for stage, seconds in task.timings.items():
                     summary.stage_seconds[stage] = summary.stage_seconds.get(stage, 0.0) + seconds
                 t_write = time.perf_counter()
-                if task.failure is None and (task.latent is None or task.text is None):
-                    task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
-                if task.failure is not None:
-                    shard_state.write_failure(out, task, hashes.get(task.failure["stage"], hashes["*"]))
+                if task.id in held_in:
+                    _top_up(task, held_in[task.id], writers, finished, summary)
                 else:
-                    # a window counts as written only in the bucket the clip goes to now: one left in another
-                    # bucket by a run killed under other frames / resolutions holds other frames
-                    summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()))
-                    shard_state.clear_failure(out, task.id)
-                    summary.written += 1
-                    _count_resize(summary, task)
+                    _write(task, writers, finished, out, summary, hashes)
                 summary.stage_seconds["write"] = summary.stage_seconds.get("write", 0.0) + time.perf_counter() - t_write
                 advance("write", 1)
         except BaseException:
@@ -168,6 +172,36 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 progress.stop()
     summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
     summary.decisions = list(runner.decisions)
+
+
+def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]], out: Path, summary: ShardSummary,
+           hashes: dict[str, str]) -> None:
+    """Write a finished task's samples, or record its failure."""
+    if task.failure is None and (task.latent is None or task.text is None):
+        task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
+    if task.failure is not None:
+        shard_state.write_failure(out, task, hashes.get(task.failure["stage"], hashes["*"]))
+        return
+    # a window counts as written only in the bucket the clip goes to now: one left in another
+    # bucket by a run killed under other frames / resolutions holds other frames
+    summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()))
+    shard_state.clear_failure(out, task.id)
+    summary.written += 1
+    _count_resize(summary, task)
+
+
+def _top_up(task: ShardTask, bucket: str, writers: BucketWriters, finished: dict[str, set[str]],
+            summary: ShardSummary) -> None:
+    """Write the windows a clip sharded before lacks, into the bucket that holds it; a clip that
+    now fails or fits another bucket keeps the samples it has (counted as skipped, which the
+    bucket-options warning reports)."""
+    if task.failure is None and task.latent is not None and task.text is not None and task.bucket == bucket:
+        added = writers.write(task, done=finished.get(bucket, set()))
+        summary.samples_written += added
+        summary.topped_up += bool(added)
+        summary.skipped += not added
+    else:
+        summary.skipped += 1
 
 
 def shard(clips_dir: str | Path, out: str | Path, config: ShardConfig | dict[str, Any] | str | Path | None = None, *,
