@@ -56,6 +56,24 @@ def test_an_unknown_blender_or_blender_option_is_a_config_error_naming_what_is_a
             recipe.validate(from_dict(cfg))
 
 
+def test_validate_names_an_unknown_blender_and_the_accepted_ones_with_synthetic_data_too(tmp_path):
+    # synthetic data uses no blender, but the name is a typo the same config on shards would meet later
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from vfm_cli.main import app
+
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+    sets = ["--set", f"train.out_dir={tmp_path / 'run'}", "--set", "data.source=synthetic"]
+    unknown = CliRunner().invoke(app, ["train", str(tiny), *sets, "--set", "data.blender=shufled", "--validate"])
+    assert unknown.exit_code == 1
+    assert ("error: config key 'data.blender': unknown blender 'shufled'; available: bucketed, scheduled, weighted"
+            in unknown.output)
+    known = CliRunner().invoke(app, ["train", str(tiny), *sets, "--set", "data.blender=weighted", "--validate"])
+    assert known.exit_code == 0, known.output
+
+
 def test_strategy_options_reach_the_strategy(shards, tmp_path):  # noqa: F811
     root, _ = shards
     base = shard_config(tmp_path / "a", root / "blend.yaml", train={"steps": 3})

@@ -32,9 +32,11 @@ def _refuse_unknown_options(what: str, factory, options: dict, key: str) -> None
 
 def check_blender(cfg: TrainConfig) -> None:
     """``data.blender`` is a registered vfm-data blender and ``data.blender_options`` are options it takes,
-    with values it accepts (it is built once here, as the run builds it)."""
+    with values it accepts (it is built once here, as the run builds it). Checked whatever
+    ``data.source``: synthetic data uses no blender, but a name it does not know is a typo that the
+    same config on shards would meet only then."""
     d = cfg.data
-    if d.source != "shards" or not (d.blender or d.blender_options):
+    if not (d.blender or d.blender_options):
         return
     from vfm_data.blenders import groups_batches
     from vfm_data.plugins import host
