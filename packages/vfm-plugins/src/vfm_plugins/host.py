@@ -172,6 +172,18 @@ def unknown_options(factory: Any, options: Iterable[str]) -> tuple[list[str], li
     return sorted(set(options) - set(accepted)), accepted
 
 
+def missing_options(factory: Any, options: Iterable[str]) -> list[str]:
+    """The options ``factory`` requires (named parameters without a default) that ``options`` lacks, in
+    its signature's order; none for a factory whose signature cannot be read."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    given = set(options)
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.default is p.empty and p.name not in given]
+
+
 def autoload_disabled(host: str) -> bool:
     """Whether third-party autoloading is switched off for ``host`` by :data:`DISABLE_ENV`."""
     value = os.environ.get(DISABLE_ENV, "").strip().lower()
@@ -427,7 +439,8 @@ class PluginHost:
 
         An option the target does not take is a :class:`PluginOptionError` (a ``TypeError``) naming
         the name, its provider and the options it accepts, before the target is called (a target
-        taking ``**kwargs`` accepts any): not ``__init__() got an unexpected keyword argument``."""
+        taking ``**kwargs`` accepts any): not ``__init__() got an unexpected keyword argument``; so is
+        a required option (a parameter without a default) left out, naming it."""
         options = dict(options or {})
         factory = self.get(kind, name)
         if not callable(factory):  # e.g. register("x", MyMetric()) instead of register("x", MyMetric)
@@ -442,6 +455,12 @@ class PluginHost:
             raise PluginOptionError(
                 f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) has no option "
                 f"{', '.join(unknown)}; accepted: {', '.join(accepted) or '(none)'}")
+        missing = missing_options(factory, options)
+        if missing:  # else Python's "__init__() missing 1 required positional argument", naming no plugin
+            entry = self.entry(kind, name)
+            raise PluginOptionError(
+                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}) needs the option"
+                f"{'s' * (len(missing) > 1)} {', '.join(missing)}, not given")
         return factory(**options)
 
     def failed(self) -> list[FailedPlugin]:
