@@ -4,6 +4,7 @@ not only its first frames: the samples are the clip's consecutive windows, keyed
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
 
@@ -208,3 +209,37 @@ def test_raising_windows_with_another_frame_count_on_a_resume_is_refused_naming_
         vfm_curator.shard(clip, out, {"run": {"runner": "serial"}}, tokenizer="pixel", text_encoder="hash",
                           resolutions=[list(SIZE)], frames=[17], windows=0)
     assert len(_samples(out)) == 1
+
+
+def test_windows_left_by_a_killed_run_with_another_stride_fail_the_clip_instead_of_leaving_frames_out(clip, tmp_path):
+    # A run at frame_stride 2 was killed after window 1 (source frames 18-34) reached a finished shard
+    # of 32x48x9. Resumed at stride 1, window 1 is frames 9-17 under the same key and bucket: taking the
+    # old one as done would leave frames 9-17 in no sample, so the clip fails naming the stride.
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    out = tmp_path / "s"
+    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
+                       bucket=f"{SIZE[0]}x{SIZE[1]}x{FRAMES}", window=FRAMES, stride=2)
+    killed.latent, killed.text = np.zeros((2, 3, FRAMES, *SIZE), np.float32), np.zeros((1, 4), np.float32)
+    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
+    writers.write(killed, done={row["id"]})
+    writers.close()
+    with pytest.raises(vfm_curator.NothingWrittenError):
+        _shard(clip, out)
+    (failure,) = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    assert failure["kind"] == "stale-windows" and f"{row['id']}-w1" in failure["reason"] and "frame_stride" in failure["reason"]
+    assert sorted(_samples(out)) == [f"{row['id']}-w1"]
+    resumed = _shard(clip, out, frame_stride=2)  # the killed run's stride: the clip is finished
+    assert resumed.samples_written == 1 and sorted(_samples(out)) == sorted([row["id"], f"{row['id']}-w1"])
+
+
+def test_a_killed_runs_windows_with_the_same_stride_are_kept_and_the_clip_finished(clip, tmp_path):
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    out = tmp_path / "s"
+    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
+                       bucket=f"{SIZE[0]}x{SIZE[1]}x{FRAMES}", window=FRAMES)
+    killed.latent, killed.text = np.zeros((4, 3, FRAMES, *SIZE), np.float32), np.zeros((1, 4), np.float32)
+    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
+    writers.write(killed, done={row["id"], f"{row['id']}-w1"})
+    writers.close()
+    resumed = _shard(clip, out)
+    assert resumed.samples_written == 2 and len(_samples(out)) == 4

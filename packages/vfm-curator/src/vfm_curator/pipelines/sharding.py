@@ -33,6 +33,7 @@ from vfm_curator.pipelines.clip_table import read_clip_table
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
 from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
 from vfm_curator.pipelines.shard_finalize import _finalize
+from vfm_curator.pipelines.shard_partial import stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _count_resize, _resize_notices,
@@ -179,6 +180,11 @@ def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]
     """Write a finished task's samples, or record its failure."""
     if task.failure is None and (task.latent is None or task.text is None):
         task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
+    stale = stale_windows(task, out / task.bucket, finished.get(task.bucket, set())) if task.failure is None else []
+    if stale:
+        task.fail("write", f"window(s) {', '.join(stale)} of this clip are in finished shards of {task.bucket} from an "
+                  "interrupted run with another frame_stride (their spans differ from this run's); resume with that "
+                  "run's frame_stride to finish the clip, or shard into a new folder", "config", "stale-windows")
     if task.failure is not None:
         shard_state.write_failure(out, task, hashes.get(task.failure["stage"], hashes["*"]))
         return

@@ -51,6 +51,14 @@ class ShardTask:
         """Window ``k``'s key in the shards: the clip id for the first, ``<id>-w<k>`` for the others."""
         return self.id if k == 0 else f"{self.id}-w{k}"
 
+    def window_span(self, k: int) -> tuple[float, float]:
+        """Window ``k``'s own seconds in the source (a video's windows are ``window * stride`` frames of
+        the clip's constant rate); the clip's span for an image or a clip without a rate."""
+        frames = self.window * self.stride
+        if self.modality != "video" or frames <= 0 or self.fps <= 0:
+            return self.span
+        return (self.span[0] + k * frames / self.fps, min(self.span[1], self.span[0] + (k + 1) * frames / self.fps))
+
     def fail(self, stage: str, reason: str, cause: str = "input", kind: str = "error") -> None:
         if self.failure is None:
             self.failure = {"stage": stage, "reason": reason, "cause": cause, "kind": kind}
