@@ -40,3 +40,18 @@ def test_a_missing_or_malformed_blend_is_one_error_naming_the_file(datasets, tmp
     loop.write_text(yaml.safe_dump({"splits": {"train": {"blend": [{"weight": 1.0, "path": "loop.yaml"}]}}}))
     with pytest.raises(BlendFileError, match="names itself"):
         dataset_folders(loop)
+
+
+def test_write_blend_replaces_a_link_at_the_blend_file_and_leaves_its_target_alone(datasets, tmp_path):
+    """``blend.yaml -> ~/.bashrc`` in a shards folder from elsewhere: the blend is written beside the
+    link's name (paths relative to that folder), the linked file is untouched."""
+    root, (a, b, _) = datasets
+    outside = tmp_path / "home"
+    outside.mkdir()
+    victim = outside / "bashrc"
+    victim.write_text("precious")
+    (root / "linked-blend.yaml").symlink_to(victim)
+    written = write_blend(root / "linked-blend.yaml", [(a, 1.0), (b, 2.0)])
+    assert victim.read_text() == "precious" and not written.is_symlink()
+    assert [e["path"] for e in yaml.safe_load(written.read_text())["splits"]["train"]["blend"]] == ["a", "b"]
+    assert dataset_folders(written) == [a.resolve(), b.resolve()]

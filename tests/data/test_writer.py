@@ -117,3 +117,44 @@ def test_a_temporary_shard_is_named_by_the_rule_a_leftover_sweep_globs(tmp_path)
     assert tmp.name.startswith(temporary_prefix("shard-000000.tar")) and tmp in tmp_path.glob(temporary_prefix("shard-*.tar") + "*")
     w.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+META_FILES = ("dataset.yaml", "split.yaml", ".info.json", ".info.yaml", "index.uuid", "index.sqlite", "index.sqlite-journal")
+
+
+def test_prepare_dataset_replaces_links_planted_in_nv_meta_and_leaves_their_targets_alone(tmp_path):
+    """A shard folder from elsewhere may hold ``.nv-meta/dataset.yaml -> ~/.bashrc``: preparing it again
+    (``vfm shard -o`` there) must not write through the link."""
+    outside = tmp_path / "home"
+    outside.mkdir()
+    out = tmp_path / "shards"
+    write_dataset(out, 6)
+    meta_dir = out / ".nv-meta"
+    for name in META_FILES:
+        (meta_dir / name).unlink(missing_ok=True)
+        victim = outside / name.strip(".")
+        victim.write_text("" if name == "index.sqlite" else "precious")  # an empty file is a database sqlite would write
+        (meta_dir / name).symlink_to(victim)
+    quiet(prepare_dataset, out)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == {
+        name.strip("."): "" if name == "index.sqlite" else "precious" for name in META_FILES}
+    assert not any(p.is_symlink() for p in meta_dir.iterdir())
+    assert yaml.safe_load((meta_dir / "dataset.yaml").read_text())["__class__"] == "CrudeWebdataset"
+    ds = get_train_dataset(out, worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0), batch_size=None,
+                           shuffle_buffer_size=None, max_samples_per_sequence=None, task_encoder=_CrudeEncoder(), repeat=False)
+    assert len(list(get_savable_loader(ds))) == 6
+
+
+def test_prepare_dataset_replaces_an_nv_meta_folder_that_is_a_link_and_leaves_the_linked_folder_alone(tmp_path):
+    outside = tmp_path / "config"
+    outside.mkdir()
+    (outside / "settings").write_text("precious")
+    out = tmp_path / "shards"
+    write_dataset(out, 3)
+    import shutil
+
+    shutil.rmtree(out / ".nv-meta")
+    (out / ".nv-meta").symlink_to(outside, target_is_directory=True)
+    quiet(prepare_dataset, out)
+    assert [p.name for p in outside.iterdir()] == ["settings"] and (outside / "settings").read_text() == "precious"
+    assert not (out / ".nv-meta").is_symlink() and (out / ".nv-meta" / "dataset.yaml").is_file()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
+from vfm_plugins.files import replace_file
 
 
 class BlendFileError(ValueError):
@@ -60,12 +61,13 @@ def write_blend(
             split_part: {"blend": [{"weight": float(w), "path": _relative_if_inside(p, file)} for p, w in datasets]}
         },
     }
-    file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    replace_file(file, yaml.safe_dump(doc, sort_keys=False))  # a link planted at `file` is replaced, not written through
     return file
 
 
 def _relative_if_inside(dataset: str | os.PathLike, blend_file: Path) -> str:
-    dataset, base = Path(dataset).resolve(), blend_file.resolve().parent
+    # the folder the file is in, not a link's target's: the written file replaces a link at its name
+    dataset, base = Path(dataset).resolve(), blend_file.parent.resolve()
     return str(dataset.relative_to(base)) if dataset.is_relative_to(base) else str(dataset)
 
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import yaml
-from vfm_plugins.files import rename_into_place, temporary_file
+from vfm_plugins.files import rename_into_place, replace_file, temporary_file
 
 from vfm_data.format import FLOAT_DTYPES, SampleMeta, encode_array
 
@@ -199,13 +199,28 @@ def prepare_dataset(
             raise ValueError(f"split part {name!r}: {pattern!r} is not a regular expression ({exc})") from exc
         if not any(regex.match(s) for s in shards):
             raise ValueError(f"split part {name!r}: pattern {pattern!r} matches none of {shards[:5]}...")
+    meta = folder / MAIN_FOLDER_NAME
+    _drop_links(meta)
     BaseWebdatasetFactory.prepare_dataset(
         folder,
         shards,
         split_parts_patterns=[(name, _protect_from_braceexpand(p)) for name, p in split_parts],
         workers=workers,
     )
-    meta = folder / MAIN_FOLDER_NAME
-    with open(meta / "dataset.yaml", "w") as f:
-        yaml.safe_dump(DATASET_YAML, f, sort_keys=False)
+    replace_file(meta / "dataset.yaml", yaml.safe_dump(DATASET_YAML, sort_keys=False))
     return meta
+
+
+def _drop_links(meta: Path) -> None:
+    """Remove symbolic links at ``meta`` (the ``.nv-meta`` folder) and in it, leaving what they point
+    to alone. Energon writes its files there under fixed names with plain ``open`` / sqlite, which
+    follow links: a shard folder from elsewhere holding ``.nv-meta/split.yaml -> ~/.bashrc`` (or
+    ``.nv-meta -> ~``) would have the linked files overwritten. Everything in ``.nv-meta`` is made
+    again from the shards, so a link there holds nothing to keep."""
+    if meta.is_symlink():
+        meta.unlink()
+        return
+    if meta.is_dir():
+        for entry in os.scandir(meta):
+            if entry.is_symlink():
+                os.unlink(entry.path)
