@@ -243,3 +243,30 @@ def test_a_killed_runs_windows_with_the_same_stride_are_kept_and_the_clip_finish
     writers.close()
     resumed = _shard(clip, out)
     assert resumed.samples_written == 2 and len(_samples(out)) == 4
+
+
+def test_a_tokenizer_returning_fewer_latents_than_windows_fails_those_clips_instead_of_giving_them_others_windows():
+    # a plugin tokenizer that encodes only the first video of a batch: the batched windows of three
+    # clips came back short and were handed out by position (clip 0 got window 0 of clip 2, clips 1
+    # and 2 no latent at all, "written" with no sample); each clip is now encoded alone, and one whose
+    # windows still come back short fails with the shapes
+    from vfm_curator.stages.shard_tokenize import ShardTokenizeStage
+
+    class FirstVideoOnly(torch.nn.Module):
+        def encode(self, video):
+            return video[:1]
+
+    stage = ShardTokenizeStage(tokenizer="pixel")
+    stage.ensure_setup()
+    stage.tokenizer = FirstVideoOnly()
+    rng = np.random.default_rng(1)
+    tasks = []
+    for i, n in enumerate([2, 1, 3]):
+        task = ShardTask(id=f"c{i}", path=f"c{i}.mp4", bucket="4x6x3", window=3)
+        task.frames = rng.integers(0, 256, (n * 3, 4, 6, 3), dtype=np.uint8)
+        tasks.append(task)
+    one_window = tasks[1].frames.copy()
+    stage.process(tasks)
+    assert [t.failure is None for t in tasks] == [False, True, False]
+    assert "returned latents of shape (1, 3, 3, 4, 6) for 2 window(s)" in tasks[0].failure["reason"]
+    np.testing.assert_array_equal(to_frames(torch.as_tensor(tasks[1].latents()))[0], one_window)

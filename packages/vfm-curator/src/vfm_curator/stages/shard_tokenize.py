@@ -83,6 +83,12 @@ class ShardTokenizeStage(ModelOnDeviceStage):
 
         with torch.inference_mode():
             latent = self.tokenizer.encode(to_pixels(frames).to(self.opt["device"]))
+        if latent.dim() != 5 or latent.shape[0] != len(frames):
+            # the windows of several clips share a forward pass and are handed back by position: a
+            # latent short of one would give a clip another clip's window, or none
+            raise ValueError(f"tokenizer {self.opt['tokenizer']!r} returned latents of shape {tuple(latent.shape)} for "
+                             f"{len(frames)} window(s) of shape {tuple(frames.shape[1:])}; a tokenizer must return "
+                             f"(N, C, T', H', W') with N = {len(frames)}, one latent per window in order")
         return latent.float().cpu().numpy()
 
     def process(self, tasks: list[ShardTask]) -> list[ShardTask]:
