@@ -191,7 +191,11 @@ class VideoPipeline:
         tokenizer_cls = vfm_models.get_tokenizer(meta["tokenizer"])
         # Only the caller opts in to TorchScript (docs/security.md); export_paths drops an export's own say.
         opt_in = {"allow_torchscript": True} if allow_torchscript and "allow_torchscript" in inspect.signature(tokenizer_cls).parameters else {}
-        self.tokenizer = tokenizer_cls(**{**(meta.get("tokenizer_options") or {}), **opt_in})
+        # Built under seed 0, as the sharding pipeline builds it: a tokenizer without weights (causal3d
+        # at random init) is then the one that encoded the training latents, and the same every run.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            self.tokenizer = tokenizer_cls(**{**(meta.get("tokenizer_options") or {}), **opt_in})
         if isinstance(self.tokenizer, torch.nn.Module):  # decoding runs on the device, in float32
             self.tokenizer = self.tokenizer.to(self.device).eval()
         self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,
