@@ -270,3 +270,27 @@ def test_a_tokenizer_returning_fewer_latents_than_windows_fails_those_clips_inst
     assert [t.failure is None for t in tasks] == [False, True, False]
     assert "returned latents of shape (1, 3, 3, 4, 6) for 2 window(s)" in tasks[0].failure["reason"]
     np.testing.assert_array_equal(to_frames(torch.as_tensor(tasks[1].latents()))[0], one_window)
+
+
+def test_a_text_encoder_returning_fewer_rows_than_captions_fails_those_clips_instead_of_shifting_captions():
+    # captions of a batch are handed back by position: an encoder that drops a row (here: the
+    # batch's first caption only) gave the second clip nothing and could give a clip another's
+    # caption; the batch is encoded clip by clip and each clip gets its own caption's embedding
+    from vfm_curator.stages.shard_text import ShardTextStage
+
+    stage = ShardTextStage(text_encoder="hash")
+    stage.ensure_setup()
+    real = stage.encoder
+
+    class FirstCaptionOnly:
+        def encode(self, captions):
+            text, mask = real.encode(captions)
+            return text[:1], mask[:1]
+
+    stage.encoder = FirstCaptionOnly()
+    tasks = [ShardTask(id=f"c{i}", path=f"c{i}.mp4", caption=c) for i, c in enumerate(["a red car", "two dogs on a beach"])]
+    stage.process(tasks)
+    for task in tasks:
+        text, mask = real.encode([task.caption])
+        assert task.failure is None
+        np.testing.assert_array_equal(task.text, text[0][: int(mask[0].sum())].float().numpy())

@@ -21,6 +21,10 @@ def encode_captions(encoder, captions: list[str]) -> list[np.ndarray]:
     text, mask = out if isinstance(out, tuple) else (out, None)
     if mask is None:
         mask = torch.ones(text.shape[:2], dtype=torch.bool)
+    if text.dim() != 3 or text.shape[0] != len(captions) or tuple(mask.shape) != tuple(text.shape[:2]):
+        # captions are handed back by position: one row short would give a clip another's caption
+        raise ValueError(f"text encoder returned text of shape {tuple(text.shape)} (mask {tuple(mask.shape)}) for "
+                         f"{len(captions)} caption(s); expected (B, L, D) and a (B, L) mask with B = {len(captions)}")
     rows = []
     for emb, real in zip(text.float().cpu(), mask.bool().cpu()):
         n = max(1, int(real.sum()))  # a shard sample needs >= 1 row; real tokens come first
