@@ -101,3 +101,25 @@ def test_checkpoint_files_are_safetensors_and_json_only(tmp_path):
     suffixes = {p.suffix for p in Path(path).rglob("*") if p.is_file()}
     assert suffixes <= {".safetensors", ".json"}, suffixes
     assert os.path.basename(path) == "step_00000001"
+
+
+def test_a_link_at_the_temporary_folder_is_refused_naming_it_and_its_target_is_untouched(tmp_path):
+    """``.tmp-step_N`` is a name a save makes; a link there is not a save that died (no space or
+    permission problem): the error names the link and says to remove it."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("precious")
+    root = tmp_path / "ckpts"
+    root.mkdir()
+    link = root / f".tmp-{ckpt.step_dir(root, 3).name}"
+    link.symlink_to(outside, target_is_directory=True)
+    try:
+        ckpt.save(root, 3, model=nn.Linear(2, 2))
+        raise AssertionError("a save through a planted link went on")
+    except ckpt.CheckpointSaveError as exc:
+        error = str(exc)
+    assert f"{link} is a symbolic link (to {outside})" in error and f"remove the link {link}" in error.lower()
+    assert "Free space" not in error
+    assert [p.name for p in outside.iterdir()] == ["keep.txt"] and (outside / "keep.txt").read_text() == "precious"
+    link.unlink()
+    assert ckpt.save(root, 3, model=nn.Linear(2, 2)) == ckpt.step_dir(root, 3)

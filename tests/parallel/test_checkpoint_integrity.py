@@ -328,3 +328,17 @@ def test_a_data_parallel_degree_change_is_refused_unless_the_layout_change_is_al
     assert '"layout"' in message and "data-parallel" in message
     cfg["checkpoint"]["allow_changes"] = ["layout"]
     assert run_config(cfg).start_step == 2
+
+
+def test_write_manifest_replaces_a_link_at_manifest_json_and_leaves_its_target_alone(tmp_path):
+    from vfm_parallel.checkpoint_integrity import MANIFEST, write_manifest
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    folder = tmp_path / "step"
+    folder.mkdir()
+    (folder / "state.json").write_text('{"step": 1}')
+    (folder / MANIFEST).symlink_to(victim)
+    write_manifest(folder, 1)
+    assert victim.read_text() == "precious" and not (folder / MANIFEST).is_symlink()
+    assert list(json.loads((folder / MANIFEST).read_text())["files"]) == ["state.json"]

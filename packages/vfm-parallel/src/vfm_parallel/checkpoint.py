@@ -47,6 +47,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch import nn
+from vfm_plugins.files import replace_file
 
 from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are part of this module's interface)
     CheckpointError,
@@ -105,10 +106,15 @@ def latest(root: str | Path) -> Path | None:
 
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        json.dump(data, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
+    replace_file(path, json.dumps(data, indent=1), durable=True)
+
+
+class PlantedLinkError(OSError):
+    """A name a save writes is a symbolic link: removing it is the fix, not freeing space."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is a symbolic link (to {os.readlink(path)}), where the save makes its folder")
+        self.path = path
 
 
 def _fsync_dirs(folder: Path) -> None:
@@ -162,6 +168,8 @@ def save(
 
     def fresh_tmp() -> None:
         root.mkdir(parents=True, exist_ok=True)
+        if tmp.is_symlink():  # not a save that died (that leaves a folder): something else put it there
+            raise PlantedLinkError(tmp)
         if tmp.exists():  # a save of this step that died earlier
             shutil.rmtree(tmp)
         tmp.mkdir()
@@ -199,21 +207,26 @@ def save(
     return final
 
 
-def _attempt(write) -> tuple[int, str] | None:
-    """Run one phase of a save: None, or (the rank it failed on, what failed, one line) when the
-    file system refused."""
+_FREE_SPACE = "Free space or fix the folder's permissions"
+
+
+def _attempt(write) -> tuple[int, str, str] | None:
+    """Run one phase of a save: None, or (the rank it failed on, what failed in one line, what to do)
+    when the file system refused."""
     try:
         write()
+    except PlantedLinkError as exc:
+        return _rank(), str(exc), f"Remove the link {exc.path} (what it points to is not touched)"
     except OSError as exc:
-        return _rank(), f"{type(exc).__name__}: {exc}"
+        return _rank(), f"{type(exc).__name__}: {exc}", _FREE_SPACE
     except CheckpointException as exc:  # DCP's writer, raised on every rank: the failed ranks' own errors inside
         failed = [(rank, pair[0] if isinstance(pair, tuple) else pair) for rank, pair in exc.failures.items()]
         rank, first = next(((r, e) for r, e in failed if isinstance(e, OSError)), failed[0] if failed else (_rank(), exc))
-        return rank, f"{type(first).__name__}: {first}".splitlines()[0]
+        return rank, f"{type(first).__name__}: {first}".splitlines()[0], _FREE_SPACE
     return None
 
 
-def _agree(final: Path, failure: tuple[int, str] | None) -> None:
+def _agree(final: Path, failure: tuple[int, str, str] | None) -> None:
     """Every rank learns whether any rank's phase failed; then all raise the same error."""
     failures = [failure]
     if dist.is_initialized():
@@ -222,12 +235,12 @@ def _agree(final: Path, failure: tuple[int, str] | None) -> None:
     bad = [f for f in failures if f is not None]
     if not bad:
         return
-    rank, why = min(bad)
+    rank, why, fix = min(bad)
     on = f" on rank {rank}" if dist.is_initialized() else ""
     kept = list_checkpoints(final.parent)
     newest = f"the newest committed checkpoint, {kept[-1]}, is untouched" if kept else "no checkpoint was committed before"
     raise CheckpointSaveError(f"saving checkpoint {final} failed{on} ({why}); nothing of it was committed and "
-                              f"{newest}. Free space or fix the folder's permissions, then run again (it resumes "
+                              f"{newest}. {fix}, then run again (it resumes "
                               f"from the newest checkpoint)")
 
 

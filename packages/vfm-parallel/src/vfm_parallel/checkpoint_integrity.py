@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import torch.distributed as dist
+from vfm_plugins.files import replace_file
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -128,10 +129,7 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     path = folder / MANIFEST
     if _rank_world()[0] == 0:
         manifest = {"format": MANIFEST_FORMAT, "step": step, "files": {n: hashed[n] for n in names}}
-        with path.open("w") as f:
-            json.dump(manifest, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        replace_file(path, json.dumps(manifest, indent=1), durable=True)  # a link at the name is replaced, not followed
     return path
 
 
