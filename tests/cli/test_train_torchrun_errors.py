@@ -67,3 +67,17 @@ def test_a_rank_killed_mid_run_ends_the_other_with_one_line(tmp_path):
     assert launcher.returncode == 1
     lines = _rank_lines(log.read_text())
     assert len(lines) == 1 and lines[0].startswith("error: rank 0 lost contact with another rank of this job"), lines
+
+
+@pytest.mark.slow
+def test_a_bad_flag_under_torchrun_is_printed_once_and_every_rank_exits_non_zero(tmp_path):
+    # click's usage error happens before vfm's code: local rank 0 prints it, the other waits for torchrun
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "vfm_cli.main", "train", str(ROOT / "configs" / "tiny.toml"), "--bogus"],
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, text=True, capture_output=True, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count("No such option: --bogus") == 1, output
+    assert output.count("Usage: ") == 1, output
+    summary = output.split("Failures:", 1)[-1]  # torchrun's summary of each rank's exit
+    assert "exitcode  : 2" in summary and ("exitcode  : -15" in summary or summary.count("exitcode  : 2") == 2), summary

@@ -26,12 +26,19 @@ def fail_once(exc: Exception) -> None:
     every rank of a node fails alike on a bad config, so local rank 0 prints the line and the
     others exit silently once torchrun stops them for rank 0's exit. A rank whose local rank 0 did
     not fail prints it itself after a moment (no error is lost)."""
+    wait_for_local_rank_0()
+    fail(exc)
+
+
+def wait_for_local_rank_0() -> None:
+    """Before a rank other than its node's local rank 0 reports an error that every rank meets alike
+    (a bad config, a bad flag): a moment's wait, in which torchrun ends this rank for local rank 0's
+    exit. Returns at once outside torchrun and on local rank 0."""
     import os
     import time
 
     if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1 and int(os.environ.get("LOCAL_RANK", "0")) != 0:
         time.sleep(_QUIET_WAIT_S)  # torchrun ends this rank here when local rank 0 has failed too
-    fail(exc)
 
 
 _QUIET_WAIT_S = 5.0

@@ -12,10 +12,40 @@ import inspect
 import pkgutil
 
 import typer
+from typer.core import TyperGroup
 
 from vfm_cli import __version__, commands
+from vfm_cli.failing import wait_for_local_rank_0
+
+try:  # recent typer releases parse with their own copy of click, whose errors are not click's
+    from typer._click.exceptions import UsageError
+except ImportError:
+    from click.exceptions import UsageError
+
+
+class _UsageErrorOncePerNode(TyperGroup):
+    """A usage error (an unknown flag, a bad option value: click's own or a command's
+    ``typer.BadParameter``) is the same on every rank of a torchrun job: local rank 0 prints it, the
+    others wait to be ended by torchrun (printing it only if they are not: no error is lost).
+    Every rank still exits non-zero."""
+
+    def make_context(self, *args, **kwargs):  # the group's own options (``vfm --bogus``)
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError:
+            wait_for_local_rank_0()
+            raise
+
+    def invoke(self, ctx):  # the command's options, parsed here, and its BadParameter
+        try:
+            return super().invoke(ctx)
+        except UsageError:
+            wait_for_local_rank_0()
+            raise
+
 
 app = typer.Typer(
+    cls=_UsageErrorOncePerNode,
     name="vfm",
     help="vfm: curate raw video, shard it, train video diffusion transformers with 4D parallelism, generate videos.",
     no_args_is_help=True,
