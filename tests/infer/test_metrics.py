@@ -96,3 +96,15 @@ def test_read_items_pairs_videos_with_prompts_in_order(tmp_path):
     assert scores.summary["all_correct"] == 2, scores.per_video
     with pytest.raises(FileNotFoundError, match="0002.mp4"):
         read_items(tmp_path, ["a", "b", "c"])
+
+
+def test_a_video_without_background_pixels_has_no_background_rms_rather_than_a_flat_zero():
+    stripes = np.zeros((4, 16, 16, 3), np.uint8)
+    stripes[:, :, ::2] = 255  # every pixel is far from the frame's median colour: all foreground
+    result = ShapesAdherence().evaluate([EvalItem("a red circle moving right", stripes),
+                                         EvalItem("a red circle moving right", clip())])
+    first, second = result.per_video
+    assert first["background_fraction"] == 0 and first["background_rms"] is None and not first["flat"]
+    assert result.summary["mean_background_rms"] == second["background_rms"]  # the measured video alone
+    only = ShapesAdherence().evaluate([EvalItem("a red circle moving right", stripes)])
+    assert only.summary["mean_background_rms"] is None

@@ -5,7 +5,8 @@ colour; pixels farther than ``foreground_threshold`` from it are foreground, and
 4-connected foreground region of each frame is the shape. Then
 
 - flatness: RMS distance of the background pixels (those not within 1/16 of the frame's side of
-  any foreground pixel) to the background colour (0-255 scale), and they are most of the frame;
+  any foreground pixel) to the background colour (0-255 scale; None without any), and they are most
+  of the frame;
 - colour: the shape pixels' mean colour, named by the nearest palette colour;
 - motion: the least-squares slope of the shape's centroid over the frames, named by its larger
   axis (right = +x, down = +y) when it moves at least ``min_motion`` of the frame's side;
@@ -123,7 +124,8 @@ class ShapesAdherence(Metric):
             centroids.append((i, xs.mean(), ys.mean()))
             fills.append(area / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)))
         out: dict[str, Any] = {
-            "background_rms": round((background_sq / max(background_n, 1)) ** 0.5, 2),
+            # None, not 0 (the flattest value), when no pixel is background: there was nothing to measure
+            "background_rms": round((background_sq / background_n) ** 0.5, 2) if background_n else None,
             "background_fraction": round(background_n / (t * h * w), 3),
             "shape_frames": len(centroids),
             "shape_area": round(float(np.mean(areas)), 4),
@@ -151,7 +153,8 @@ class ShapesAdherence(Metric):
         want = parse_prompt(item.prompt)
         row: dict[str, Any] = {"prompt": item.prompt, "parsed": want is not None, **seen}
         # flat: most of the frame is background, and that background is one colour
-        row["flat"] = seen["background_rms"] <= self.flat_rms and seen["background_fraction"] >= 0.5
+        row["flat"] = (seen["background_rms"] is not None and seen["background_rms"] <= self.flat_rms
+                       and seen["background_fraction"] >= 0.5)
         # One shape: present in most frames, not most of the frame, and little foreground outside it.
         row["single_shape"] = (seen["shape_frames"] * 2 > len(item.frames) and seen["stray_foreground"] <= 0.1
                                and seen["shape_area"] <= 0.4)
@@ -163,6 +166,7 @@ class ShapesAdherence(Metric):
         rows = [self.score(item) for item in items]
         scored = [r for r in rows if r["parsed"]]
         count = lambda key: sum(bool(r[key]) for r in scored)  # noqa: E731
+        measured = [r["background_rms"] for r in rows if r["background_rms"] is not None]
         summary = {
             "videos": len(rows),
             "scored": len(scored),
@@ -173,7 +177,8 @@ class ShapesAdherence(Metric):
             "single_shape": count("single_shape"),
             # what the caption asks for: a flat background and one shape of the named colour moving the named way
             "all_correct": sum(bool(r["colour_ok"] and r["direction_ok"] and r["flat"] and r["single_shape"]) for r in scored),
-            "mean_background_rms": round(float(np.mean([r["background_rms"] for r in rows])), 2) if rows else 0.0,
+            # over the videos that have background pixels; None when none has
+            "mean_background_rms": round(float(np.mean(measured)), 2) if measured else None,
         }
         notes = []
         if len(scored) < len(rows):
