@@ -102,3 +102,14 @@ def test_flow_heun_never_evaluates_the_velocity_at_the_data_level():
     euler = FlowEuler(32, shift=3.0).sample(gm.flow_velocity, noise)
     error, euler_error = (float((x - exact).abs().max()) for x in (out, euler))
     assert error < 0.04 and error < euler_error / 4, (error, euler_error)  # measured 0.028 and 0.138
+
+
+def test_every_sampler_vfm_infer_registers_runs_the_analytic_ode_oracle():
+    """A sampler added to vfm-infer without a test class here (or in test_ddim) would ship unchecked
+    against the closed-form ODE endpoint and the order it declares."""
+    from tests.infer.samplers import test_ddim
+
+    builtin = {e.name for e in vfm_infer.host.entries("samplers").values() if e.provider == "vfm-infer"}
+    oracled = {cls.sampler_name for module in (globals(), vars(test_ddim)) for cls in module.values()
+               if isinstance(cls, type) and issubclass(cls, ODESamplerTestMixin) and hasattr(cls, "sampler_name")}
+    assert builtin and builtin <= oracled, sorted(builtin - oracled)
