@@ -11,6 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from vfm_plugins.files import fresh_file
 
 
 def shot_frames(num_frames: int, width: int, height: int, rng: np.random.Generator, speed: float = 1.0):
@@ -92,34 +93,37 @@ def write_video(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     height, width = frames[0].shape[:2]
-    container = av.open(str(path), "w")
-    rate = Fraction(fps).limit_denominator(1001)
-    stream = container.add_stream(codec, rate=rate)
-    # 4:2:0 needs even sides; odd-sized test videos are written in 4:4:4 (High 4:4:4 profile)
-    stream.width, stream.height = width, height
-    stream.pix_fmt = pix_fmt or ("yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p")
-    stream.options = {"crf": "18", "preset": "ultrafast"} if options is None else options
-    if colorspace is not None:
-        stream.codec_context.colorspace = colorspace
-    if color_range is not None:
-        stream.codec_context.color_range = color_range
-    time_base = Fraction(1, 1000) if vfr else 1 / rate
-    stream.codec_context.time_base = time_base
-    if rotation:
-        stream.set_display_rotation(rotation)
-    astream = container.add_stream("aac", rate=16000) if audio else None
-    pts = 0
-    for i, img in enumerate(frames):
-        frame = av.VideoFrame.from_ndarray(img, format="rgb24")
-        frame.pts, frame.time_base = pts, time_base
-        pts += (round(1000 / fps * (0.6 if i % 2 else 1.4)) if vfr else 1)
-        for packet in stream.encode(frame):
+    # written new and renamed: a link planted at path (a folder from elsewhere) is replaced, not written through;
+    # the suffix tells PyAV the container
+    with fresh_file(path, prefix=f".{path.stem}.partial.", suffix=path.suffix) as tmp:
+        container = av.open(str(tmp), "w")
+        rate = Fraction(fps).limit_denominator(1001)
+        stream = container.add_stream(codec, rate=rate)
+        # 4:2:0 needs even sides; odd-sized test videos are written in 4:4:4 (High 4:4:4 profile)
+        stream.width, stream.height = width, height
+        stream.pix_fmt = pix_fmt or ("yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p")
+        stream.options = {"crf": "18", "preset": "ultrafast"} if options is None else options
+        if colorspace is not None:
+            stream.codec_context.colorspace = colorspace
+        if color_range is not None:
+            stream.codec_context.color_range = color_range
+        time_base = Fraction(1, 1000) if vfr else 1 / rate
+        stream.codec_context.time_base = time_base
+        if rotation:
+            stream.set_display_rotation(rotation)
+        astream = container.add_stream("aac", rate=16000) if audio else None
+        pts = 0
+        for i, img in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+            frame.pts, frame.time_base = pts, time_base
+            pts += (round(1000 / fps * (0.6 if i % 2 else 1.4)) if vfr else 1)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
             container.mux(packet)
-    for packet in stream.encode():
-        container.mux(packet)
-    if astream is not None:
-        _write_sine(container, astream, seconds=len(frames) / fps)
-    container.close()
+        if astream is not None:
+            _write_sine(container, astream, seconds=len(frames) / fps)
+        container.close()
 
 
 def _write_sine(container, stream, seconds: float) -> None:

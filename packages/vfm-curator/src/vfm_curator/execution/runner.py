@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
-from vfm_curator.io.paths import safe_join
+from vfm_curator.io.paths import append_line, safe_join
 
 
 @contextmanager
@@ -28,8 +28,7 @@ def open_runner(specs: list[StageSpec], config: CurateConfig, out: Path,
     from vfm_curator.execution.session import ensure_ray
 
     def log_decision(decision: dict) -> None:
-        with open(safe_join(out, "balancer.jsonl"), "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(decision) + "\n")
+        append_line(safe_join(out, "balancer.jsonl"), json.dumps(decision))  # a link at the name is replaced
 
     owned = ensure_ray(config.ray_address, config.num_cpus, config.num_gpus, connect_timeout_s=config.connect_timeout_s)
     try:

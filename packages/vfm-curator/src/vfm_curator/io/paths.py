@@ -35,6 +35,23 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` and a newline to the log at ``path`` (made if missing). A symbolic link at
+    ``path`` (an output folder from elsewhere holding ``balancer.jsonl -> ~/.bashrc``) is removed and
+    a new file made there, its target untouched: a log is appended to in place, so it cannot be
+    renamed over the link the way :func:`atomic_write` does, and a link there holds none of its lines."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:  # ELOOP: O_NOFOLLOW met a link
+            raise
+        os.unlink(path)
+        fd = os.open(path, flags, 0o666)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
 def atomic_rename(src: Path, path: Path) -> None:
     """Move a finished file (written elsewhere in the same folder) to ``path``: fsync, then rename, so
     ``path`` is never a half-written file. A full disk raises :class:`DiskFullError` naming ``path``."""

@@ -97,8 +97,11 @@ def load_weights(model, path: str | Path) -> None:
 def save_weights(model, path: str | Path) -> None:
     """Write ``model``'s state dict as safetensors (what :func:`load_weights` reads)."""
     from safetensors.torch import save_file
+    from vfm_plugins.files import fresh_file
 
-    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(path))
+    # written new and renamed: a link at path is replaced whatever the safetensors version does (0.8 does the same)
+    with fresh_file(path) as tmp:
+        save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
 
 
 class TransNetV2Detector(ShotDetector):
