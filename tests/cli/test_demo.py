@@ -90,8 +90,12 @@ def test_demo_report_links_resolve(demo_run):
     assert not missing
 
 
-def test_demo_rerun_resumes_instead_of_redoing(demo_run):
+def test_demo_rerun_resumes_instead_of_redoing(demo_run, tmp_path):
     out, _ = demo_run
+    victim = tmp_path / "bashrc"  # demo.json as a link planted in a demo folder from elsewhere: replaced, not written through
+    victim.write_text("precious")
+    (out / "demo.json").unlink()
+    (out / "demo.json").symlink_to(victim)
     result = subprocess.run(
         [sys.executable, "-m", "vfm_cli.main", "demo", "-o", str(out), "--videos", "2",
          "--train-steps", "4", "--sample-steps", "2", "--no-ray"],
@@ -100,6 +104,7 @@ def test_demo_rerun_resumes_instead_of_redoing(demo_run):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     curate = json.loads((out / "curated" / "summary.json").read_text())
     assert curate["skipped"] == 2 and curate["processed"] == 0
+    assert victim.read_text() == "precious" and json.loads((out / "demo.json").read_text())["prompts"]
 
 
 def test_demo_into_a_file_is_a_clear_error_that_touches_nothing(tmp_path):

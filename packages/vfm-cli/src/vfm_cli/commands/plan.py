@@ -295,8 +295,10 @@ def plan(
         typer.echo(f"global batch {batch} samples: {batch_from}")
         typer.echo(f"train the best: {train_command(config, result.best.layout, gpus, result.hardware.gpus_per_node, overrides or [])}")
     if write_block is not None:
+        from vfm_plugins.files import replace_file
+
         keep = {"compile": True} if cfg.parallel.compile else {}
-        write_block.write_text(parallel_block(result.best, keep=keep))
+        replace_file(write_block, parallel_block(result.best, keep=keep))  # a link at the name is replaced, not written through
         typer.echo(f"wrote the [parallel] block of {result.best.layout.short()} to {write_block}", err=as_json)
     if measure:
         _measure(result, config, list(overrides or []), gpus, measure, measure_steps, all_variants)
@@ -389,6 +391,7 @@ def no_fit(result, batch_from: str, fewest: int = 0) -> str:
 def _calibrate(hw, out: Path) -> None:
     from vfm_parallel.planner.calibrate import calibrate as run
     from vfm_parallel.planner.hardware import to_toml
+    from vfm_plugins.files import replace_file
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under torchrun: measure the collectives too
         import torch
@@ -399,7 +402,7 @@ def _calibrate(hw, out: Path) -> None:
     profile, measured = run(hw)
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0:
-        out.write_text(to_toml(profile, "written by vfm plan --calibrate"))
+        replace_file(out, to_toml(profile, "written by vfm plan --calibrate"))  # a link at the name is replaced
         typer.echo("measured: " + ", ".join(f"{k} {v:.4g}" for k, v in measured.items()))
         typer.echo(f"wrote profile {profile.name} to {out}")
 

@@ -32,6 +32,7 @@ def make_inputs(folder: Path, videos: int, *, shots: int = 3, frames_per_shot: i
     if not 1 <= videos <= len(SUBJECTS):
         raise ValueError(f"videos must be between 1 and {len(SUBJECTS)}, got {videos}")
     from vfm_curator.synth import shape_frames, write_video
+    from vfm_plugins.files import replace_file
 
     folder.mkdir(parents=True, exist_ok=True)
     step = len(SUBJECTS) // videos  # spread the subjects over shapes, colours and directions
@@ -49,5 +50,5 @@ def make_inputs(folder: Path, videos: int, *, shots: int = 3, frames_per_shot: i
         write_video(folder / name, frames, fps=24.0)
         rows.append({"path": name, "caption": f"a {colour} {shape} moving {direction}"})
     manifest = folder / "manifest.jsonl"
-    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    replace_file(manifest, "".join(json.dumps(r) + "\n" for r in rows))  # a link at the name is replaced
     return manifest

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from rich.markup import escape
+from vfm_plugins.files import replace_file
 
 from vfm_cli.demo.inputs import make_inputs
 
@@ -60,7 +61,9 @@ def _config_text(name: str) -> str:
 
 
 def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> DemoResult:
-    """curate -> shard -> train -> generate on generated sample videos; returns times and outputs."""
+    """curate -> shard -> train -> generate on generated sample videos; returns times and outputs.
+    Its files are written new and renamed into place (``replace_file``): a demo folder from elsewhere
+    holding ``prompts.txt -> ~/.bashrc`` has the link replaced, never written through."""
     out = settings.out.resolve()
     if out.exists() and not out.is_dir():
         raise DemoError(f"{out} exists and is not a folder; give -o a new or an earlier demo folder")
@@ -72,7 +75,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
     runner = "ray" if settings.ray else "serial"
     for name in ("curate.toml", "shard.toml", "train.toml"):
         text = _config_text(name).replace("{runner}", runner)
-        (configs / name).write_text(text, encoding="utf-8")
+        replace_file(configs / name, text)
     result = DemoResult()
 
     def stage(name: str, args: list[str]) -> None:
@@ -93,7 +96,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
     captions = [json.loads(line)["caption"] for line in manifest.read_text().splitlines()]
     prompts = [settings.prompt] if settings.prompt else list(dict.fromkeys(captions))
     prompts_file = out / "prompts.txt"
-    prompts_file.write_text("".join(p + "\n" for p in prompts), encoding="utf-8")
+    replace_file(prompts_file, "".join(p + "\n" for p in prompts))
 
     stage("curate", ["curate", str(manifest), "-o", str(out / "curated"), "--config", str(configs / "curate.toml")])
     stage("shard", ["shard", str(out / "curated"), "-o", str(out / "shards"), "--config", str(configs / "shard.toml")])
@@ -131,7 +134,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
     missing = [f"{k}: {v}" for k, v in result.outputs.items() if not v.exists()]
     if missing:
         raise DemoError("the demo finished but these outputs are missing: " + "; ".join(missing))
-    (out / "demo.json").write_text(json.dumps({"prompts": prompts, **result.as_dict()}, indent=2), encoding="utf-8")
+    replace_file(out / "demo.json", json.dumps({"prompts": prompts, **result.as_dict()}, indent=2))
     return result
 
 
