@@ -108,3 +108,18 @@ def test_strategy_options_are_checked_with_the_layout_before_any_rank_starts(sha
     unused = {**base, "parallel": {"strategy_options": {"compile": {"mode": "max-autotune"}}}}
     with pytest.raises(ConfigError, match=r"strategy_options.compile.*does not use; it uses: fsdp"):
         recipe.validate(from_dict(unused, 2), 2)
+
+
+def test_validate_names_a_blender_missing_a_required_option_once(tmp_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from vfm_cli.main import app
+
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+    sets = ["--set", f"train.out_dir={tmp_path / 'run'}", "--set", "data.source=synthetic"]
+    missing = CliRunner().invoke(app, ["train", str(tiny), *sets, "--set", "data.blender=scheduled", "--validate"])
+    assert missing.exit_code == 1
+    assert "needs the option schedule, not given" in missing.output
+    assert missing.output.count("blender 'scheduled'") == 1, missing.output

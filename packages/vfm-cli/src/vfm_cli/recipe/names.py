@@ -55,7 +55,7 @@ def check_blender(cfg: TrainConfig) -> None:
     try:  # built as the run builds it: a bad value (a schedule that is no list of pairs) named here
         host.build("blenders", name, options)
     except (TypeError, ValueError) as exc:
-        raise ConfigError("data.blender_options", f"blender {name!r} refuses {dict(d.blender_options)}: {exc}") from None
+        raise ConfigError("data.blender_options", _refusal(f"blender {name!r}", dict(d.blender_options), exc)) from None
 
 
 def check_formulation_options(cfg: TrainConfig) -> None:
@@ -66,4 +66,12 @@ def check_formulation_options(cfg: TrainConfig) -> None:
     try:  # build: a plugin's instance registered in place of its class is named as such
         vfm_models.host.build("formulations", name, options)
     except (TypeError, ValueError) as exc:
-        raise ConfigError("model.formulation_options", f"formulation {name!r} refuses {options}: {exc}") from None
+        raise ConfigError("model.formulation_options", _refusal(f"formulation {name!r}", options, exc)) from None
+
+
+def _refusal(what: str, options: dict, exc: Exception) -> str:
+    """Why ``what`` refused ``options``: the host's own message already names the plugin and the
+    option (a missing or unknown one), so it is not prefixed a second time."""
+    from vfm_plugins import PluginOptionError
+
+    return str(exc) if isinstance(exc, PluginOptionError) else f"{what} refuses {options}: {exc}"
