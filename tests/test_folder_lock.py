@@ -160,3 +160,16 @@ def test_a_holder_whose_process_is_exiting_is_waited_for_and_then_taken_over(tmp
     assert lock.holder.command == "rerun"
     lock.release()
     proc.wait()
+
+
+def test_a_link_planted_at_the_lock_file_is_replaced_and_its_target_untouched(tmp_path):
+    """An output folder from elsewhere holding ``.vfm-lock -> ~/.bashrc``: taking the lock truncated
+    and wrote the linked file."""
+    victim = tmp_path / "bashrc"
+    victim.write_text("precious")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / LOCK_NAME).symlink_to(victim)
+    with FolderLock(folder, command="vfm test"):
+        assert not (folder / LOCK_NAME).is_symlink() and "vfm test" in (folder / LOCK_NAME).read_text()
+    assert victim.read_text() == "precious"

@@ -178,9 +178,16 @@ class FolderLock:
         """The locked descriptor, or None where this filesystem has no flock."""
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             except FileNotFoundError:  # a releasing run removed the folder it had created: make it again
                 self.folder.mkdir(parents=True, exist_ok=True)
+                continue
+            except OSError as exc:
+                # ELOOP: a link at the lock's name (a folder from elsewhere holding .vfm-lock -> ~/.bashrc); no
+                # run makes one, and claiming would truncate its target: remove the link, make the lock file anew
+                if exc.errno != errno.ELOOP:
+                    raise
+                os.unlink(self.path)
                 continue
             try:
                 _flock_unless_live(fd)
