@@ -23,3 +23,27 @@ def test_a_sampler_option_the_sampler_cannot_take_is_a_value_error_naming_its_op
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         pipe.prepare(GenerationSpec(sampler=sampler, steps=2, sampler_options=options), ["1"])
 
+
+
+@pytest.mark.parametrize(
+    ("formulation", "sampler", "options", "message"),
+    [
+        ("rectified-flow", "flow-euler", {"shift": float("nan")}, "shift must be a finite number > 0"),
+        ("rectified-flow", "flow-heun", {"shift": float("inf")}, "shift must be a finite number > 0"),
+        ("edm", "edm-heun", {"sigma_max": float("inf")}, "need 0 < sigma_min < sigma_max, both finite"),
+        ("edm", "dpm-solver++", {"sigma_max": float("inf")}, "need 0 < sigma_min < sigma_max, both finite"),
+        ("edm", "edm-heun", {"churn": float("nan")}, "churn must be a finite number >= 0"),
+        ("edm", "edm-euler", {"churn": 10.0, "churn_noise": float("nan")}, "churn_noise must be a finite number >= 0"),
+        ("edm", "edm-euler", {"churn": 10.0, "churn_min": float("nan")}, "need 0 <= churn_min <= churn_max"),
+    ],
+)
+def test_a_non_finite_sampler_option_is_refused_before_any_denoising(formulation, sampler, options, message):
+    """inf or nan in a schedule option used to run every step and then fail on a nan latent (or, as
+    churn, be read as "off" without a word)."""
+    calls = []
+    model = tiny_dit()
+    model.register_forward_hook(lambda *args: calls.append(1))
+    pipe = VideoPipeline(model, tiny_meta(formulation))
+    with pytest.raises(ValueError, match=message):
+        pipe.prepare(GenerationSpec(sampler=sampler, steps=2, sampler_options=options), ["1"])
+    assert calls == []

@@ -18,8 +18,8 @@ class DPMSolverPP2M(Sampler):
 
     def __init__(self, steps: int = 32, *, sigma_min: float = 0.002, sigma_max: float = 80.0, rho: float = 7.0) -> None:
         super().__init__(steps)
-        if not 0 < sigma_min < sigma_max:
-            raise ValueError(f"need 0 < sigma_min < sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}")
+        if not 0 < sigma_min < sigma_max < math.inf:  # nan fails too: no nan schedule reaches the model
+            raise ValueError(f"need 0 < sigma_min < sigma_max, both finite, got sigma_min={sigma_min}, sigma_max={sigma_max}")
         self.sigma_min, self.sigma_max, self.rho = sigma_min, sigma_max, rho
 
     def levels(self):

@@ -46,10 +46,16 @@ class _EDMSampler(Sampler):
         churn_noise: float = 1.0,
     ) -> None:
         super().__init__(steps)
-        if not 0 < sigma_min < sigma_max:
-            raise ValueError(f"need 0 < sigma_min < sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}")
-        if churn < 0:
-            raise ValueError(f"churn must be >= 0 (0 = deterministic ODE), got {churn}")
+        if not 0 < sigma_min < sigma_max < math.inf:  # nan fails too: no nan schedule reaches the model
+            raise ValueError(f"need 0 < sigma_min < sigma_max, both finite, got sigma_min={sigma_min}, sigma_max={sigma_max}")
+        # nan compares False everywhere: a nan churn or churn range would silently mean no churn
+        if not (math.isfinite(churn) and churn >= 0):
+            raise ValueError(f"churn must be a finite number >= 0 (0 = deterministic ODE), got {churn}")
+        if not (math.isfinite(churn_noise) and churn_noise >= 0):
+            raise ValueError(f"churn_noise must be a finite number >= 0 (EDM's S_noise, 1 = unit noise), got {churn_noise}")
+        if not 0 <= churn_min <= churn_max:
+            raise ValueError(f"need 0 <= churn_min <= churn_max (the sigmas churn applies between; churn_max may be inf), "
+                             f"got churn_min={churn_min}, churn_max={churn_max}")
         self.sigma_min, self.sigma_max, self.rho = sigma_min, sigma_max, rho
         self.churn, self.churn_min, self.churn_max, self.churn_noise = churn, churn_min, churn_max, churn_noise
 

@@ -6,6 +6,8 @@ s' = shift * s / (1 + (shift - 1) s), which spends more steps at high noise when
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from vfm_infer.samplers.base import Sampler
@@ -23,8 +25,8 @@ class _FlowSampler(Sampler):
 
     def __init__(self, steps: int = 32, *, shift: float = 1.0) -> None:
         super().__init__(steps)
-        if shift <= 0:
-            raise ValueError(f"shift must be > 0 (1 = no shift), got {shift}")
+        if not (math.isfinite(shift) and shift > 0):  # inf/nan would run every step into a nan latent
+            raise ValueError(f"shift must be a finite number > 0 (1 = no shift), got {shift}")
         self.shift = shift
 
     def levels(self) -> torch.Tensor:
