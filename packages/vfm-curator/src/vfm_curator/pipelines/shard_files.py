@@ -93,17 +93,13 @@ class BucketWriters:
         from vfm_data import SampleMeta
 
         latents, text = task.latents(), torch.tensor(task.text)
-        frames = task.window * task.stride  # the clip's frames per window
         written = 0
         for k in reversed(range(len(latents))):
             key = task.sample_key(k)
             if key in done:
                 continue
-            span = task.span
-            if task.modality == "video" and frames > 0 and task.fps > 0:  # the window's own seconds in the source
-                span = (task.span[0] + k * frames / task.fps, min(task.span[1], task.span[0] + (k + 1) * frames / task.fps))
             meta = SampleMeta(
-                source=task.source or task.path, span=span, fps=task.fps, size=task.size,
+                source=task.source or task.path, span=task.window_span(k), fps=task.fps, size=task.size,
                 caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
                 text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
                 extra={"clip": task.id, **({"window": k} if len(latents) > 1 else {}), "bucket": task.bucket,
