@@ -108,3 +108,15 @@ def test_a_video_without_background_pixels_has_no_background_rms_rather_than_a_f
     assert result.summary["mean_background_rms"] == second["background_rms"]  # the measured video alone
     only = ShapesAdherence().evaluate([EvalItem("a red circle moving right", stripes)])
     assert only.summary["mean_background_rms"] is None
+
+
+def test_noise_matches_no_prompt_in_colour_motion_or_shape():
+    # noise's largest blob has some colour, drift and fill: without a shape in most frames at under
+    # 40% of the frame, none of them is evidence that the video follows its prompt
+    noise = np.random.default_rng(0).integers(0, 256, size=(8, 32, 32, 3), dtype=np.uint8)
+    metric = ShapesAdherence()
+    for colour in PALETTE:
+        for shape in ("circle", "square"):
+            for direction in ("right", "left", "down", "up"):
+                row = metric.score(EvalItem(f"a {colour} {shape} moving {direction}", noise))
+                assert row["colour_ok"] is False and row["shape_ok"] is False and row["direction_ok"] is False, row

@@ -14,6 +14,9 @@ colour; pixels farther than ``foreground_threshold`` from it are foreground, and
   foreground outside it;
 - shape: circle or square from how much of its bounding box the region fills (informational).
 
+Colour, motion and shape count as matching the prompt only when a shape is seen at all (present in
+most frames, smaller than 40% of the frame): noise's largest blob has a colour and a drift too.
+
 The palette is the demo's (``vfm_curator.synth.COLOURS``; a test keeps the two equal).
 """
 
@@ -155,11 +158,13 @@ class ShapesAdherence(Metric):
         # flat: most of the frame is background, and that background is one colour
         row["flat"] = (seen["background_rms"] is not None and seen["background_rms"] <= self.flat_rms
                        and seen["background_fraction"] >= 0.5)
-        # One shape: present in most frames, not most of the frame, and little foreground outside it.
-        row["single_shape"] = (seen["shape_frames"] * 2 > len(item.frames) and seen["stray_foreground"] <= 0.1
-                               and seen["shape_area"] <= 0.4)
+        # A shape: present in most frames and not most of the frame. Without one, the "shape" is noise's
+        # largest blob and its colour, motion and form are no evidence of adherence: they do not count.
+        shape_seen = seen["shape_frames"] * 2 > len(item.frames) and seen["shape_area"] <= 0.4
+        # One shape: a shape, and little foreground outside it.
+        row["single_shape"] = shape_seen and seen["stray_foreground"] <= 0.1
         for part in ("colour", "direction", "shape"):
-            row[f"{part}_ok"] = None if want is None else seen[part] == want[part]
+            row[f"{part}_ok"] = None if want is None else (shape_seen and seen[part] == want[part])
         return row
 
     def evaluate(self, items: Sequence[EvalItem]) -> MetricResult:
