@@ -136,6 +136,8 @@ def local_attention(q, k, v, mask: torch.Tensor | None, scale: float | None = No
     scale = default_scale(q.shape[-1], scale)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, scale=scale)
+    # Whether a row is empty depends on the key padding (data, not the grid): fill unconditionally,
+    # since asking ``empty.any()`` first would wait for the device at every layer.
     empty = ~mask.any(-1, keepdim=True)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty, scale=scale)
-    return out.masked_fill(empty, 0.0) if bool(empty.any()) else out
+    return out.masked_fill(empty, 0.0)
