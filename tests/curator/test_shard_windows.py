@@ -294,3 +294,48 @@ def test_a_text_encoder_returning_fewer_rows_than_captions_fails_those_clips_ins
         text, mask = real.encode([task.caption])
         assert task.failure is None
         np.testing.assert_array_equal(task.text, text[0][: int(mask[0].sum())].float().numpy())
+
+
+def _cap_at(monkeypatch, frames: int) -> None:
+    """windows = 0 keeps at most ``frames`` frames of a clip at the bucket's size (the real cap is
+    512 MiB: a clip that long is too slow to make in a test)."""
+    from vfm_curator.stages import shard_decode
+
+    monkeypatch.setattr(shard_decode, "ALL_WINDOWS_BYTES", frames * SIZE[0] * SIZE[1] * 3)
+
+
+def test_a_clip_cut_short_by_the_all_windows_frame_cap_is_counted_and_warned_about(clip, tmp_path, monkeypatch):
+    # the 40-frame clip fills 4 windows of 9; a cap of 35 frames keeps 3 of them
+    _cap_at(monkeypatch, 3 * FRAMES + 8)
+    summary = _shard(clip, tmp_path / "s")
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    assert sorted(_samples(tmp_path / "s")) == sorted([row["id"], f"{row['id']}-w1", f"{row['id']}-w2"])
+    assert (summary.written, summary.samples_written, summary.cut_short) == (1, 3, 1)
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["cut_short"] == 1
+    (notice,) = [n for n in summary.notices if "windows = 0" in n]
+    assert notice.startswith("1 of the 1 clips written now filled more windows than they got") and "--windows N" in notice
+
+
+@pytest.mark.parametrize("cap", [4 * FRAMES, 4 * FRAMES + 3, 100])
+def test_a_clip_whose_windows_all_fit_under_the_frame_cap_is_not_counted_as_cut_short(clip, tmp_path, monkeypatch, cap):
+    # 4 whole windows are all the clip fills (its last 4 frames make none): a cap holding them cuts nothing
+    _cap_at(monkeypatch, cap)
+    summary = _shard(clip, tmp_path / "s")
+    assert (summary.samples_written, summary.cut_short) == (4, 0)
+    assert not any("windows = 0" in n for n in summary.notices)
+
+
+def test_an_explicit_windows_count_is_not_held_to_the_frame_cap(clip, tmp_path, monkeypatch):
+    # the notice's advice: --windows N takes N windows however many frames that is
+    _cap_at(monkeypatch, FRAMES)
+    summary = _shard(clip, tmp_path / "s", windows=4)
+    assert (summary.samples_written, summary.cut_short) == (4, 0)
+
+
+def test_a_top_up_cut_short_by_the_frame_cap_is_counted(clip, tmp_path, monkeypatch):
+    out = tmp_path / "s"
+    _shard(clip, out, windows=1)
+    _cap_at(monkeypatch, 2 * FRAMES)
+    raised = _shard(clip, out, windows=0)
+    assert (raised.topped_up, raised.samples_written, raised.cut_short, raised.samples) == (1, 1, 1, 2)
+    assert any(n.startswith("1 of the 1 clips written now filled more windows") for n in raised.notices)

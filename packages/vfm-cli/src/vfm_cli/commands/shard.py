@@ -103,6 +103,7 @@ def shard(
         ("failures", summary.failures),
         ("upscaled now (most)", f"{summary.upscaled} ({summary.most_upscale:.2f}x)" if summary.upscaled else 0),
         ("cropped now (most)", f"{summary.cropped} ({summary.most_crop:.0%} of the frame)" if summary.cropped else 0),
+        ("cut short now (windows = 0 frame cap)", summary.cut_short),
         ("wall seconds", f"{summary.wall_s:.1f}"),
         ("seconds per stage", ", ".join(f"{k}={v:.1f}" for k, v in summary.stage_seconds.items())),
         ("throughput (samples/s)", f"{summary.throughput:.2f}"),
@@ -120,7 +121,7 @@ def shard(
         for kind, f in sorted(summary.failure_kinds.items(), key=lambda kv: -kv[1]["count"]):
             if kind != said:
                 typer.echo(printable(f"  {f['count']} {kind} ({f['cause']}), e.g.: {f['reason']}"))
-    for notice in summary.notices:  # clips enlarged or cropped a lot (no limit set)
+    for notice in summary.notices:  # clips enlarged or cropped a lot (no limit set), long clips cut short
         err.print(f"[yellow]warning:[/yellow] {escape(printable(notice))}", soft_wrap=True, highlight=False)
     if warning:  # escape: a reason may hold "[shard]", which rich would read as a style tag
         err.print(f"[yellow]warning:[/yellow] {escape(printable(warning))}", soft_wrap=True, highlight=False)

@@ -26,6 +26,7 @@ class ShardSummary(FailureReport):
     processed: int = 0  # run through the stages this time
     written: int = 0  # clips written this time
     samples_written: int = 0  # samples written this time (a clip gives one per window)
+    cut_short: int = 0  # clips written or topped up this time with fewer windows than they fill (windows = 0's frame cap)
     failures: int = 0  # failed clips of the table (this run's and earlier ones not retried)
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> {count, reason (the first), cause}
     reindexed: list[str] = field(default_factory=list)  # buckets whose energon index was (re)built
@@ -45,7 +46,7 @@ class ShardSummary(FailureReport):
     cropped: int = 0  # the centre crop cut more than CROP_COUNTED of the frame
     most_crop: float = 0.0
     most_cropped: str = ""
-    notices: list[str] = field(default_factory=list)  # warnings about the fitting (see _resize_notices)
+    notices: list[str] = field(default_factory=list)  # warnings about the fitting (see _resize_notices, _cut_short_notice)
     stage_seconds: dict[str, float] = field(default_factory=dict)  # worker seconds per stage this run (+ the driver's write)
 
     def problem(self) -> str | None:
@@ -103,3 +104,14 @@ def _resize_notices(summary: ShardSummary, config: ShardConfig) -> list[str]:
                      f"aspect ratio, cutting up to {summary.most_crop:.0%} of the frame ({summary.most_cropped}); add "
                      "resolutions near their aspect ratio (--resolution HxW), or set max_crop (--max-crop) to refuse such clips")
     return notes
+
+
+def _cut_short_notice(summary: ShardSummary) -> list[str]:
+    """One line when ``windows = 0`` left out windows of long clips (its per-clip frame cap)."""
+    from vfm_curator.stages.shard_decode import ALL_WINDOWS_BYTES
+
+    if not summary.cut_short:
+        return []
+    return [f"{summary.cut_short} of the {summary.written + summary.topped_up} clips written now filled more windows than "
+            f"they got: windows = 0 keeps at most {ALL_WINDOWS_BYTES / 2**20:g} MiB of frames per clip; set windows "
+            "(--windows N) to take N windows of every clip, or cut shorter clips (vfm curate's split max_clip_s)"]

@@ -36,7 +36,7 @@ from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
 from vfm_curator.pipelines.shard_summary import (
-    CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _count_resize, _resize_notices,
+    CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _count_resize, _cut_short_notice, _resize_notices,
 )
 from vfm_curator.pipelines.shard_tokens import _check_buckets, _tokens_per_sample
 from vfm_curator.pipelines.summary import Progress
@@ -122,7 +122,8 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
                  {t.id: held_in[t.id] for t in again})
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
-    summary.notices = _resize_notices(summary, config) + _bucketing_notice(out, config, summary.skipped)
+    summary.notices = (_resize_notices(summary, config) + _cut_short_notice(summary)
+                       + _bucketing_notice(out, config, summary.skipped))
     _finalize(out, summary, {t.id for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
 
@@ -193,6 +194,7 @@ def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]
     summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()))
     shard_state.clear_failure(out, task.id)
     summary.written += 1
+    summary.cut_short += task.cut_short
     _count_resize(summary, task)
 
 
@@ -205,6 +207,7 @@ def _top_up(task: ShardTask, bucket: str, writers: BucketWriters, finished: dict
         added = writers.write(task, done=finished.get(bucket, set()))
         summary.samples_written += added
         summary.topped_up += bool(added)
+        summary.cut_short += bool(added) and task.cut_short
         summary.skipped += not added
     else:
         summary.skipped += 1

@@ -16,9 +16,10 @@ from vfm_curator.stages.base import InputError, LimitError, Resources, Stage
 from vfm_curator.stages.shard_task import ShardTask
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".webp", ".bmp"}
-#: ``windows = 0`` decodes a clip's frames up to this many bytes (RGB at the bucket's size): a long
+#: ``windows = 0`` keeps a clip's frames up to this many bytes (RGB at the bucket's size): a long
 #: clip gives the windows that fit in it, not a worker out of memory (about 2,700 frames at 256x256;
-#: stacking them briefly doubles it, within the stage's 1024 MB).
+#: stacking them briefly doubles it, within the stage's 1024 MB). One window more is decoded to tell
+#: a clip cut short by it (``ShardTask.cut_short``, counted in the run's summary).
 ALL_WINDOWS_BYTES = 1 << 29
 
 
@@ -116,7 +117,7 @@ class ShardDecodeStage(Stage):
     ``frames``: the video frame counts (each one the tokenizer accepts); a clip gets the largest it
     can fill with every ``frame_stride``-th frame, and ``windows`` consecutive windows of that count
     become samples (0: as many as the clip fills, up to :data:`ALL_WINDOWS_BYTES` of frames, so a
-    long clip is not cut to its first frames; 1: the first only). Images and 1-frame clips become 1-frame samples in an ``HxWx1`` bucket. A video too short for the smallest count fails with the counts it needed.
+    long clip is not cut to its first frames; one filling more sets ``task.cut_short``; 1: the first only). Images and 1-frame clips become 1-frame samples in an ``HxWx1`` bucket. A video too short for the smallest count fails with the counts it needed.
     ``max_upscale`` (a factor >= 1) fails a clip its bucket would enlarge more than that
     (``too-small``); ``max_crop`` (a fraction in [0, 1)) fails a clip whose centre crop would cut
     more of its frame than that (``aspect-mismatch``). Both default to None: no limit.
@@ -161,7 +162,9 @@ class ShardDecodeStage(Stage):
         stride = int(self.opt["frame_stride"])
         is_image = Path(task.path).suffix.lower() in IMAGE_EXTENSIONS
         windows, longest = int(self.opt["windows"]), max(self.opt["frames"])
-        most = longest * windows if windows else max(longest, ALL_WINDOWS_BYTES // (height * width * 3))
+        cap = max(longest, ALL_WINDOWS_BYTES // (height * width * 3))  # frames windows = 0 keeps at most
+        # windows = 0 decodes one window past the cap: a clip that fills more windows than it keeps is told
+        most = longest * windows if windows else cap + longest
         frames = load_frames(task.path, height, width, 1 if is_image else most, stride)
         if is_image or len(frames) == 1 and info.frames <= 1:
             task.modality, count, windows = "image", 1, 1
@@ -174,8 +177,11 @@ class ShardDecodeStage(Stage):
                 )
             task.modality = "video"
         fits = len(frames) // count
+        if not windows:
+            task.cut_short = fits > cap // count
+            windows = min(fits, cap // count)
         task.window, task.stride = count, stride
-        task.frames = np.ascontiguousarray(frames[: count * (min(windows, fits) if windows else fits)])
+        task.frames = np.ascontiguousarray(frames[: count * min(windows, fits)])
         task.bucket = Bucket(height, width, count).name
 
 

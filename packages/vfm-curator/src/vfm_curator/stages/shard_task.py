@@ -30,6 +30,7 @@ class ShardTask:
     frames: np.ndarray | None = None  # (N*T, H, W, 3) uint8, exactly what the tokenizer gets: N windows
     window: int = 0  # T, the frames of one sample (0: all of ``frames``, one sample)
     stride: int = 1  # every stride-th frame of the clip was taken
+    cut_short: bool = False  # windows = 0 kept fewer windows than the clip fills (shard_decode.ALL_WINDOWS_BYTES)
     latent: np.ndarray | None = None  # (C, T', H', W') float32 of one sample, or (N, C, T', H', W') of N windows
     text: np.ndarray | None = None  # (L, D) float32, real tokens only
     failure: dict[str, str] | None = None  # {"stage", "reason", "cause": input|config|machine, "kind"}
