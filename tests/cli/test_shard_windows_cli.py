@@ -1,4 +1,5 @@
-"""``vfm shard``'s run table for windows: clips that ``windows = 0``'s frame cap cut short are
+"""``vfm shard``'s run table for windows: a top-up (``--windows`` raised on a resumed run) shows the
+clips it added windows to, not "0 clips"; clips that ``windows = 0``'s frame cap cut short are
 counted and warned about. Real curated H264 clips, the serial runner."""
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ def _shard(clips: Path, out: Path, *options: str):
                                       "--frames", str(FRAMES), *options])
     assert result.exit_code == 0, result.output
     return _flat(result.output)
+
+
+def test_a_top_up_run_shows_the_clips_topped_up_not_zero_clips(clips, tmp_path):
+    _shard(clips, tmp_path / "s", "--windows", "1")
+    text = _shard(clips, tmp_path / "s", "--windows", "0")
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["topped_up"] == 1
+    assert "written now 1 topped up (windows added), 3 samples" in text
+    assert "0 clips" not in text
 
 
 def test_clips_cut_short_by_the_all_windows_frame_cap_are_in_the_table_and_warned_about(clips, tmp_path, monkeypatch):

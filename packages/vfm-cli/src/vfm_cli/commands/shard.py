@@ -95,8 +95,7 @@ def shard(
     buckets.add_row("total", str(summary.samples), str(summary.tokens), "", f"{summary.bytes / 1e6:.2f}")
     run_table = figures_table((
         ("clips", summary.clips),
-        ("written now", summary.written if summary.samples_written == summary.written
-         else f"{summary.written} clips, {summary.samples_written} samples"),
+        ("written now", _written_now(summary)),
         ("skipped (sharded before)", summary.skipped),
         ("skipped (failed before)", summary.failed_before),
         ("failed before, run again", summary.retried),
@@ -128,6 +127,17 @@ def shard(
     if problem:  # nothing to train on: never a quiet exit 0
         err.print(f"[red]error:[/red] {escape(printable(problem))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1)
+
+
+def _written_now(summary) -> int | str:
+    """Clips and samples written this run; a clip sharded before that got the windows a raised
+    ``windows`` adds (a top-up) counts apart, so a top-up is not shown as 0 clips."""
+    if summary.samples_written == summary.written and not summary.topped_up:
+        return summary.written
+    clips = [f"{summary.written} clips"] if summary.written or not summary.topped_up else []
+    if summary.topped_up:
+        clips.append(f"{summary.topped_up} topped up (windows added)")
+    return f"{' + '.join(clips)}, {summary.samples_written} samples"
 
 
 _HXW = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
