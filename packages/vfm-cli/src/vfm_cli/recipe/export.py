@@ -38,11 +38,12 @@ def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, An
     }
 
 
-def null_cond(cfg: TrainConfig, r: Resolved):
+def null_cond(cfg: TrainConfig, r: Resolved, device: torch.device | str = "cpu"):
     """Condition dropout's substitute ``(cond, drop) -> cond`` (vfm_models.conditioning), or None
     when dropout is off or the model is unconditional. A text model's null is its text encoder's
     embedding of the empty caption, so the encoder is built here once (seeded apart from the
-    model's init, as the sharding pipeline seeds it) and dropped after that one caption."""
+    model's init, as the sharding pipeline seeds it) and dropped after that one caption. The null
+    is moved to ``device`` (the run's) once: kept on the host, every step would copy it there."""
     from vfm_models.conditioning import kind_of, null_condition, with_null
 
     kind = kind_of(r.mcfg)
@@ -58,6 +59,7 @@ def null_cond(cfg: TrainConfig, r: Resolved):
     except ValueError as exc:
         raise ConfigError("model.text_encoder", str(exc)) from None
     del encoder
+    null = {k: v.to(device) for k, v in null.items()}
     return lambda cond, drop: with_null(cond, null, drop)
 
 

@@ -42,4 +42,4 @@ def build_parts(ctx: RunContext, r: Resolved) -> TrainParts:
     patch = r.mcfg.patch
     return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops, executed_flops_per_token=executed,
                       count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens, patch=tuple(patch),
-                      export=exporter(cfg, r, formulation), null_cond=null_cond(cfg, r))
+                      export=exporter(cfg, r, formulation), null_cond=null_cond(cfg, r, ctx.device))

@@ -47,7 +47,9 @@ def clip_grad_norm(params: list[torch.Tensor], clip: float, stage_group: Any = N
     local = torch.zeros((), dtype=torch.float64, device=device)  # this stage's own squared norm
     shared = torch.zeros((), dtype=torch.float64, device=device)  # the replicated embedders'
     for (_, is_replicated), grads in groups.items():
-        norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
+        # foreach=None: torch's fused per-device kernel where the device has one (CUDA), the same
+        # per-tensor norms elsewhere; foreach=True refuses devices without it (meta, in the placement tests)
+        norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=None)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         square = norm.to(device, torch.float64) ** 2
         if is_replicated:
