@@ -64,3 +64,14 @@ def test_resume_naming_an_older_checkpoint_of_the_run_is_refused_while_newer_one
     for name in ("step_00000004", "step_00000006"):
         (root / name).rename(aside / name)
     assert run_config(cfg).start_step == 2
+
+
+@pytest.mark.parametrize(("saved", "resumed"), [("off", "on"), ("on", "off")])
+def test_a_run_resumes_with_its_own_adamw_kernel_not_the_checkpoints(tmp_path, saved, resumed):
+    # a run saved on CPU (the foreach kernel) resumed on CUDA (fused, with its device-side skip of a
+    # non-finite step), and back: the kernel is the resuming run's, the training the same
+    reference = run_config(tiny_config(tmp_path / "ref", train={"steps": 4}, optim={"fused": resumed}))
+    run_config(tiny_config(tmp_path / "run", train={"steps": 4, "stop_at": 2}, optim={"fused": saved}))
+    again = run_config(tiny_config(tmp_path / "run", train={"steps": 4}, optim={"fused": resumed}))
+    assert again.start_step == 2
+    assert again.losses == pytest.approx({s: reference.losses[s] for s in (3, 4)}, rel=1e-5)

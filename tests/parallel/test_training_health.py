@@ -137,10 +137,11 @@ def test_a_single_nan_step_is_skipped_and_training_recovers(tmp_path, path):
     assert not _same(_state(later), _state(skipped))
 
 
-#: Two-rank layouts the skip is checked under: FSDP (the default), TP and PP on the host path, and
-#: PP (plain parameters: fused AdamW applies) on the device path.
-LAYOUTS = {"fsdp": ({}, "host"), "tp": ({"tp": 2, "dp_shard": 1}, "host"), "pp": ({"pp": 2, "dp_shard": 1}, "host"),
-           "pp-device": ({"pp": 2, "dp_shard": 1}, "device")}
+#: Two-rank layouts the skip is checked under: FSDP (the default), TP and PP, each on the host path
+#: and on the device path (fused AdamW: DTensor parameters under FSDP, DTensors beside plain
+#: replicated ones under TP, plain under PP).
+LAYOUTS = {f"{name}-{path}": (layout, path) for path in SKIP_PATHS
+           for name, layout in {"fsdp": {}, "tp": {"tp": 2, "dp_shard": 1}, "pp": {"pp": 2, "dp_shard": 1}}.items()}
 
 
 def _two_ranks(rank, world, root):

@@ -70,6 +70,8 @@ class CheckpointSaveError(CheckpointError):
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 _ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})$")
 _OPTIM_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+#: torch optimizers' param-group entries that pick an implementation, not a training setting
+_KERNEL_CHOICES = frozenset({"fused", "foreach", "capturable", "differentiable"})
 
 
 def _rank() -> int:
@@ -333,7 +335,11 @@ def load(
     if optimizer is not None:
         template = get_optimizer_state_dict(model, optimizer, options=_OPTIM_OPTIONS)
         flat = {k[len("optim."):]: v for k, v in tensors.items() if k.startswith("optim.")}
-        flat.update(_restore_tuples(template, state["optimizer"]))
+        saved = _restore_tuples(template, state["optimizer"])
+        # the kernel choices are this run's, not the checkpoint's: a run saved with the foreach kernel
+        # (on CPU) resumes with the fused one (on CUDA), whose device-side skip needs it, and back
+        flat.update({k: template[k] if k.rsplit(".", 1)[-1] in _KERNEL_CHOICES and k in template else v
+                     for k, v in saved.items()})
         set_optimizer_state_dict(model, optimizer, flat, options=_OPTIM_OPTIONS)
     if ema is not None:
         ema.load_state_dict({k[len("ema."):]: v for k, v in tensors.items() if k.startswith("ema.")})

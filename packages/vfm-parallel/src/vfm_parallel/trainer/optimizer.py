@@ -12,15 +12,27 @@ from vfm_parallel.trainer.config import OptimConfig
 
 def adamw(params: list[torch.Tensor], o: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW over ``params`` with the ``optim`` section's settings (lr is set per step by the schedule)."""
-    return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
-                             fused=_fused_adamw(params, device, o.fused) or None)
+    fused = _fused_adamw(device, o.fused)
+    return torch.optim.AdamW(_by_mesh(params) if fused else params, lr=o.lr, betas=tuple(o.betas), eps=o.eps,
+                             weight_decay=o.weight_decay, fused=fused or None)
 
 
-def _fused_adamw(params: list[torch.Tensor], device: torch.device, mode: str = "auto") -> bool:
-    """torch's fused AdamW kernel (``optim.fused``): "auto" on CUDA, "on" on any device, for plain
-    (non-DTensor) parameters only."""
-    wanted = mode == "on" or (mode == "auto" and device.type == "cuda")
-    return wanted and not any(hasattr(p, "device_mesh") for p in params)
+def _fused_adamw(device: torch.device, mode: str = "auto") -> bool:
+    """torch's fused AdamW kernel (``optim.fused``): "auto" on CUDA, "on" on any device; plain and
+    sharded (DTensor: FSDP, TP) parameters alike, so no layout falls back to the per-step host sync
+    of the non-fused skip check (:class:`~vfm_parallel.trainer.health.NonFiniteGuard`)."""
+    return mode == "on" or (mode == "auto" and device.type == "cuda")
+
+
+def _by_mesh(params: list[torch.Tensor]) -> list[dict]:
+    """One param group per device mesh (plain tensors: None). The fused kernel runs once per group
+    and refuses plain tensors and DTensors in one call (TP keeps some parameters replicated, plain);
+    the groups share every setting, and checkpoints key the optimizer state by parameter name, so a
+    run resumes whichever grouping saved it."""
+    groups: dict = {}
+    for p in params:
+        groups.setdefault(getattr(p, "device_mesh", None), []).append(p)
+    return [{"params": group} for group in groups.values()]
 
 
 def is_fused(optimizer: torch.optim.Optimizer) -> bool:

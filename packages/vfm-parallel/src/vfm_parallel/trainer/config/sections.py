@@ -130,9 +130,9 @@ class OptimConfig:
     min_lr_ratio: float = 0.0  # cosine decays from lr to lr * min_lr_ratio at the last step
     grad_clip: float = 1.0  # 0 = no clipping
     grad_accum: int = 1
-    # torch's fused AdamW kernel: "auto" = on CUDA, "on" = on any device, "off" = never. Parameters
-    # that are DTensors (TP) always take the foreach path. A fused optimizer also skips a
-    # non-finite step on the device (no host sync per step: trainer/health.py).
+    # torch's fused AdamW kernel: "auto" = on CUDA, "on" = on any device, "off" = never; for plain
+    # and sharded (FSDP, TP) parameters alike. A fused optimizer also skips a non-finite step on
+    # the device (no host sync per step: trainer/health.py).
     fused: str = "auto"
 
 
