@@ -17,8 +17,15 @@ import torch
 
 
 def to_device(value: Any, device: torch.device) -> Any:
-    """Tensors (also inside dicts and lists) moved to ``device``; anything else as it is."""
+    """Tensors (also inside dicts and lists) moved to ``device``; anything else as it is.
+
+    Onto CUDA from ordinary host memory a copy is synchronous: the host would wait for every kernel
+    queued before it at each micro-step, and could no longer run ahead of the GPU. So host tensors
+    are pinned first (a host-side copy) and sent asynchronously; torch keeps the pinned buffer alive
+    until its copy is done."""
     if isinstance(value, torch.Tensor):
+        if torch.device(device).type == "cuda" and value.device.type == "cpu":
+            return value.pin_memory().to(device, non_blocking=True)
         return value.to(device)
     if isinstance(value, dict):
         return {k: to_device(v, device) for k, v in value.items()}
