@@ -88,21 +88,22 @@ def dataset_folders(path: str | os.PathLike, *, split_part: str = "train") -> li
     """The prepared dataset folders a blend file trains on (``split_part``'s entries, nested blends
     followed), in the file's order; a dataset folder is itself. Raises :class:`BlendFileError`
     naming the file when it is missing or is not a blend file."""
-    return _folders(Path(path), split_part, seen=set())
+    return _folders(Path(path), split_part, seen=frozenset())
 
 
-def _folders(path: Path, split_part: str, seen: set[Path]) -> list[Path]:
+def _folders(path: Path, split_part: str, seen: frozenset[Path]) -> list[Path]:
+    """``seen``: the blends being read above this one (naming one of them again is a cycle; naming a
+    dataset or blend twice, e.g. in two nested blends, is not)."""
     if path.suffix not in (".yaml", ".yml"):
         return [path.resolve()]
     if not path.is_file():
         raise BlendFileError(f"no blend file at {path}")
     if path.resolve() in seen:
         raise BlendFileError(f"{path}: the blend names itself (a cycle)")
-    seen.add(path.resolve())
     try:
         entries = read_yaml(path)["splits"][split_part]["blend"]
         targets = [entry_path(e, path.parent) for e in entries]
     except Exception as exc:  # noqa: BLE001 - a YAML error, a missing key or a wrong type: the parser's types vary
         raise BlendFileError(f"{path} is not a blend file (energon MetadatasetV2 with splits.{split_part}.blend "
                              f"listing {{path, weight}}): {type(exc).__name__}: {exc}") from None
-    return [folder for target in targets for folder in _folders(target, split_part, seen)]
+    return [folder for target in targets for folder in _folders(target, split_part, seen | {path.resolve()})]

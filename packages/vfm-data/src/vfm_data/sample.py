@@ -19,6 +19,7 @@ from megatron.energon import Sample, SkipSample, edataclass
 from megatron.energon.source_info import SourceInfo
 
 from vfm_data.errors import DataError, ShardError
+from vfm_data.foreign import member_parts, raw_media_hint, unprepared_hint
 from vfm_data.format import FLOAT_DTYPES, LATENT_PARTS, META_PART, TEXT_PARTS, SampleMeta, decode_array
 from vfm_data.skips import SkipLog, shard_label
 from vfm_data.tar_guard import UNREADABLE, tar_head_problem
@@ -72,7 +73,9 @@ class SampleDecoder:
         for part in parts:
             if part in raw:
                 return part, raw[part]
-        self._skip("missing_key", raw, "|".join(parts), f"sample has {sorted(k for k in raw if not k.startswith('__'))}")
+        has = sorted(k for k in raw if not k.startswith("__"))
+        media = raw_media_hint(has) if parts == LATENT_PARTS else ""
+        self._skip("missing_key", raw, "|".join(parts), f"sample has {has}" + (f"; {media}" if media else ""))
 
     def _array(self, raw: dict, parts: tuple[str, ...], ndim: int) -> tuple[torch.Tensor, int]:
         part, data = self._part(raw, parts)
@@ -154,7 +157,8 @@ def first_sample(folder: str | Path, *, max_tries: int = 100, warn: bool = True)
     folder = Path(folder)
     shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
     if not shards or not (folder / ".nv-meta").is_dir():
-        raise ShardError(f"vfm_data: {folder} is not a prepared shard folder (needs *.tar shards and .nv-meta/; "
+        raise ShardError(f"vfm_data: {unprepared_hint(folder)}" if shards else
+                         f"vfm_data: {folder} is not a prepared shard folder (needs *.tar shards and .nv-meta/; "
                          f"vfm shard or vfm_data.prepare_dataset writes both)")
     for shard in shards:  # a shard folder from someone else may link to files elsewhere on this machine
         if not shard.resolve().is_relative_to(folder.resolve()):
@@ -186,4 +190,5 @@ def first_sample(folder: str | Path, *, max_tries: int = 100, warn: bool = True)
                 if parts is None:
                     break
                 after = repr(key)
-    raise ShardError(f"vfm_data: no decodable sample in {folder} ({decoder.skips.summary()})")
+    media = raw_media_hint(member_parts(shards[0]))
+    raise ShardError(f"vfm_data: no decodable sample in {folder} ({decoder.skips.summary()})" + (f"; {media}" if media else ""))

@@ -65,6 +65,18 @@ class DatasetNotFoundError(FileNotFoundError):
         return type(self), (self.path, self.named_by)
 
 
+class UnpreparedDatasetError(UntrustedDatasetError):
+    """A folder of tars without energon's ``.nv-meta/`` (or not a dataset at all): names what it holds
+    and what to run on it. Not a matter of trust, so no advice to trust its code."""
+
+    def __init__(self, path: Path | str, detail: str) -> None:
+        ValueError.__init__(self, f"vfm_data: {detail}")
+        self.file, self.key, self.reason, self.hint = str(path), "path", detail, ""
+
+    def __reduce__(self):
+        return type(self), (self.file, self.reason)
+
+
 def check_dataset(path: Any, *, trust_dataset_code: bool = False) -> None:
     """Refuse a dataset folder, blend YAML or metadataset dict whose metadata vfm did not write.
 
@@ -77,26 +89,37 @@ def check_dataset(path: Any, *, trust_dataset_code: bool = False) -> None:
         warnings.warn(f"trusting the dataset code of {path if not isinstance(path, dict) else 'an in-memory blend'}: "
                       "energon may import and run what its YAML names", DataWarning, stacklevel=2)
         return
-    _check_path(path, seen=set())
+    _check_path(path, seen=frozenset(), checked=set())
 
 
-def _check_path(path: Any, seen: set[Path], named_by: str = "") -> None:
+def _check_path(path: Any, seen: frozenset[Path], checked: set[Path], named_by: str = "") -> None:
+    """``seen``: the blends being read above this one; ``checked``: what was accepted already (a
+    folder named by several blends is read once, so nesting cannot multiply the work)."""
     if isinstance(path, dict):
-        _check_blend(path, "<in-memory blend>", base=Path("/"), seen=seen)
+        _check_blend(path, "<in-memory blend>", base=Path("/"), seen=seen, checked=checked)
         return
     path = Path(os.fspath(path))
     if not path.exists():
         raise DatasetNotFoundError(path, named_by)
     resolved = path.resolve()
-    if resolved in seen:
-        raise UntrustedDatasetError(path, "path", "the blend names itself (a cycle)")
-    seen.add(resolved)
+    if resolved in checked:
+        return
     if path.is_file() and path.suffix in (".yaml", ".yml"):
-        _check_blend(_load(path), path, base=path.parent, seen=seen)
+        # ``seen`` holds the blends being read above this one: a blend among them is a cycle; the same
+        # dataset or blend named twice (two blends nested, both naming it) is not
+        if resolved in seen:
+            raise UntrustedDatasetError(path, "path", f"the blend names itself (a cycle, named by {named_by})",
+                                        hint="accepted: blends that name dataset folders or other blends, none naming back")
+        _check_blend(_load(path), path, base=path.parent, seen=seen | {resolved}, checked=checked)
     elif (path / ".nv-meta").is_dir():
         _check_dataset_folder(path)
     else:
-        raise UntrustedDatasetError(path, "path", "not a prepared dataset folder (with .nv-meta/) nor a blend .yaml file")
+        from vfm_data.foreign import unprepared_hint
+
+        detail = unprepared_hint(path) or (f"{path} is not a prepared dataset folder (with .nv-meta/) nor a blend .yaml "
+                                           "file; accepted: a folder vfm shard or vfm_data.prepare_dataset wrote, or a blend file")
+        raise UnpreparedDatasetError(path, detail + (f" (named by {named_by})" if named_by else ""))
+    checked.add(resolved)
 
 
 def _load(file: Path) -> Any:
@@ -115,7 +138,9 @@ def _check_dataset_folder(folder: Path) -> None:
     meta = folder / ".nv-meta"
     dataset_yaml = meta / "dataset.yaml"
     if not dataset_yaml.is_file():
-        raise UntrustedDatasetError(meta, "dataset.yaml", "missing; vfm's prepare_dataset writes it")
+        raise UntrustedDatasetError(meta, "dataset.yaml", "missing (a preparation that did not finish?)",
+                                    hint=f"prepare the folder to the end: vfm_data.prepare_dataset('{folder}'), or energon "
+                                    f"prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type CrudeWebdataset")
     for file in sorted(meta.iterdir()):
         if file.suffix in (".yaml", ".yml") and file.name not in META_YAMLS:
             raise UntrustedDatasetError(file, "<file>", f"vfm writes no such file; accepted YAML here: {', '.join(META_YAMLS)}")
@@ -262,6 +287,7 @@ def _brace_count(pattern: str) -> int:
 
 
 def _check_dataset_yaml(file: Path, doc: Any) -> None:
+    _refuse_energon_sample_type(file, doc)
     _refuse_code(file, doc, allowed_root=DATASET_CLASSES)
     _only_keys(file, "", doc, set(_IMPORT_KEYS) - {"__function__"})
     named = _named(doc)
@@ -269,10 +295,35 @@ def _check_dataset_yaml(file: Path, doc: Any) -> None:
         raise UntrustedDatasetError(file, "__class__", f"names {_dotted(*named)}; accepted: {_accepted(DATASET_CLASSES)}")
 
 
+def _refuse_energon_sample_type(file: Path, doc: Any) -> None:
+    """A dataset.yaml of energon's own kinds (a ``sample_type`` such as CaptioningSample with a
+    ``field_map``, or a class like CaptioningWebdataset), as ``energon prepare`` writes it: no code
+    of anyone's, but vfm could not use it either (its task encoder decodes energon's crude samples),
+    so the answer is the dataset.yaml vfm reads, not trusting the folder."""
+    if not isinstance(doc, dict) or not set(doc) <= {"sample_type", "field_map", "__module__", "__class__"} \
+            or not {"sample_type", "field_map"} & set(doc):
+        return  # not energon prepare's shape (a sample_loader, a part_filter, a bare class): _refuse_code names it
+    sample_type = doc.get("sample_type")
+    named = _named(sample_type) if isinstance(sample_type, dict) else _named(doc)
+    import megatron.energon
+
+    # one of energon's exported classes by plain name (looked up, nothing imported)
+    energon = named[0] == "megatron.energon" and isinstance(named[1], str) and named[1].isidentifier() \
+        and isinstance(getattr(megatron.energon, named[1], None), type)
+    if named in DATASET_CLASSES or not energon:
+        return  # vfm's own, or someone's code: _refuse_code names it
+    key = "sample_type" if isinstance(sample_type, dict) else "__class__"
+    raise UntrustedDatasetError(file, key, f"names energon's {_dotted(*named)}" + (" with a field_map" if "field_map" in doc else ""),
+                                hint="vfm reads a dataset as megatron.energon.CrudeWebdataset (its task encoder decodes the "
+                                "members itself), so it could not use that: accepted: a dataset.yaml of just __module__: "
+                                "megatron.energon and __class__: CrudeWebdataset (energon prepare --sample-type "
+                                "CrudeWebdataset, or vfm_data.prepare_dataset, writes it)")
+
+
 # --- blend files -----------------------------------------------------------------------------------
 
 
-def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: set[Path]) -> None:
+def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: frozenset[Path], checked: set[Path]) -> None:
     _refuse_code(file, doc, allowed_root=BLEND_CLASSES)
     _only_keys(file, "", doc, {"__module__", "__class__", "splits"})
     named = _named(doc)
@@ -290,7 +341,7 @@ def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: set[Path]) -> 
             key = f"splits.{split}.blend[{i}]"
             _only_keys(file, key, entry, _BLEND_ENTRY_KEYS)
             _check_entry(file, key, entry)
-            _check_path(entry_path(entry, base), seen, f"{file} {key}.path")
+            _check_path(entry_path(entry, base), seen, checked, f"{file} {key}.path")
 
 
 def _check_entry(file: Path | str, key: str, entry: dict) -> None:
@@ -298,13 +349,16 @@ def _check_entry(file: Path | str, key: str, entry: dict) -> None:
         raise UntrustedDatasetError(file, f"{key}.path", "must be a dataset folder or blend file path (a string)")
     weight = entry.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-        raise UntrustedDatasetError(file, f"{key}.weight", f"must be a positive finite number, got {weight!r}")
+        raise UntrustedDatasetError(file, f"{key}.weight", f"must be a positive finite number, got {weight!r}",
+                                    hint="weights are relative (they need not sum to 1); to leave a dataset out, "
+                                    "remove its entry")
     subflavors = entry.get("subflavors", {})
     if not isinstance(subflavors, dict):
-        raise UntrustedDatasetError(file, f"{key}.subflavors", "must be a mapping of names to plain values")
+        raise UntrustedDatasetError(file, f"{key}.subflavors", "must be a mapping of names to plain values", hint="")
     for name, value in subflavors.items():
         if not (value is None or isinstance(value, (str, int, float, bool))):
-            raise UntrustedDatasetError(file, f"{key}.subflavors.{name}", "must be a plain value (string, number, bool)")
+            raise UntrustedDatasetError(file, f"{key}.subflavors.{name}", "must be a plain value (string, number, bool)",
+                                        hint="")
 
 
 # --- shared rules ----------------------------------------------------------------------------------

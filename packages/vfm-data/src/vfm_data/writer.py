@@ -201,14 +201,41 @@ def prepare_dataset(
             raise ValueError(f"split part {name!r}: pattern {pattern!r} matches none of {shards[:5]}...")
     meta = folder / MAIN_FOLDER_NAME
     _drop_links(meta)
-    BaseWebdatasetFactory.prepare_dataset(
-        folder,
-        shards,
-        split_parts_patterns=[(name, _protect_from_braceexpand(p)) for name, p in split_parts],
-        workers=workers,
-    )
+    try:
+        BaseWebdatasetFactory.prepare_dataset(
+            folder,
+            shards,
+            split_parts_patterns=[(name, _protect_from_braceexpand(p)) for name, p in split_parts],
+            workers=workers,
+        )
+    except SystemExit:  # energon's answer to a duplicate key: print, then end the process
+        raise ValueError(f"{folder}: {_duplicate_key(folder, shards)}; energon needs every sample key once per dataset. "
+                         "Accepted: unique keys (write them so, or let energon prepare --fix-duplicates rewrite the "
+                         "tars to prefix each key with its shard name)") from None
+    except AssertionError as exc:  # energon asserts every shard holds a sample
+        raise ValueError(f"{folder}: {exc} A shard must hold at least one sample: remove the empty tar") from None
     replace_file(meta / "dataset.yaml", yaml.safe_dump(DATASET_YAML, sort_keys=False))
     return meta
+
+
+def _duplicate_key(folder: Path, shards: list[str]) -> str:
+    """The first sample key found twice in ``shards``, named with its shards (read from tar headers);
+    energon prints it but raises nothing that says which."""
+    where: dict[str, str] = {}
+    for shard in shards:
+        last = None
+        with tarfile.open(folder / shard, "r:") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                folder_part, _, base = member.name.rpartition("/")
+                key = (folder_part + "/" if folder_part else "") + base.partition(".")[0]  # webdataset's key
+                if key == last:
+                    continue  # the next member of the same sample
+                if key in where:
+                    return f"sample key {key!r} appears twice (in {where[key]} and {shard})"
+                where[key], last = shard, key
+    return "a sample key appears twice"
 
 
 def _drop_links(meta: Path) -> None:

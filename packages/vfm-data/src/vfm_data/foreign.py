@@ -1,0 +1,64 @@
+"""Data vfm did not make: what a folder of WebDataset tars needs before vfm can train on it.
+
+Research data usually ships as WebDataset tars of raw media (``<key>.mp4`` + ``<key>.txt``) and
+without energon's ``.nv-meta/`` index. vfm trains on latents and text embeddings, so such a folder
+gets one line naming what it holds and the commands that lead from it to training, instead of a
+refusal that only says what is missing.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from vfm_data.format import LATENT_PARTS, META_PART, TEXT_PARTS
+
+#: Tar member suffixes of raw media as public video and image datasets ship them.
+MEDIA_PARTS = frozenset({"mp4", "webm", "mkv", "avi", "mov", "m4v", "gif", "jpg", "jpeg", "png", "webp", "bmp", "tif",
+                         "tiff", "wav", "flac", "mp3"})
+_PEEK_MEMBERS = 32  # member headers read from the first shard: enough for a few samples' parts
+_VFM_PARTS = ", ".join([*LATENT_PARTS, *TEXT_PARTS, META_PART])
+
+
+def raw_media_hint(parts) -> str:
+    """For a sample whose parts (member suffixes) include raw media and no latent: how to make vfm
+    shards of it; else ``""``."""
+    media = sorted(p for p in parts if p.rsplit(".", 1)[-1].lower() in MEDIA_PARTS)
+    if not media or any(p in parts for p in LATENT_PARTS):
+        return ""
+    return (f"it holds raw media ({', '.join(media)}), not the latents and text embeddings vfm trains on "
+            f"({_VFM_PARTS}): extract the tars into a folder (tar xf SHARD.tar -C videos; <key>.txt and <key>.json "
+            "captions are read as sidecars), then vfm curate videos -o clips and vfm shard clips -o shards --tokenizer NAME --text-encoder NAME")
+
+
+def member_parts(shard: Path, limit: int = _PEEK_MEMBERS) -> set[str]:
+    """The part names (member name after the key's first dot) of the first ``limit`` files of a tar;
+    empty when it cannot be read as one."""
+    parts: set[str] = set()
+    try:
+        with tarfile.open(shard, "r:") as tar:
+            for _, member in zip(range(limit), tar):
+                if member.isfile():
+                    parts.add(member.name.rsplit("/", 1)[-1].partition(".")[2])
+    except (tarfile.TarError, OSError, EOFError):
+        return set()
+    return parts
+
+
+def unprepared_hint(folder: Path) -> str:
+    """What a folder without ``.nv-meta/`` holds and what to run on it; ``""`` when it holds no tars."""
+    shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
+    if not shards:
+        return ""
+    parts = member_parts(shards[0])
+    media = raw_media_hint(parts)
+    tars = f"{len(shards)} .tar shard{'s' * (len(shards) != 1)}"
+    if media:
+        return f"{folder} has {tars} but no energon index (.nv-meta/), and {media}"
+    prepare = (f"index it first: energon prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type "
+               f"CrudeWebdataset, or vfm_data.prepare_dataset('{folder}')")
+    if any(p in parts for p in LATENT_PARTS):
+        return f"{folder} has {tars} of vfm samples but no energon index (.nv-meta/); {prepare}"
+    found = ", ".join(sorted(parts)) or "no readable member"
+    return (f"{folder} has {tars} but no energon index (.nv-meta/), and its first shard holds "
+            f"{found}, not vfm samples ({_VFM_PARTS}, as vfm shard writes them)")
