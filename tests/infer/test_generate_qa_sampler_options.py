@@ -24,7 +24,6 @@ def test_a_sampler_option_the_sampler_cannot_take_is_a_value_error_naming_its_op
         pipe.prepare(GenerationSpec(sampler=sampler, steps=2, sampler_options=options), ["1"])
 
 
-
 @pytest.mark.parametrize(
     ("formulation", "sampler", "options", "message"),
     [
@@ -35,6 +34,8 @@ def test_a_sampler_option_the_sampler_cannot_take_is_a_value_error_naming_its_op
         ("edm", "edm-heun", {"churn": float("nan")}, "churn must be a finite number >= 0"),
         ("edm", "edm-euler", {"churn": 10.0, "churn_noise": float("nan")}, "churn_noise must be a finite number >= 0"),
         ("edm", "edm-euler", {"churn": 10.0, "churn_min": float("nan")}, "need 0 <= churn_min <= churn_max"),
+        ("edm", "edm-euler", {"rho": float("nan")}, "rho must be a finite number > 0"),
+        ("edm", "dpm-solver++", {"rho": float("inf")}, "rho must be a finite number > 0"),
     ],
 )
 def test_a_non_finite_sampler_option_is_refused_before_any_denoising(formulation, sampler, options, message):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from vfm_infer.samplers.edm import karras_sigmas
+from vfm_infer.samplers.edm import check_karras_schedule, karras_sigmas
 from vfm_infer.samplers.base import Sampler
 
 
@@ -18,8 +18,7 @@ class DPMSolverPP2M(Sampler):
 
     def __init__(self, steps: int = 32, *, sigma_min: float = 0.002, sigma_max: float = 80.0, rho: float = 7.0) -> None:
         super().__init__(steps)
-        if not 0 < sigma_min < sigma_max < math.inf:  # nan fails too: no nan schedule reaches the model
-            raise ValueError(f"need 0 < sigma_min < sigma_max, both finite, got sigma_min={sigma_min}, sigma_max={sigma_max}")
+        check_karras_schedule(sigma_min, sigma_max, rho)
         self.sigma_min, self.sigma_max, self.rho = sigma_min, sigma_max, rho
 
     def levels(self):

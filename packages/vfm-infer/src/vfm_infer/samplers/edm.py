@@ -19,6 +19,15 @@ def karras_sigmas(steps: int, sigma_min: float, sigma_max: float, rho: float) ->
     return EDM(sigma_min=sigma_min, sigma_max=sigma_max, rho=rho).sigmas(steps)
 
 
+def check_karras_schedule(sigma_min: float, sigma_max: float, rho: float) -> None:
+    """The options of :func:`karras_sigmas`, refused when the sampler is built: a nan or inf among them
+    would run every step into a nan latent (nan compares False, so each test is written to fail on it)."""
+    if not 0 < sigma_min < sigma_max < math.inf:
+        raise ValueError(f"need 0 < sigma_min < sigma_max, both finite, got sigma_min={sigma_min}, sigma_max={sigma_max}")
+    if not 0 < rho < math.inf:
+        raise ValueError(f"rho must be a finite number > 0 (the schedule's curvature, EDM's 7), got {rho}")
+
+
 def churn_noise(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """Standard Gaussian noise shaped like ``like``, on its device and dtype. Drawn on the
     generator's own device (a CPU generator draws on the host, then the noise moves), so a seeded
@@ -46,8 +55,7 @@ class _EDMSampler(Sampler):
         churn_noise: float = 1.0,
     ) -> None:
         super().__init__(steps)
-        if not 0 < sigma_min < sigma_max < math.inf:  # nan fails too: no nan schedule reaches the model
-            raise ValueError(f"need 0 < sigma_min < sigma_max, both finite, got sigma_min={sigma_min}, sigma_max={sigma_max}")
+        check_karras_schedule(sigma_min, sigma_max, rho)
         # nan compares False everywhere: a nan churn or churn range would silently mean no churn
         if not (math.isfinite(churn) and churn >= 0):
             raise ValueError(f"churn must be a finite number >= 0 (0 = deterministic ODE), got {churn}")
