@@ -339,3 +339,16 @@ def test_a_top_up_cut_short_by_the_frame_cap_is_counted(clip, tmp_path, monkeypa
     raised = _shard(clip, out, windows=0)
     assert (raised.topped_up, raised.samples_written, raised.cut_short, raised.samples) == (1, 1, 1, 2)
     assert any(n.startswith("1 of the 1 clips written now filled more windows") for n in raised.notices)
+
+
+def test_raising_windows_does_not_top_up_a_clip_sharded_under_an_earlier_frame_stride(clip, tmp_path):
+    # Run 1 (stride 1) wrote window 0 = frames 0-8; run 2 changed only the stride (the clip kept its
+    # sample); run 3 raises windows at stride 2, where window 1 is frames 18-34: adding it next to the
+    # old window 0 would leave frames 9-17 in no sample, so the clip keeps what it has.
+    (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
+    out = tmp_path / "s"
+    _shard(clip, out, windows=1)
+    _shard(clip, out, windows=1, frame_stride=2)
+    raised = _shard(clip, out, windows=0, frame_stride=2)
+    assert sorted(_samples(out)) == [row["id"]]
+    assert (raised.topped_up, raised.samples_written, raised.skipped) == (0, 0, 1)

@@ -33,7 +33,7 @@ from vfm_curator.pipelines.clip_table import read_clip_table
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
 from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
 from vfm_curator.pipelines.shard_finalize import _finalize
-from vfm_curator.pipelines.shard_partial import stale_windows
+from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _count_resize, _cut_short_notice, _resize_notices,
@@ -87,9 +87,8 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks))
     # windows raised since the last run: a finished clip is run again for the windows it lacks, in the
-    # bucket that holds it (refused above when the other bucket options changed too)
+    # bucket that holds it (_windows_raised refuses the run when the other bucket options changed too)
     top_up = _windows_raised(out, config, sum(t.id in done for t in tasks))
-    held_in = {key: bucket for bucket, keys in finished.items() for key in keys} if top_up else {}
     todo, again = [], []
     for task in tasks:
         if task.id in done:
@@ -119,7 +118,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     t0 = time.perf_counter()
     if todo or again:
         _execute(todo + again, specs, config, out, summary, hashes, progress, finished,
-                 {t.id: held_in[t.id] for t in again})
+                 held_clips(out, finished, {t.id for t in again}) if again else {})
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = (_resize_notices(summary, config) + _cut_short_notice(summary)
@@ -137,9 +136,9 @@ def _options_hashes(specs: list[StageSpec], config: ShardConfig) -> dict[str, st
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
              hashes: dict[str, str], progress: Progress | None, finished: dict[str, set[str]],
-             held_in: dict[str, str]) -> None:
-    """``held_in``: clip id -> bucket, for the clips already in finished shards that are run again
-    only to add their missing windows (see _top_up)."""
+             held: dict[str, tuple[str, dict[str, tuple[float, float]]]]) -> None:
+    """``held``: clip id -> (bucket, recorded spans of its windows there), for the clips already in
+    finished shards that are run again only to add their missing windows (see _top_up)."""
     from vfm_curator.execution.runner import open_runner
 
     def advance(stage: str, n: int) -> None:
@@ -158,8 +157,8 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 for stage, seconds in task.timings.items():
                     summary.stage_seconds[stage] = summary.stage_seconds.get(stage, 0.0) + seconds
                 t_write = time.perf_counter()
-                if task.id in held_in:
-                    _top_up(task, held_in[task.id], writers, finished, summary)
+                if task.id in held:
+                    _top_up(task, *held[task.id], writers, finished, summary)
                 else:
                     _write(task, writers, finished, out, summary, hashes)
                 summary.stage_seconds["write"] = summary.stage_seconds.get("write", 0.0) + time.perf_counter() - t_write
@@ -181,7 +180,9 @@ def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]
     """Write a finished task's samples, or record its failure."""
     if task.failure is None and (task.latent is None or task.text is None):
         task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
-    stale = stale_windows(task, out / task.bucket, finished.get(task.bucket, set())) if task.failure is None else []
+    stale = []
+    if task.failure is None:
+        stale = stale_windows(task, recorded_spans(out / task.bucket, clip_keys(task, finished.get(task.bucket, set()))))
     if stale:
         task.fail("write", f"window(s) {', '.join(stale)} of this clip are in finished shards of {task.bucket} from an "
                   "interrupted run with another frame_stride (their spans differ from this run's); resume with that "
@@ -198,12 +199,14 @@ def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]
     _count_resize(summary, task)
 
 
-def _top_up(task: ShardTask, bucket: str, writers: BucketWriters, finished: dict[str, set[str]],
-            summary: ShardSummary) -> None:
-    """Write the windows a clip sharded before lacks, into the bucket that holds it; a clip that
-    now fails or fits another bucket keeps the samples it has (counted as skipped, which the
-    bucket-options warning reports)."""
-    if task.failure is None and task.latent is not None and task.text is not None and task.bucket == bucket:
+def _top_up(task: ShardTask, bucket: str, spans: dict[str, tuple[float, float]], writers: BucketWriters,
+            finished: dict[str, set[str]], summary: ShardSummary) -> None:
+    """Write the windows a clip sharded before lacks, into the bucket that holds it. A clip that now
+    fails, fits another bucket, or whose windows there (``spans``: as recorded) were made with a
+    frame_stride changed since keeps the samples it has (counted as skipped, which the
+    bucket-options warning reports): windows added under this run's stride would leave frames out."""
+    if (task.failure is None and task.latent is not None and task.text is not None and task.bucket == bucket
+            and not stale_windows(task, spans)):
         added = writers.write(task, done=finished.get(bucket, set()))
         summary.samples_written += added
         summary.topped_up += bool(added)
