@@ -185,9 +185,13 @@ class FolderLock:
             except OSError as exc:
                 # ELOOP: a link at the lock's name (a folder from elsewhere holding .vfm-lock -> ~/.bashrc); no
                 # run makes one, and claiming would truncate its target: remove the link, make the lock file anew
+                # (a run started beside this one may have removed it first)
                 if exc.errno != errno.ELOOP:
                     raise
-                os.unlink(self.path)
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
                 continue
             try:
                 _flock_unless_live(fd)
