@@ -134,18 +134,24 @@ def test_a_window_span_with_a_stride_ends_within_the_clip(tmp_path):
     assert samples["c1-w1"]["meta"]["span"] == [1.0 + 18 / 8, 1.0 + 35 / 8]
 
 
+def _killed_run_left(out: Path, row: dict, *, windows: int, frames: int, stride: int = 1, done: set[str]) -> None:
+    """Write what a run killed partway through the clip left in finished shards: its first
+    ``windows`` windows of ``frames`` frames (every ``stride``-th), but for the keys in ``done``."""
+    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
+                       bucket=f"{SIZE[0]}x{SIZE[1]}x{frames}", window=frames, stride=stride)
+    killed.latent, killed.text = np.zeros((windows, 3, frames, *SIZE), np.float32), np.zeros((1, 4), np.float32)
+    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
+    writers.write(killed, done=done)
+    writers.close()
+
+
 def test_a_window_left_in_another_bucket_by_a_killed_run_is_still_written_in_the_clips_new_bucket(clip, tmp_path):
     # A run with frames = [17] was killed after window 1 of the clip (frames 17-33) reached a finished
     # shard of 32x48x17; the clip's id, written last, did not. The resumed run with frames = [9] puts
     # the clip in 32x48x9, where window 1 is frames 9-17: it must be written there, not taken as done.
     (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
     out = tmp_path / "s"
-    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
-                       bucket=f"{SIZE[0]}x{SIZE[1]}x17", window=17)
-    killed.latent, killed.text = np.zeros((2, 3, 17, *SIZE), np.float32), np.zeros((1, 4), np.float32)
-    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
-    writers.write(killed, done={row["id"]})
-    writers.close()
+    _killed_run_left(out, row, windows=2, frames=17, done={row["id"]})
     summary = _shard(clip, out)
     assert summary.samples_written == 4
     in_new_bucket = {}
@@ -217,12 +223,7 @@ def test_windows_left_by_a_killed_run_with_another_stride_fail_the_clip_instead_
     # old one as done would leave frames 9-17 in no sample, so the clip fails naming the stride.
     (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
     out = tmp_path / "s"
-    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
-                       bucket=f"{SIZE[0]}x{SIZE[1]}x{FRAMES}", window=FRAMES, stride=2)
-    killed.latent, killed.text = np.zeros((2, 3, FRAMES, *SIZE), np.float32), np.zeros((1, 4), np.float32)
-    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
-    writers.write(killed, done={row["id"]})
-    writers.close()
+    _killed_run_left(out, row, windows=2, frames=FRAMES, stride=2, done={row["id"]})
     with pytest.raises(vfm_curator.NothingWrittenError):
         _shard(clip, out)
     (failure,) = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
@@ -235,12 +236,7 @@ def test_windows_left_by_a_killed_run_with_another_stride_fail_the_clip_instead_
 def test_a_killed_runs_windows_with_the_same_stride_are_kept_and_the_clip_finished(clip, tmp_path):
     (row,) = pq.read_table(clip / "clips.parquet").to_pylist()
     out = tmp_path / "s"
-    killed = ShardTask(id=row["id"], path=row["path"], fps=row["fps"], span=(row["start_s"], row["end_s"]),
-                       bucket=f"{SIZE[0]}x{SIZE[1]}x{FRAMES}", window=FRAMES)
-    killed.latent, killed.text = np.zeros((4, 3, FRAMES, *SIZE), np.float32), np.zeros((1, 4), np.float32)
-    writers = BucketWriters(out, max_shard_bytes=1 << 30, tokenizer="pixel", text_encoder="hash")
-    writers.write(killed, done={row["id"], f"{row['id']}-w1"})
-    writers.close()
+    _killed_run_left(out, row, windows=4, frames=FRAMES, done={row["id"], f"{row['id']}-w1"})
     resumed = _shard(clip, out)
     assert resumed.samples_written == 2 and len(_samples(out)) == 4
 
