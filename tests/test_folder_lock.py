@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.planted_links import plant_link
 from vfm_plugins import LOCK_NAME, FolderLock, FolderLockedError, StaleLockWarning
 
 HOLD = textwrap.dedent("""
@@ -165,11 +166,8 @@ def test_a_holder_whose_process_is_exiting_is_waited_for_and_then_taken_over(tmp
 def test_a_link_planted_at_the_lock_file_is_replaced_and_its_target_untouched(tmp_path):
     """An output folder from elsewhere holding ``.vfm-lock -> ~/.bashrc``: taking the lock truncated
     and wrote the linked file."""
-    victim = tmp_path / "bashrc"
-    victim.write_text("precious")
     folder = tmp_path / "out"
-    folder.mkdir()
-    (folder / LOCK_NAME).symlink_to(victim)
+    victim = plant_link(folder / LOCK_NAME, tmp_path / "home")
     with FolderLock(folder, command="vfm test"):
         assert not (folder / LOCK_NAME).is_symlink() and "vfm test" in (folder / LOCK_NAME).read_text()
     assert victim.read_text() == "precious"
@@ -196,9 +194,7 @@ def test_runs_started_together_at_a_planted_lock_link_each_take_the_lock_or_see_
     outcomes = []
     for round_ in range(30):
         folder = tmp_path / f"out{round_}"
-        folder.mkdir()
-        (tmp_path / f"bashrc{round_}").write_text("precious")
-        (folder / LOCK_NAME).symlink_to(tmp_path / f"bashrc{round_}")
+        victim = plant_link(folder / LOCK_NAME, tmp_path / f"home{round_}")
         barrier, results = ctx.Barrier(6), ctx.Queue()
         procs = [ctx.Process(target=_take_beside_others, args=(folder, barrier, results)) for _ in range(6)]
         for proc in procs:
@@ -206,5 +202,5 @@ def test_runs_started_together_at_a_planted_lock_link_each_take_the_lock_or_see_
         outcomes += [results.get(timeout=60) for _ in procs]
         for proc in procs:
             proc.join()
-        assert (tmp_path / f"bashrc{round_}").read_text() == "precious"
+        assert victim.read_text() == "precious"
     assert set(outcomes) <= {"took it", "held by another"}, [o for o in outcomes if o not in ("took it", "held by another")]

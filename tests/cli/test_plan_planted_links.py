@@ -8,24 +8,15 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from tests.planted_links import plant_link
 from vfm_cli.main import app
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-def _planted(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    outside = tmp_path / "home"
-    outside.mkdir()
-    victim = outside / "bashrc"
-    victim.write_text("precious")
-    folder = tmp_path / "received"
-    folder.mkdir()
-    (folder / name).symlink_to(victim)
-    return folder / name, victim
-
-
 def test_write_block_replaces_a_link_at_its_file_and_leaves_the_target_alone(tmp_path):
-    block, victim = _planted(tmp_path, "parallel.toml")
+    block = tmp_path / "received" / "parallel.toml"
+    victim = plant_link(block, tmp_path / "home")
     result = CliRunner().invoke(app, ["plan", str(CONFIGS / "dit-7b.toml"), "--gpus", "64", "--top", "1", "--write-block", str(block)])
     assert result.exit_code == 0, result.output
     assert victim.read_text() == "precious" and not block.is_symlink()
@@ -33,7 +24,8 @@ def test_write_block_replaces_a_link_at_its_file_and_leaves_the_target_alone(tmp
 
 
 def test_calibrate_replaces_a_link_at_the_profile_and_leaves_the_target_alone(tmp_path):
-    out, victim = _planted(tmp_path, "cpu.toml")
+    out = tmp_path / "received" / "cpu.toml"
+    victim = plant_link(out, tmp_path / "home")
     result = CliRunner().invoke(app, ["plan", "--calibrate", "--gpu", "cpu", "--profile-out", str(out)])
     assert result.exit_code == 0, result.output
     assert victim.read_text() == "precious" and not out.is_symlink()

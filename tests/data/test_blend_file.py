@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from tests.data.helpers import write_dataset
+from tests.planted_links import plant_link
 from vfm_data.blend_file import BlendFileError, dataset_folders, write_blend
 
 
@@ -46,11 +47,7 @@ def test_write_blend_replaces_a_link_at_the_blend_file_and_leaves_its_target_alo
     """``blend.yaml -> ~/.bashrc`` in a shards folder from elsewhere: the blend is written beside the
     link's name (paths relative to that folder), the linked file is untouched."""
     root, (a, b, _) = datasets
-    outside = tmp_path / "home"
-    outside.mkdir()
-    victim = outside / "bashrc"
-    victim.write_text("precious")
-    (root / "linked-blend.yaml").symlink_to(victim)
+    victim = plant_link(root / "linked-blend.yaml", tmp_path / "home")
     written = write_blend(root / "linked-blend.yaml", [(a, 1.0), (b, 2.0)])
     assert victim.read_text() == "precious" and not written.is_symlink()
     assert [e["path"] for e in yaml.safe_load(written.read_text())["splits"]["train"]["blend"]] == ["a", "b"]

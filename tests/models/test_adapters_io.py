@@ -8,17 +8,14 @@ import json
 import torch
 from safetensors.torch import load_file
 
+from tests.planted_links import plant_link
 from vfm_models.adapters.io import DIFFUSERS_WEIGHTS, save_diffusers_folder
 
 
 def test_a_diffusers_folder_is_not_written_through_links_planted_at_its_names(tmp_path):
-    victim_config, victim_weights = tmp_path / "victim.json", tmp_path / "victim.safetensors"
-    victim_config.write_text("precious")
-    victim_weights.write_bytes(b"precious")
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "config.json.tmp").symlink_to(victim_config)  # the temporary name it used to write
-    (out / DIFFUSERS_WEIGHTS).symlink_to(victim_weights)  # the weights were written to their final name
+    victim_config = plant_link(out / "config.json.tmp", tmp_path / "home")  # the temporary name it used to write
+    victim_weights = plant_link(out / DIFFUSERS_WEIGHTS, tmp_path / "home")  # the weights were written to their final name
     state = {"proj.weight": torch.arange(6.0).reshape(2, 3)}
     save_diffusers_folder(out, state, {"in_channels": 3}, "DiTTransformer2DModel")
     assert victim_config.read_text() == "precious" and victim_weights.read_bytes() == b"precious"

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.planted_links import plant_link
 from vfm_infer.video.contact_sheet import contact_sheet, read_png, write_png
 from vfm_infer.video.frames import to_uint8_frames
 from vfm_infer.video.mp4 import read_mp4, write_mp4
@@ -60,18 +61,9 @@ def test_contact_sheet_png_round_trips_exactly_and_holds_the_chosen_frames(tmp_p
     assert np.array_equal(back, sheet)
 
 
-def _victim_and_out(tmp_path):
-    """A file outside the output folder, and the output folder (as a shared scratch dir might be)."""
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
-    out = tmp_path / "out"
-    out.mkdir()
-    return victim, out
-
-
 def test_mp4_is_not_written_through_a_link_planted_at_the_old_partial_name(tmp_path):
-    victim, out = _victim_and_out(tmp_path)
-    (out / ".0000.partial.mp4").symlink_to(victim)  # the name write_mp4 used to write to
+    out = tmp_path / "out"
+    victim = plant_link(out / ".0000.partial.mp4", tmp_path / "home")  # the name write_mp4 used to write to
     frames = moving_square()
     write_mp4(out / "0000.mp4", frames, fps=12)
     assert victim.read_text() == "precious"
@@ -79,8 +71,8 @@ def test_mp4_is_not_written_through_a_link_planted_at_the_old_partial_name(tmp_p
 
 
 def test_png_is_not_written_through_a_link_planted_at_the_old_partial_name(tmp_path):
-    victim, out = _victim_and_out(tmp_path)
-    (out / ".0000.partial.png").symlink_to(victim)
+    out = tmp_path / "out"
+    victim = plant_link(out / ".0000.partial.png", tmp_path / "home")
     sheet = contact_sheet(moving_square())
     write_png(out / "0000.png", sheet)
     assert victim.read_text() == "precious"
