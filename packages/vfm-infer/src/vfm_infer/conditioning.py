@@ -26,16 +26,16 @@ def conditioning_kind(config: Any) -> str:
 
 
 def load_text_encoder(meta: Mapping[str, Any], device: torch.device | str = "cpu"):
-    """The export's text encoder (``meta["text_encoder"]`` with its options), or None. Built under
-    seed 0, as training and sharding build it, so that an encoder without weights is the same one."""
+    """The export's text encoder (``meta["text_encoder"]`` with its options), or None. Seeded as
+    training and sharding build it (:func:`vfm_models.seeded.build_seeded`), so that an encoder
+    without weights is the same one."""
     name = meta.get("text_encoder")
     if not name:
         return None
     import vfm_models
+    from vfm_models.seeded import build_seeded
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        encoder = vfm_models.get_text_encoder(name)(**(meta.get("text_encoder_options") or {}))
+    encoder = build_seeded(vfm_models.get_text_encoder(name), meta.get("text_encoder_options"))
     return encoder.to(device) if hasattr(encoder, "to") else encoder
 
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from vfm_models.dtypes import float_dtype
+from vfm_models.seeded import build_seeded
 
 from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
@@ -191,11 +192,9 @@ class VideoPipeline:
         tokenizer_cls = vfm_models.get_tokenizer(meta["tokenizer"])
         # Only the caller opts in to TorchScript (docs/security.md); export_paths drops an export's own say.
         opt_in = {"allow_torchscript": True} if allow_torchscript and "allow_torchscript" in inspect.signature(tokenizer_cls).parameters else {}
-        # Built under seed 0, as the sharding pipeline builds it: a tokenizer without weights (causal3d
-        # at random init) is then the one that encoded the training latents, and the same every run.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            self.tokenizer = tokenizer_cls(**{**(meta.get("tokenizer_options") or {}), **opt_in})
+        # seeded as the sharding pipeline builds it: a tokenizer without weights (causal3d at random
+        # init) is then the one that encoded the training latents, and the same every run
+        self.tokenizer = build_seeded(tokenizer_cls, {**(meta.get("tokenizer_options") or {}), **opt_in})
         if isinstance(self.tokenizer, torch.nn.Module):  # decoding runs on the device, in float32
             self.tokenizer = self.tokenizer.to(self.device).eval()
         self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,

@@ -51,9 +51,9 @@ def null_cond(cfg: TrainConfig, r: Resolved, device: torch.device | str = "cpu")
         return None
     encoder = None
     if kind == "text":
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            encoder = vfm_models.get_text_encoder(r.text_encoder)(**dict(r.text_encoder_options))
+        from vfm_models.seeded import build_seeded
+
+        encoder = build_seeded(vfm_models.get_text_encoder(r.text_encoder), dict(r.text_encoder_options))
     try:
         null = null_condition(r.mcfg, encoder)
     except ValueError as exc:
