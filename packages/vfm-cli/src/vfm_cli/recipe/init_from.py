@@ -35,10 +35,12 @@ def _error(exc: Exception) -> ConfigError:
 _CONVERTED: dict[tuple, tuple[dict[str, Any], dict[str, torch.Tensor]]] = {}  # one entry: the latest file
 
 
-def _is_export(path: Path) -> bool:
-    from vfm_models.export import CONFIG, WEIGHTS
+def _converts(path: Path) -> bool:
+    """Whether the checkpoint's shapes and weights are a conversion (a bare file, a diffusers folder): a
+    vfm export's are read from disk, and a missing path is left to vfm_models to name."""
+    from vfm_models.adapters.exports import is_vfm_export
 
-    return (path / CONFIG).is_file() and (path / WEIGHTS).is_file()
+    return path.exists() and not is_vfm_export(path)
 
 
 def _conversion(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -70,7 +72,7 @@ def source_shapes(path: str) -> dict[str, tuple[int, ...]]:
     from vfm_models.adapters.exports import source_shapes as read_shapes
 
     p = Path(path)
-    if _is_export(p) or not p.exists():
+    if not _converts(p):
         return read_shapes(p)
     return {k: tuple(v.shape) for k, v in _conversion(p)[1].items()}
 
@@ -80,7 +82,7 @@ def source_weights(path: str) -> dict[str, torch.Tensor]:
     from vfm_models.adapters.exports import source_weights as read_weights
 
     p = Path(path)
-    if _is_export(p) or not p.exists():
+    if not _converts(p):
         return read_weights(p)
     state = _conversion(p)[1]
     _CONVERTED.clear()

@@ -104,7 +104,8 @@ def export_to_external(export: str | PathLike, out: str | PathLike, *,
 
 # --- a run that starts from a checkpoint (a train config's model.init_from) --------------------------
 
-def _is_vfm_export(path: Path) -> bool:
+def is_vfm_export(path: Path) -> bool:
+    """Whether ``path`` is a vfm export folder (its meta and weights on disk: nothing to convert)."""
     from vfm_models.export import CONFIG, WEIGHTS
 
     return (path / CONFIG).is_file() and (path / WEIGHTS).is_file()
@@ -119,7 +120,7 @@ def source_meta(path: str | PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    if _is_vfm_export(path):
+    if is_vfm_export(path):
         return read_meta(path)
     if path.is_dir():
         _, adapter, external = read_folder_config(path)
@@ -137,7 +138,7 @@ def source_shapes(path: str | PathLike) -> dict[str, tuple[int, ...]]:
     from vfm_models.export import WEIGHTS, own_file
 
     path = Path(path)
-    if _is_vfm_export(path):
+    if is_vfm_export(path):
         with safe_open(str(own_file(path, WEIGHTS)), framework="pt") as f:
             return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     return {k: tuple(v.shape) for k, v in converted(path)[1].items()}
@@ -149,6 +150,6 @@ def source_weights(path: str | PathLike) -> dict[str, torch.Tensor]:
     from vfm_models.export import WEIGHTS, own_file
 
     path = Path(path)
-    if _is_vfm_export(path):
+    if is_vfm_export(path):
         return load_state_dict(own_file(path, WEIGHTS))
     return converted(path)[1]
