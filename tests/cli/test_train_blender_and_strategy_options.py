@@ -5,11 +5,15 @@ config error naming what is accepted, before the run starts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from tests.cli.test_train_shards import run, shard_config, shards  # noqa: F401 - the module's shard fixture
 from vfm_cli import recipe
+from vfm_cli.main import app
 from vfm_cli.recipe.loaders import shard_loader
 from vfm_parallel.trainer import ConfigError, from_dict
 from vfm_parallel.trainer.distributed import Coordinates
@@ -17,6 +21,13 @@ from vfm_parallel.trainer.parts import RunContext
 
 PACKED = {"packing": True, "max_seq_len": 64}
 ONE_RANK = Coordinates.of(0, {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1})
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+
+
+def _validate_synthetic(tmp_path, blender: str):
+    """``vfm train configs/tiny.toml --validate`` on synthetic data with ``data.blender`` set."""
+    sets = ["--set", f"train.out_dir={tmp_path / 'run'}", "--set", "data.source=synthetic", "--set", f"data.blender={blender}"]
+    return CliRunner().invoke(app, ["train", str(TINY), *sets, "--validate"])
 
 
 def _keys(cfg: dict, steps: int = 6) -> list[str]:
@@ -58,19 +69,11 @@ def test_an_unknown_blender_or_blender_option_is_a_config_error_naming_what_is_a
 
 def test_validate_names_an_unknown_blender_and_the_accepted_ones_with_synthetic_data_too(tmp_path):
     # synthetic data uses no blender, but the name is a typo the same config on shards would meet later
-    from pathlib import Path
-
-    from typer.testing import CliRunner
-
-    from vfm_cli.main import app
-
-    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
-    sets = ["--set", f"train.out_dir={tmp_path / 'run'}", "--set", "data.source=synthetic"]
-    unknown = CliRunner().invoke(app, ["train", str(tiny), *sets, "--set", "data.blender=shufled", "--validate"])
+    unknown = _validate_synthetic(tmp_path, "shufled")
     assert unknown.exit_code == 1
     assert ("error: config key 'data.blender': unknown blender 'shufled'; available: bucketed, scheduled, weighted"
             in unknown.output)
-    known = CliRunner().invoke(app, ["train", str(tiny), *sets, "--set", "data.blender=weighted", "--validate"])
+    known = _validate_synthetic(tmp_path, "weighted")
     assert known.exit_code == 0, known.output
 
 
@@ -111,15 +114,7 @@ def test_strategy_options_are_checked_with_the_layout_before_any_rank_starts(sha
 
 
 def test_validate_names_a_blender_missing_a_required_option_once(tmp_path):
-    from pathlib import Path
-
-    from typer.testing import CliRunner
-
-    from vfm_cli.main import app
-
-    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
-    sets = ["--set", f"train.out_dir={tmp_path / 'run'}", "--set", "data.source=synthetic"]
-    missing = CliRunner().invoke(app, ["train", str(tiny), *sets, "--set", "data.blender=scheduled", "--validate"])
+    missing = _validate_synthetic(tmp_path, "scheduled")
     assert missing.exit_code == 1
     assert "needs the option schedule, not given" in missing.output
     assert missing.output.count("blender 'scheduled'") == 1, missing.output
