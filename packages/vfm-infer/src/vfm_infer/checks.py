@@ -36,12 +36,10 @@ def unused_inputs(kind: str, prompts: Sequence[str], negative_prompt: str, asked
     """Notes for inputs that do nothing: ``kind`` is the conditioning (``text``, ``class``, ``none``),
     ``asked_guidance`` the scale the caller gave (None: the export's), ``guidance`` the one in use."""
     if kind == "none":
-        # the scale as given: 1 (off, the default) is not named; any other, 0 included, is
-        off = asked_guidance in (None, 1.0)
         ignored = [what for what, given in (("the prompts", any(p.strip() for p in prompts)),
-                                             ("--negative-prompt", bool(negative_prompt)),
-                                             ("" if off else f"--guidance {asked_guidance:g}", not off))
-                   if given]
+                                             ("--negative-prompt", bool(negative_prompt))) if given]
+        if asked_guidance not in (None, 1.0):  # named as given, 0 included; 1 is off, the default
+            ignored.append(f"--guidance {asked_guidance:g}")
         if not ignored:
             return []
         return [f"this model is unconditional: {', '.join(ignored)} cannot change its videos (it was trained "
