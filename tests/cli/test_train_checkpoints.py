@@ -16,9 +16,9 @@ SMALL = ["train.steps=4", "optim.warmup_steps=1", "checkpoint.interval=2", "chec
          "data.num_samples=16", "model.options.hidden=16", "model.options.num_heads=2", "model.options.depth=1"]
 
 
-def _train(out: Path, *items: str):
+def _train(out: Path, *items: str, validate: bool = False):
     args = [arg for item in (*SMALL, f"train.out_dir={out}", *items) for arg in ("--set", item)]
-    return CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *args])
+    return CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *args, *["--validate"] * validate])
 
 
 def test_vfm_train_refuses_a_damaged_or_mismatched_checkpoint_in_one_line_and_falls_back_on_auto(tmp_path):
@@ -110,14 +110,11 @@ def test_validate_refuses_a_named_checkpoint_with_newer_ones_in_the_run_as_the_r
     # a rollback to step 2 while step 4 is still there: the run refuses it, so --validate must too
     assert _train(tmp_path).exit_code == 0
     step2 = tmp_path / "checkpoints" / "step_00000002"
-    args = [arg for item in (*SMALL, f"train.out_dir={tmp_path}", f"checkpoint.resume={step2}") for arg in ("--set", item)]
-    validated = CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *args, "--validate"])
+    validated = _train(tmp_path, f"checkpoint.resume={step2}", validate=True)
     run = _train(tmp_path, f"checkpoint.resume={step2}")
     for result in (validated, run):
         assert result.exit_code == 1, result.output
         assert f"checkpoint.resume names {step2} (step 2), but {tmp_path / 'checkpoints'} holds newer checkpoints: " \
                "step_00000004" in result.output
-    newest = [arg for item in (*SMALL, f"train.out_dir={tmp_path}", f"checkpoint.resume={step2.parent / 'step_00000004'}")
-              for arg in ("--set", item)]
-    ok = CliRunner().invoke(app, ["train", str(CONFIGS / "tiny.toml"), *newest, "--validate"])
+    ok = _train(tmp_path, f"checkpoint.resume={step2.parent / 'step_00000004'}", validate=True)
     assert ok.exit_code == 0 and "resumes from step 4" in ok.output, ok.output
