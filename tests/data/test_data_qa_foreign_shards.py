@@ -142,3 +142,12 @@ def test_prepare_dataset_names_an_empty_tar(tmp_path):
     tarfile.open(folder / "part-00001.tar", "w").close()
     with pytest.raises(ValueError, match="part-00001.tar has no samples.*remove the empty tar"):
         quiet(prepare_dataset, folder)
+
+
+def test_a_folder_whose_preparation_did_not_finish_names_the_prepare_commands_not_trust(tmp_path):
+    folder = write_dataset(tmp_path / "a", 4)
+    (folder / ".nv-meta" / "dataset.yaml").unlink()
+    with pytest.raises(UntrustedDatasetError, match=r"did not finish.*energon prepare .*--sample-type CrudeWebdataset, "
+                       r"or vfm_data.prepare_dataset\(") as err:
+        check_dataset(folder)
+    assert "trust" not in str(err.value)

@@ -45,6 +45,12 @@ def member_parts(shard: Path, limit: int = _PEEK_MEMBERS) -> set[str]:
     return parts
 
 
+def prepare_commands(folder: Path) -> str:
+    """The commands that write ``folder``'s energon index (``.nv-meta/``) the way vfm reads it."""
+    return (f"energon prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type CrudeWebdataset, "
+            f"or vfm_data.prepare_dataset('{folder}')")
+
+
 def unprepared_hint(folder: Path) -> str:
     """What a folder without ``.nv-meta/`` holds and what to run on it; ``""`` when it holds no tars."""
     shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []
@@ -55,8 +61,7 @@ def unprepared_hint(folder: Path) -> str:
     tars = f"{len(shards)} .tar shard{'s' * (len(shards) != 1)}"
     if media:
         return f"{folder} has {tars} but no energon index (.nv-meta/), and {media}"
-    prepare = (f"index it first: energon prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type "
-               f"CrudeWebdataset, or vfm_data.prepare_dataset('{folder}')")
+    prepare = f"index it first: {prepare_commands(folder)}"
     if any(p in parts for p in LATENT_PARTS):
         return f"{folder} has {tars} of vfm samples but no energon index (.nv-meta/); {prepare}"
     found = ", ".join(sorted(parts)) or "no readable member"

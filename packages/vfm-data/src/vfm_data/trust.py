@@ -138,9 +138,10 @@ def _check_dataset_folder(folder: Path) -> None:
     meta = folder / ".nv-meta"
     dataset_yaml = meta / "dataset.yaml"
     if not dataset_yaml.is_file():
+        from vfm_data.foreign import prepare_commands
+
         raise UntrustedDatasetError(meta, "dataset.yaml", "missing (a preparation that did not finish?)",
-                                    hint=f"prepare the folder to the end: vfm_data.prepare_dataset('{folder}'), or energon "
-                                    f"prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type CrudeWebdataset")
+                                    hint=f"prepare the folder to the end: {prepare_commands(folder)}")
     for file in sorted(meta.iterdir()):
         if file.suffix in (".yaml", ".yml") and file.name not in META_YAMLS:
             raise UntrustedDatasetError(file, "<file>", f"vfm writes no such file; accepted YAML here: {', '.join(META_YAMLS)}")
