@@ -58,7 +58,7 @@ class ShardConfig:
     latent_dtype: str = "float32"
     patch_size: int = 1  # only for the token counts of the summary (the model's patch)
     temporal_patch: int = 1
-    seed: int = 0  # torch seed before building the tokenizer / text encoder (random-init models)
+    seed: int = 0  # only 0: random-init tokenizers and text encoders are built under it, as vfm train/generate build them
     device: str = "cpu"
     execution: CurateConfig = field(default_factory=lambda: CurateConfig(stages=list(SHARD_STAGES)))
 

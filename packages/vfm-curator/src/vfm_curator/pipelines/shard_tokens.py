@@ -18,7 +18,7 @@ def _check_buckets(config: ShardConfig):
     check_buckets(config.resolutions, config.frames, config.frame_stride)
     vfm_models.get_text_encoder(config.text_encoder)  # an unknown name lists the available ones
     try:
-        tokenizer = build_tokenizer(config.tokenizer, config.tokenizer_options, config.seed)
+        tokenizer = build_tokenizer(config.tokenizer, config.tokenizer_options)
     except TypeError as exc:  # an option of the wrong type ('2' for 2): one line, as the text encoder's setup says it
         if isinstance(exc, PluginError):  # an unknown option: already one line naming the accepted ones
             raise

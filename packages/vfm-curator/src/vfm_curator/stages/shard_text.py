@@ -43,7 +43,7 @@ class ShardTextStage(ModelOnDeviceStage):
 
     def setup(self) -> None:
         o = self.opt
-        self.encoder = build_registered("text_encoders", o["text_encoder"], o["text_encoder_options"], o["seed"], o["device"])
+        self.encoder = build_registered("text_encoders", o["text_encoder"], o["text_encoder_options"], o["device"])
 
     def process(self, tasks: list[ShardTask]) -> list[ShardTask]:
         self.ensure_setup()

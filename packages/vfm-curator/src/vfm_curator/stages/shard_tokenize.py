@@ -29,17 +29,16 @@ def to_frames(pixels) -> np.ndarray:
     return x.permute(0, 2, 3, 4, 1).contiguous().numpy()
 
 
-def build_registered(kind: str, name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):
+def build_registered(kind: str, name: str, options: dict[str, Any] | None = None, device: str = "cpu"):
     """The vfm-models ``kind`` ("tokenizers", "text_encoders") registered as ``name``, built with
-    ``options``. The torch seed is fixed first so a randomly initialised model (no weights) is the
-    same in every worker process."""
-    import torch
-
+    ``options`` under :data:`vfm_models.seeded.SEED`: a randomly initialised model (no weights) is then
+    the same in every worker process, and the one ``vfm train`` and ``vfm generate`` build to embed
+    the empty caption and to decode (the caller's random state is left as it was)."""
     import vfm_models
+    from vfm_models.seeded import build_seeded
 
-    vfm_models.host.get(kind, name)  # an unknown name lists the registered ones, before the seed is set
-    torch.manual_seed(seed)
-    model = vfm_models.host.build(kind, name, options)  # an unknown option is named with the accepted ones
+    vfm_models.host.get(kind, name)  # an unknown name lists the registered ones
+    model = build_seeded(lambda **o: vfm_models.host.build(kind, name, o), options)  # an unknown option is named
     if hasattr(model, "eval"):
         model = model.eval().to(device)
     return model
@@ -52,6 +51,12 @@ class ModelOnDeviceStage(Stage):
 
     def check_options(self) -> None:
         self.option_range("gpu_share", lo=0, hi=1, lo_open=True)
+        from vfm_models.seeded import SEED
+
+        if self.opt["seed"] != SEED:  # kept as an option so configs that name it still load
+            raise ValueError(f"stage {self.name!r}: option seed = {self.opt['seed']!r} is not accepted; a model without "
+                             f"weights is built under seed {SEED}, as vfm train and vfm generate build it to embed and "
+                             f"decode (another seed would shard with another network): leave seed out")
 
     @property
     def configured_resources(self) -> Resources | None:
@@ -60,8 +65,8 @@ class ModelOnDeviceStage(Stage):
         return self.gpu_share_resources()
 
 
-def build_tokenizer(name: str, options: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu"):
-    return build_registered("tokenizers", name, options, seed, device)
+def build_tokenizer(name: str, options: dict[str, Any] | None = None, device: str = "cpu"):
+    return build_registered("tokenizers", name, options, device)
 
 
 class ShardTokenizeStage(ModelOnDeviceStage):
@@ -75,7 +80,7 @@ class ShardTokenizeStage(ModelOnDeviceStage):
 
     def setup(self) -> None:
         o = self.opt
-        self.tokenizer = build_tokenizer(o["tokenizer"], o["tokenizer_options"], o["seed"], o["device"])
+        self.tokenizer = build_tokenizer(o["tokenizer"], o["tokenizer_options"], o["device"])
 
     def encode(self, frames: np.ndarray) -> np.ndarray:
         """(N, T, H, W, 3) uint8 -> (N, C, T', H', W') float32."""
