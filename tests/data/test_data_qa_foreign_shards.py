@@ -6,6 +6,7 @@ what is wrong and what to run."""
 from __future__ import annotations
 
 import io
+import os
 import json
 import subprocess
 import sys
@@ -151,3 +152,21 @@ def test_a_folder_whose_preparation_did_not_finish_names_the_prepare_commands_no
                        r"or vfm_data.prepare_dataset\(") as err:
         check_dataset(folder)
     assert "trust" not in str(err.value)
+
+
+CHECK = "import sys\nfrom vfm_data.trust import check_dataset\ntry:\n    check_dataset(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n"
+
+
+def test_an_unprepared_folder_whose_tar_is_a_fifo_or_a_link_outside_is_described_without_reading_it(tmp_path):
+    """A folder from elsewhere holding ``part-00000.tar`` as a named pipe (opening it waits for a writer
+    forever) or as a link to a tar outside it: the hint names the folder, it does not read that file."""
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "part-00000.tar")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "part-00000.tar").symlink_to(_raw_video_tar(tmp_path / "elsewhere") / "videos-00000.tar")
+    for folder in (fifo, linked):
+        result = subprocess.run([sys.executable, "-c", CHECK, str(folder)], capture_output=True, text=True, timeout=30)
+        assert f"{folder} has 1 .tar shard but no energon index" in result.stdout, result.stdout + result.stderr
+        assert "mp4" not in result.stdout

@@ -33,7 +33,10 @@ def raw_media_hint(parts) -> str:
 
 def member_parts(shard: Path, limit: int = _PEEK_MEMBERS) -> set[str]:
     """The part names (member name after the key's first dot) of the first ``limit`` files of a tar;
-    empty when it cannot be read as one."""
+    empty when it cannot be read as one, or is not a regular file inside its folder: a folder from
+    elsewhere may hold a named pipe (opening it waits forever) or a link to a file outside."""
+    if not shard.is_file() or not shard.resolve().is_relative_to(shard.parent.resolve()):
+        return set()
     parts: set[str] = set()
     try:
         with tarfile.open(shard, "r:") as tar:
