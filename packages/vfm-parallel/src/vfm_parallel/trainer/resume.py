@@ -119,6 +119,18 @@ def settings(config: dict[str, Any], sizes: dict[str, int]) -> dict[str, dict[st
     }
 
 
+def _noise_chunks_fix(saved_chunks: int, cp: int) -> str:
+    """How a resume keeps the saved run's noise chunks when only they changed (a new cp). Under
+    cp > 1 the noise is drawn in cp chunks (train.noise_chunks is 0 or cp), so another cp can only
+    continue a run whose chunks it can draw: cp = 1, or cp = the saved chunks."""
+    keep = f"train.noise_chunks = {saved_chunks}"
+    if cp == 1 or cp == saved_chunks:
+        return f"To continue it exactly under this layout: {keep} (its noise stays the saved run's). "
+    layouts = "parallel.cp = 1" + (f" or {saved_chunks}" if saved_chunks > 1 else "")
+    return (f"To continue it exactly: {layouts} and {keep} (under cp = {cp} the noise is drawn in {cp} chunks, "
+            f"one per CP rank). ")
+
+
 def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: dict[str, int]) -> None:
     """Refuse a checkpoint saved with other settings than this run's, except the allowed groups;
     say when the layout changed in ways that are free (DCP reshards)."""
@@ -131,10 +143,8 @@ def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: d
     if changes:
         listed = "; ".join(f'{key} {_shown(old)} -> {_shown(new)} ("{group}")' for group, key, old, new in changes)
         groups = ", ".join(f'"{g}"' for g in dict.fromkeys(g for g, *_ in changes))
-        # a new cp alone changes the noise chunks: the saved run's noise is kept by naming its chunks
-        keep = [f"train.noise_chunks = {old}" for group, key, old, _ in changes if key == _NOISE_CHUNKS]
-        fix = (f"To continue it exactly under this layout: {keep[0]} (parallel.cp may change; its noise stays "
-               f"the saved run's). " if keep and len(changes) == 1 else "")
+        chunks = [old for group, key, old, _ in changes if key == _NOISE_CHUNKS]
+        fix = _noise_chunks_fix(chunks[0], sizes.get("cp", 1)) if chunks and len(changes) == 1 else ""
         raise ckpt.IncompatibleCheckpointError(
             f"checkpoint {path} was saved by a run with other settings: {listed}; {_why(changes)}. {fix}"
             f"To resume anyway: checkpoint.allow_changes = [{groups}]")
