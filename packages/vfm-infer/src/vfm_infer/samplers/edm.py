@@ -36,6 +36,8 @@ def churn_noise(like: torch.Tensor, generator: torch.Generator | None) -> torch.
     if generator is None:
         return torch.randn(like.shape, dtype=like.dtype, device=like.device)
     eps = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=generator.device)
+    if eps.device.type == "cpu" and like.device.type == "cuda":  # pinned: the copy does not wait for the GPU
+        return eps.pin_memory().to(like.device, non_blocking=True)
     return eps.to(device=like.device, dtype=like.dtype)
 
 
