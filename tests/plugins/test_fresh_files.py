@@ -57,7 +57,6 @@ def test_a_failing_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
 
 
-
 def test_a_temporary_file_is_new_each_time_named_by_prefix_and_suffix_with_the_umask_permissions(tmp_path):
     from vfm_plugins.files import temporary_file
 
