@@ -145,6 +145,18 @@ def test_prepare_dataset_names_an_empty_tar(tmp_path):
         quiet(prepare_dataset, folder)
 
 
+def test_another_energon_assertion_is_not_reported_as_an_empty_tar(tmp_path, monkeypatch):
+    # energon's other assertions are not vfm's to word: only "has no samples" means an empty tar
+    from megatron.energon.flavors.webdataset.base_webdataset import BaseWebdatasetFactory
+
+    def fails(*args, **kwargs):
+        raise AssertionError("some other energon check")
+
+    monkeypatch.setattr(BaseWebdatasetFactory, "prepare_dataset", staticmethod(fails))
+    with pytest.raises(AssertionError, match="some other energon check"):
+        quiet(prepare_dataset, _hand_written(tmp_path / "wds"))
+
+
 def test_a_folder_whose_preparation_did_not_finish_names_the_prepare_commands_not_trust(tmp_path):
     folder = write_dataset(tmp_path / "a", 4)
     (folder / ".nv-meta" / "dataset.yaml").unlink()

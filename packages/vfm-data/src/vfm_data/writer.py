@@ -212,7 +212,9 @@ def prepare_dataset(
         raise ValueError(f"{folder}: {_duplicate_key(folder, shards)}; energon needs every sample key once per dataset. "
                          "Accepted: unique keys (write them so, or let energon prepare --fix-duplicates rewrite the "
                          "tars to prefix each key with its shard name)") from None
-    except AssertionError as exc:  # energon asserts every shard holds a sample
+    except AssertionError as exc:  # energon asserts every shard holds a sample ("Shard ... has no samples.")
+        if "has no samples" not in str(exc):
+            raise  # another of energon's checks: its own words, not advice about empty tars
         raise ValueError(f"{folder}: {exc} A shard must hold at least one sample: remove the empty tar") from None
     replace_file(meta / "dataset.yaml", yaml.safe_dump(DATASET_YAML, sort_keys=False))
     return meta
