@@ -11,8 +11,7 @@ or by ``pm.sync_grads()``) is the single-process gradient.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch.distributed as dist
 from torch import nn
@@ -48,6 +47,16 @@ def _attention_for(plan: Any, index: int) -> dict:
     return dict(plan.attention)
 
 
+def _kinds_of(plan: Any) -> set[str]:
+    """Every attention kind in the plan's blocks."""
+    return {k for i in range(plan.num_layers) for k in _attention_for(plan, i).values()}
+
+
+def _check_dealing(grouped_kinds: list[str], batch: int, grid: tuple[int, int, int], cp: int) -> None:
+    for kind in grouped_kinds:
+        check_groups(kind, batch, grid, cp)
+
+
 def _replace(root: nn.Module, path: str, new: nn.Module) -> None:
     parent, _, name = path.rpartition(".")
     setattr(_resolve(root, parent), name, new)
@@ -70,7 +79,7 @@ class ContextParallel:
 
         if dims.cp == 1 or plan is None:
             return
-        kinds = {k for i in range(plan.num_layers) for k in _attention_for(plan, i).values()}
+        kinds = _kinds_of(plan)
         unknown = sorted(kinds - set(self.methods))
         if unknown:
             raise LayoutError(f"{self.name} has no method for this model's {', '.join(unknown)} attention; "
@@ -85,15 +94,13 @@ class ContextParallel:
 
     def grouped_kinds(self, plan: Any) -> list[str]:
         """The attention kinds of ``plan`` this strategy deals to the ranks as whole groups (all-to-all)."""
-        kinds = {k for i in range(plan.num_layers) for k in _attention_for(plan, i).values()}
-        return sorted(k for k in kinds if self.methods.get(k) == "group")
+        return sorted(k for k in _kinds_of(plan) if self.methods.get(k) == "group")
 
     def check_batch(self, plan: Any, batch: int, grid: tuple[int, int, int], cp: int) -> None:
         """Raise ValueError when the groups of a ``batch``-sample forward over ``grid`` (T', H', W') cannot
         be dealt evenly to ``cp`` ranks: the one check of cp-hybrid's layout, run by the strategy on
         every forward and, before any process starts, by ``vfm train --validate`` and ``vfm generate``."""
-        for kind in self.grouped_kinds(plan):
-            check_groups(kind, batch, grid, cp)
+        _check_dealing(self.grouped_kinds(plan), batch, grid, cp)
 
     def apply(self, model: nn.Module, mesh: Any, plan: Any, *, average_gradients: bool = True) -> nn.Module:
         """Make ``model`` context-parallel over ``mesh``'s cp group, in place; returns it.
@@ -123,7 +130,7 @@ class ContextParallel:
                 if getattr(inner, "kind", kind) != kind:
                     raise ValueError(f"the plan says {path} is {kind} attention but its core is {inner.kind!r}")
                 _replace(block, path, ContextParallelCore(inner, kind, group, self.methods[kind]))
-        sharding = _SequenceSharding(group, self.grouped_kinds(plan), partial(self.check_batch, plan))
+        sharding = _SequenceSharding(group, self.grouped_kinds(plan))
         blocks[0].register_forward_pre_hook(sharding.shard_first, with_kwargs=True)
         for block in list(blocks)[1:]:
             block.register_forward_pre_hook(sharding.shard_context, with_kwargs=True)
@@ -136,8 +143,8 @@ class ContextParallel:
 class _SequenceSharding:
     """Forward hooks that cut the sequence before the first block and join it after the last."""
 
-    def __init__(self, group, grouped_kinds: list[str], check_batch: Callable[[int, tuple, int], None]):
-        self.group, self.grouped_kinds, self.check_batch = group, grouped_kinds, check_batch
+    def __init__(self, group, grouped_kinds: list[str]):
+        self.group, self.grouped_kinds = group, grouped_kinds  # the plan's, read once (not per forward)
         self.rank, self.cp = dist.get_rank(group), dist.get_world_size(group)
         self._ctx: tuple[Any, Any] | None = None  # (the model's context, its shard) of this forward
 
@@ -158,7 +165,7 @@ class _SequenceSharding:
         if grid is not None and grid_tokens(grid) != tokens:
             raise ValueError(f"the block context's grid {tuple(grid)} has {grid_tokens(grid)} tokens but the sequence has {tokens}")
         if grid is not None and len(grids_of(grid)) == 1:  # packed batches are refused by the core itself
-            self.check_batch(batch, grids_of(grid)[0], self.cp)
+            _check_dealing(self.grouped_kinds, batch, grids_of(grid)[0], self.cp)  # as check_batch
 
     def _narrow(self, tensor, dim: int):
         n = tensor.shape[dim]
