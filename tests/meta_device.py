@@ -56,6 +56,7 @@ class MetaGenerator(torch.Generator):
 
 
 def in_subprocess(module: str, call: str) -> subprocess.CompletedProcess:
-    """``module.call`` in a fresh interpreter: the meta set-up patches module attributes for its run."""
+    """``module.call`` in a fresh interpreter, for set-ups that change the process for good: patched
+    module attributes, torch's fake process group as the default group."""
     code = f"import {module} as t; t.{call}"
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=240)

@@ -7,13 +7,10 @@ created on the CPU meets a meta tensor and fails the same way; so does tiled dec
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.meta_device import in_subprocess
+
 STRATEGIES = ("cp-ring", "cp-ulysses", "cp-hybrid")
 
 
@@ -51,18 +48,12 @@ def _decode_on_meta() -> None:
     assert pixels.device.type == "meta" and pixels.shape == (1, 3, 2, 16, 16)
 
 
-def _in_subprocess(call: str) -> subprocess.CompletedProcess:
-    # a process of its own: the fake process group is the default group while it lives
-    code = f"from tests.parallel import test_cp_device_placement as t; t.{call}"
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=240)
-
-
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_cp_forward_and_backward_keep_every_tensor_on_the_inputs_device(strategy):
-    done = _in_subprocess(f"_run_on_meta({strategy!r})")
+    done = in_subprocess("tests.parallel.test_cp_device_placement", f"_run_on_meta({strategy!r})")
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_tiled_decoding_keeps_every_tensor_on_the_latents_device():
-    done = _in_subprocess("_decode_on_meta()")
+    done = in_subprocess("tests.parallel.test_cp_device_placement", "_decode_on_meta()")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -53,7 +53,7 @@ def _fused_and_plain(rank, world):
     return results
 
 
-def test_fused_adamw_takes_dtensors_and_plain_parameters_together_and_steps_as_the_plain_adamw(tmp_path):
+def test_fused_adamw_takes_dtensors_and_plain_parameters_together_and_steps_as_the_plain_adamw():
     for result in spawn(_fused_and_plain, 2):
         assert result["on"]["fused"] and not result["off"]["fused"]
         for fused, plain in zip(result["on"]["after"], result["off"]["after"]):
