@@ -90,3 +90,12 @@ def _ring_without_sync() -> None:
 def test_ring_attention_forward_and_backward_make_no_host_device_sync():
     done = in_subprocess("tests.parallel.test_cp_ring_blocks", "_ring_without_sync()")  # the fake group stays the default group
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("q_range, k_range", [((0, 4), (0, 4)), ((0, 4), (4, 8))], ids=["same-sample", "other-sample"])
+def test_ranges_meet_refuses_an_unknown_kind_whatever_the_ranges(q_range, k_range):
+    # a misspelt kind answered False for blocks of different samples: the ring would skip them silently
+    from vfm_parallel.cp.masks import ranges_meet
+
+    with pytest.raises(ValueError, match=r"takes full, spatial or temporal attention, got 'ful'"):
+        ranges_meet("ful", ((1, 1, 4), (1, 1, 4)), q_range, k_range)

@@ -50,6 +50,8 @@ def ranges_meet(kind: str, grid, q_range: tuple[int, int], k_range: tuple[int, i
     by the rule of :func:`block_mask` for ``kind`` (full, spatial, temporal) over ``grid``, whose
     packed samples never meet. Arithmetic on the grid's ints: no tensor is read, so a ring can skip
     blocks without waiting for a device. Key padding is not looked at (it never makes a block meet)."""
+    if kind not in ("full", *GROUPED_KINDS):  # before any range is looked at: disjoint ones answered False
+        raise ValueError(f"ranges_meet takes full, spatial or temporal attention, got {kind!r}")
     offset = 0
     for t, h, w in grids_of(grid):
         n, hw = t * h * w, h * w
@@ -64,8 +66,6 @@ def ranges_meet(kind: str, grid, q_range: tuple[int, int], k_range: tuple[int, i
             return True
         if kind == "temporal" and _intervals_meet(_residues(qa, qb, hw), _residues(ka, kb, hw)):
             return True
-        if kind not in ("full", *GROUPED_KINDS):
-            raise ValueError(f"ranges_meet takes full, spatial or temporal attention, got {kind!r}")
     return False
 
 
