@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _grid(kind: str, seq: int) -> tuple[int, int, int]:
+def _grid(seq: int) -> tuple[int, int, int]:
     """A (T', H', W') of ``seq`` tokens: 16 frames of seq/16 tokens (spatial/temporal need a grid)."""
     t = 16 if seq % 16 == 0 else 1
     return (t, 1, seq // t)
@@ -34,7 +34,7 @@ def bench(rank, world, args):
     b, h, s, dh = 1, args.heads, args.seq, args.head_dim
     q, k, v = (torch.randn(b, h, s, dh, generator=gen) for _ in range(3))
     grad = torch.randn(b, h, s, dh, generator=gen)
-    grid = _grid(args.kind, s)
+    grid = _grid(s)
     inner = AttentionCore(args.kind)
     n = s // world
     part = slice(rank * n, (rank + 1) * n)
@@ -54,8 +54,7 @@ def bench(rank, world, args):
         return (time.perf_counter() - start) / args.steps
 
     results = {"1 process": timed(inner, q, k, v, grad)}
-    local = (x[:, :, part] for x in (q, k, v, grad))
-    local = tuple(local)
+    local = tuple(x[:, :, part] for x in (q, k, v, grad))
     for method in ("ring", "ulysses"):
         core = ContextParallelCore(inner, args.kind, dist.group.WORLD, method)
         results[f"cp-{method}"] = timed(core, *local)
