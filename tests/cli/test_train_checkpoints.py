@@ -118,3 +118,15 @@ def test_validate_refuses_a_named_checkpoint_with_newer_ones_in_the_run_as_the_r
                "step_00000004" in result.output
     ok = _train(tmp_path, f"checkpoint.resume={step2.parent / 'step_00000004'}", validate=True)
     assert ok.exit_code == 0 and "resumes from step 4" in ok.output, ok.output
+
+
+def test_validate_with_auto_resume_passes_a_damaged_newest_checkpoint_as_the_run_does(tmp_path):
+    # the run falls back to the newest intact checkpoint with a warning, so --validate must not refuse
+    assert _train(tmp_path, "train.stop_at=4").exit_code == 0
+    state = tmp_path / "checkpoints" / "step_00000004" / "state.json"
+    state.write_text(state.read_text().replace('"step": 4', '"step": 40'))
+    validated = _train(tmp_path, validate=True)
+    assert validated.exit_code == 0, validated.output
+    assert "warning:" in validated.output and "resumes from step 2" in validated.output
+    (tmp_path / "checkpoints" / "step_00000002" / "state.json").write_text("{")  # every one damaged: refused
+    assert _train(tmp_path, validate=True).exit_code == 1

@@ -142,11 +142,24 @@ def _resume_check(cfg, world: int) -> str:
     resume, root = cfg.checkpoint.resume, Path(cfg.train.out_dir) / "checkpoints"
     if resume == "none":
         return ""
-    path = ckpt.latest(root) if resume == "auto" else Path(resume)
-    if path is None:
-        return ""
+    if resume == "auto":  # the run's pick: the newest whose state reads, a damaged newer one warned about
+        candidates = list(reversed(ckpt.list_checkpoints(root)))
+        if not candidates:
+            return ""
+    else:
+        candidates = [Path(resume)]
+    for path in candidates:
+        try:
+            state = ckpt.read_state(path)
+        except ckpt.DamagedCheckpointError as exc:
+            if resume != "auto" or path == candidates[-1]:
+                fail(exc)
+            typer.echo(f"warning: {exc}; the run would resume from an older checkpoint", err=True)
+            continue
+        except ckpt.CheckpointError as exc:
+            fail(exc)
+        break
     try:
-        state = ckpt.read_state(path)
         resume_mod.check_resumable(path, state, cfg, cfg.parallel.resolved(world), root)
     except ckpt.CheckpointError as exc:
         fail(exc)
