@@ -110,7 +110,8 @@ def _check_cp_groups(cfg: TrainConfig, r: Resolved, plan, cp: int, strategies: l
 
     for name in strategies:
         strategy = get_strategy(name)
-        if not hasattr(strategy, "check_batch"):  # not a CP strategy, or a plugin's without the check
+        # not a CP strategy (whose own check_batch, if any, is no CP grid check), or a CP plugin without one
+        if getattr(strategy, "phase", None) != "cp" or not hasattr(strategy, "check_batch"):
             continue
         for where, shape in data_shapes(cfg, r):
             try:
