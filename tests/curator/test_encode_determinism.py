@@ -7,7 +7,6 @@ import ctypes
 import numpy as np
 import pytest
 
-from vfm_curator.io.codec_resources import x264_asm
 from vfm_curator.io.encode import H264Writer
 from vfm_curator.synth import make_video
 from vfm_curator.io.video import iter_decoded
@@ -46,12 +45,3 @@ def test_libx264_writes_the_same_bytes_whatever_the_heap_held(tmp_path):
             out.append(writer.close())
     for path, out in clips.items():
         assert len(set(out)) == 1, f"{path}: {len(set(out))} different clips from the same frames"
-
-
-def test_x264_keeps_to_avx2_only_where_the_cpu_has_avx512(tmp_path):
-    with_avx512, without, elsewhere = tmp_path / "a", tmp_path / "b", tmp_path / "missing"
-    with_avx512.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 bmi2 avx512f avx512bw\n")
-    without.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 bmi2\n")
-    assert x264_asm(str(with_avx512)) == "AVX2"
-    assert x264_asm(str(without)) is None
-    assert x264_asm(str(elsewhere)) is None  # not Linux: libx264's own choice

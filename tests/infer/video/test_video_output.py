@@ -88,3 +88,16 @@ def test_a_partial_file_is_named_by_the_rule_that_finds_leftovers_and_keeps_the_
         assert partial_final_name(first.name) == "0003.mp4"
     assert partial_final_name(".0003.partial.mp4") == "0003.mp4"  # what earlier versions left
     assert partial_final_name("0003.mp4") is None and partial_final_name(".notes.txt") is None
+
+
+def test_write_mp4_gives_the_same_bytes_for_the_same_video_whatever_the_heap_held(tmp_path):
+    # generated videos are reproducible to the byte (libx264's AVX-512 code read unwritten memory)
+    from tests.curator.test_encode_determinism import _dirty_heap
+    from vfm_infer.video.mp4 import write_mp4
+
+    video = np.random.default_rng(0).integers(0, 256, size=(12, 48, 64, 3), dtype=np.uint8)
+    written = set()
+    for i, byte in enumerate((0x00, 0xFF, 0x5A, 0xA5, 0x33, 0xCC)):
+        _dirty_heap(byte)
+        written.add(write_mp4(tmp_path / f"{i}.mp4", video, fps=8).read_bytes())
+    assert len(written) == 1

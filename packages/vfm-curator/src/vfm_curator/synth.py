@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from vfm_plugins.files import fresh_file
+from vfm_plugins.x264 import x264_options
 
 
 def shot_frames(num_frames: int, width: int, height: int, rng: np.random.Generator, speed: float = 1.0):
@@ -103,6 +104,8 @@ def write_video(
         stream.width, stream.height = width, height
         stream.pix_fmt = pix_fmt or ("yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p")
         stream.options = {"crf": "18", "preset": "ultrafast"} if options is None else options
+        if codec == "libx264":  # the same frames, the same bytes (vfm_plugins.x264)
+            stream.options = x264_options(stream.options)
         if colorspace is not None:
             stream.codec_context.colorspace = colorspace
         if color_range is not None:

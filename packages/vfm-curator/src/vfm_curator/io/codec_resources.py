@@ -3,7 +3,6 @@ libx264 may use, and the heap freed by a closed encoder handed back to the syste
 
 from __future__ import annotations
 
-import functools
 import os
 
 
@@ -17,24 +16,6 @@ def threads_given() -> int:
         return max(0, int(os.environ.get("OMP_NUM_THREADS", "") or 0))
     except ValueError:
         return 0
-
-
-@functools.lru_cache(maxsize=1)
-def x264_asm(cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """The value of libx264's ``asm`` option this machine needs: ``"AVX2"`` on an x86 CPU with
-    AVX-512, else None (libx264's own choice). The x264 in PyAV 18's wheel (core 165) reads memory
-    it never wrote in its AVX-512 code, so the same frames gave different H264 bytes from one
-    encoder to the next in a process, depending on what the heap held (transcode, 96x64: 5 of 16
-    processes; with ``asm=AVX2`` 0 of 16, and MALLOC_PERTURB_ hid it). Every CPU with AVX-512 has
-    AVX2 (and the FMA3, BMI1/2 and LZCNT that x264's AVX2 level implies), so the level named exists.
-    Cost: ~12 % more time a 720p frame (7.1 -> 8.1 ms, veryfast, 1 thread); the bytes are those the
-    AVX-512 code gives when it happens to read the same."""
-    try:
-        with open(cpuinfo) as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:  # not Linux: no AVX-512 that we can see
-        return None
-    return "AVX2" if "avx512f" in flags else None
 
 
 def release_freed_memory() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vfm_curator.io.codec_resources import x264_asm
+from vfm_plugins.x264 import x264_options
 
 ENCODERS = ("auto", "libx264", "h264_nvenc")
 log = logging.getLogger("vfm_curator.encode")
@@ -102,9 +102,8 @@ class H264Writer:
         self.stream.width, self.stream.height, self.stream.pix_fmt = width, height, "yuv420p"
         self.stream.codec_context.time_base = 1 / self.rate
         if self.codec == "libx264":
-            self.stream.options = {"crf": str(self.crf), "preset": self.preset, "threads": str(self.threads)}
-            if x264_asm():  # x264's AVX-512 code makes the bytes depend on the heap's old contents
-                self.stream.options = {**self.stream.options, "x264-params": f"asm={x264_asm()}"}
+            # the same frames, the same bytes (vfm_plugins.x264)
+            self.stream.options = x264_options({"crf": str(self.crf), "preset": self.preset, "threads": str(self.threads)})
         else:  # NVENC: constant quality (the closest thing to CRF, no bitrate cap) and libx264's High profile
             self.stream.options = {"rc": "vbr", "cq": str(self.crf), "b": "0", "preset": "p4", "profile": "high"}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from vfm_plugins.files import fresh_file
+from vfm_plugins.x264 import x264_options
 
 
 def check_even_size(height: int, width: int) -> None:
@@ -35,7 +36,7 @@ def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: i
     with partial_file(path) as partial, av.open(str(partial), mode="w") as container:
         stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
         stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-        stream.options = {"crf": str(crf)}
+        stream.options = x264_options({"crf": str(crf)})  # the same video, the same bytes (vfm_plugins.x264)
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 container.mux(packet)
