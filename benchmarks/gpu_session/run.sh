@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_session/run.sh STEP       # on the lent GPU machine, from the repository root
 #
 # STEP  carry                  what it runs (each part under its own time limit)
-#   1   .gpu_session/call1     install; pytest -m gpu tests/gpu; benchmarks/gpu_attention.py
+#   1   .gpu_session/call1     install; pytest -m gpu tests/gpu and the hot-path sync tests of tests/parallel;
+#                              benchmarks/gpu_attention.py
 #   2   .gpu_session/call2     decode-only frames/s per backend; pytest -m gpu tests/curator/test_decoders.py;
 #                              benchmarks/curator_gpu.py (CPU-only vs GPU stages)       [needs av from step 1]
 #   3   .gpu_session/call3     benchmarks/gpu_train.py at 8k: eager, compile, compile+ac, packed, vfm and peer
@@ -215,6 +216,9 @@ summary() {
 step1() {
     prepare_call
     task pytest_gpu 330 60 "$PY" -m pytest -m gpu tests/gpu -q -rs -p no:cacheprovider -o timeout=150 --junitxml="$OUT/pytest_gpu.xml"
+    # no host-device sync in a training step's batch copy, ring hops and grouped attention (sync debug mode)
+    task pytest_syncs 60 30 "$PY" -m pytest -m gpu tests/parallel/test_batches_to_device.py tests/parallel/test_cp_ring_blocks.py \
+        tests/parallel/test_cp_local_attention.py -q -rs -p no:cacheprovider -o timeout=50 --junitxml="$OUT/pytest_syncs.xml"
     task attention 100 30 "$PY" benchmarks/gpu_attention.py "${SMOKE_FLAG[@]}" --json "$OUT/attention.json"
 }
 
