@@ -182,3 +182,14 @@ def test_an_unprepared_folder_whose_tar_is_a_fifo_or_a_link_outside_is_described
         result = subprocess.run([sys.executable, "-c", CHECK, str(folder)], capture_output=True, text=True, timeout=30)
         assert f"{folder} has 1 .tar shard but no energon index" in result.stdout, result.stdout + result.stderr
         assert "mp4" not in result.stdout
+
+
+FIRST = "import sys\nfrom vfm_data.sample import first_sample\ntry:\n    first_sample(sys.argv[1])\nexcept Exception as e:\n    print(e)\n"
+
+
+def test_a_named_pipe_among_a_prepared_folders_shards_is_named_not_opened(tmp_path):
+    # opening a named pipe waits for a writer forever: a shard folder from elsewhere must not hang vfm
+    folder = write_dataset(tmp_path / "a", 4)
+    os.mkfifo(folder / "0000-pipe.tar")  # sorts before the real shards, so it is the first one looked at
+    result = subprocess.run([sys.executable, "-c", FIRST, str(folder)], capture_output=True, text=True, timeout=60)
+    assert "0000-pipe.tar is not a regular file" in result.stdout, result.stdout + result.stderr

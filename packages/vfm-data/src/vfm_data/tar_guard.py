@@ -15,6 +15,8 @@ per pass, which the "shard with no decodable sample" rule needs.
 
 from __future__ import annotations
 
+import os
+import stat
 import tarfile
 from bisect import bisect_right
 from typing import Any, Iterator
@@ -32,7 +34,9 @@ _BLOCK = tarfile.BLOCKSIZE
 
 def tar_head_problem(path: Any) -> str | None:
     """Why the file at ``path`` is not a tar from its first byte, or None if its first header reads."""
-    try:
+    try:  # a named pipe (opening it waits for a writer forever) or a device is no shard: never opened
+        if not stat.S_ISREG(os.stat(str(path)).st_mode):
+            return "is not a regular file (a named pipe, a device or a folder)"
         with open(str(path), "rb") as f:
             head = f.read(_BLOCK)
     except OSError as exc:
