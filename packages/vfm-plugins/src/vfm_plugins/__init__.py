@@ -19,7 +19,7 @@ from vfm_plugins.declaration import (
 )
 from vfm_plugins.errors import (DuplicateNameError, Notice, PluginError, PluginLoadError, PluginOptionError, PluginResultError,
                                 PluginWarning, UnknownNameError)
-from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, StaleLockWarning
+from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, LockLinkError, StaleLockWarning
 from vfm_plugins.host import (
     DISABLE_ENV,
     Entry,
@@ -43,6 +43,7 @@ __all__ = [
     "FailedPlugin",
     "FolderLock",
     "FolderLockedError",
+    "LockLinkError",
     "LOCK_NAME",
     "LockHolder",
     "PluginError",

@@ -65,6 +65,24 @@ class FolderLockedError(RuntimeError):
         return type(self), (self.folder, self.path, self.holder, self.why)
 
 
+class LockLinkError(FolderLockedError):
+    """A symbolic link sits where the lock file goes (no vfm run makes one: a folder from elsewhere,
+    or a planted ``.vfm-lock -> ~/.bashrc``). Refused, not removed: removing it is not atomic with
+    the check, so a run started beside this one could have its real lock file removed instead."""
+
+    def __init__(self, folder: Path, path: Path) -> None:
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        RuntimeError.__init__(self, f"{path} is a symbolic link (to {target}) where vfm keeps the folder's lock file; "
+                                    f"no vfm run makes one: remove the link (what it points to is not touched) and run again")
+        self.folder, self.path, self.holder, self.why = folder, path, None, ""
+
+    def __reduce__(self):
+        return type(self), (self.folder, self.path)
+
+
 class StaleLockWarning(Notice):
     """A lock left by a run that died was taken over."""
 
@@ -183,16 +201,10 @@ class FolderLock:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 continue
             except OSError as exc:
-                # ELOOP: a link at the lock's name (a folder from elsewhere holding .vfm-lock -> ~/.bashrc); no
-                # run makes one, and claiming would truncate its target: remove the link, make the lock file anew
-                # (a run started beside this one may have removed it first)
-                if exc.errno != errno.ELOOP:
-                    raise
-                try:
-                    os.unlink(self.path)
-                except FileNotFoundError:
-                    pass
-                continue
+                # ELOOP: a link at the lock's name; claiming through it would truncate its target
+                if exc.errno == errno.ELOOP:
+                    raise LockLinkError(self.folder, self.path) from None
+                raise
             try:
                 _flock_unless_live(fd)
             except BlockingIOError:
