@@ -139,27 +139,12 @@ def _resume_check(cfg, world: int) -> str:
     from vfm_parallel import checkpoint as ckpt
     from vfm_parallel.trainer import resume as resume_mod
 
-    resume, root = cfg.checkpoint.resume, Path(cfg.train.out_dir) / "checkpoints"
-    if resume == "none":
-        return ""
-    if resume == "auto":  # the run's pick: the newest whose state reads, a damaged newer one warned about
-        candidates = list(reversed(ckpt.list_checkpoints(root)))
-        if not candidates:
+    root = Path(cfg.train.out_dir) / "checkpoints"
+    try:  # the run's pick (auto: the newest whose state reads, a damaged newer one warned about)
+        path = resume_mod.choose_checkpoint(cfg, root, check=ckpt.read_state)
+        if path is None:
             return ""
-    else:
-        candidates = [Path(resume)]
-    for path in candidates:
-        try:
-            state = ckpt.read_state(path)
-        except ckpt.DamagedCheckpointError as exc:
-            if resume != "auto" or path == candidates[-1]:
-                fail(exc)
-            typer.echo(f"warning: {exc}; the run would resume from an older checkpoint", err=True)
-            continue
-        except ckpt.CheckpointError as exc:
-            fail(exc)
-        break
-    try:
+        state = ckpt.read_state(path)
         resume_mod.check_resumable(path, state, cfg, cfg.parallel.resolved(world), root)
     except ckpt.CheckpointError as exc:
         fail(exc)

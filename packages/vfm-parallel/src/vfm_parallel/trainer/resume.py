@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch.distributed as dist
 
@@ -42,23 +42,25 @@ def _say(line: str, err: bool = False) -> None:
         print(line, file=sys.stderr if err else sys.stdout, flush=True)
 
 
-def choose_checkpoint(cfg: TrainConfig, root: Path) -> Path | None:
+def choose_checkpoint(cfg: TrainConfig, root: Path, check: Callable[[Path], Any] = ckpt.verify) -> Path | None:
     """The checkpoint to resume from, verified whole (collective), or None to start at step 0.
 
     ``resume = "auto"`` takes the newest intact checkpoint under ``root``, warning about each newer
     damaged one; if every one is damaged that is an error, not a fresh start. A checkpoint named
-    explicitly must be whole.
+    explicitly must be whole. ``check`` is what "intact" means: :func:`ckpt.verify` (the files
+    against the manifest) for the run, :func:`ckpt.read_state` for ``vfm train --validate``, which
+    does not hash the files but picks as the run picks.
     """
     resume = cfg.checkpoint.resume
     if resume == "none":
         return None
     if resume != "auto":  # the newer ones of its run are refused by check_resumable
-        ckpt.verify(resume)
+        check(Path(resume))
         return Path(resume)
     damaged: list[ckpt.DamagedCheckpointError] = []
     for path in reversed(ckpt.list_checkpoints(root)):
         try:
-            ckpt.verify(path)
+            check(path)
         except ckpt.DamagedCheckpointError as exc:
             damaged.append(exc)
             continue
