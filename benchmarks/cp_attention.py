@@ -82,6 +82,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--profile", action="store_true")
     args = p.parse_args()
+    if min(args.cp, args.seq, args.heads, args.head_dim, args.steps) < 1 or args.seq % args.cp or args.heads % args.cp:
+        p.error(f"need positive sizes, --seq a multiple of --cp (each rank holds seq/cp tokens) and --heads a multiple "
+                f"of --cp (Ulysses splits heads); got --cp {args.cp} --seq {args.seq} --heads {args.heads}")
 
     results, table = spawn(bench, args.cp, args)[0]
     print(f"{args.kind} attention, batch 1, {args.heads} heads x {args.head_dim}, {args.seq} tokens, "
