@@ -37,7 +37,7 @@ from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import DataError, DataWarning, data_error_in, one_line
 from vfm_data.packing import patch_grid
 from vfm_data.sample import first_sample
-from vfm_data.skips import WARN_INTERVAL_S, format_counts, split_counts
+from vfm_data.skips import CROP_REASONS, WARN_INTERVAL_S, Affected, format_counts, split_counts
 from vfm_data.state_codec import decode_state
 from vfm_data.stream import LoaderSpec, Stream
 from vfm_data.subset import gather_batches, share_batch, share_failure
@@ -53,8 +53,8 @@ DEFAULT_STREAMS = 4
 MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
 
-def _next_of(stream: Stream, with_state: bool = True) -> tuple[Any, Any, dict]:
-    """The stream's next (batch, state, counts); a vfm DataError that energon wrapped on its way out
+def _next_of(stream: Stream, with_state: bool = True) -> tuple[Any, Any, tuple]:
+    """The stream's next (batch, state, skips: (counts, fresh)); a vfm DataError that energon wrapped on its way out
     comes out as itself (one line naming the shards)."""
     try:
         return stream.next(with_state=with_state)
@@ -78,7 +78,7 @@ def _portable(exc: BaseException) -> BaseException:
 
 def _worker_main(spec: LoaderSpec, streams: list[int], states: dict, first_chunk: int, stride: int,
                  out: "multiprocessing.Queue") -> None:
-    """Produce this worker's chunks in increasing chunk order: (chunk, batch, state, counts)."""
+    """Produce this worker's chunks in increasing chunk order: (chunk, batch, state, skips)."""
     # A worker blocked on a full queue would wait forever once the reading process is gone (kill -9):
     # end with it (the process that started us, also under forkserver).
     exit_with_parent(multiprocessing.parent_process().pid, what="data worker")
@@ -128,6 +128,10 @@ class ResumableLoader:
         self.states: dict[int, Any] = {}  # stream -> JSON state after its last consumed batch
         self.counts: Counter[str] = Counter()  # bad data skipped, overlong dropped / cropped, by reason
         self.shard_counts: dict[str, Counter[str]] = {}  # the same per shard (dataset folder/shard file)
+        # counts are events (a corrupt sample counts again every pass); these are the distinct samples,
+        # the same on every rank of the subset group once shared (state_dict, metrics)
+        self.affected = Affected()
+        self._unshared: list[tuple[str, str]] = []  # newly affected here, not yet shared with the group
         self._summarized_at, self._summarized = time.monotonic(), 0
         self.bytes_read = 0  # bytes this rank read from shards
         self._streams: dict[int, Stream] | None = None
@@ -153,7 +157,7 @@ class ResumableLoader:
         batch: Any = None
         if owner == self.group_rank:
             try:
-                batch, state, counts = self._fetch(chunk)
+                batch, state, skips = self._fetch(chunk)
             except Exception as exc:
                 if self.group is None:
                     raise
@@ -165,14 +169,14 @@ class ResumableLoader:
                 self._unsaved.add(chunk % self.spec.streams)
             else:
                 self.states[chunk % self.spec.streams] = state
-            self._add_counts(counts)
+            self._add_skips(skips)
             self.bytes_read += batch.nbytes
         if self.group is not None:
             batch = share_batch(batch, owner, self.group) if self.whole_chunks else gather_batches(batch, self.group)
         self.step += 1
         return batch
 
-    def _fetch(self, chunk: int) -> tuple[Any, Any, dict]:
+    def _fetch(self, chunk: int) -> tuple[Any, Any, tuple]:
         stream = chunk % self.spec.streams
         if self.num_workers == 0:
             if self._streams is None:
@@ -183,7 +187,7 @@ class ResumableLoader:
         q = self._queues[self.local_streams.index(stream) % len(self._queues)]
         while True:
             try:
-                c, batch, state, counts = q.get(timeout=5)
+                c, batch, state, skips = q.get(timeout=5)
                 break
             except queue_mod.Empty:
                 dead = [w for w in self._workers if not w.is_alive()]
@@ -193,7 +197,7 @@ class ResumableLoader:
             self.close()
             raise batch
         assert c == chunk, f"data worker returned chunk {c}, expected {chunk}"
-        return batch, state, counts
+        return batch, state, skips
 
     def _start_workers(self, first_chunk: int) -> None:
         local = self.local_streams
@@ -216,28 +220,57 @@ class ResumableLoader:
 
     # --- what was skipped ----------------------------------------------------------------------
 
-    def _add_counts(self, counts: dict[str, int]) -> None:
+    def _add_skips(self, skips: tuple[dict[str, int], list[tuple[str, str]]]) -> None:
+        counts, fresh = skips
         by_reason, by_shard = split_counts(counts)
         self.counts.update(by_reason)
         for shard, c in by_shard.items():
             self.shard_counts.setdefault(shard, Counter()).update(c)
+        self._unshared += [(label, key) for label, key in fresh if self.affected.add(label, key)]
         skipped = self.skipped
         if skipped > self._summarized and time.monotonic() - self._summarized_at >= WARN_INTERVAL_S:
             self._summarized_at, self._summarized = time.monotonic(), skipped
             warnings.warn(self.skip_summary(), DataWarning, stacklevel=3)
 
+    def _share_affected(self, parts: list[list[tuple[str, str]]]) -> None:
+        """Join the group's newly affected samples (gathered ``_unshared`` lists) into ``affected``."""
+        for part in parts:
+            for label, key in part:
+                self.affected.add(label, key)
+        self._unshared = []
+
     @property
     def skipped(self) -> int:
-        """Samples skipped so far (undecodable or over ``max_seq_len``); crops are not skips."""
-        return sum(n for reason, n in self.counts.items() if reason != "overlong_crop")
+        """Distinct samples skipped so far (undecodable or over ``max_seq_len``), each once however often
+        it was read again; crops are not skips. The events are :attr:`skip_events`."""
+        return self.affected.skipped()
+
+    @property
+    def skip_events(self) -> int:
+        """Skips so far, a sample read again (each pass, a packing buffer's read-ahead) counted again."""
+        return sum(n for reason, n in self.counts.items() if reason not in CROP_REASONS)
 
     def skip_summary(self) -> str:
-        """One line: what was skipped, per reason and per shard."""
-        return one_line(f"vfm_data: skipped {self.skipped} samples so far: {format_counts(self.counts, self.shard_counts)}")
+        """One line: what was skipped, per reason and per shard (distinct samples)."""
+        return one_line(f"vfm_data: skipped {self.skipped} distinct samples so far ({self.skip_events} skips, counting "
+                        f"re-reads): {format_counts(self.affected.by_reason(), self.affected.by_shard())}")
 
     def metrics(self) -> dict[str, float]:
-        """Counts for the trainer's metrics: ``data_skipped`` and ``data_<reason>``."""
-        return {"data_skipped": float(self.skipped), **{f"data_{r}": float(n) for r, n in sorted(self.counts.items())}}
+        """Counts for the trainer's metrics: ``data_skipped`` (distinct samples skipped),
+        ``data_skip_events`` (skips counting every re-read of a sample) and ``data_<reason>`` (distinct
+        samples per reason, crops included). With a subset group: the group's figures, a collective
+        over it (every rank calls it at the same steps, as :meth:`state_dict`)."""
+        events = Counter(self.counts)
+        if self.group is not None:
+            gathered: list[Any] = [None] * self.group_size
+            torch.distributed.all_gather_object(gathered, (dict(self.counts), self._unshared), group=self.group)
+            self._share_affected([fresh for _, fresh in gathered])
+            events = sum((Counter(c) for c, _ in gathered), Counter())
+        distinct = self.affected.by_reason()
+        reasons = sorted(set(distinct) | set(events))
+        return {"data_skipped": float(self.skipped),
+                "data_skip_events": float(sum(n for r, n in events.items() if r not in CROP_REASONS)),
+                **{f"data_{r}": float(distinct[r]) for r in reasons}}
 
     def _save_streams(self) -> None:
         """Take the states of the in-process streams advanced since the last time."""
@@ -270,13 +303,14 @@ class ResumableLoader:
         shard_counts = {f"{r}@{s}": n for s, c in self.shard_counts.items() for r, n in c.items()}
         if self.group is not None:
             gathered: list[Any] = [None] * self.group_size
-            torch.distributed.all_gather_object(gathered, (states, counts, shard_counts), group=self.group)
+            torch.distributed.all_gather_object(gathered, (states, counts, shard_counts, self._unshared), group=self.group)
             states, counts, shard_total = {}, Counter(), Counter()
-            for s, c, sc in gathered:
+            for s, c, sc, _ in gathered:
                 states.update(s)
                 counts.update(c)
                 shard_total.update(sc)
             counts, shard_counts = dict(counts), dict(shard_total)
+            self._share_affected([fresh for *_, fresh in gathered])
         return {
             "version": STATE_VERSION,
             "step": self.step,
@@ -287,7 +321,8 @@ class ResumableLoader:
             "share": self.share,
             "stream_states": {str(s): v for s, v in sorted(states.items())},
             "counts": counts,
-            "shard_counts": shard_counts,  # "reason@shard" -> n
+            "shard_counts": shard_counts,  # "reason@shard" -> n (events)
+            "affected": self.affected.to_state(),  # "reason@shard" -> the distinct sample keys
             "settings": self._settings(),
         }
 
@@ -336,6 +371,7 @@ class ResumableLoader:
         states = {int(s): v for s, v in state["stream_states"].items()}
         for value in states.values():  # refused now, naming what is wrong, not at the first batch of the run
             decode_state(value)
+        affected = Affected.from_state(state.get("affected"))  # absent in states saved before it existed
         self.close()
         self.step = int(state["step"])
         # state_dict() joins the group's ranks' states and sums their counts: each rank keeps only its
@@ -345,6 +381,7 @@ class ResumableLoader:
         first = self.group_rank == 0
         self.counts = Counter(state.get("counts", {}) if first else {})
         self.shard_counts = split_counts(state.get("shard_counts", {}) if first else {})[1]
+        self.affected, self._unshared = affected, []  # a set: every rank holds the group's
 
 
 def default_packing_buffer(spec: LoaderSpec, batch_size: int, *, batches: int = 8, min_packs: int = 16) -> int:

@@ -16,6 +16,11 @@ Skipping is for a few bad samples among good ones. Two rules make a loader alway
 Warnings: the first skip of each reason is one line naming the shard, the sample and the member;
 later ones of that reason are counted and at most one line per ``warn_interval`` seconds (per
 stream) says how many were skipped since; the loader adds a summary line at that interval. ``counts`` holds ``reason`` totals and ``reason@shard`` details.
+
+Events and samples: ``counts`` counts skip *events*. A stream reads its samples again every pass (and
+a packing buffer larger than a small dataset reads it many times over before the first batch), so
+one corrupt sample gives one event per pass. ``Affected`` keeps the distinct samples per reason and
+shard: what a user means by "how many of my samples were skipped".
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ WARN_INTERVAL_S = 60.0
 MAX_CONSECUTIVE_UNDECODABLE = 10_000
 #: Reasons a sample is skipped although it decoded (they do not count against its shard).
 NOT_UNDECODABLE = ("overlong_drop",)
+#: Reasons a sample is changed, not skipped: it is used (counted, not in ``skipped``).
+CROP_REASONS = ("overlong_crop", "patch_remainder_crop")
 
 
 def shard_label(dataset_path: Any, shard_name: str) -> str:
@@ -62,6 +69,59 @@ def format_counts(by_reason: Mapping[str, int], by_shard: Mapping[str, Mapping[s
         shown = ", ".join(f"{s} {n}" for n, s in where[:shards]) + (f", {len(where) - shards} more shards" if len(where) > shards else "")
         parts.append(f"{reason} {total}" + (f" ({shown})" if shown else ""))
     return "; ".join(parts) if parts else "nothing"
+
+
+class Affected:
+    """The distinct samples each reason affected: ``"reason@shard"`` -> sample keys. A sample met
+    again (the next pass, another stream of a blend listing its dataset twice, another rank of a
+    subset group) is one sample. Memory: one key per affected sample."""
+
+    def __init__(self, labels: Mapping[str, Iterable[str]] | None = None) -> None:
+        self.labels: dict[str, set[str]] = {label: set(keys) for label, keys in (labels or {}).items()}
+
+    def add(self, label: str, key: str) -> bool:
+        """Remember ``key`` under ``label``; whether it was new."""
+        keys = self.labels.setdefault(label, set())
+        if key in keys:
+            return False
+        keys.add(key)
+        return True
+
+    def by_reason(self) -> Counter[str]:
+        """Distinct samples per reason."""
+        counts: Counter[str] = Counter()
+        for label, keys in self.labels.items():
+            counts[label.partition("@")[0]] += len(keys)
+        return counts
+
+    def by_shard(self) -> dict[str, Counter[str]]:
+        """Distinct samples per shard and reason."""
+        shards: dict[str, Counter[str]] = {}
+        for label, keys in self.labels.items():
+            reason, _, shard = label.partition("@")
+            shards.setdefault(shard, Counter())[reason] += len(keys)
+        return shards
+
+    def skipped(self) -> int:
+        """Distinct samples skipped (for any reason but a crop: a cropped sample is used)."""
+        return len({(label.partition("@")[2], key) for label, keys in self.labels.items()
+                    if label.partition("@")[0] not in CROP_REASONS for key in keys})
+
+    def to_state(self) -> dict[str, list[str]]:
+        return {label: sorted(keys) for label, keys in sorted(self.labels.items()) if keys}
+
+    @classmethod
+    def from_state(cls, state: Any) -> "Affected":
+        """From :meth:`to_state`'s JSON (a checkpoint is data: anything else is refused, named)."""
+        if state is None:
+            return cls()
+        if not isinstance(state, dict) or not all(
+            isinstance(label, str) and "@" in label and isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+            for label, keys in state.items()
+        ):
+            raise ValueError(one_line(f"loader state 'affected' is {type(state).__name__} {str(state)[:80]!r}; accepted: "
+                                      "a mapping of 'reason@shard' to a list of sample keys (strings)"))
+        return cls(state)
 
 
 class _RateLimiter:
@@ -97,6 +157,8 @@ class SkipLog:
         if max_consecutive < 1:
             raise ValueError(f"max_consecutive must be >= 1, got {max_consecutive}")
         self.counts: Counter[str] = Counter()
+        self.affected = Affected()  # the distinct samples behind ``counts``
+        self.fresh: list[tuple[str, str]] = []  # ("reason@shard", key) newly in ``affected``, for the loader
         self.warn_interval, self.max_consecutive = float(warn_interval), int(max_consecutive)
         self._shards: dict[str, _ShardTally] = {}
         self._since_usable: set = set()  # (shard, key) skipped since the last usable sample
@@ -130,10 +192,22 @@ class SkipLog:
         """A sample reached packing / batching."""
         self._since_usable.clear()
 
+    def met(self, reason: str, *, shard: str, key: str) -> None:
+        """Remember a sample this reason affected (a skip, or a crop: ``CROP_REASONS``)."""
+        label = f"{reason}@{shard}"
+        if self.affected.add(label, key):
+            self.fresh.append((label, key))
+
+    def take_fresh(self) -> list[tuple[str, str]]:
+        """The samples newly affected since the last call."""
+        fresh, self.fresh = self.fresh, []
+        return fresh
+
     def skip(self, reason: str, *, shard: str, key: str, member: str, detail: str) -> NoReturn:
         """Count, maybe warn, apply the two rules, then skip the sample (``SkipSample``)."""
         self.counts[reason] += 1
         self.counts[f"{reason}@{shard}"] += 1
+        self.met(reason, shard=shard, key=key)
         where = f" in member {member!r}" if member else ""
         what = f"sample {key!r} of shard {shard}: {reason}{where} ({detail})"
         self._warn(reason, what)

@@ -73,8 +73,8 @@ def _quiet_packing(dataset: Any) -> None:
 
 
 class Stream:
-    """Yields ``(batch, state, counts)``: the next batch, the JSON state *after* it, and the bad-data
-    counts it added."""
+    """Yields ``(batch, state, (counts, fresh))``: the next batch, the JSON state *after* it, the
+    bad-data counts it added (events) and the ("reason@shard", key) samples newly affected."""
 
     def __init__(self, spec: LoaderSpec, index: int, state: Any = None) -> None:
         self.index = index
@@ -122,7 +122,7 @@ class Stream:
         self._iter = None
         self._reported: Counter[str] = Counter()
 
-    def next(self, *, with_state: bool = True) -> tuple[Any, Any, dict[str, int]]:
+    def next(self, *, with_state: bool = True) -> tuple[Any, Any, tuple[dict[str, int], list[tuple[str, str]]]]:
         """``with_state=False``: the state is ``None``; :meth:`state` gives it later, as long as this
         stream is not advanced (in-process streams: a state per batch cost ~20% of the loading)."""
         if self._iter is None:
@@ -131,7 +131,7 @@ class Stream:
         state = encode_state(self.loader.save_state_rank()) if with_state else None
         delta = self.encoder.counts - self._reported
         self._reported = Counter(self.encoder.counts)
-        return batch, state, dict(delta)
+        return batch, state, (dict(delta), self.encoder.skips.take_fresh())
 
     def state(self) -> Any:
         """The JSON state after the last batch :meth:`next` gave."""

@@ -105,6 +105,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
                 self.skips.skip("overlong_drop", shard=shard_of(sample), key=str(sample.__key__), member="",
                                 detail=f"{tokens} tokens > max_seq_len {self.max_seq_len}")
             self.counts["overlong_crop"] += 1
+            self.skips.met("overlong_crop", shard=shard_of(sample), key=str(sample.__key__))
             latent = crop_to_tokens(latent, self.max_seq_len, self.patch_size, self.temporal_patch)
             grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
             tokens = grid[0] * grid[1] * grid[2]
@@ -114,6 +115,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
             # first sample of each folder): the crop is counted and the first one per shard named
             self.counts["patch_remainder_crop"] += 1
             shard = shard_of(sample)
+            self.skips.met("patch_remainder_crop", shard=shard, key=str(sample.__key__))
             if shard not in self._remainder_warned:
                 self._remainder_warned.add(shard)
                 warnings.warn(one_line(f"vfm_data: {shard} sample {sample.__key__}: latent (H, W) = "

@@ -52,24 +52,12 @@ class ShardBatches:
         self.loader.load_state_dict(state)
 
     def metrics(self) -> dict[str, float]:
-        """Samples skipped in this data-parallel rank's batches, for the trainer's metrics
-        (``data_skipped``, ``data_<reason>``). Under subset loading its pp x cp x tp ranks each read
-        some of the steps and count only those: their counts are summed, a collective over that group
-        (the trainer calls it on every rank at the same steps). Without it each rank reads every step
-        and its own counts are the figure."""
-        counts = self.loader.metrics()
-        group = getattr(self.loader, "group", None)
-        if group is None:
-            return counts
-        import torch.distributed as dist
-
-        gathered: list = [None] * dist.get_world_size(group)
-        dist.all_gather_object(gathered, counts, group=group)
-        total: dict[str, float] = {"data_skipped": 0.0}
-        for part in gathered:
-            for key, value in part.items():
-                total[key] = total.get(key, 0.0) + value
-        return {"data_skipped": total.pop("data_skipped"), **dict(sorted(total.items()))}
+        """What was skipped in this data-parallel rank's batches, for the trainer's metrics:
+        ``data_skipped`` (distinct samples), ``data_skip_events`` (counting re-reads), ``data_<reason>``
+        (see ``ResumableLoader.metrics``). Under subset loading its pp x cp x tp ranks each read some of
+        the steps: the loader joins their samples (a sample two ranks met is one), a collective over
+        that group (the trainer calls it on every rank at the same steps)."""
+        return self.loader.metrics()
 
 
 def blender_of(d: Any) -> tuple[str, dict[str, Any]]:
