@@ -43,9 +43,12 @@ class UntrustedDatasetError(ValueError):
 
     def __init__(self, file: Path | str, key: str, reason: str, hint: str | None = None) -> None:
         # ``hint``: what is accepted when the opt-in is not the answer (paths, sizes); default: the opt-in
-        tail = _OPT_IN if hint is None else hint
-        super().__init__(f"{file}: {key}: {reason}. vfm does not hand it to energon" + (f"; {tail}" if tail else ""))
         self.file, self.key, self.reason, self.hint = str(file), key, reason, hint
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        tail = _OPT_IN if self.hint is None else self.hint
+        return f"{self.file}: {self.key}: {self.reason}. vfm does not hand it to energon" + (f"; {tail}" if tail else "")
 
     def __reduce__(self):  # rebuilt from its fields, so it crosses processes (loader workers)
         return type(self), (self.file, self.key, self.reason, self.hint)
@@ -70,8 +73,10 @@ class UnpreparedDatasetError(UntrustedDatasetError):
     and what to run on it. Not a matter of trust, so no advice to trust its code."""
 
     def __init__(self, path: Path | str, detail: str) -> None:
-        ValueError.__init__(self, f"vfm_data: {detail}")
-        self.file, self.key, self.reason, self.hint = str(path), "path", detail, ""
+        super().__init__(path, "path", detail, hint="")  # the parent's fields, its own message
+
+    def _message(self) -> str:
+        return f"vfm_data: {self.reason}"
 
     def __reduce__(self):
         return type(self), (self.file, self.reason)
