@@ -12,7 +12,6 @@ import json
 import os
 import re
 import tarfile
-import time
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Sequence
@@ -27,6 +26,23 @@ from vfm_data.format import FLOAT_DTYPES, SampleMeta, encode_array
 _KEY_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
 #: dataset.yaml of a vfm dataset: energon's crude webdataset, cooked by vfm_data's task encoder.
 DATASET_YAML = {"__module__": "megatron.energon", "__class__": "CrudeWebdataset"}
+
+
+def member_mtime() -> int:
+    """The time stamp of every tar member: ``SOURCE_DATE_EPOCH`` when set (the reproducible-builds
+    convention), else 0. Not the clock: the same samples then make the same bytes, so a shard's
+    checksum says whether its data changed."""
+    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not value:
+        return 0
+    try:
+        stamp = int(value)
+    except ValueError:
+        stamp = -1
+    if stamp < 0:
+        raise ValueError(f"SOURCE_DATE_EPOCH={value!r} is not a time stamp: give whole seconds since 1970 (>= 0), "
+                         "or unset it for shard members stamped 0")
+    return stamp
 
 
 class ShardWriter:
@@ -50,6 +66,7 @@ class ShardWriter:
             raise ValueError(f"array_format must be 'npy' or 'pth', got {array_format!r}")
         if max_shard_bytes <= 0:
             raise ValueError(f"max_shard_bytes must be positive, got {max_shard_bytes}")
+        self._mtime = member_mtime()
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
@@ -108,7 +125,7 @@ class ShardWriter:
             self._open_shard()
         for name, data in members.items():
             info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            info.size, info.mtime, info.mode = len(data), self._mtime, 0o644
             self._tar.addfile(info, io.BytesIO(data))  # type: ignore[union-attr]
         self._bytes += size
         self._keys.add(key)

@@ -120,7 +120,10 @@ class RayRunner:
         name = self.groups[i].name  # a pinned stage is a group of its own, named as the stage
         return self.fixed.get(name, self.balancer.workers[name])
 
-    def run(self, tasks: Iterable[Any]) -> Iterator[Any]:
+    def run(self, tasks: Iterable[Any], *, hold: Callable[[], bool] | None = None) -> Iterator[Any]:
+        """``hold()``: True while the caller wants no new input taken (it holds finished tasks back
+        to hand them on in input order, :class:`~vfm_curator.execution.ordering.InputOrder`); input
+        is still taken when nothing is running or queued, so a hold can never stall the run."""
         import ray
 
         n = len(self.groups)
@@ -135,8 +138,11 @@ class RayRunner:
         def room(i: int) -> int:
             return self.queue_size * self._workers(i) * self.groups[i].batch_size
 
+        def taking() -> bool:
+            return hold is None or not hold() or not (running or any(queues))
+
         while True:
-            while not exhausted and queued[0] + running_items[0] < room(0):
+            while not exhausted and queued[0] + running_items[0] < room(0) and taking():
                 try:
                     queues[0].append((ray.put([next(source)]), 1))
                     queued[0] += 1

@@ -16,7 +16,8 @@ class SerialRunner:
         self.allocation: dict[str, int] = {s.name: 1 for s in specs}
         self.decisions: list[dict[str, Any]] = []
 
-    def run(self, tasks: Iterable[Any]) -> Iterator[Any]:
+    def run(self, tasks: Iterable[Any], *, hold: Callable[[], bool] | None = None) -> Iterator[Any]:
+        """Tasks come out in input order; ``hold`` (see :meth:`RayRunner.run`) has nothing to hold."""
         stages = [spec.build() for spec in self.specs]
         for task in tasks:
             batch = [task]

@@ -25,6 +25,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from vfm_curator.execution.ordering import InputOrder
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, options_hash, should_retry
 from vfm_curator.io.paths import check_not_other_output, check_out_folder, disk_full
@@ -134,6 +135,11 @@ def _options_hashes(specs: list[StageSpec], config: ShardConfig) -> dict[str, st
             **{name: options_hash(pairs, name) for name, _ in pairs}}
 
 
+# Finished clips held back at most, waiting for an earlier one so that shards are written in the
+# clip table's order (each holds its latents: a few MB for a long clip at a large bucket).
+HELD_FOR_ORDER = 64
+
+
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
              hashes: dict[str, str], progress: Progress | None, finished: dict[str, set[str]],
              held: dict[str, tuple[str, dict[str, tuple[float, float]]]]) -> None:
@@ -151,18 +157,27 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                                 extra={"tokenizer_options": config.tokenizer_options, "text_encoder_options": config.text_encoder_options})
         if progress is not None:
             progress.start([s.name for s in specs] + ["write"], len(todo))
+        def write(task: ShardTask) -> None:
+            summary.processed += 1
+            for stage, seconds in task.timings.items():
+                summary.stage_seconds[stage] = summary.stage_seconds.get(stage, 0.0) + seconds
+            t_write = time.perf_counter()
+            if task.id in held:
+                _top_up(task, *held[task.id], writers, finished, summary)
+            else:
+                _write(task, writers, finished, out, summary, hashes)
+            summary.stage_seconds["write"] = summary.stage_seconds.get("write", 0.0) + time.perf_counter() - t_write
+            advance("write", 1)
+
+        # samples go into the shards in the clip table's order, not in the order workers finish:
+        # the same clips and config give the same shards (and so the same seeded training) every run
+        order = InputOrder([t.id for t in todo], limit=HELD_FOR_ORDER)
         try:
-            for task in runner.run(iter(todo)):
-                summary.processed += 1
-                for stage, seconds in task.timings.items():
-                    summary.stage_seconds[stage] = summary.stage_seconds.get(stage, 0.0) + seconds
-                t_write = time.perf_counter()
-                if task.id in held:
-                    _top_up(task, *held[task.id], writers, finished, summary)
-                else:
-                    _write(task, writers, finished, out, summary, hashes)
-                summary.stage_seconds["write"] = summary.stage_seconds.get("write", 0.0) + time.perf_counter() - t_write
-                advance("write", 1)
+            for finished_task in runner.run(iter(todo), hold=lambda: order.full):
+                for task in order.add(finished_task.id, finished_task):
+                    write(task)
+            for task in order.rest():
+                write(task)
         except BaseException:
             writers.abort()  # interrupted: only complete shards stay
             raise

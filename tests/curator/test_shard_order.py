@@ -1,0 +1,88 @@
+"""Shards are the same bytes from run to run: samples go in the clip table's order whatever order the
+Ray workers finish in, and tar members carry no clock time. A seeded loader reads samples by
+position, so before this two runs on the same clips trained two different models."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+import vfm_curator
+from vfm_curator.execution.ordering import InputOrder
+from vfm_curator.synth import make_video
+
+SHARD = {"tokenizer": "pixel", "text_encoder": "hash", "resolutions": [[32, 48]], "frames": [4],
+         "tokenizer_options": {"patch": 2}, "patch_size": 2, "windows": 0}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> Path:
+    """Curated clips whose first clip (a.mp4, first in the table) is far longer than the others, so
+    under two Ray workers it finishes after clips that went in behind it."""
+    root = tmp_path_factory.mktemp("order")
+    shots = {"a": [240], "b": [12], "c": [12], "d": [12], "e": [12], "f": [12]}
+    for i, (name, lengths) in enumerate(shots.items()):
+        width, height = (640, 360) if name == "a" else (96, 64)  # a: ~30x the others' decode time
+        make_video(root / "in" / f"{name}.mp4", lengths, width=width, height=height, seed=i)
+        (root / "in" / f"{name}.txt").write_text(f"clip {name}")
+    out = root / "clips"
+    vfm_curator.curate(root / "in", out, {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.2}}})
+    return out
+
+
+def _digests(out: Path) -> dict[str, str]:
+    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.glob("*/shard-*.tar"))}
+
+
+def _keys(out: Path) -> list[str]:
+    import tarfile
+
+    keys = []
+    for shard in sorted(out.glob("*/shard-*.tar")):
+        with tarfile.open(shard) as tar:
+            keys += [m.name.split(".", 1)[0] for m in tar.getmembers() if m.name.endswith(".json")]
+    return keys
+
+
+def test_ray_sharding_writes_the_serial_runners_bytes_though_its_workers_finish_out_of_order(clips, tmp_path, ray_session):
+    serial = vfm_curator.shard(clips, tmp_path / "serial", {"shard": SHARD, "run": {"runner": "serial"}})
+    ray = vfm_curator.shard(clips, tmp_path / "ray", {"shard": SHARD, "run": {"runner": "ray", "num_cpus": 2}})
+    assert serial.samples_written == ray.samples_written > 6
+    assert _digests(tmp_path / "ray") == _digests(tmp_path / "serial")
+    assert len(set(_keys(tmp_path / "ray"))) == len(_keys(tmp_path / "ray"))
+
+
+def test_the_same_clips_sharded_twice_give_the_same_bytes(clips, tmp_path, ray_session):
+    for run in ("one", "two"):
+        vfm_curator.shard(clips, tmp_path / run, {"shard": SHARD, "run": {"runner": "ray", "num_cpus": 2}})
+    assert _digests(tmp_path / "one") == _digests(tmp_path / "two")
+
+
+def test_input_order_hands_tasks_back_in_the_order_they_went_in():
+    order = InputOrder(["a", "b", "c", "d"], limit=8)
+    assert order.add("c", "C") == [] and order.add("b", "B") == []
+    assert order.add("a", "A") == ["A", "B", "C"]
+    assert order.add("d", "D") == ["D"] and order.rest() == []
+
+
+def test_input_order_is_full_at_its_limit_and_passes_unknown_and_repeated_keys_through():
+    order = InputOrder(["a", "b", "c"], limit=2)
+    assert order.add("b", "B") == [] and not order.full
+    assert order.add("c", "C") == [] and order.full
+    assert order.add("zzz", "Z") == ["Z"]  # not one of the input's: no place to wait for
+    assert order.add("b", "B again") == ["B again"]
+    assert order.rest() == ["B", "C"] and not order.full
+
+
+def test_input_order_lets_go_of_a_task_that_never_comes_once_four_times_its_limit_wait():
+    keys = [f"k{i}" for i in range(12)]
+    order = InputOrder(keys, limit=2)
+    out = []
+    for key in keys[1:9]:  # k0 is lost: 8 wait, the most held before giving up on it
+        out += order.add(key, key)
+    assert out == []
+    assert order.add("k9", "k9") == keys[1:10]  # the ninth: k0's place is skipped, the rest in order
+    assert order.add("k11", "k11") == [] and order.add("k10", "k10") == ["k10", "k11"]
