@@ -61,6 +61,16 @@ def test_the_same_clips_sharded_twice_give_the_same_bytes(clips, tmp_path, ray_s
     assert _digests(tmp_path / "one") == _digests(tmp_path / "two")
 
 
+def test_holding_new_input_while_one_clip_waits_neither_stalls_the_run_nor_loses_the_order(clips, tmp_path, ray_session,
+                                                                                             monkeypatch):
+    from vfm_curator.pipelines import sharding
+
+    monkeypatch.setattr(sharding, "HELD_FOR_ORDER", 1)  # the runner holds input as soon as one clip waits
+    vfm_curator.shard(clips, tmp_path / "serial", {"shard": SHARD, "run": {"runner": "serial"}})
+    held = vfm_curator.shard(clips, tmp_path / "held", {"shard": SHARD, "run": {"runner": "ray", "num_cpus": 2}})
+    assert held.written == 6 and _digests(tmp_path / "held") == _digests(tmp_path / "serial")
+
+
 def test_input_order_hands_tasks_back_in_the_order_they_went_in():
     order = InputOrder(["a", "b", "c", "d"], limit=8)
     assert order.add("c", "C") == [] and order.add("b", "B") == []
