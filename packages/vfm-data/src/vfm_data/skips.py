@@ -40,7 +40,7 @@ MAX_CONSECUTIVE_UNDECODABLE = 10_000
 #: Reasons a sample is skipped although it decoded (they do not count against its shard).
 NOT_UNDECODABLE = ("overlong_drop",)
 #: Reasons a sample is changed, not skipped: it is used (counted, not in ``skipped``).
-CROP_REASONS = ("overlong_crop", "patch_remainder_crop")
+CROP_REASONS = ("overlong_crop", "patch_remainder_crop", "duration_crop")
 
 
 def shard_label(dataset_path: Any, shard_name: str) -> str:

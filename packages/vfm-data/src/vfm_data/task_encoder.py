@@ -79,7 +79,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         self.decode = SampleDecoder(latent_channels, self.skips)
         # skipped / dropped / cropped, by reason and by reason@shard (see vfm_data.skips)
         self.counts: Counter[str] = self.skips.counts
-        self._remainder_warned: set[str] = set()  # shards already named for a patch-remainder crop
+        self._crops_warned: set[tuple[str, str]] = set()  # (reason, shard) already named for a crop
         self._readers: list = []  # the guarded tar readers of this stream's datasets
         self.skips.shard_has_decodable = self._shard_has_decodable
         self.cookers = [Cooker(self._cook)]
@@ -97,7 +97,14 @@ class VideoTaskEncoder(DefaultTaskEncoder):
     def encode_sample(self, sample: VideoSample) -> VideoSample:
         latent = sample.latent
         if hasattr(self.blender, "frames_bucket"):
-            latent = latent[:, : self.blender.frames_bucket(latent.shape[1])]
+            frames = self.blender.frames_bucket(latent.shape[1])
+            if frames < latent.shape[1]:  # durations the data does not have: frames lost, so counted and named
+                durations = list(self.blender.durations)
+                image = " (a video made a 1-frame image)" if frames == 1 else ""
+                self._crop("duration_crop", sample, f"{latent.shape[1]} latent frames cropped to {frames}{image}, the "
+                           f"largest of the bucketed blend's durations {durations} that fits; accepted: durations that "
+                           f"include the data's frame counts (add {latent.shape[1]} to keep every frame)")
+            latent = latent[:, :frames]
         grid = patch_grid(tuple(latent.shape), self.patch_size, self.temporal_patch)
         tokens = grid[0] * grid[1] * grid[2]
         if self.max_seq_len is not None and tokens > self.max_seq_len:
@@ -113,19 +120,22 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         if latent.shape[2] != grid[1] * p or latent.shape[3] != grid[2] * p:
             # a spatial remainder is never a bucket's choice (vfm train --validate refuses it for the
             # first sample of each folder): the crop is counted and the first one per shard named
-            self.counts["patch_remainder_crop"] += 1
-            shard = shard_of(sample)
-            self.skips.met("patch_remainder_crop", shard=shard, key=str(sample.__key__))
-            if shard not in self._remainder_warned:
-                self._remainder_warned.add(shard)
-                warnings.warn(one_line(f"vfm_data: {shard} sample {sample.__key__}: latent (H, W) = "
-                                       f"{tuple(latent.shape[2:])} is not divisible by the patch {p}; cropped to "
-                                       f"{(grid[1] * p, grid[2] * p)} (write such clips to a bucket the patch divides)"),
-                              DataWarning, stacklevel=2)
+            self._crop("patch_remainder_crop", sample, f"latent (H, W) = {tuple(latent.shape[2:])} is not divisible by "
+                       f"the patch {p}; cropped to {(grid[1] * p, grid[2] * p)} (write such clips to a bucket the patch divides)")
         sample.latent = latent[:, : grid[0] * pt, : grid[1] * p, : grid[2] * p]
         sample.grid, sample.num_tokens = grid, tokens
         self.skips.used()
         return sample
+
+    def _crop(self, reason: str, sample: VideoSample, what: str) -> None:
+        """Count a crop (the sample is used); the first of each reason per shard is a warning naming it."""
+        shard = shard_of(sample)
+        self.counts[reason] += 1
+        self.skips.met(reason, shard=shard, key=str(sample.__key__))
+        if (reason, shard) not in self._crops_warned:
+            self._crops_warned.add((reason, shard))
+            warnings.warn(one_line(f"vfm_data: {shard} sample {sample.__key__}: {what}; further {reason}s in this shard "
+                                   f"are counted (loader.counts[{reason!r}])"), DataWarning, stacklevel=3)
 
     def build_cook_crude_sample(self, dataset, **kwargs):
         # Every crude dataset (each of a blend) is cooked here: guard its tar readers first, so a
