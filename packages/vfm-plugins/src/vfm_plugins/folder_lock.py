@@ -56,10 +56,12 @@ class FolderLockedError(RuntimeError):
     """The folder is held by another run; ``holder`` names it, ``path`` is the lock file."""
 
     def __init__(self, folder: Path, path: Path, holder: "LockHolder | None", why: str = "") -> None:
-        self.folder, self.path, self.holder = folder, path, holder
-        who = holder.describe() if holder else "a run that is still starting (no holder written yet)"
-        super().__init__(f"{folder} is in use by another run: {who}{why} (lock file {path})")
-        self.why = why
+        self.folder, self.path, self.holder, self.why = folder, path, holder, why
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        who = self.holder.describe() if self.holder else "a run that is still starting (no holder written yet)"
+        return f"{self.folder} is in use by another run: {who}{self.why} (lock file {self.path})"
 
     def __reduce__(self):  # rebuilt from its fields, so it crosses processes (Ray workers, spawn)
         return type(self), (self.folder, self.path, self.holder, self.why)
@@ -70,17 +72,21 @@ class LockLinkError(FolderLockedError):
     or a planted ``.vfm-lock -> ~/.bashrc``). Refused, not removed: removing it is not atomic with
     the check, so a run started beside this one could have its real lock file removed instead."""
 
-    def __init__(self, folder: Path, path: Path) -> None:
-        try:
-            target = os.readlink(path)
-        except OSError:
-            target = "?"
-        RuntimeError.__init__(self, f"{path} is a symbolic link (to {target}) where vfm keeps the folder's lock file; "
-                                    f"no vfm run makes one: remove the link (what it points to is not touched) and run again")
-        self.folder, self.path, self.holder, self.why = folder, path, None, ""
+    def __init__(self, folder: Path, path: Path, target: str | None = None) -> None:
+        if target is None:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+        self.target = target  # kept, so a copy in another process (where the link may not be) says the same
+        super().__init__(folder, path, None)  # the parent's fields, its own message
+
+    def _message(self) -> str:
+        return (f"{self.path} is a symbolic link (to {self.target}) where vfm keeps the folder's lock file; "
+                f"no vfm run makes one: remove the link (what it points to is not touched) and run again")
 
     def __reduce__(self):
-        return type(self), (self.folder, self.path)
+        return type(self), (self.folder, self.path, self.target)
 
 
 class StaleLockWarning(Notice):
