@@ -107,3 +107,44 @@ def _folders(path: Path, split_part: str, seen: frozenset[Path]) -> list[Path]:
         raise BlendFileError(f"{path} is not a blend file (energon MetadatasetV2 with splits.{split_part}.blend "
                              f"listing {{path, weight}}): {type(exc).__name__}: {exc}") from None
     return [folder for target in targets for folder in _folders(target, split_part, seen | {path.resolve()})]
+
+
+class SplitNotFoundError(ValueError):
+    """A split part the dataset folder or blend does not have: names it, its splits and what is accepted."""
+
+
+def check_split(path: Any, split_part: str) -> None:
+    """Refuse a ``split_part`` that a dataset folder (``.nv-meta/split.yaml``), a blend file or an
+    in-memory blend (its dataset folders and nested blends too) does not have, naming the splits it
+    has; energon's own failure is a bare ``AssertionError: Invalid split part`` or ``KeyError``.
+    Metadata that cannot be read is left to the loader (it names what is wrong with it)."""
+    _check_split(path, split_part, named_by="", seen=frozenset())
+
+
+def _check_split(path: Any, split_part: str, *, named_by: str, seen: frozenset[Path]) -> None:
+    blend = isinstance(path, dict) or Path(os.fspath(path)).suffix in (".yaml", ".yml")
+    where: Any = "the in-memory blend" if isinstance(path, dict) else Path(os.fspath(path))
+    if not isinstance(path, dict) and where.resolve() in seen:
+        return  # a cycle: the trust check names it
+    try:
+        if isinstance(path, dict):
+            splits = path["splits"]
+        elif blend:
+            splits = read_yaml(where)["splits"]
+        else:
+            splits = read_yaml(where / ".nv-meta" / "split.yaml")["split_parts"]
+        names = [str(name) for name in splits]
+        entries = splits[split_part]["blend"] if blend and split_part in splits else []
+    except Exception:  # noqa: BLE001 - unreadable metadata: the trust check or energon names it
+        return
+    if split_part not in names:
+        by = f" (named by {named_by})" if named_by else ""
+        raise SplitNotFoundError(f"vfm_data: {where}{by} has no split {split_part!r}; it has {', '.join(map(repr, names)) or 'none'}; "
+                                 f"accepted: split_part= one of those (make_loader(split_part=...)), or a dataset prepared "
+                                 f"with that split (prepare_dataset(folder, split_parts=[({split_part!r}, pattern)]))")
+    base = Path("/") if isinstance(path, dict) else where.parent
+    inner_seen = seen if isinstance(path, dict) else seen | {where.resolve()}
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            _check_split(entry_path(entry, base), split_part, named_by=f"{where} splits.{split_part}.blend[{i}]",
+                         seen=inner_seen)

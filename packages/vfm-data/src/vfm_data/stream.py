@@ -16,6 +16,7 @@ from typing import Any
 from megatron.energon import SavableDataset, WorkerConfig, get_savable_loader, get_train_dataset
 from megatron.energon.wrappers import PackingDataset
 
+from vfm_data.blend_file import check_split
 from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import ShardError, raise_sample_error
 from vfm_data.state_codec import decode_state, encode_state
@@ -54,6 +55,7 @@ class LoaderSpec:
     def __post_init__(self) -> None:
         # Before energon ever reads the path: its YAML can name objects to build and code to run.
         check_dataset(self.path, trust_dataset_code=self.trust_dataset_code)
+        check_split(self.path, self.split_part)  # energon: a bare AssertionError or KeyError at the first batch
 
 
 def _quiet_packing(dataset: Any) -> None:
