@@ -52,3 +52,11 @@ def test_write_blend_replaces_a_link_at_the_blend_file_and_leaves_its_target_alo
     assert victim.read_text() == "precious" and not written.is_symlink()
     assert [e["path"] for e in yaml.safe_load(written.read_text())["splits"]["train"]["blend"]] == ["a", "b"]
     assert dataset_folders(written) == [a.resolve(), b.resolve()]
+
+
+@pytest.mark.parametrize("weight", [0, -1.0, "abc", "1.0", float("nan"), float("inf"), True, None])
+def test_write_blend_refuses_a_weight_the_loader_would_refuse_naming_what_is_accepted(tmp_path, weight):
+    folder = write_dataset(tmp_path / "d", 4)
+    with pytest.raises(ValueError, match=r"blend weight of .*d must be a positive finite number, got .*; weights are relative"):
+        write_blend(tmp_path / "blend.yaml", [(folder, 1.0), (folder, weight)])
+    assert not (tmp_path / "blend.yaml").exists()

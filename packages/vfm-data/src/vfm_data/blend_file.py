@@ -23,6 +23,7 @@ the same three.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -49,8 +50,10 @@ def write_blend(
     if not datasets:
         raise ValueError("a blend needs at least one (path, weight) pair")
     for path, weight in datasets:
-        if weight <= 0:
-            raise ValueError(f"blend weight of {path} must be > 0, got {weight}")
+        # the rule the loader applies to a blend file (vfm_data.trust): never write one it refuses
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+            raise ValueError(f"blend weight of {path} must be a positive finite number, got {weight!r}; weights are "
+                             "relative (they need not sum to 1); to leave a dataset out, leave out its pair")
         if not (Path(path) / ".nv-meta").is_dir():
             raise FileNotFoundError(f"{path} is not a prepared dataset (no .nv-meta/); run prepare_dataset first")
     file = Path(file)
