@@ -112,6 +112,8 @@ def four_rank_layouts(rank, world):
         "hsdp2x2": (ParallelDims(dp_replicate=2, dp_shard=2), ["hsdp"], None),
         "fsdp2xtp2": (ParallelDims(dp_shard=2, tp=2), ["tp", "fsdp"], None),
         "pp2xtp2": (ParallelDims(pp=2, tp=2), ["pp", "tp"], pp_opts),
+        # replicas of a TP model: hsdp sharding over dp_shard = 1 (ddp refuses DTensor parameters)
+        "hsdp2x1xtp2": (ParallelDims(dp_replicate=2, tp=2), ["tp", "hsdp"], None),
     }
     return {name: parity(*layout) for name, layout in layouts.items()}
 

@@ -1,4 +1,4 @@
-"""4-process layouts (HSDP, FSDP2xTP2, PP2xTP2) against the single-process run, and the RNG
+"""4-process layouts (HSDP, FSDP2xTP2, PP2xTP2, HSDP2x1xTP2) against the single-process run, and the RNG
 streams against seed table 3, in one spawned gloo group."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def results():
     return spawn(four_rank_all, 4)
 
 
-@pytest.mark.parametrize("layout", ["hsdp2x2", "fsdp2xtp2", "pp2xtp2", "tp2xcp2", "fsdp2xcp2", "tp2xcp2-no-fsdp"])
+@pytest.mark.parametrize("layout", ["hsdp2x2", "fsdp2xtp2", "pp2xtp2", "hsdp2x1xtp2", "tp2xcp2", "fsdp2xcp2", "tp2xcp2-no-fsdp"])
 def test_layout_loss_and_every_gradient_equal_single_process(results, layout):
     if layout not in results[0]:
         pytest.skip(f"{layout}: the cp strategies are not registered")

@@ -27,7 +27,8 @@ def _plan(family: str, **options):
 @pytest.mark.parametrize(
     "dims, strategies, options, message",
     [
-        (ParallelDims(tp=2, dp_replicate=2), ["tp", "ddp"], {}, "ddp does not compose with tp=2 (DTensor parameters); with tp use fsdp or hsdp"),
+        (ParallelDims(tp=2, dp_replicate=2), ["tp", "ddp"], {},
+         "ddp does not compose with tp=2 (DTensor parameters); with tp use hsdp (it replicates over dp_replicate=2 as ddp does)"),
         (ParallelDims(cp=2), ["cp-ulysses"], {"num_heads": 3, "hidden": 48},
          "3 heads per TP rank (num_heads 3 / tp 1) are not divisible by cp 2; accepted cp: 3, or use cp-ring"),
         (ParallelDims(tp=2, cp=2), ["tp", "cp-ulysses"], {"num_heads": 2},
@@ -35,7 +36,8 @@ def _plan(family: str, **options):
         (ParallelDims(tp=2, dp_shard=2), ["fsdp"], {}, "tp=2 but no chosen strategy parallelizes over 'tp'; chosen: fsdp; add one of:"),
         (ParallelDims(cp=2), ["cp-ring", "cp-hybrid"], {}, "strategies 'cp-ring' and 'cp-hybrid' both act in phase 'cp'; pick one"),
         (ParallelDims(tp=2, cp=2), ["sp", "cp-ring"], {}, "sp does not combine with context parallelism (tp 2, cp 2)"),
-        (ParallelDims(pp=2, dp_replicate=2), ["pp", "ddp"], {}, "ddp does not run under the pipeline schedule (pp=2"),
+        (ParallelDims(pp=2, dp_replicate=2), ["pp", "ddp"], {}, "ddp does not run under the pipeline schedule (pp=2: a backward "
+         "per microbatch); with pp use hsdp (it replicates over dp_replicate=2 as ddp does)"),
     ],
     ids=["ddp-with-tp", "ulysses-heads", "ulysses-heads-per-tp-rank", "tp-without-strategy", "two-cp-strategies", "sp-with-cp",
          "ddp-with-pp"],
@@ -51,6 +53,27 @@ def test_layouts_the_strategies_accept_pass():
     for dims, strategies in [(ParallelDims(tp=2, cp=2), ["tp", "cp-ulysses"]), (ParallelDims(cp=2), ["cp-hybrid", "fsdp"]),
                              (ParallelDims(dp_replicate=2), ["ddp"]), (ParallelDims(pp=2, tp=2), ["pp", "tp"])]:
         assert [s.name for s in check_strategies(dims, strategies, plan)] == sorted(strategies, key=lambda n: ["pp", "tp", "cp-ulysses", "cp-hybrid", "ddp", "fsdp"].index(n))
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_the_strategies_vfm_picks_for_a_config_that_names_none_run_every_layout(world):
+    """dp_replicate 2 with tp 2 (or pp 2) picked ddp, which then refused the layout it was picked for."""
+    from itertools import product
+
+    from vfm_parallel.dims import MESH_DIMS, divisors
+    from vfm_parallel.trainer.config import ParallelConfig
+    from vfm_parallel.trainer.distributed import default_strategies
+
+    plan = _plan("stdit", num_heads=8, hidden=64, depth=8)
+    checked = 0
+    for sizes in product(divisors(world), repeat=len(MESH_DIMS)):
+        dims = ParallelDims(*sizes)
+        if dims.world_size != world:
+            continue
+        chosen = default_strategies(ParallelConfig(), dict(zip(MESH_DIMS, sizes)))
+        check_strategies(dims, chosen, plan)  # raises LayoutError naming the refusal
+        checked += 1
+    assert checked == {4: 15, 8: 35}[world]  # every split of the world over the five dimensions
 
 
 def test_vfm_train_validate_refuses_ddp_with_tp_in_one_line():

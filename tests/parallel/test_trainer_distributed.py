@@ -120,11 +120,37 @@ def test_a_ddp_run_equals_one_process_and_saves_single_process_names_that_load_i
     assert all((one_weights[k] == weights[k]).all() for k in weights)
 
 
+#: Layouts with dp_replicate 2 next to TP or PP and the strategies vfm picks when the config names none
+#: (it picked ddp, which refuses both, so these configs never started).
+REPLICATED = {"tp2-replicate2": {"tp": 2, "dp_replicate": 2, "dp_shard": 1},
+              "pp2-replicate2": {"pp": 2, "dp_replicate": 2, "dp_shard": 1}}
+
+
 def _four(rank, world, root):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
-    result = _run(tiny_config(root, train={"steps": STEPS}))
-    return result if rank == 0 else None
+    out = {"fsdp": _run(tiny_config(root / "fsdp", train={"steps": STEPS}))}
+    for name, layout in REPLICATED.items():  # 2 data-parallel ranks x 2 micro-steps: the reference's 4
+        out[name] = _run(tiny_config(root / name, train={"steps": STEPS}, optim={"grad_accum": 2}, parallel=layout))
+    return out if rank == 0 else None
 
 
-def test_four_process_fsdp_run_equals_the_single_process_run_on_the_same_data(tmp_path, single_process_reference):
-    _assert_same_run(spawn(_four, 4, tmp_path)[0], single_process_reference)
+@pytest.fixture(scope="module")
+def four_process(tmp_path_factory):
+    return spawn(_four, 4, tmp_path_factory.mktemp("four"))[0]
+
+
+def test_four_process_fsdp_run_equals_the_single_process_run_on_the_same_data(four_process, single_process_reference):
+    _assert_same_run(four_process["fsdp"], single_process_reference)
+
+
+@pytest.mark.parametrize("layout", sorted(REPLICATED))
+def test_replicas_next_to_tp_or_pp_train_under_hsdp_equal_to_one_process(four_process, single_process_reference, layout):
+    from vfm_parallel.trainer.config import ParallelConfig
+    from vfm_parallel.trainer.distributed import default_strategies
+
+    sizes = {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1, **REPLICATED[layout]}
+    assert default_strategies(ParallelConfig(), sizes)[-1] == "hsdp"
+    losses, weights = four_process[layout]
+    ref_losses, ref_weights = single_process_reference
+    assert weights and set(weights) <= set(ref_weights)  # rank 0 holds the first pipeline stage only
+    _assert_same_run((losses, weights), (ref_losses, {name: ref_weights[name] for name in weights}))

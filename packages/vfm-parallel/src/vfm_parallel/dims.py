@@ -75,6 +75,17 @@ class ParallelDims:
     def sizes(self) -> tuple[int, ...]:
         return tuple(getattr(self, name) for name in MESH_DIMS)
 
+    @property
+    def data_parallel_strategy(self) -> str:
+        """The data-parallel strategy vfm picks when a config names none ('' when no rank shares
+        the model): ``ddp`` only for a plain replica; with TP or PP, ``dp_replicate > 1`` takes
+        ``hsdp`` (with ``dp_shard = cp = 1`` it shards over nothing and replicates as DDP does),
+        because DDP takes neither TP's DTensor parameters nor a pipeline's backward per microbatch."""
+        if self.dp_replicate > 1:
+            plain = self.dp_shard == 1 and self.tp == 1 and self.pp == 1
+            return "ddp" if plain else "hsdp"
+        return "fsdp" if self.dp_shard * self.cp > 1 else ""
+
     def __str__(self) -> str:
         return "x".join(f"{name}{getattr(self, name)}" for name in MESH_DIMS if getattr(self, name) > 1) or "single"
 

@@ -74,9 +74,7 @@ class Layout:
         """The data-parallel strategy vfm's trainer picks for these sizes (trainer.distributed)."""
         if self.distopt:
             return "distopt"
-        if self.dp_replicate > 1:
-            return "hsdp" if self.dp_shard > 1 else "ddp"
-        return "fsdp" if self.dp_shard * self.cp > 1 else ""
+        return self.dims.data_parallel_strategy
 
     @property
     def fsdp_shards(self) -> int:
@@ -134,10 +132,6 @@ def vfm_rejects(layout: Layout, spec: ModelSpec) -> str:
         layout.dims.validate(layout.world_size, spec, spec.seq_len)
     except LayoutError as exc:
         return str(exc).split(": ", 1)[-1]
-    if layout.dp_kind == "ddp" and layout.tp > 1:  # vfm_parallel/strategies/data_parallel.py refuses it (check)
-        return f"ddp does not compose with tp={layout.tp} (DTensor parameters); use fsdp or hsdp"
-    if layout.dp_kind == "ddp" and layout.pp > 1:  # the same check: DDP's reducer under a pipeline schedule
-        return f"ddp does not run under the pipeline schedule (pp={layout.pp}); use fsdp or hsdp"
     if layout.sp and layout.tp > 1 and layout.cp > 1:
         return "sp does not combine with context parallelism (use tp with cp)"
     if layout.cp_strategy == "cp-ulysses" and (spec.heads // layout.tp) % layout.cp:

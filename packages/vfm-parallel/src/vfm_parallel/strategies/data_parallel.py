@@ -74,11 +74,14 @@ class DistributedDataParallel:
         """Before anything starts (``vfm_parallel.check_strategies``): DDP takes no TP."""
         from vfm_parallel.dims import LayoutError
 
+        # fsdp takes no dp_replicate: name the one strategy that runs this layout
+        instead = (f"hsdp (it replicates over dp_replicate={dims.dp_replicate} as ddp does)" if dims.dp_replicate > 1
+                   else "fsdp or hsdp")
         if dims.tp > 1:
-            raise LayoutError(f"ddp does not compose with tp={dims.tp} (DTensor parameters); with tp use fsdp or hsdp")
+            raise LayoutError(f"ddp does not compose with tp={dims.tp} (DTensor parameters); with tp use {instead}")
         if dims.pp > 1:  # DDP's reducer takes one backward per forward; a schedule runs one per microbatch
             raise LayoutError(f"ddp does not run under the pipeline schedule (pp={dims.pp}: a backward per "
-                              f"microbatch); with pp use fsdp or hsdp")
+                              f"microbatch); with pp use {instead}")
 
     def apply(self, model: nn.Module, mesh: Any, plan: Any, **ddp_kwargs: Any) -> nn.Module:
         from torch.nn.parallel import DistributedDataParallel as DDP

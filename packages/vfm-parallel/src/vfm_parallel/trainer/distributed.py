@@ -86,10 +86,9 @@ def default_strategies(cfg: ParallelConfig, sizes: dict[str, int]) -> list[str]:
         names.append("ac")
     if cfg.compile:
         names.append("compile")
-    if sizes["dp_replicate"] > 1:
-        names.append("hsdp" if sizes["dp_shard"] > 1 else "ddp")
-    elif sizes["dp_shard"] * sizes["cp"] > 1:
-        names.append("fsdp")
+    data_parallel = ParallelDims(**sizes).data_parallel_strategy
+    if data_parallel:
+        names.append(data_parallel)
     return names
 
 
