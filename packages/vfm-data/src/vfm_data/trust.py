@@ -133,7 +133,26 @@ def _load(file: Path) -> Any:
     try:
         return read_yaml(file)
     except Exception as exc:  # noqa: BLE001 - the parser's own error types vary
-        raise UntrustedDatasetError(file, "<file>", f"not readable YAML ({type(exc).__name__}: {exc})") from None
+        raise UntrustedDatasetError(file, *_unreadable(file, exc)) from None
+
+
+def _unreadable(file: Path, exc: Exception) -> tuple[str, str, str]:
+    """(key, reason, hint) for a file energon's YAML reader fails on. Its reader fails on an empty
+    value (``blend:`` with nothing after it, an empty file) with an AttributeError: name the key.
+    Trusting the dataset code would not help energon read it, so no such advice."""
+    import yaml
+
+    accepted = "accepted: the YAML vfm writes (write_blend, prepare_dataset)"
+    try:
+        doc = yaml.safe_load(file.read_bytes())
+    except Exception:  # noqa: BLE001 - not YAML at all: energon's own words
+        return "<file>", f"not readable YAML ({type(exc).__name__}: {exc})", accepted
+    if doc is None:
+        return "<file>", "empty", accepted
+    empty = [key for key, value in _walk(doc) if value is None and key]
+    if empty:
+        return empty[0], "has no value (energon's YAML reader cannot read an empty value)", f"give it one; {accepted}"
+    return "<file>", f"not readable by energon's YAML reader ({type(exc).__name__}: {exc})", accepted
 
 
 # --- dataset folders -------------------------------------------------------------------------------
