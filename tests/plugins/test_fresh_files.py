@@ -87,3 +87,66 @@ def test_a_leftover_sweep_removes_a_regular_file_and_neither_follows_nor_removes
     assert remove_leftover(tmp_path / ".a.tmp") and not remove_leftover(tmp_path / ".b.tmp")
     assert not remove_leftover(tmp_path / ".gone.tmp")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".b.tmp", "victim.txt"] and victim.read_text() == "precious"
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    victim.chmod(0o600)
+    return victim
+
+
+def test_replace_file_writes_through_the_descriptor_it_created_never_through_a_link_swapped_in(tmp_path, monkeypatch):
+    """Another process writing in the folder swaps the new temporary file for a link at once (here:
+    as mkstemp returns); reopening it by name wrote the data into the link's target."""
+    import tempfile
+
+    import vfm_plugins.files as files
+
+    victim = _victim(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp_then_swapped(**kwargs):
+        fd, name = real_mkstemp(**kwargs)
+        os.unlink(name)
+        os.symlink(victim, name)  # the racing process's move
+        return fd, name
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", mkstemp_then_swapped)
+    with pytest.raises(files.SwappedFileError, match="no longer the file written"):
+        replace_file(out / "state.json", '{"step": 3}', durable=True)
+    assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert sorted(p.name for p in out.iterdir()) == []  # neither the link renamed in nor left behind
+
+
+def test_rename_into_place_refuses_a_temporary_file_swapped_for_a_link_and_leaves_its_target_alone(tmp_path):
+    """A writer that writes by name (PyAV, safetensors) hands the name back; if it is a link by then,
+    the chmod by name changed the target's permissions and the rename put the link at the final name."""
+    from vfm_plugins.files import SwappedFileError, rename_into_place, temporary_file
+
+    victim = _victim(tmp_path)
+    tmp = temporary_file(tmp_path, prefix=".shard.tar.tmp-", suffix="")
+    tmp.write_bytes(b"a shard")
+    tmp.unlink()
+    tmp.symlink_to(victim)  # the racing process's move
+    with pytest.raises(SwappedFileError, match="symbolic link"):
+        rename_into_place(tmp, tmp_path / "shard.tar", durable=True)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o600 and victim.read_text() == "precious"
+    assert not (tmp_path / "shard.tar").exists() and not (tmp_path / "shard.tar").is_symlink()
+
+
+def test_rename_into_place_renames_the_file_written_with_the_umask_permissions(tmp_path):
+    from vfm_plugins.files import rename_into_place, temporary_file
+
+    tmp = temporary_file(tmp_path, prefix=".a.", suffix=".tmp")
+    tmp.write_bytes(b"data")
+    tmp.chmod(0o600)  # as safetensors makes its files
+    old = os.umask(0o027)
+    try:
+        rename_into_place(tmp, tmp_path / "a.bin", durable=True)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.bin").read_bytes() == b"data" and stat.S_IMODE((tmp_path / "a.bin").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]
