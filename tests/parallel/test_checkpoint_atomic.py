@@ -3,14 +3,16 @@ checkpoint loadable; old ones are pruned to ``keep``; half-written folders are n
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
 from torch import nn
 
@@ -66,7 +68,7 @@ def test_a_saver_killed_during_a_save_leaves_the_previous_checkpoint_loadable(tm
     assert state["step"] == step
     assert all(torch.equal(p, torch.full_like(p, step)) for p in model.parameters())
     # the next save of the interrupted step replaces the leftover and commits
-    interrupted = int(leftovers[0].name.rsplit("_", 1)[1])
+    interrupted = int(re.fullmatch(r"\.tmp-step_(\d{8})-.+", leftovers[0].name).group(1))
     ckpt.save(root, interrupted, model=_model_of(interrupted))
     assert not (root / leftovers[0].name).exists()
     assert ckpt.latest(root).name == f"step_{interrupted:08d}"
@@ -104,21 +106,91 @@ def test_checkpoint_files_are_safetensors_and_json_only(tmp_path):
     assert os.path.basename(path) == "step_00000001"
 
 
-def test_a_link_at_the_temporary_folder_is_refused_naming_it_and_its_target_is_untouched(tmp_path):
-    """``.tmp-step_N`` is a name a save makes; a link there is not a save that died (no space or
-    permission problem): the error names the link and says to remove it."""
+def test_a_link_planted_at_the_old_predictable_temporary_name_no_longer_stops_the_save(tmp_path):
+    """``.tmp-step_N`` was the one name a save wrote under: a link (or any file) planted there by anyone
+    who can write the checkpoint folder failed every save of that step. The name is random now; what
+    sits at the old name, or at a name of the new form, is neither followed nor removed."""
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "keep.txt").write_text("precious")
     root = tmp_path / "ckpts"
     root.mkdir()
-    link = root / f".tmp-{ckpt.step_dir(root, 3).name}"
-    link.symlink_to(outside, target_is_directory=True)
-    with pytest.raises(ckpt.CheckpointSaveError) as raised:
-        ckpt.save(root, 3, model=nn.Linear(2, 2))
-    error = str(raised.value)
-    assert f"{link} is a symbolic link (to {outside})" in error and f"remove the link {link}" in error.lower()
-    assert "Free space" not in error
-    assert [p.name for p in outside.iterdir()] == ["keep.txt"] and (outside / "keep.txt").read_text() == "precious"
-    link.unlink()
+    planted = [root / ".tmp-step_00000003", root / ".tmp-step_00000003-aaaaaaaa"]
+    for link in planted:
+        link.symlink_to(outside, target_is_directory=True)
+    (root / ".tmp-step_00000003-bbbbbbbb").write_text("a file")
     assert ckpt.save(root, 3, model=nn.Linear(2, 2)) == ckpt.step_dir(root, 3)
+    assert ckpt.verify(ckpt.step_dir(root, 3))["step"] == 3
+    assert all(link.is_symlink() for link in planted) and (root / ".tmp-step_00000003-bbbbbbbb").read_text() == "a file"
+    assert [p.name for p in outside.iterdir()] == ["keep.txt"] and (outside / "keep.txt").read_text() == "precious"
+
+
+def test_each_save_writes_under_a_new_random_name_and_removes_the_folders_dead_saves_of_its_step_left(tmp_path, monkeypatch):
+    root = tmp_path / "ckpts"
+    root.mkdir()
+    for name in (".tmp-step_00000003", ".tmp-step_00000003-k2x9q7ab", ".tmp-step_00000004-k2x9q7ab"):
+        (root / name / "tensors").mkdir(parents=True)  # what killed saves left (the first: earlier versions)
+        (root / name / "tensors" / "half.safetensors").write_bytes(b"half")
+    seen = []
+    real_mkdtemp = ckpt.tempfile.mkdtemp
+
+    def recording_mkdtemp(**kwargs):  # the names are gone once committed: noted as they are made
+        made = real_mkdtemp(**kwargs)
+        seen.append(Path(made).name)
+        return made
+
+    monkeypatch.setattr(ckpt.tempfile, "mkdtemp", recording_mkdtemp)
+    ckpt.save(root, 3, model=nn.Linear(2, 2))
+    ckpt.save(root, 3, model=nn.Linear(2, 2))  # a re-save: another name again
+    monkeypatch.undo()
+    assert len(set(seen)) == 2 and all(re.fullmatch(r"\.tmp-step_00000003-[a-z0-9_]{8}", n) for n in seen)
+    # the same step's leftovers are gone; another step's waits for a save of that step
+    assert sorted(p.name for p in root.iterdir()) == [".tmp-step_00000004-k2x9q7ab", "step_00000003"]
+    old = os.umask(0o027)
+    try:
+        ckpt.save(root, 4, model=nn.Linear(2, 2))
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in root.iterdir()) == ["step_00000003", "step_00000004"]
+    # private while written, the umask's permissions once committed
+    assert stat.S_IMODE(ckpt.step_dir(root, 4).stat().st_mode) == 0o750
+
+
+def _save_over_two_ranks(rank, world, root):
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    if rank == 0:  # planted at the old name, and a killed two-rank save's leftover of the same step
+        (root / "elsewhere").mkdir(parents=True)
+        (root / "ckpts").mkdir()
+        (root / "ckpts" / ".tmp-step_00000003").symlink_to(root / "elsewhere", target_is_directory=True)
+        (root / "ckpts" / ".tmp-step_00000003-deadrun0" / "ranks").mkdir(parents=True)
+    dist.barrier()
+    torch.manual_seed(0)
+    model = nn.Linear(4, 6)
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    fully_shard(model)  # each rank writes its own rows into the folder rank 0 named
+    ckpt.save(root / "ckpts", 3, model=model, rank_state={"rank": rank})
+    fresh = nn.Linear(4, 6)
+    with torch.no_grad():
+        for p in fresh.parameters():
+            p.zero_()
+    fully_shard(fresh)
+    state, rank_state = ckpt.load(ckpt.latest(root / "ckpts"), model=fresh)
+    got = {k: v.full_tensor() for k, v in fresh.state_dict().items()}
+    return {"equal": all(torch.equal(got[k], want[k]) for k in want), "step": state["step"], "rank_state": rank_state,
+            "names": sorted(p.name for p in (root / "ckpts").iterdir()),
+            "files": sorted(json.loads((ckpt.latest(root / "ckpts") / "manifest.json").read_text())["files"])}
+
+
+def test_a_two_rank_save_under_the_random_name_resumes_equal_past_a_planted_link_and_a_leftover(tmp_path):
+    from tests.gloo import spawn
+
+    results = spawn(_save_over_two_ranks, 2, tmp_path)
+    for rank, out in enumerate(results):
+        assert out["equal"] and out["step"] == 3 and out["rank_state"] == {"rank": rank}
+        assert out["names"] == [".tmp-step_00000003", "step_00000003"]  # the link stays, the leftover is gone
+    assert [f for f in results[0]["files"] if f.startswith(("tensors/", "ranks/"))] == [
+        "ranks/rank_00000.json", "ranks/rank_00001.json",
+        "tensors/shard-00001-model-00001-of-00001.safetensors", "tensors/shard-00002-model-00001-of-00001.safetensors"]
+    assert not list((tmp_path / "elsewhere").iterdir())

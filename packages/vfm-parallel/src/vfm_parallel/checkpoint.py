@@ -10,9 +10,13 @@ A checkpoint is a folder ``<root>/step_<N>/``:
 - ``ranks/rank_<r>.json``: per-rank state (the loader position of that data-parallel rank).
 - ``manifest.json``: every other file with its size and sha256, written last (checkpoint_integrity).
 
-Atomicity: everything is written under ``<root>/.tmp-step_<N>/`` and renamed to ``step_<N>`` only
-after every rank has finished; the rename is the commit. A process killed during a save leaves a
-``.tmp-*`` folder that loading ignores and the next save of that step replaces, so the last good
+Atomicity: everything is written under ``<root>/.tmp-step_<N>-<random>/`` (rank 0 makes it, every rank
+learns its name; no other process can plant anything at a name it cannot predict) and renamed to
+``step_<N>`` only after every rank has finished; the rename is the commit. The folder is private (0700)
+while it is written, since DCP writes and the manifest rereads its files by name, and gets the umask's
+permissions just before the rename. A process killed during a save leaves a ``.tmp-step_<N>-*`` folder
+(``.tmp-step_<N>`` from earlier versions) that loading ignores and the next save of that step removes
+(folders only: a link or file at such a name is left alone and stops nothing), so the last good
 checkpoint is never touched. Re-saving a committed step renames the old folder aside
 (``.old-step_<N>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes the old.
 Older checkpoints beyond ``keep`` are removed after the commit. A save that fails (disk full, a
@@ -26,10 +30,13 @@ folder, every tensor's chunks complete, and the saved names, shapes and dtypes a
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import stat
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -47,7 +54,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch import nn
-from vfm_plugins.files import replace_file
+from vfm_plugins.files import SwappedFileError, current_umask, replace_file
 
 from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are part of this module's interface)
     CheckpointError,
@@ -72,6 +79,15 @@ _ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})$")
 _OPTIM_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 #: torch optimizers' param-group entries that pick an implementation, not a training setting
 _KERNEL_CHOICES = frozenset({"fused", "foreach", "capturable", "differentiable"})
+
+
+def _from_rank0(value: Any) -> Any:
+    """Rank 0's ``value`` on every rank (collective when a process group is up)."""
+    if not dist.is_initialized():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def _rank() -> int:
@@ -111,12 +127,58 @@ def _write_json(path: Path, data: Any) -> None:
     replace_file(path, json.dumps(data, indent=1), durable=True)
 
 
-class PlantedLinkError(OSError):
-    """A name a save writes is a symbolic link: removing it is the fix, not freeing space."""
+def _is_leftover(path: Path, final: Path) -> bool:
+    """A folder a save of ``final``'s step left when it died: ``.tmp-step_<N>-<random>`` (or
+    ``.tmp-step_<N>``, the name earlier versions used), a real folder, not a link."""
+    name = f".tmp-{final.name}"
+    if path.name != name and not path.name.startswith(name + "-"):
+        return False
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"{path} is a symbolic link (to {os.readlink(path)}), where the save makes its folder")
-        self.path = path
+
+class _SaveFolder:
+    """Rank 0's hold on the temporary folder: made new under a random name, kept open, so that the
+    commit changes the permissions of, and renames, the folder it made and no other."""
+
+    def __init__(self, root: Path, final: Path) -> None:
+        for leftover in root.iterdir():
+            if _is_leftover(leftover, final):  # a save of this step that died earlier
+                shutil.rmtree(leftover)
+        # mkdtemp: created exclusively (a name taken by anything, a link included, is skipped), 0700
+        self.path = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process "
+                                   "replaced it)") from None
+
+    def commit(self, final: Path) -> None:
+        os.fchmod(self.fd, 0o777 & ~current_umask())  # as a plain mkdir would have made it
+        os.fsync(self.fd)
+        made = os.fstat(self.fd)
+        if not _same_folder(self.path, made):
+            raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process renamed "
+                                   "or replaced it): not committed")
+        _commit(self.path, final)
+        if not _same_folder(final, made):
+            raise SwappedFileError(f"{final} is not the folder this save made: another process replaced its "
+                                   f"temporary folder {self.path.name} at the rename; check {final}")
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _same_folder(path: Path, made: os.stat_result) -> bool:
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino)
 
 
 def _fsync_dirs(folder: Path) -> None:
@@ -165,16 +227,14 @@ def save(
     """
     root = Path(root)
     final = step_dir(root, step)
-    tmp = root / f".tmp-{final.name}"
     rank = _rank()
+    folder: _SaveFolder | None = None
+    tmp: Path | None = None
 
     def fresh_tmp() -> None:
+        nonlocal folder
         root.mkdir(parents=True, exist_ok=True)
-        if tmp.is_symlink():  # not a save that died (that leaves a folder): something else put it there
-            raise PlantedLinkError(tmp)
-        if tmp.exists():  # a save of this step that died earlier
-            shutil.rmtree(tmp)
-        tmp.mkdir()
+        folder = _SaveFolder(root, final)
 
     def write_files() -> None:
         with warnings.catch_warnings():
@@ -188,19 +248,23 @@ def save(
 
     def commit() -> None:
         _fsync_dirs(tmp)
-        _commit(tmp, final)
+        folder.commit(final)
 
     try:  # each phase agreed by every rank (a gather, which is also the barrier between phases)
         _agree(final, _attempt(fresh_tmp) if rank == 0 else None)
+        tmp = Path(_from_rank0(str(folder.path) if folder is not None else None))
         tensors, optim_other = _gather_tensors(model, optimizer, ema)
         _agree(final, _attempt(write_files))
         _agree(final, _attempt(lambda: write_manifest(tmp, step)))  # last: hashes and fsyncs every file
         _agree(final, _attempt(commit) if rank == 0 else None)
     except CheckpointSaveError:
-        if rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if folder is not None and _same_folder(folder.path, os.fstat(folder.fd)):  # ours, not a swapped-in one
+            shutil.rmtree(folder.path, ignore_errors=True)
         _barrier()  # the partial folder is gone when any rank goes on
         raise
+    finally:
+        if folder is not None:
+            folder.close()
     if rank == 0:
         if keep > 0:
             for old in list_checkpoints(root)[:-keep]:
@@ -217,8 +281,8 @@ def _attempt(write) -> tuple[int, str, str] | None:
     when the file system refused."""
     try:
         write()
-    except PlantedLinkError as exc:
-        return _rank(), str(exc), f"Remove the link {exc.path} (what it points to is not touched)"
+    except SwappedFileError as exc:
+        return _rank(), str(exc), "Stop whatever else writes in the checkpoint folder"
     except OSError as exc:
         return _rank(), f"{type(exc).__name__}: {exc}", _FREE_SPACE
     except CheckpointException as exc:  # DCP's writer, raised on every rank: the failed ranks' own errors inside
