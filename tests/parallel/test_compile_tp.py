@@ -1,11 +1,13 @@
 """``compile`` with TP: a compiled block whose inputs change shape between steps (captions of
-another length, another bucket) still equals the eager single-process run (2 gloo processes)."""
+another length, another bucket) still equals the eager single-process run, and compiles once per
+text bucket, not once per caption length (2 gloo processes)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._dynamo.utils import counters
 
 from tests.gloo import spawn
 from tests.models.test_families_support import cond_for
@@ -37,17 +39,25 @@ def _losses_and_grads(model, batches, sync_grads=lambda: None):
 def _tp2_compiled_against_eager(rank, world, family):
     factory = lambda: family_model(family)  # noqa: E731
     reference = make_model(factory)
-    batches = [_batch(reference, text_len, seed) for seed, text_len in enumerate((5, 7, 9))]
+    batches = [_batch(reference, text_len, seed) for seed, text_len in enumerate(CAPTION_LENGTHS)]
     expected = _losses_and_grads(reference, batches)
     pm = parallelize(make_model(factory), ParallelDims(tp=2), ["tp", "compile"],
                      options={"compile": {"backend": "aot_eager"}})
+    counters.clear()
     got = _losses_and_grads(pm.model, batches, pm.sync_grads)
-    return [(abs(a[0] - b[0]), max((a[1][n] - b[1][n]).abs().max().item() for n in b[1]))
-            for a, b in zip(got, expected)]
+    diffs = [(abs(a[0] - b[0]), max((a[1][n] - b[1][n]).abs().max().item() for n in b[1]))
+             for a, b in zip(got, expected)]
+    return diffs, counters["frames"]["ok"]
+
+
+#: Six caption lengths in two text buckets (8 and 16 tokens): they compiled six times.
+CAPTION_LENGTHS = (5, 7, 9, 6, 11, 13)
 
 
 @pytest.mark.parametrize("family", ["stdit", "dit-cross"])
 def test_tp2_compiled_blocks_equal_eager_when_the_caption_length_changes(family):
-    for rank_result in spawn(_tp2_compiled_against_eager, 2, family):
-        for step, (loss_diff, grad_diff) in enumerate(rank_result):
+    for diffs, compiles in spawn(_tp2_compiled_against_eager, 2, family):
+        for step, (loss_diff, grad_diff) in enumerate(diffs):
             assert loss_diff < TOL and grad_diff < TOL, (family, step, loss_diff, grad_diff)
+        blocks = len(family_model(family).blocks)
+        assert 0 < compiles <= 2 * blocks, f"{family}: {compiles} compiles for 2 text buckets x {blocks} blocks"

@@ -9,6 +9,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from vfm_parallel._modules import blocks_of
+from vfm_parallel.strategies import text_buckets as buckets
 
 
 def _holds_dtensors(block: nn.Module) -> bool:
@@ -17,21 +18,34 @@ def _holds_dtensors(block: nn.Module) -> bool:
 
 class CompileBlocks:
     """``compile``: ``torch.compile`` each block in place (``module.compile``); options are passed
-    to ``torch.compile`` (e.g. ``backend="aot_eager"`` where no C++ compiler is available).
+    to ``torch.compile`` (e.g. ``backend="aot_eager"`` where no C++ compiler is available), except
+    ``text_buckets``.
 
     Blocks holding DTensor parameters (TP, SP) are compiled with ``dynamic=False`` unless the options
     say otherwise: when an input changes shape (captions of another length, another bucket), dynamo
     recompiles with symbolic shapes, and tracing DTensor views with symbolic shapes fails with a
-    RecursionError in the backward (torch 2.13). Static graphs recompile per shape instead."""
+    RecursionError in the backward (torch 2.13). Static graphs recompile per shape instead, so the
+    text of each call is padded (masked) to a bucket length first (``text_buckets``: ``"auto"``, the
+    default, pads to powers of two when some block compiles static; ``"pow2"`` always; an int pads
+    up to a multiple of it, e.g. the text encoder's maximum for one graph; ``"off"`` never)."""
 
     name = "compile"
     phase = "compile"
     mesh_dims: tuple[str, ...] = ()
 
-    def apply(self, model: nn.Module, mesh: Any, plan: Any, **compile_kwargs: Any) -> nn.Module:
+    def apply(self, model: nn.Module, mesh: Any, plan: Any, *, text_buckets: str | int = "auto",
+              **compile_kwargs: Any) -> nn.Module:
+        buckets.check_policy(text_buckets)
+        static = False
         for block in blocks_of(model, plan):
             kwargs = compile_kwargs
             if "dynamic" not in kwargs and _holds_dtensors(block):
                 kwargs = {**kwargs, "dynamic": False}
+            static = static or kwargs.get("dynamic") is False
             block.compile(**kwargs)
+        if text_buckets == "auto":
+            text_buckets = "pow2" if static else "off"
+        if text_buckets != "off":
+            buckets.install(model, text_buckets)
         return model
+
