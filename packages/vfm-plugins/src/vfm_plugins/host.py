@@ -117,6 +117,17 @@ def _describe(target: Any) -> str:
     return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
 
 
+def _abstract_methods(cls: type) -> str:
+    """``_run (abstract in vfm_infer.samplers.base.Sampler)``, for each method ``cls`` leaves abstract."""
+    def declared_by(method: str) -> str:
+        for base in cls.__mro__[1:]:
+            if getattr(base.__dict__.get(method), "__isabstractmethod__", False):
+                return f"{base.__module__}.{base.__qualname__}"
+        return cls.__qualname__
+
+    return ", ".join(f"{m} (abstract in {declared_by(m)})" for m in sorted(cls.__abstractmethods__))
+
+
 def _register_signature(name: str, target: Any, *, description: str = "") -> None: ...
 
 
@@ -250,7 +261,7 @@ class PluginHost:
                     self._fail(plugin_name, dist, version,
                                f"failed to import {ep.value!r}: {type(exc).__name__}: {exc}")
                     continue
-                problem = self._check_hookimpls(pm, plugin)
+                problem = self._check_hookimpls(pm, plugin, ep.value)
                 if problem is None:
                     try:
                         pm.register(plugin, name=plugin_name)
@@ -264,15 +275,18 @@ class PluginHost:
                 providers[plugin_name] = _Provider(dist, version, plugin_name)
         return pm, providers
 
-    def _check_hookimpls(self, pm: pluggy.PluginManager, plugin: Any) -> str | None:
-        """What is wrong with how ``plugin`` implements this host's hooks, in one line, or None.
+    def _check_hookimpls(self, pm: pluggy.PluginManager, plugin: Any, value: str = "") -> str | None:
+        """What is wrong with how ``plugin`` (the entry point's ``value``) implements this host's hooks,
+        in one line, or None.
 
-        pluggy silently ignores a hook name it does not know and a function without this host's
-        ``@hookimpl`` marker, and reports a wrong signature in several lines; a plugin author
-        gets one line naming the function and what is expected instead."""
+        pluggy silently ignores a hook name it does not know, a function without this host's
+        ``@hookimpl`` marker and a module with no hooks at all, and reports a wrong signature in
+        several lines; a plugin author gets one line naming the function and what is expected instead."""
         prefix = f"{self.project}_"
         hooks = sorted(self.kinds.values())
         marker = f"from {self.project}.plugins import hookimpl"
+        if not any(attr in hooks or attr.startswith(f"{prefix}register_") for attr in dir(plugin)):
+            return self._no_hooks(plugin, value, hooks)
         for attr in sorted(dir(plugin)):
             if not attr.startswith(prefix):
                 continue
@@ -306,6 +320,26 @@ class PluginHost:
                 return (f"{attr}({shown}) has the wrong signature; expected {attr}(register): "
                         "one argument named register, the callback register(name, target, *, description='')")
         return None
+
+    def _no_hooks(self, plugin: Any, value: str, hooks: list[str]) -> str:
+        """The entry point names a module holding none of this host's hooks (the package's
+        ``__init__``, or the module of another host's hooks): pluggy would register it and it would
+        add nothing, without a word. Names the other hosts' hooks it does hold, and where they go."""
+        where = value or getattr(plugin, "__name__", repr(plugin))
+        others = {}  # hook function name -> the host whose @hookimpl marks it
+        for attr in sorted(dir(plugin)):
+            function = getattr(plugin, attr, None)
+            marks = [key.removesuffix("_impl") for key in getattr(function, "__dict__", {})
+                     if key.endswith("_impl") and key.startswith("vfm_")]
+            if callable(function) and marks:
+                others[attr] = marks[0]
+        hint = ""
+        if others:
+            held = ", ".join(f"{attr} (a {host} hook)" for attr, host in others.items())
+            groups = ", ".join(f"[project.entry-points.{host}]" for host in dict.fromkeys(others.values()))
+            hint = f"; it holds {held}: declare it under {groups} instead"
+        return (f"{where} implements none of {self.project}'s hooks ({', '.join(hooks)}), so it would add "
+                f"nothing; the entry point in group {self.project} must name the module holding them{hint}")
 
     def _entry_points(self) -> Iterable[metadata.EntryPoint]:
         seen: set[tuple[str, str]] = set()
@@ -408,7 +442,10 @@ class PluginHost:
         entries = self.entries(kind)
         if name not in entries:
             available = ", ".join(sorted(entries)) or "(none)"
-            raise UnknownNameError(f"unknown {_singular(kind)} {name!r}; available: {available}")
+            # the name may be a failed plugin's: say so here too (its warning may be far above, or filtered)
+            failed = "".join(f"; plugin {f.name!r} ({f.provider} {f.version}) failed to load: {f.error}"
+                             for f in self._failed)
+            raise UnknownNameError(f"unknown {_singular(kind)} {name!r}; available: {available}{failed}")
         return entries[name]
 
     def get(self, kind: str, name: str) -> Any:
@@ -419,6 +456,10 @@ class PluginHost:
         :class:`PluginLoadError` naming the entry and its provider."""
         entry = self.entry(kind, name)
         obj = entry.load()
+        if inspect.isclass(obj) and inspect.isabstract(obj):  # else "Can't instantiate abstract class" when built
+            raise PluginLoadError(
+                f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}, target {_describe(entry.target)}) "
+                f"is an abstract class: define {_abstract_methods(obj)} in {obj.__name__}")
         required = self.declaration.requires.get(kind, ()) if self.declaration is not None else ()
         missing = [attr for attr in required if not hasattr(obj, attr)]
         if missing:
