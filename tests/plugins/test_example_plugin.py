@@ -75,6 +75,19 @@ def test_the_family_trains_into_an_export_that_vfm_generate_samples_with_the_plu
     assert (tmp_path / "videos" / "0000.mp4").stat().st_size > 0
 
 
+def test_vfm_train_builds_the_family_its_config_names_and_exports_it(installed_plugins, tmp_path):
+    # the guide's run.toml snippet, through the real command: config check, build, steps, export
+    sets = {"model.family": "swiglu-dit", "model.formulation": "rectified-flow", "train.steps": "2",
+            "optim.warmup_steps": "1", "checkpoint.interval": "2", "train.out_dir": str(tmp_path / "run"),
+            "logging.tensorboard": "false", "logging.loss_curve": "false", "logging.progress": "false"}
+    args = [a for key, value in sets.items() for a in ("--set", f"{key}={value}")]
+    result = vfm("train", str(ROOT / "configs" / "tiny.toml"), *args,
+                 env=plugin_env([installed_plugins("vfm-plugin-example")]))
+    assert result.returncode == 0, result.stderr
+    export = json.loads((tmp_path / "run" / "export" / "config.json").read_text())
+    assert (export["family"], export["config"]["mlp"], export["config"]["norm"]) == ("swiglu-dit", "swiglu", "rms")
+
+
 def test_the_stage_runs_in_vfm_curate_from_the_configs_stage_list(installed_plugins, tmp_path):
     from vfm_curator.synth import make_video
 
