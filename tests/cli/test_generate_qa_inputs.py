@@ -130,7 +130,9 @@ def test_sampler_options_from_the_cli_reach_the_sampler_and_stay_seeded(tmp_path
     ("option", "message"),
     [
         ("eta=1", "sampler 'edm-euler' has no option eta; its options: sigma_min, sigma_max, rho, churn,"),
-        ("churn=lots", "sampler 'edm-euler' cannot take the options churn='lots'"),
+        ("churn=lots", "error: sampler 'edm-euler': churn takes a number (default 0.0), got 'lots' (a string)"),
+        ("churn=true", "error: sampler 'edm-euler': churn takes a number (default 0.0), got True (true/false)"),
+        ("churn=-1", "error: sampler 'edm-euler': churn must be a finite number >= 0"),
         ("oops", "expected KEY=VALUE (e.g. churn=40), got 'oops'"),
     ],
 )

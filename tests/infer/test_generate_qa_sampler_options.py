@@ -14,7 +14,7 @@ from tests.infer.tiny import tiny_dit, tiny_meta
     [
         ("edm", "edm-heun", {"shift": 3.0}, "sampler 'edm-heun' has no option shift; its options: sigma_min, sigma_max"),
         ("rectified-flow", "flow-euler", {"steps": 3}, "sampler 'flow-euler' has no option steps (set by the steps"),
-        ("edm", "edm-heun", {"churn": "lots"}, "sampler 'edm-heun' cannot take the options churn='lots'"),
+        ("edm", "edm-heun", {"churn": "lots"}, "sampler 'edm-heun': churn takes a number (default 0.0), got 'lots' (a string)"),
     ],
 )
 def test_a_sampler_option_the_sampler_cannot_take_is_a_value_error_naming_its_options(formulation, sampler, options,
@@ -48,3 +48,41 @@ def test_a_non_finite_sampler_option_is_refused_before_any_denoising(formulation
     with pytest.raises(ValueError, match=message):
         pipe.prepare(GenerationSpec(sampler=sampler, steps=2, sampler_options=options), ["1"])
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("formulation", "sampler", "options", "message"),
+    [
+        ("edm", "edm-heun", {"churn": "abc"}, "sampler 'edm-heun': churn takes a number (default 0.0), got 'abc' (a string)"),
+        # a bool is an int to Python: churn=true ran as churn 1, eta=true as eta 1, without a word
+        ("edm", "edm-euler", {"churn": True}, "sampler 'edm-euler': churn takes a number (default 0.0), got True (true/false)"),
+        ("ddpm", "ddim", {"eta": True}, "sampler 'ddim': eta takes a number (default 0.0), got True (true/false)"),
+        ("ddpm", "ddim", {"steps_offset": 1.5}, "sampler 'ddim': steps_offset takes an integer (default 0), got 1.5 (a number)"),
+        ("ddpm", "ddim", {"timestep_spacing": 3}, "sampler 'ddim': timestep_spacing takes a string, got 3 (an integer)"),
+        ("rectified-flow", "flow-heun", {"shift": [1, 2]}, "sampler 'flow-heun': shift takes a number (default 1.0), got [1, 2] (a list)"),
+        ("edm", "dpm-solver++", {"rho": "7", "sigma_max": "80"},
+         "sampler 'dpm-solver++': rho takes a number (default 7.0), got '7' (a string); sigma_max takes a number"),
+    ],
+)
+def test_a_sampler_option_of_the_wrong_type_names_the_option_the_value_and_the_type_taken(formulation, sampler, options,
+                                                                                          message):
+    pipe = VideoPipeline(tiny_dit(), tiny_meta(formulation))
+    with pytest.raises(ValueError) as info:
+        pipe.prepare(GenerationSpec(sampler=sampler, steps=2, sampler_options=options), ["1"])
+    assert message in str(info.value)
+
+
+def test_a_sampler_option_of_the_right_type_still_builds_the_sampler():
+    import numpy as np
+
+    # an integer is a number (churn=40 on the command line), a numpy scalar too
+    for options in ({"churn": 40}, {"churn": np.float32(2.5)}, {"churn": np.int64(3), "rho": 7}):
+        prepared = VideoPipeline(tiny_dit(), tiny_meta("edm")).prepare(
+            GenerationSpec(sampler="edm-euler", steps=2, sampler_options=options), ["1"])
+        assert prepared.sampler.churn == options["churn"]
+
+
+def test_a_sampler_option_out_of_range_names_the_sampler():
+    pipe = VideoPipeline(tiny_dit(), tiny_meta("edm"))
+    with pytest.raises(ValueError, match=r"^sampler 'edm-heun': churn must be a finite number >= 0"):
+        pipe.prepare(GenerationSpec(sampler="edm-heun", steps=2, sampler_options={"churn": -1}), ["1"])

@@ -90,7 +90,8 @@ class Sampler(ABC):
 
 def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any], options: Mapping[str, Any]):
     """``cls(steps, **defaults, **options)``, with a ValueError naming the sampler's options for an option it
-    does not take or a value of the wrong type (instead of the constructor's TypeError). ``defaults``
+    does not take, and the option, the value and the type taken for a value of the wrong type (checked
+    against the constructor's annotations, instead of its TypeError or a bool read as a number). ``defaults``
     (the formulation's schedule options) are passed only where ``cls`` takes them (by name, or any name
     through ``**kwargs``): :func:`vfm_plugins.unknown_options` decides, as for every plugin's options."""
     unknown, accepted = unknown_options(cls, [*options, *defaults])
@@ -100,8 +101,15 @@ def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any],
     if "steps" in options or unknown:
         bad = ", ".join(["steps (set by the steps of the request)"] * ("steps" in options) + unknown)
         raise ValueError(f"sampler {name!r} has no option {bad}; its options: {', '.join(names) or 'none'}")
+    from vfm_infer.samplers.option_types import option_type_problems
+
+    wrong_type = option_type_problems(cls, options)  # the caller's options; the export's schedule is its own
+    if wrong_type:
+        raise ValueError(f"sampler {name!r}: " + "; ".join(wrong_type))
     try:
         return cls(steps, **{**defaults, **options})
-    except TypeError as exc:  # e.g. churn="lots": a comparison or arithmetic on the wrong type
+    except TypeError as exc:  # a value of the wrong type for an option without a readable annotation
         given = ", ".join(f"{k}={v!r}" for k, v in options.items())
         raise ValueError(f"sampler {name!r} cannot take the options {given}: {exc}") from None
+    except ValueError as exc:  # its own range checks ("churn must be ... >= 0"): say whose option it is
+        raise ValueError(f"sampler {name!r}: {exc}") from None
