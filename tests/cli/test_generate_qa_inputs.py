@@ -223,3 +223,15 @@ def test_the_step_line_at_guidance_zero_says_only_the_unconditional_branch_runs(
     result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "--guidance", "0", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert "guidance 0: the unconditional branch alone, one forward each" in result.output
+
+
+def test_an_empty_prompt_with_guidance_warns_in_one_line_that_guidance_cannot_change_the_video(tmp_path):
+    # a text model's null condition is the empty caption's embedding: guidance then contrasts it with itself
+    export = _text_export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "", "--guidance", "3", "--steps", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("warning: prompt 0 (video 0000) '' encodes as the empty caption, the null condition that "
+                               "guidance contrasts with, so --guidance 3 cannot change its video")
+    assert (tmp_path / "out" / "0000.mp4").is_file()

@@ -129,3 +129,69 @@ def untrained_null(kind: str, cond_dropout: Any, negative_prompt: str, asked_gui
     return [f"this model was trained without condition dropout (cond_dropout 0 in its export), so its null condition "
             f"never trained: --guidance {asked_guidance:g} {what} an input the model never saw (expect noise); "
             "use --guidance 1 (guidance off: the conditional branch alone), or give a --negative-prompt as the other branch"]
+
+
+def _names(indices: Sequence[int], prompts: Sequence[str], limit: int = 3) -> str:
+    """``prompt 0 (video 0000) ''`` or ``prompts 0, 2 (videos 0000, 0002) and 5 more``."""
+    shown = indices[:limit]
+    more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
+    if len(indices) == 1:
+        return f"prompt {shown[0]} (video {shown[0]:04d}) {_short(prompts[shown[0]])}"
+    return (f"prompts {', '.join(map(str, shown))} (videos {', '.join(f'{i:04d}' for i in shown)}){more}")
+
+
+def _same_condition(cond: Any, uncond: Any) -> bool:
+    """Whether the two condition dicts are the same model input, tensor for tensor."""
+    import torch
+
+    return (uncond is not None and cond.keys() == uncond.keys()
+            and all(cond[k].shape == uncond[k].shape and torch.equal(cond[k], uncond[k].to(cond[k].device)) for k in cond))
+
+
+def guidance_without_contrast(conditioner: Any, prompts: Sequence[str], negative_prompt: str,
+                              asked_guidance: float | None, guidance: float) -> list[str]:
+    """A note naming the prompts whose condition *is* the unconditional branch (an empty prompt, which a
+    text model's null condition is the embedding of, or a prompt equal to the negative prompt): guidance
+    ``uncond + scale * (cond - uncond)`` is then ``cond`` at every scale, so ``guidance`` cannot change
+    their videos. Exact: the two conditions are compared as the model would get them. Only the
+    prompts that can match are encoded (those with the unconditional prompt's token count, or blank
+    ones for an encoder that cannot count), so a long prompts file is not encoded twice."""
+    if conditioner.kind == "none" or guidance in (0.0, 1.0):  # 1 is off, 0 the unconditional branch by request
+        return []
+    encoder = conditioner.text_encoder
+    counts: dict[str, Any] = {}
+
+    def count(text: str) -> Any:
+        if text not in counts:
+            counted = prompt_tokens(encoder, text) if encoder is not None else None
+            counts[text] = None if counted is None else counted[0]
+        return counts[text]
+
+    def may_match(text: str) -> bool:
+        if conditioner.kind != "text":
+            return True  # a class index: nothing to encode
+        if count(negative_prompt) is None:
+            return text.strip() == negative_prompt.strip()
+        return count(text) == count(negative_prompt)
+
+    same, seen = [], {}
+    for i, text in enumerate(prompts):
+        if text not in seen:
+            seen[text] = may_match(text) and _same_condition(*conditioner(text, negative_prompt))
+        if seen[text]:
+            same.append(i)
+    if not same:
+        return []
+    if not negative_prompt:
+        target = "the empty caption, the null condition"
+    elif conditioner.kind == "class":
+        target = f"the --negative-prompt's class {_short(negative_prompt)}"
+    else:
+        target = f"the --negative-prompt {_short(negative_prompt)}"
+    verb = ("is" if len(same) == 1 else "are") if conditioner.kind == "class" else ("encodes as" if len(same) == 1 else "encode as")
+    scale = f"--guidance {guidance:g}" if asked_guidance is not None else f"the export's default guidance {guidance:g}"
+    its = "its video" if len(same) == 1 else "their videos"
+    advice = "write a prompt, or give a --negative-prompt to guide away from" if not negative_prompt else "give them different prompts"
+    return [f"{_names(same, prompts)} {verb} {target} that guidance contrasts with, so {scale} cannot change {its} "
+            f"(uncond + scale * (cond - uncond) is cond: the conditional branch alone, as at --guidance 1, at twice "
+            f"the compute); {advice}"]

@@ -29,7 +29,7 @@ from vfm_infer.decode import decode
 from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
 from vfm_infer.checks import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, UntrainedNullWarning,
-                              check_spec_types, truncated_prompts, unused_inputs, untrained_null)
+                              check_spec_types, guidance_without_contrast, truncated_prompts, unused_inputs, untrained_null)
 from vfm_infer.samplers.base import FORMULATIONS, Sampler, StepCallback, build_sampler
 
 #: The sampler used when none is named, per formulation.
@@ -334,6 +334,8 @@ class VideoPipeline:
         notes = [(UntrainedShapeWarning, n) for n in (self.untrained_shape(shape),) if n]
         notes += [(UnusedInputWarning, n) for n in unused_inputs(self.conditioner.kind, prompts, spec.negative_prompt,
                                                                   asked_guidance, spec.guidance)]
+        notes += [(UnusedInputWarning, n) for n in guidance_without_contrast(self.conditioner, prompts, spec.negative_prompt,
+                                                                              asked_guidance, spec.guidance)]
         notes += [(PromptTruncatedWarning, n) for n in truncated_prompts(self.conditioner.text_encoder, prompts,
                                                                           spec.negative_prompt)]
         notes += [(UntrainedNullWarning, n) for n in untrained_null(self.conditioner.kind, self.meta.get("cond_dropout"),
