@@ -161,6 +161,42 @@ def _export_hint(folder: Path) -> str:
     return ""
 
 
+_EXPECTED = "an inference export is a folder with model.safetensors and config.json"
+
+
+def _not_an_export(folder: Path) -> str | None:
+    """Why ``folder`` cannot be an export (missing, a file, lacking its two files), with where the
+    export is when that can be seen; None when it has both files."""
+    if not folder.exists():
+        return f"{folder} does not exist ({_EXPECTED}){_export_hint(folder)}"
+    if not folder.is_dir():
+        if folder.name in ("model.safetensors", "config.json") and not _not_an_export(folder.parent):
+            return f"{folder} is a file of the export {folder.parent}; give the folder: --checkpoint {folder.parent}"
+        return f"{folder} is a file ({_EXPECTED}){_export_hint(folder.parent)}"
+    missing = [n for n in ("model.safetensors", "config.json") if not (folder / n).is_file()]
+    if missing:
+        return f"{folder} is not an inference export: missing {', '.join(missing)} ({_EXPECTED}){_export_hint(folder)}"
+    return None
+
+
+def _load_failure(folder: Path, exc: Exception) -> str:
+    """What went wrong loading an export whose two files are there: which file, and why."""
+    import json
+
+    from vfm_models.checkpoint import CheckpointMismatchError
+
+    if isinstance(exc, CheckpointMismatchError):
+        return f"checkpoint {folder} does not match its model config: {exc}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{folder / 'config.json'} is not valid JSON ({exc}); export the model again or fix the file"
+    from safetensors import SafetensorError
+
+    if isinstance(exc, SafetensorError):  # a header or data that does not parse
+        return (f"{folder / 'model.safetensors'} cannot be read as safetensors ({exc}): the file is damaged or cut "
+                "short (an interrupted copy?); copy or export it again")
+    return f"export {folder} cannot be loaded: {exc}"
+
+
 class VideoPipeline:
     """Generation from a model and its export metadata on one device.
 
@@ -207,10 +243,9 @@ class VideoPipeline:
         config names must lie inside it or inside one of ``weights_roots``; ``allow_torchscript=True``
         lets a TorchScript tokenizer (cosmos) load (docs/security.md)."""
         folder = Path(folder)
-        missing = [n for n in ("model.safetensors", "config.json") if not (folder / n).is_file()]
-        if missing:
-            raise ExportError(f"{folder} is not an inference export: missing {', '.join(missing)} "
-                              f"(expected a folder with model.safetensors and config.json){_export_hint(folder)}")
+        problem = _not_an_export(folder)
+        if problem:
+            raise ExportError(problem)
         from vfm_models.export import load_export
 
         from vfm_models.export import NonFiniteWeightsError, check_finite
@@ -222,7 +257,7 @@ class VideoPipeline:
         except ExportPathError as exc:
             raise ExportError(f"export {folder}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any loading failure is reported as a bad export
-            raise ExportError(f"checkpoint {folder} does not match its model config: {exc}") from exc
+            raise ExportError(_load_failure(folder, exc)) from exc
         try:  # NaN weights sample a NaN latent, which decodes to a black video
             check_finite(model.state_dict(), f"export {folder}")
         except NonFiniteWeightsError as exc:
