@@ -101,7 +101,9 @@ def test_videos_of_an_earlier_run_that_this_run_replaces_are_named(tmp_path):
     assert result.exit_code == 0, result.output
     assert "note: replaced 2 videos of an earlier run in" in result.output
     assert "(0000.mp4 ... 0001.mp4) with this run's" in result.output
-    assert "also holds 1 videos of an earlier run (0005.mp4)" in result.output
+    assert "also holds 1 video of an earlier run (0005.mp4)" in result.output  # not "1 videos"
+    once = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", out)
+    assert "note: replaced 1 video of an earlier run in" in once.output, once.output
     fresh = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", tmp_path / "fresh")
     assert fresh.exit_code == 0 and "note:" not in fresh.output, fresh.output
 

@@ -218,11 +218,11 @@ def generate(
         for path in written:
             typer.echo(str(path))
         if replaced:
-            typer.echo(f"note: replaced {len(replaced)} videos of an earlier run in {out} ({_span(replaced)}) "
+            typer.echo(f"note: replaced {_videos(len(replaced))} of an earlier run in {out} ({_span(replaced)}) "
                        "with this run's; use another --out to keep both", err=True)
         stale = _earlier_videos(out, len(prompt_list))
         if stale:
-            typer.echo(f"note: {out} also holds {len(stale)} videos of an earlier run ({stale[0].name}"
+            typer.echo(f"note: {out} also holds {_videos(len(stale))} of an earlier run ({stale[0].name}"
                        f"{' ... ' + stale[-1].name if len(stale) > 1 else ''}), left as they were; this run wrote "
                        f"0000.mp4 to {len(prompt_list) - 1:04d}.mp4", err=True)
         evaluations = prepared.sampler.num_evaluations()
@@ -330,6 +330,10 @@ def _remove_partial_files(out: Path) -> None:
         final = partial_final_name(path.name)
         if final is not None and re.fullmatch(r"\d{4,}\.(mp4|png)", final):
             remove_leftover(path)
+
+
+def _videos(count: int) -> str:
+    return f"{count} video{'s' * (count != 1)}"
 
 
 def _span(paths: list[Path]) -> str:
