@@ -86,3 +86,23 @@ def test_a_sampler_option_out_of_range_names_the_sampler():
     pipe = VideoPipeline(tiny_dit(), tiny_meta("edm"))
     with pytest.raises(ValueError, match=r"^sampler 'edm-heun': churn must be a finite number >= 0"):
         pipe.prepare(GenerationSpec(sampler="edm-heun", steps=2, sampler_options={"churn": -1}), ["1"])
+
+
+def test_a_plugin_sampler_s_literal_and_bool_options_are_checked_from_its_annotations():
+    from typing import Literal
+
+    from vfm_infer.samplers.base import build_sampler
+    from vfm_infer.samplers.flow import FlowEuler
+
+    class Plugin(FlowEuler):
+        def __init__(self, steps: int = 32, *, shift: float = 1.0, mode: Literal["fast", "exact"] = "fast",
+                     clip: bool = False, extra=None) -> None:
+            super().__init__(steps, shift=shift)
+            self.mode, self.clip = mode, clip
+
+    with pytest.raises(ValueError) as info:
+        build_sampler("plugin", Plugin, 2, {}, {"mode": "slow", "clip": 1})
+    assert str(info.value) == ("sampler 'plugin': mode takes one of 'fast', 'exact' (default 'fast'), got 'slow' (a string); "
+                               "clip takes true or false (default False), got 1 (an integer)")
+    built = build_sampler("plugin", Plugin, 2, {}, {"mode": "exact", "clip": True, "extra": "anything"})
+    assert (built.mode, built.clip) == ("exact", True)  # an option without annotation is the constructor's to judge
