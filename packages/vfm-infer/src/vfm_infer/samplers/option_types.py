@@ -62,11 +62,20 @@ def _kind(value: Any) -> str:
 
 
 def _hints(cls: type) -> Mapping[str, Any]:
-    """The constructor's annotations; none where they cannot be resolved (a plugin's forward reference)."""
+    """The constructor's annotations, each resolved on its own where not all resolve together (a plugin's
+    name imported only under TYPE_CHECKING loses the check of that option alone)."""
+    init = cls.__init__
     try:
-        return typing.get_type_hints(cls.__init__)
-    except Exception:  # noqa: BLE001 - unreadable annotations only lose this check, the constructor still runs
-        return {}
+        return typing.get_type_hints(init)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation only loses its own check
+        pass
+    hints = {}
+    for key, annotation in getattr(init, "__annotations__", {}).items():
+        try:
+            hints[key] = eval(annotation, getattr(init, "__globals__", {})) if isinstance(annotation, str) else annotation
+        except Exception:  # noqa: BLE001 - the constructor still judges this option
+            continue
+    return hints
 
 
 def option_type_problems(cls: type, options: Mapping[str, Any]) -> list[str]:
