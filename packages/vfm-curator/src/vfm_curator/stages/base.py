@@ -6,12 +6,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from vfm_curator.errors import InputError, LimitError, StopRun
+from vfm_plugins import PluginError
 
-__all__ = ["InputError", "LimitError", "Resources", "Stage", "StageSetupError", "run_guarded"]
+__all__ = ["InputError", "LimitError", "Resources", "Stage", "StageDefinitionError", "StageSetupError", "run_guarded"]
 
 
 class StageSetupError(ValueError):
     """A stage could not be built (a model or option its setup needs): the config's fault."""
+
+
+class StageDefinitionError(PluginError, TypeError):
+    """A stage class that cannot run (it defines neither ``process_one`` nor ``process``): the stage
+    author's fault, not the config's, so it is no ``ValueError`` (``vfm`` prints it as one line)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class Stage:
     defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **options: Any) -> None:
+        self.check_defined()
         unknown = set(options) - set(self.defaults)
         if unknown:
             raise ValueError(
@@ -54,6 +61,22 @@ class Stage:
         self.opt: dict[str, Any] = {**self.defaults, **options}
         self.check_options()
         self._ready = False
+
+    @classmethod
+    def check_defined(cls) -> None:
+        """Raise :class:`StageDefinitionError` if ``cls`` overrides neither :meth:`process_one` nor
+        :meth:`process`. Runs when the driver builds the stage, before any work: else every video
+        would fail with a bare ``NotImplementedError`` from the worker and the run write nothing."""
+        if cls.process is not Stage.process or cls.process_one is not Stage.process_one:
+            return
+        # a near miss (process_clip, process_task, processOne) is most likely the method meant
+        near = sorted(attr for klass in cls.__mro__ if klass is not Stage and klass is not object
+                      for attr, value in vars(klass).items() if callable(value) and attr.lower().startswith("process"))
+        hint = f" ({cls.__name__} has {', '.join(near)}: rename it?)" if near else ""
+        raise StageDefinitionError(
+            f"stage {cls.name!r} (class {cls.__module__}.{cls.__qualname__}) defines neither process_one nor process: "
+            f"define process_one(self, task) to work on one task in place, or process(self, tasks) returning the "
+            f"tasks for real batching{hint}")
 
     def check_options(self) -> None:
         """Raise ``ValueError`` naming an option outside its accepted range (runs when the stage is
