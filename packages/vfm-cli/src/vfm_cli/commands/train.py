@@ -47,6 +47,7 @@ def train(
     """Train a model: 4D-parallel under torchrun, exact resume from DCP checkpoints, TensorBoard, MFU."""
     from vfm_parallel.trainer import config as config_mod
     from vfm_parallel.process_group import env_world_size
+    from vfm_plugins import PluginError
 
     items = list(overrides or [])
     if peak_tflops is not None:
@@ -63,8 +64,8 @@ def train(
         # cannot run (megatron-sp without CUDA) is a note there, and refused by a run
         hardware: list | None = [] if validate_only else None
         resolved = recipe.validate(cfg, world, require_data=not validate_only, hardware=hardware)  # the run is built from it: resolved once
-    except config_mod.ConfigError as exc:
-        fail_once(exc)
+    except (config_mod.ConfigError, PluginError) as exc:  # PluginError: a family's preset or model class is wrong
+        fail_once(exc)  # every rank meets it alike: one line per node, like a config error
     _warn_idle_strategies(cfg, world)
     if validate_only:
         for exc in hardware:

@@ -19,7 +19,7 @@ from vfm_models.blocks.final import FinalLayer
 from vfm_models.blocks.patch import PatchEmbed3D, unpatchify
 from vfm_models.blocks.position import rope_3d, sincos_2d, sincos_3d
 from vfm_models.families.config import TransformerConfig
-from vfm_models.families.plan import ParallelPlan
+from vfm_models.families.plan import ParallelPlan, ParallelPlanMissingError
 
 Cond = Optional[Dict[str, torch.Tensor]]
 
@@ -169,7 +169,9 @@ class DiffusionTransformer(nn.Module):
     # --- helpers -------------------------------------------------------------------------------
 
     def parallel_plan(self) -> ParallelPlan:
-        raise NotImplementedError
+        """How vfm-parallel may split this model; each family's subclass defines it (``vfm train``
+        reads it even in one process). This one names the family and what to define."""
+        raise ParallelPlanMissingError(self)
 
     def conditioning_modules(self) -> Tuple[str, ...]:
         """Top-level conditioning embedders present in this model (listed in the plan)."""

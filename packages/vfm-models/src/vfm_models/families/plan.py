@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping
 
 from vfm_models.blocks.mlp import mlp_tp_plan
+from vfm_plugins import PluginError
 
 TP_STYLES = ("colwise", "rowwise")
 ATTENTION_KINDS = ("full", "spatial", "temporal", "cross")
@@ -54,6 +55,39 @@ class ParallelPlan:
         bad_attn = {k: v for k, v in kinds.items() if v not in ATTENTION_KINDS}
         if bad_attn:
             raise ValueError(f"attention kinds must be one of {ATTENTION_KINDS}; got {bad_attn}")
+
+
+class ParallelPlanMissingError(PluginError, NotImplementedError):
+    """A family's model class that does not define ``parallel_plan()``: the family author's mistake.
+    A :class:`~vfm_plugins.PluginError`, so ``vfm`` prints it as one ``error:`` line."""
+
+    def __init__(self, model) -> None:
+        cls = type(model)
+        families = _families_building(model)
+        who = (f"family {' or '.join(map(repr, families))} builds {cls.__module__}.{cls.__qualname__}, which"
+               if families else f"{cls.__module__}.{cls.__qualname__}")
+        super().__init__(
+            f"{who} does not define parallel_plan(): define parallel_plan(self) in {cls.__name__} returning a "
+            f"vfm_models.families.plan.ParallelPlan that says how vfm-parallel may split it (for a "
+            f"DiffusionTransformer: return transformer_plan(self, {{'attn.core': 'full'}}), each attention core "
+            f"'full', 'spatial', 'temporal' or 'cross'); vfm train reads it even in one process (docs/plugins.md)")
+
+
+def _families_building(model) -> list[str]:
+    """The registered families whose ``build`` is the model's class or whose ``config_cls`` is its
+    config's (a family built by a factory function): only for an error message, so a family that
+    fails to load is passed over."""
+    import vfm_models
+
+    names = []
+    for name in vfm_models.host.names("families"):
+        try:
+            family = vfm_models.host.get("families", name)
+        except Exception:  # noqa: BLE001 - another plugin's broken family must not hide this error
+            continue
+        if family.build is type(model) or family.config_cls is type(getattr(model, "config", None)):
+            names.append(name)
+    return names
 
 
 def attention_tp(prefix: str) -> Dict[str, str]:

@@ -6,6 +6,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from vfm_plugins import PluginError
+
+
+class PresetError(PluginError):
+    """A family's preset sets a key its config class does not have: the family author's mistake, not
+    the user's options (so no ``TypeError``: ``vfm train`` must not report it as a bad ``model.options``)."""
+
 
 @dataclass(frozen=True)
 class ModelFamily:
@@ -28,13 +35,20 @@ class ModelFamily:
         Unknown presets and unknown keys are errors that list what is accepted.
         """
         values: dict[str, Any] = {}
+        accepted = {f.name for f in dataclasses.fields(self.config_cls) if f.init}
         if preset is not None:
             if preset not in self.presets:
                 raise KeyError(
                     f"family {self.name!r} has no preset {preset!r}; presets: {', '.join(sorted(self.presets))}"
                 )
             values.update(self.presets[preset])
-        accepted = {f.name for f in dataclasses.fields(self.config_cls)}
+            wrong = sorted(set(values) - accepted)
+            if wrong:  # checked apart from the user's keys: each error says whose mistake it is
+                cls = self.config_cls
+                raise PresetError(
+                    f"family {self.name!r}{self._provider()}: its preset {preset!r} sets {', '.join(wrong)}, which "
+                    f"its config class {cls.__module__}.{cls.__qualname__} has no field for (a bug in the family's "
+                    f"plugin, not in your options); the preset's keys must be among: {', '.join(sorted(accepted))}")
         unknown = sorted(set(overrides) - accepted)
         if unknown:
             raise TypeError(
@@ -42,6 +56,16 @@ class ModelFamily:
             )
         values.update(overrides)
         return self.config_cls(**values)
+
+    def _provider(self) -> str:
+        """`` (from acme-vfm 0.3.0)`` where the family is registered under its name, else ``""``."""
+        import vfm_models
+
+        try:
+            entry = vfm_models.host.entry("families", self.name)
+        except Exception:  # noqa: BLE001 - a family used without registering it: no provider to name
+            return ""
+        return f" (from {entry.provider} {entry.version})"
 
     def create(self, preset: str | None = None, **overrides: Any) -> Any:
         """Build the model of ``preset`` with ``overrides``: ``family.create("S", depth=4)``."""
