@@ -417,6 +417,19 @@ def _folders_of(path: Any, split_part: str) -> list[Path]:
     return dataset_folders(path, split_part=split_part)
 
 
+def _check_blender_datasets(blender: Any, spec: LoaderSpec) -> None:
+    """The blender's own check of options against the blend's datasets (a schedule's weights per
+    milestone), now rather than in every stream at the first batch."""
+    check = getattr(blender, "check_datasets", None)
+    if check is None:
+        return
+    try:
+        count = len(_folders_of(spec.path, spec.split_part))
+    except Exception:  # noqa: BLE001 - metadata energon reads but vfm's blend reader does not (trusted code)
+        return
+    check(count)
+
+
 def _sample_count(folder: Path) -> int:
     """The samples energon indexed in a prepared dataset folder (``.nv-meta/.info.json`` or ``.info.yaml``)."""
     meta = folder / ".nv-meta"
@@ -492,7 +505,14 @@ def make_loader(
     ``packing_buffer`` (default: :func:`default_packing_buffer`), ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
     """
     n = 1 if group is None else torch.distributed.get_world_size(group)
-    buckets = groups_batches(get_blender(options.get("blender", "weighted"), **options.get("blender_options", {})))
+    if options.get("blender_options", {}) is None:  # a config's "no options"
+        options["blender_options"] = {}
+    blender_options = options.get("blender_options", {})
+    if not isinstance(blender_options, dict):
+        raise ValueError(f"blender_options={blender_options!r}: accepted a mapping of the blender's option names to "
+                         "values, e.g. {'durations': [1, 4], 'batch_size': 8} (or leave it out)")
+    blender = get_blender(options.get("blender", "weighted"), **blender_options)
+    buckets = groups_batches(blender)
     share = share_mode(buckets, share)
     whole = share == "turns"
     if buckets and options.get("max_seq_len") is not None:  # energon would pack, then batch_group_criterion fail on a pack
@@ -505,6 +525,7 @@ def make_loader(
                                   dp_world=int(options.get("dp_world", 1)))
     spec = LoaderSpec(path=str(path) if not isinstance(path, dict) else path, patch_size=patch_size,
                       batch_size=batch_size if whole else batch_size // n, streams=streams, **options)
+    _check_blender_datasets(blender, spec)
     if spec.max_seq_len is not None and spec.packing_buffer is None:  # after the spec checked the metadata
         spec.packing_buffer = default_packing_buffer(spec, batch_size)
     return ResumableLoader(spec, num_workers=num_workers, group=group, share=share)

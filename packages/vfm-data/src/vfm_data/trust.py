@@ -361,17 +361,30 @@ def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: frozenset[Path
         _only_keys(file, f"splits.{split}", body, {"blend"})
         entries = body.get("blend")
         if not isinstance(entries, list) or not entries:
-            raise UntrustedDatasetError(file, f"splits.{split}.blend", "must be a non-empty list of {path, weight}")
+            raise UntrustedDatasetError(file, f"splits.{split}.blend", "must be a non-empty list of {path, weight}",
+                                        hint=_ENTRY_SHAPE)
         for i, entry in enumerate(entries):
             key = f"splits.{split}.blend[{i}]"
+            if not isinstance(entry, dict):
+                raise UntrustedDatasetError(file, key, f"must be a mapping with a path, got {type(entry).__name__}", hint=_ENTRY_SHAPE)
             _only_keys(file, key, entry, _BLEND_ENTRY_KEYS)
             _check_entry(file, key, entry)
             _check_path(entry_path(entry, base), seen, checked, f"{file} {key}.path")
 
 
+#: What a blend entry holds, for the errors about one (a missing path is a mistake, not a matter of trust).
+_ENTRY_SHAPE = ("accepted: every entry names a dataset folder or blend file, e.g. {path: ../videos, weight: 0.7} "
+                "(path relative to the blend file's folder, or absolute; weight optional, default 1.0); "
+                "write_blend writes such entries")
+
+
 def _check_entry(file: Path | str, key: str, entry: dict) -> None:
-    if not isinstance(entry.get("path"), str) or not entry["path"]:
-        raise UntrustedDatasetError(file, f"{key}.path", "must be a dataset folder or blend file path (a string)")
+    if "path" not in entry:
+        has = ", ".join(map(str, entry)) or "nothing"
+        raise UntrustedDatasetError(file, key, f"has no path (it has {has})", hint=_ENTRY_SHAPE)
+    if not isinstance(entry["path"], str) or not entry["path"]:
+        raise UntrustedDatasetError(file, f"{key}.path", f"must be a dataset folder or blend file path (a non-empty "
+                                    f"string), got {'an empty string' if entry['path'] == '' else type(entry['path']).__name__}", hint=_ENTRY_SHAPE)
     weight = entry.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
         raise UntrustedDatasetError(file, f"{key}.weight", f"must be a positive finite number, got {weight!r}",

@@ -7,6 +7,9 @@ A blender is built from its options by the factory registered under its name
   the (already repeating) inner datasets with their metadataset weights.
 - ``bucket(sample)``: ``None``, or the ``(bucket key, batch size)`` of a sample, so that every batch
   holds one bucket (energon's ``batch_group_criterion``); may crop the sample to its bucket.
+- optionally ``check_datasets(count)``: called by ``make_loader`` with the number of datasets the
+  blend draws from (nested blends flattened), to refuse options that do not fit it (a schedule's
+  weights per milestone) before any stream is built.
 """
 
 from __future__ import annotations

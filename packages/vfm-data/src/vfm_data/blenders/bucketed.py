@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Sequence
 
+from vfm_data.blenders.options import positive_int, positive_ints
 from vfm_data.blenders.weighted import WeightedBlender
+
+_DURATIONS = "a non-empty list of latent frame counts, whole numbers >= 1, e.g. [1, 4, 8] (1 is always added: images)"
 
 
 class BucketedBlender(WeightedBlender):
@@ -24,11 +27,11 @@ class BucketedBlender(WeightedBlender):
     ) -> None:
         if (tokens_per_batch is None) == (batch_size is None):
             raise ValueError("give exactly one of tokens_per_batch or batch_size for a bucketed blend")
-        if not durations or min(durations) < 1:
-            raise ValueError(f"durations must be positive frame counts, got {list(durations)}")
-        self.durations = sorted({int(d) for d in durations} | {1})
-        self.tokens_per_batch = tokens_per_batch
-        self.batch_size = batch_size
+        self.durations = sorted(set(positive_ints("bucketed", "durations", durations, _DURATIONS)) | {1})
+        self.tokens_per_batch = None if tokens_per_batch is None else positive_int(
+            "bucketed", "tokens_per_batch", tokens_per_batch, "a whole number of patch tokens per batch >= 1")
+        self.batch_size = None if batch_size is None else positive_int(
+            "bucketed", "batch_size", batch_size, "a whole number of samples per batch >= 1")
 
     def frames_bucket(self, frames: int) -> int:
         return max(d for d in self.durations if d <= frames)

@@ -19,19 +19,14 @@ from megatron.energon.flavors.base_dataset import add_sample_restore_key
 from megatron.energon.rng import WorkerRng
 from megatron.energon.wrappers.base import BaseWrapperDataset
 
+from vfm_data.blenders.options import BlenderOptionError, weight_schedule
+
 
 def _validate(schedule: Sequence[tuple[int, Sequence[float]]], n: int | None = None) -> list[tuple[int, list[float]]]:
-    if not schedule:
-        raise ValueError("a scheduled blend needs at least one (samples, weights) milestone")
-    out = [(int(at), [float(w) for w in weights]) for at, weights in schedule]
-    steps = [at for at, _ in out]
-    if steps != sorted(steps) or steps[0] < 0:
-        raise ValueError(f"milestones must be non-negative and increasing, got {steps}")
-    for at, weights in out:
-        if n is not None and len(weights) != n:
-            raise ValueError(f"milestone at {at} has {len(weights)} weights for {n} datasets")
-        if min(weights) < 0 or sum(weights) <= 0:
-            raise ValueError(f"milestone at {at}: weights must be >= 0 with a positive sum, got {weights}")
+    out = weight_schedule("scheduled", "schedule", schedule)
+    if n is not None and len(out[0][1]) != n:
+        raise BlenderOptionError("scheduled", "schedule", schedule, f"{n} weight{'s' * (n != 1)} per milestone (this blend "
+                                 f"has {n} dataset{'s' * (n != 1)}; one weight each, in the blend's order), not {len(out[0][1])}")
     return out
 
 
@@ -101,6 +96,10 @@ class ScheduledBlender:
 
     def __init__(self, schedule: List[tuple[int, Sequence[float]]]) -> None:
         self.schedule = _validate(schedule)
+
+    def check_datasets(self, count: int) -> None:
+        """Refuse a schedule whose milestones do not hold one weight per dataset of the blend."""
+        _validate(self.schedule, count)
 
     def blend(self, dataset_weights, *, worker_config: WorkerConfig, progress_scale: int = 1) -> SavableDataset:
         return ScheduledBlendDataset(
