@@ -7,7 +7,9 @@ shard. :func:`guard_readers` wraps each reader of a built energon dataset so tha
 - a sample whose members cannot be read (a truncated tail, a damaged header inside the shard) comes
   out as an *unreadable* raw sample, which the decoder skips and counts like any undecodable one;
 - a shard that is not a tar from byte 0 (garbage, empty) is a :class:`~vfm_data.errors.ShardError`
-  naming it: nothing in it can be read, whatever its index says.
+  naming it: nothing in it can be read, whatever its index says;
+- so is a shard rewritten after its folder was prepared (:mod:`vfm_data.stale_index`): its index
+  points into other bytes, so the error says to prepare the folder again.
 
 It also tells the :class:`~vfm_data.skips.SkipLog` how many samples of each shard the stream reads
 per pass, which the "shard with no decodable sample" rule needs.
@@ -19,13 +21,16 @@ import os
 import stat
 import tarfile
 from bisect import bisect_right
+from pathlib import Path
 from typing import Any, Iterator
 
 from megatron.energon.errors import SYSTEM_EXCEPTIONS
 from megatron.energon.source_info import SourceInfo
 
 from vfm_data.errors import ShardError
+from vfm_data.foreign import prepare_commands
 from vfm_data.skips import SkipLog, shard_label
+from vfm_data.stale_index import stale_index_problem
 
 #: The raw-sample entry that marks a sample whose tar members could not be read (its text: why).
 UNREADABLE = "__vfm_unreadable__"
@@ -77,6 +82,7 @@ class GuardedReader:
     def __init__(self, reader: Any) -> None:
         self.reader = reader
         self._bad_heads: dict[int, str | None] = {}  # shard index -> tar_head_problem (checked once)
+        self._stale: dict[int, str | None] = {}  # shard index -> stale_index_problem (checked once)
 
     def __getattr__(self, name: str) -> Any:  # everything else is the wrapped reader's
         if name == "reader":  # not set yet (e.g. while unpickling): no recursion
@@ -114,6 +120,13 @@ class GuardedReader:
         if self._bad_heads[shard_idx] is not None:
             raise ShardError(f"vfm_data: shard {label} {self._bad_heads[shard_idx]}: it is not a readable tar "
                              f"file; re-write it or remove it from the dataset") from exc
+        if shard_idx not in self._stale:
+            self._stale[shard_idx] = stale_index_problem(info.path)
+        if self._stale[shard_idx] is not None:  # every read of it fails or reads the wrong bytes: stop, say why
+            folder = Path(str(info.path)).parent
+            raise ShardError(f"vfm_data: shard {label} changed after its folder was prepared: {self._stale[shard_idx]}. "
+                             f"Prepare the folder again ({prepare_commands(folder)}; give the split_parts it was "
+                             "prepared with), then start the loader again") from exc
         index_in_shard = idx - reader.shard_count_cumsum[shard_idx]
         key, reason = f"#{index_in_shard}", "unreadable"
         detail = f"{type(exc).__name__}: {exc}"
