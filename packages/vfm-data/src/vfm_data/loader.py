@@ -18,6 +18,7 @@ it: restoring rebuilds the streams from those states, in any number of worker pr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import pickle
@@ -35,6 +36,7 @@ from vfm_plugins import exit_with_parent
 from vfm_data.blend_file import dataset_folders
 from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import DataError, DataWarning, data_error_in, one_line
+from vfm_data.loader_options import check_loader_options
 from vfm_data.packing import patch_grid
 from vfm_data.sample import first_sample
 from vfm_data.skips import CROP_REASONS, WARN_INTERVAL_S, Affected, format_counts, split_counts
@@ -479,6 +481,10 @@ def default_streams(path: Any, group_size: int = 1, *, split_part: str = "train"
     return max(group_size, fewest // group_size * group_size)
 
 
+#: make_loader's keyword options that are LoaderSpec fields (the others are its own parameters)
+_SPEC_OPTIONS = frozenset(f.name for f in dataclasses.fields(LoaderSpec)) - {"path", "patch_size", "batch_size", "streams"}
+
+
 def make_loader(
     path: Any,
     *,
@@ -504,6 +510,13 @@ def make_loader(
     Other options are :class:`vfm_data.stream.LoaderSpec` fields (``max_seq_len``,
     ``packing_buffer`` (default: :func:`default_packing_buffer`), ``overlong``, ``blender``, ``blender_options``, ``seed``, ``dp_rank``, ...).
     """
+    unknown = sorted(set(options) - _SPEC_OPTIONS)
+    if unknown:  # else LoaderSpec's "__init__() got an unexpected keyword argument"
+        raise TypeError(f"make_loader has no option {', '.join(unknown)}; accepted: path, patch_size, batch_size, "
+                        f"num_workers, group, streams, share, {', '.join(sorted(_SPEC_OPTIONS))}")
+    # before any of them is computed with (a ZeroDivisionError, energon's AssertionError at the first batch)
+    check_loader_options({"patch_size": patch_size, "batch_size": batch_size, "num_workers": num_workers,
+                          **({} if streams is None else {"streams": streams}), **options})
     n = 1 if group is None else torch.distributed.get_world_size(group)
     if options.get("blender_options", {}) is None:  # a config's "no options"
         options["blender_options"] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from megatron.energon import SavableDataset, WorkerConfig, get_savable_loader, get_train_dataset
@@ -19,6 +19,7 @@ from megatron.energon.wrappers import PackingDataset
 from vfm_data.blend_file import check_split
 from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import ShardError, raise_sample_error
+from vfm_data.loader_options import WHOLE_NUMBER_OPTIONS, check_loader_options
 from vfm_data.state_codec import decode_state, encode_state
 from vfm_data.task_encoder import VideoTaskEncoder
 from vfm_data.trust import check_dataset
@@ -53,6 +54,10 @@ class LoaderSpec:
     trust_dataset_code: bool = False
 
     def __post_init__(self) -> None:
+        check_loader_options({f.name: getattr(self, f.name) for f in fields(self)})
+        for name in WHOLE_NUMBER_OPTIONS:  # numpy integers as plain ints: the state's settings are JSON
+            if getattr(self, name, None) is not None:
+                setattr(self, name, int(getattr(self, name)))
         # Before energon ever reads the path: its YAML can name objects to build and code to run.
         check_dataset(self.path, trust_dataset_code=self.trust_dataset_code)
         check_split(self.path, self.split_part)  # energon: a bare AssertionError or KeyError at the first batch

@@ -1,0 +1,56 @@
+"""Checks of the loader's settings when it is made: a value of the wrong type or range is named with
+what is accepted, instead of a ``ZeroDivisionError``, energon's bare ``AssertionError`` or a
+``KeyError`` at the first batch, or a seed of ``"abc"`` taken as given."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Mapping
+
+
+class LoaderOptionError(ValueError):
+    """A loader setting the loader cannot use: names it, the value and what is accepted."""
+
+
+def _whole(value: Any) -> bool:
+    # a bool is an int to Python, but batch_size=true meaning 1 is a typo, not a request
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+#: name -> (smallest value, None allowed, what it is)
+WHOLE_NUMBER_OPTIONS: dict[str, tuple[int, bool, str]] = {
+    "patch_size": (1, False, "the model's spatial patch size"),
+    "temporal_patch": (1, False, "the model's temporal patch size"),
+    "batch_size": (1, False, "samples per step, or packs when packing"),
+    "num_workers": (0, False, "data worker processes; 0 reads in this process"),
+    "streams": (1, False, "logical streams that define the sample order"),
+    "max_seq_len": (1, True, "tokens per pack; none: no packing"),
+    "packing_buffer": (1, True, "samples packed at a time; none: the default"),
+    "shuffle_buffer": (0, True, "samples shuffled at a time; none, 0 or 1: no shuffling"),
+    "max_samples_per_sequence": (1, True, "samples read in a row from one shard; none: no limit"),
+    "latent_channels": (1, True, "the model's latent channels; none: not checked"),
+    "seed": (None, False, "the loader's seed"),  # any whole number
+    "dp_world": (1, False, "data-parallel ranks"),
+    "dp_rank": (0, False, "this process's data-parallel rank"),
+}
+
+
+def check_loader_options(values: Mapping[str, Any]) -> None:
+    """Refuse the first setting in ``values`` (any of them; the others are not looked at) that is not
+    what the loader takes."""
+    for name, value in values.items():
+        if name in WHOLE_NUMBER_OPTIONS:
+            low, optional, what = WHOLE_NUMBER_OPTIONS[name]
+            if value is None and optional:
+                continue
+            if not _whole(value) or (low is not None and value < low):
+                bound = "a whole number" + ("" if low is None else f" >= {low}") + (" or None" if optional else "")
+                raise LoaderOptionError(f"make_loader: {name}={value!r} is not accepted; accepted: {bound} ({what})")
+        elif name in ("split_part", "blender") and (not isinstance(value, str) or not value):
+            raise LoaderOptionError(f"make_loader: {name}={value!r} is not accepted; accepted: a name (a non-empty string)")
+        elif name == "trust_dataset_code" and not isinstance(value, bool):
+            raise LoaderOptionError(f"make_loader: trust_dataset_code={value!r} is not accepted; accepted: True or False")
+    rank, world = values.get("dp_rank", 0), values.get("dp_world", 1)
+    if _whole(rank) and _whole(world) and rank >= world:
+        raise LoaderOptionError(f"make_loader: dp_rank={rank} is not accepted with dp_world={world}; accepted: "
+                                f"0 <= dp_rank < dp_world")
