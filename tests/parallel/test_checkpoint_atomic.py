@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from vfm_parallel import checkpoint as ckpt
+from vfm_parallel import checkpoint_folders
 
 # A child that saves checkpoints of a 32 MB model forever; the weights of step k are all k.
 CHILD = """
@@ -132,14 +133,14 @@ def test_each_save_writes_under_a_new_random_name_and_removes_the_folders_dead_s
         (root / name / "tensors").mkdir(parents=True)  # what killed saves left (the first: earlier versions)
         (root / name / "tensors" / "half.safetensors").write_bytes(b"half")
     seen = []
-    real_mkdtemp = ckpt.tempfile.mkdtemp
+    real_mkdtemp = checkpoint_folders.tempfile.mkdtemp
 
     def recording_mkdtemp(**kwargs):  # the names are gone once committed: noted as they are made
         made = real_mkdtemp(**kwargs)
         seen.append(Path(made).name)
         return made
 
-    monkeypatch.setattr(ckpt.tempfile, "mkdtemp", recording_mkdtemp)
+    monkeypatch.setattr(checkpoint_folders.tempfile, "mkdtemp", recording_mkdtemp)
     ckpt.save(root, 3, model=nn.Linear(2, 2))
     ckpt.save(root, 3, model=nn.Linear(2, 2))  # a re-save: another name again
     monkeypatch.undo()
@@ -194,3 +195,122 @@ def test_a_two_rank_save_under_the_random_name_resumes_equal_past_a_planted_link
         "ranks/rank_00000.json", "ranks/rank_00001.json",
         "tensors/shard-00001-model-00001-of-00001.safetensors", "tensors/shard-00002-model-00001-of-00001.safetensors"]
     assert not list((tmp_path / "elsewhere").iterdir())
+
+
+def _small(value: float) -> nn.Module:
+    model = nn.Linear(4, 3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(value)
+    return model
+
+
+def test_something_planted_at_an_aside_name_neither_stops_a_re_save_nor_is_followed_or_removed(tmp_path):
+    """A re-save of a committed step renames the old folder aside first. That name was
+    ``.old-step_N``, the same every time: a file or link planted there failed every re-save of the
+    step. The aside name is random now; what sits at names of either form is left alone."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("precious")
+    root = tmp_path / "ckpts"
+    ckpt.save(root, 3, model=_small(1.0))
+    (root / ".old-step_00000003").write_text("a file")
+    (root / ".old-step_00000003-aaaaaaaaaaaa").symlink_to(outside, target_is_directory=True)
+    assert ckpt.save(root, 3, model=_small(2.0), state={"again": True}) == ckpt.step_dir(root, 3)
+    state, _ = ckpt.load(ckpt.step_dir(root, 3), model=_small(0.0))
+    assert state["again"] is True
+    assert sorted(p.name for p in root.iterdir()) == [".old-step_00000003", ".old-step_00000003-aaaaaaaaaaaa",
+                                                      "step_00000003"]
+    assert (root / ".old-step_00000003").read_text() == "a file"
+    assert [p.name for p in outside.iterdir()] == ["keep.txt"]
+
+
+def test_list_checkpoints_lists_no_link_at_a_checkpoint_name(tmp_path):
+    """A link named like a checkpoint (``step_N`` or an aside copy) to a folder elsewhere, even a whole
+    checkpoint, is not listed: ``resume = "auto"`` must not load from outside the checkpoint folder,
+    nor ``keep`` prune there."""
+    elsewhere = ckpt.save(tmp_path / "elsewhere", 9, model=_small(9.0))
+    root = tmp_path / "ckpts"
+    ckpt.save(root, 3, model=_small(3.0))
+    (root / "step_00000009").symlink_to(elsewhere, target_is_directory=True)
+    (root / ".old-step_00000008-aaaaaaaaaaaa").symlink_to(elsewhere, target_is_directory=True)
+    (root / ".old-step_00000007").symlink_to(elsewhere, target_is_directory=True)
+    assert [p.name for p in ckpt.list_checkpoints(root)] == ["step_00000003"]
+    ckpt.save(root, 4, model=_small(4.0), keep=1)
+    assert [p.name for p in ckpt.list_checkpoints(root)] == ["step_00000004"]
+    assert ckpt.verify(elsewhere)["step"] == 9  # not pruned through the links
+
+
+def _resave_killed_between_its_renames(root: Path) -> Path:
+    """What a re-save of step 3 killed after renaming the old folder aside, before renaming its own
+    folder in, leaves: the old copy under a random ``.old-`` name and the new one under ``.tmp-``."""
+    ckpt.save(root, 2, model=_small(2.0))
+    ckpt.save(root, 3, model=_small(3.0))
+    aside = root / ".old-step_00000003-3f9c2a7b1d04"
+    os.rename(ckpt.step_dir(root, 3), aside)
+    (root / ".tmp-step_00000003-x7k2m9qa" / "tensors").mkdir(parents=True)
+    return aside
+
+
+def test_a_re_save_killed_between_its_renames_leaves_the_step_loadable_from_its_aside_copy(tmp_path):
+    root = tmp_path / "ckpts"
+    aside = _resave_killed_between_its_renames(root)
+    assert ckpt.list_checkpoints(root) == [ckpt.step_dir(root, 2), aside]
+    model = _small(0.0)
+    state, _ = ckpt.load(ckpt.latest(root), model=model)  # its step checked against the aside's name
+    assert state["step"] == 3 and all(torch.equal(p, torch.full_like(p, 3.0)) for p in model.parameters())
+    # the next save of the step commits and removes the copy and the leftover
+    ckpt.save(root, 3, model=_small(4.0))
+    assert sorted(p.name for p in root.iterdir()) == ["step_00000002", "step_00000003"]
+
+
+def test_an_aside_copy_whose_removal_began_is_not_listed_and_pruning_a_step_removes_its_copies(tmp_path):
+    root = tmp_path / "ckpts"
+    aside = _resave_killed_between_its_renames(root)
+    (aside / "manifest.json").unlink()  # removal starts with the manifest: what is left is no checkpoint
+    assert ckpt.list_checkpoints(root) == [ckpt.step_dir(root, 2)]
+    os.rename(root / "step_00000002", root / ".old-step_00000002-aaaaaaaaaaaa")  # a whole copy, listed
+    ckpt.save(root, 2, model=_small(2.0))  # step 2 again, beside a stale copy of step 2
+    stale = root / ".old-step_00000002-bbbbbbbbbbbb"
+    ckpt.save(tmp_path / "copy", 2, model=_small(5.0)).rename(stale)
+    assert ckpt.list_checkpoints(root) == [ckpt.step_dir(root, 2)]  # step_N stands: copies are not listed
+    ckpt.save(root, 5, model=_small(5.0), keep=1)
+    assert [p.name for p in ckpt.list_checkpoints(root)] == ["step_00000005"]
+    assert not stale.exists()  # pruned with its step, not listed as step 2 once step_00000002 went
+
+
+RESAVER = """
+import sys, torch
+from torch import nn
+from vfm_parallel import checkpoint as ckpt
+torch.set_num_threads(1)
+model = nn.Linear(256, 256)
+value = 0
+while True:
+    value += 1
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(value)
+    ckpt.save(sys.argv[1], 1, model=model, state={"value": value})
+    print(value, flush=True)
+"""
+
+
+def test_a_process_killed_at_any_moment_while_re_saving_a_step_leaves_that_step_loadable(tmp_path):
+    root = tmp_path / "ckpts"
+    for delay in (0.0, 0.02, 0.05, 0.1):  # spread over a save's phases
+        child = subprocess.Popen([sys.executable, "-c", RESAVER, str(root)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip()  # one save committed: each later one is a re-save
+            time.sleep(delay)
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        found = ckpt.list_checkpoints(root)
+        assert len(found) == 1, found
+        model = nn.Linear(256, 256)
+        state, _ = ckpt.load(found[0], model=model)
+        assert state["step"] == 1
+        assert all(torch.equal(p, torch.full_like(p, state["value"])) for p in model.parameters())

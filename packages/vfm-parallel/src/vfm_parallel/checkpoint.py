@@ -18,11 +18,13 @@ permissions just before the rename. A process killed during a save leaves a ``.t
 (``.tmp-step_<N>`` from earlier versions) that loading ignores and the next save of that step removes
 (folders only: a link or file at such a name is left alone and stops nothing), so the last good
 checkpoint is never touched. Re-saving a committed step renames the old folder aside
-(``.old-step_<N>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes the old.
-Older checkpoints beyond ``keep`` are removed after the commit. A save that fails (disk full, a
-folder that cannot be written) on any rank fails on every rank alike with :class:`CheckpointSaveError`,
-one line naming the step, the rank and the OS error; its ``.tmp-*`` folder is removed, nothing is
-pruned, and the newest committed checkpoint is named as the one still there.
+(``.old-step_<N>-<random>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes
+the old (:mod:`vfm_parallel.checkpoint_folders`). Older checkpoints beyond ``keep`` are removed after
+the commit. A save that fails on any rank (disk full, a folder that cannot be written, a written file
+that does not read back, any exception of one rank) fails on every rank alike with
+:class:`CheckpointSaveError`, one line naming the step, the rank and what failed; no rank is left
+waiting in a collective, its ``.tmp-*`` folder is removed, nothing is pruned, and the newest committed
+checkpoint is named as the one still there.
 
 Loading is whole or refused: the files against the manifest, the step in ``state.json`` against the
 folder, every tensor's chunks complete, and the saved names, shapes and dtypes against the model's.
@@ -30,13 +32,8 @@ folder, every tensor's chunks complete, and the saved names, shapes and dtypes a
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import re
 import shutil
-import stat
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -54,13 +51,14 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch import nn
-from vfm_plugins.files import SwappedFileError, current_umask, replace_file
+from vfm_plugins.files import SwappedFileError, replace_file
 
 from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are part of this module's interface)
     CheckpointError,
     DamagedCheckpointError,
     IncompatibleCheckpointError,
     NotCommittedError,
+    UnreadableFileError,
     check_tensors,
     folder_step,
     read_manifest,
@@ -69,13 +67,20 @@ from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are p
     verify_tensors,
     write_manifest,
 )
+from vfm_parallel.checkpoint_folders import (  # noqa: F401  (step_dir, list_checkpoints, latest: this module's interface)
+    SaveFolder,
+    fsync_dirs,
+    latest,
+    list_checkpoints,
+    prune,
+    step_dir,
+)
 
 class CheckpointSaveError(CheckpointError):
-    """Writing a checkpoint failed (disk full, a folder that cannot be written): nothing was committed."""
+    """Writing a checkpoint failed on some rank (disk full, a folder that cannot be written, a file that
+    does not read back, any exception): every rank raises it alike; nothing was committed."""
 
 
-_STEP_DIR = re.compile(r"^step_(\d{8})$")
-_ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})$")
 _OPTIM_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 #: torch optimizers' param-group entries that pick an implementation, not a training setting
 _KERNEL_CHOICES = frozenset({"fused", "foreach", "capturable", "differentiable"})
@@ -99,94 +104,9 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def step_dir(root: Path, step: int) -> Path:
-    return Path(root) / f"step_{step:08d}"
-
-
-def list_checkpoints(root: str | Path) -> list[Path]:
-    """Checkpoint folders under ``root``, oldest first (``.tmp-*`` leftovers are not listed; a
-    ``.old-step_<N>`` is, while no ``step_<N>`` exists: a re-save died between its two renames)."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = {int(m.group(1)): p for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))}
-    for p in root.iterdir():
-        if p.is_dir() and (m := _ASIDE_DIR.match(p.name)):
-            found.setdefault(int(m.group(1)), p)
-    return [found[k] for k in sorted(found)]
-
-
-def latest(root: str | Path) -> Path | None:
-    """The newest committed checkpoint under ``root``, or None."""
-    found = list_checkpoints(root)
-    return found[-1] if found else None
-
-
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_file(path, json.dumps(data, indent=1), durable=True)
-
-
-def _is_leftover(path: Path, final: Path) -> bool:
-    """A folder a save of ``final``'s step left when it died: ``.tmp-step_<N>-<random>`` (or
-    ``.tmp-step_<N>``, the name earlier versions used), a real folder, not a link."""
-    name = f".tmp-{final.name}"
-    if path.name != name and not path.name.startswith(name + "-"):
-        return False
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
-
-
-class _SaveFolder:
-    """Rank 0's hold on the temporary folder: made new under a random name, kept open, so that the
-    commit changes the permissions of, and renames, the folder it made and no other."""
-
-    def __init__(self, root: Path, final: Path) -> None:
-        for leftover in root.iterdir():
-            if _is_leftover(leftover, final):  # a save of this step that died earlier
-                shutil.rmtree(leftover)
-        # mkdtemp: created exclusively (a name taken by anything, a link included, is skipped), 0700
-        self.path = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
-        try:
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                raise
-            raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process "
-                                   "replaced it)") from None
-
-    def commit(self, final: Path) -> None:
-        os.fchmod(self.fd, 0o777 & ~current_umask())  # as a plain mkdir would have made it
-        os.fsync(self.fd)
-        made = os.fstat(self.fd)
-        if not _same_folder(self.path, made):
-            raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process renamed "
-                                   "or replaced it): not committed")
-        _commit(self.path, final)
-        if not _same_folder(final, made):
-            raise SwappedFileError(f"{final} is not the folder this save made: another process replaced its "
-                                   f"temporary folder {self.path.name} at the rename; check {final}")
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def _same_folder(path: Path, made: os.stat_result) -> bool:
-    try:
-        now = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino)
-
-
-def _fsync_dirs(folder: Path) -> None:
-    """The folders' entries (the files themselves are synced while the manifest hashes them)."""
-    for path in sorted(folder.rglob("*")):
-        if path.is_dir():
-            _fsync_dir(path)
-    _fsync_dir(folder)
 
 
 def _split(flat: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -228,15 +148,16 @@ def save(
     root = Path(root)
     final = step_dir(root, step)
     rank = _rank()
-    folder: _SaveFolder | None = None
+    folder: SaveFolder | None = None
     tmp: Path | None = None
 
     def fresh_tmp() -> None:
         nonlocal folder
         root.mkdir(parents=True, exist_ok=True)
-        folder = _SaveFolder(root, final)
+        folder = SaveFolder(root, final)
 
     def write_files() -> None:
+        tensors, optim_other = _gather_tensors(model, optimizer, ema)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             dcp.save(tensors, storage_writer=HuggingFaceStorageWriter(str(tmp / "tensors"), save_distributed=True))
@@ -247,28 +168,25 @@ def save(
             _write_json(tmp / "state.json", {**(state or {}), "step": step, "optimizer": optim_other})
 
     def commit() -> None:
-        _fsync_dirs(tmp)
+        fsync_dirs(tmp)
         folder.commit(final)
 
     try:  # each phase agreed by every rank (a gather, which is also the barrier between phases)
-        _agree(final, _attempt(fresh_tmp) if rank == 0 else None)
+        _phase(final, fresh_tmp if rank == 0 else None)
         tmp = Path(_from_rank0(str(folder.path) if folder is not None else None))
-        tensors, optim_other = _gather_tensors(model, optimizer, ema)
-        _agree(final, _attempt(write_files))
-        _agree(final, _attempt(lambda: write_manifest(tmp, step)))  # last: hashes and fsyncs every file
-        _agree(final, _attempt(commit) if rank == 0 else None)
+        _phase(final, write_files)
+        _phase(final, lambda: write_manifest(tmp, step))  # last: hashes and fsyncs every file
+        _phase(final, commit if rank == 0 else None)
     except CheckpointSaveError:
-        if folder is not None and _same_folder(folder.path, os.fstat(folder.fd)):  # ours, not a swapped-in one
+        if folder is not None and folder.is_ours():  # not one swapped in
             shutil.rmtree(folder.path, ignore_errors=True)
         _barrier()  # the partial folder is gone when any rank goes on
         raise
     finally:
         if folder is not None:
             folder.close()
-    if rank == 0:
-        if keep > 0:
-            for old in list_checkpoints(root)[:-keep]:
-                shutil.rmtree(old, ignore_errors=True)
+    if rank == 0 and keep > 0:
+        prune(root, keep)
     _barrier()
     return final
 
@@ -276,24 +194,40 @@ def save(
 _FREE_SPACE = "Free space or fix the folder's permissions"
 
 
-def _attempt(write) -> tuple[int, str, str] | None:
-    """Run one phase of a save: None, or (the rank it failed on, what failed in one line, what to do)
-    when the file system refused."""
-    try:
-        write()
-    except SwappedFileError as exc:
+def _phase(final: Path, write=None) -> None:
+    """Run one phase of a save on this rank (``write``; None where this rank has no part in it), then
+    agree with every rank: when it failed anywhere, every rank raises the same error."""
+    failure, cause = None, None
+    if write is not None:
+        # any exception (DCP's CheckpointException is a BaseException): raised on one rank alone, it
+        # would leave the others waiting in the next collective
+        try:
+            write()
+        except (Exception, CheckpointException) as exc:
+            failure, cause = _describe(exc), exc
+    _agree(final, failure, cause)
+
+
+def _describe(exc: BaseException) -> tuple[int, str, str]:
+    """(the rank it failed on, what failed in one line, what to do) for one phase's exception."""
+    if isinstance(exc, SwappedFileError):
         return _rank(), str(exc), "Stop whatever else writes in the checkpoint folder"
-    except OSError as exc:
+    if isinstance(exc, UnreadableFileError):  # the hashing's verdict, the same on every rank
+        return exc.rank, f"{exc.name}, written by this save, does not read back: {exc.why}", (
+            "Check the file system (and its permissions) under the checkpoint folder")
+    if isinstance(exc, OSError):
         return _rank(), f"{type(exc).__name__}: {exc}", _FREE_SPACE
-    except CheckpointException as exc:  # DCP's writer, raised on every rank: the failed ranks' own errors inside
+    if isinstance(exc, CheckpointException):  # DCP's writer, raised on every rank: the failed ranks' own errors inside
         failed = [(rank, pair[0] if isinstance(pair, tuple) else pair) for rank, pair in exc.failures.items()]
         rank, first = next(((r, e) for r, e in failed if isinstance(e, OSError)), failed[0] if failed else (_rank(), exc))
         return rank, f"{type(first).__name__}: {first}".splitlines()[0], _FREE_SPACE
-    return None
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return _rank(), f"{type(exc).__name__}: {first}", "Fix its cause (that rank's traceback shows where it was raised)"
 
 
-def _agree(final: Path, failure: tuple[int, str, str] | None) -> None:
-    """Every rank learns whether any rank's phase failed; then all raise the same error."""
+def _agree(final: Path, failure: tuple[int, str, str] | None, cause: BaseException | None = None) -> None:
+    """Every rank learns whether any rank's phase failed; then all raise the same error (the rank
+    that failed with its own exception as the cause)."""
     failures = [failure]
     if dist.is_initialized():
         failures = [None] * dist.get_world_size()
@@ -307,29 +241,7 @@ def _agree(final: Path, failure: tuple[int, str, str] | None) -> None:
     newest = f"the newest committed checkpoint, {kept[-1]}, is untouched" if kept else "no checkpoint was committed before"
     raise CheckpointSaveError(f"saving checkpoint {final} failed{on} ({why}); nothing of it was committed and "
                               f"{newest}. {fix}, then run again (it resumes "
-                              f"from the newest checkpoint)")
-
-
-def _commit(tmp: Path, final: Path) -> None:
-    """Rename ``tmp`` to ``final``. A committed ``final`` (a re-save of its step) is renamed aside
-    first and deleted only after the new one is in, so that the step always has a checkpoint."""
-    aside = final.parent / f".old-{final.name}"
-    if final.exists():
-        if aside.exists():  # an older aside copy: ``final`` is newer
-            shutil.rmtree(aside)
-        os.rename(final, aside)
-    os.rename(tmp, final)  # the commit
-    _fsync_dir(final.parent)
-    if aside.exists():
-        shutil.rmtree(aside)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+                              f"from the newest checkpoint)") from cause
 
 
 def _restore_tuples(template: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:

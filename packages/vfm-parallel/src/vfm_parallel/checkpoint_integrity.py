@@ -26,7 +26,7 @@ from vfm_plugins.files import replace_file
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
-_FOLDER_STEP = re.compile(r"^(?:\.old-)?step_(\d{8})$")
+_FOLDER_STEP = re.compile(r"^(?:step_(\d{8})|\.old-step_(\d{8})(?:-[a-z0-9_]+)?)$")
 _SHOWN = 3  # names listed per kind of difference
 
 
@@ -40,6 +40,15 @@ class DamagedCheckpointError(CheckpointError):
 
 class NotCommittedError(DamagedCheckpointError, FileNotFoundError):
     """No manifest (or no folder): a save that never committed, or not a checkpoint at all."""
+
+
+class UnreadableFileError(DamagedCheckpointError):
+    """A file of a folder being sealed (:func:`write_manifest`) could not be read: ``name`` (relative to
+    the folder), ``why`` (the OS error) and the ``rank`` that tried; every rank raises it alike."""
+
+    def __init__(self, message: str, name: str = "", why: str = "", rank: int = 0) -> None:
+        super().__init__(message)
+        self.name, self.why, self.rank = name, why, rank
 
 
 class IncompatibleCheckpointError(CheckpointError):
@@ -61,9 +70,10 @@ def _all_gather(value: Any) -> list[Any]:
 
 
 def folder_step(folder: Path) -> int | None:
-    """The step a folder's name says (``step_00000004`` or its aside copy ``.old-step_00000004``)."""
+    """The step a folder's name says (``step_00000004`` or an aside copy of it, ``.old-step_00000004-<random>``,
+    ``.old-step_00000004`` in earlier versions)."""
     match = _FOLDER_STEP.match(Path(folder).name)
-    return int(match.group(1)) if match else None
+    return int(match.group(1) or match.group(2)) if match else None
 
 
 def valid_step(value: Any) -> bool:
@@ -103,14 +113,14 @@ def _links(folder: Path) -> list[str]:
 
 
 def _hash_share(folder: Path, names: list[str], sync: bool) -> dict[str, Any]:
-    """This rank's share of ``names`` hashed: {name: entry, or "unreadable: ..."}."""
+    """This rank's share of ``names`` hashed: {name: entry, or why it could not be read (a str)}."""
     rank, world = _rank_world()
     out: dict[str, Any] = {}
     for name in names[rank::world]:
         try:
             out[name] = hash_file(folder / name, sync)
         except OSError as exc:
-            out[name] = f"unreadable ({exc.strerror or exc})"
+            out[name] = str(exc.strerror or exc)
     return out
 
 
@@ -120,12 +130,14 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     folder = Path(folder)
     names = _files(folder)
     hashed: dict[str, Any] = {}
-    for share in _all_gather(_hash_share(folder, names, sync=True)):
+    bad: list[tuple[str, str, int]] = []
+    for rank, share in enumerate(_all_gather(_hash_share(folder, names, sync=True))):
         hashed.update(share)
-    bad = {n: e for n, e in hashed.items() if isinstance(e, str)}
+        bad += [(n, e, rank) for n, e in share.items() if isinstance(e, str)]
     if bad:
-        name, why = next(iter(bad.items()))
-        raise DamagedCheckpointError(f"cannot commit checkpoint {folder}: {name} is {why}")
+        name, why, rank = min(bad)
+        on = f" on rank {rank}" if dist.is_initialized() else ""
+        raise UnreadableFileError(f"cannot commit checkpoint {folder}: {name} is unreadable{on} ({why})", name, why, rank)
     path = folder / MANIFEST
     if _rank_world()[0] == 0:
         manifest = {"format": MANIFEST_FORMAT, "step": step, "files": {n: hashed[n] for n in names}}
@@ -174,7 +186,7 @@ def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
             same_size.append(name)
     for name, entry in _hash_share(folder, same_size, sync=False).items():
         if isinstance(entry, str):
-            problems.append(f"{name} is {entry}")
+            problems.append(f"{name} is unreadable ({entry})")
         elif entry["sha256"] != listed[name]["sha256"]:
             problems.append(f"{name} has sha256 {entry['sha256'][:12]}..., the manifest says {listed[name]['sha256'][:12]}...")
     return problems

@@ -1,0 +1,210 @@
+"""The folders of a checkpoint root: which are committed checkpoints, and how a save's folder is made,
+committed, and how old ones are removed, so that a kill at any moment leaves step N's checkpoint or
+the one before it, and nothing another process planted under a name vfm uses is followed or stops a save.
+
+Names under ``<root>``: ``step_<N>`` (committed), ``.tmp-step_<N>-<random>`` (a save being written;
+``.tmp-step_<N>`` from earlier versions), ``.old-step_<N>-<random>`` (the previous copy of a step that is
+being saved again, listed only while no ``step_<N>`` exists; ``.old-step_<N>`` from earlier versions).
+Only real folders count: a link or a file at any of these names is never listed, followed or removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from vfm_plugins.files import SwappedFileError, current_umask
+
+from vfm_parallel.checkpoint_integrity import MANIFEST
+
+STEP_DIR = re.compile(r"^step_(\d{8})$")
+#: the previous copy of a step during its re-save (the random part: this version; none: earlier ones)
+ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})(?:-[a-z0-9_]+)?$")
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return Path(root) / f"step_{step:08d}"
+
+
+def _is_real_dir(path: Path) -> bool:
+    """A folder itself, not a link to one (lstat)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _manifest_time(folder: Path) -> float | None:
+    """When the folder's manifest was written, or None when it has none (a regular file, not a link)."""
+    try:
+        found = os.lstat(folder / MANIFEST)
+    except OSError:
+        return None
+    return found.st_mtime if stat.S_ISREG(found.st_mode) else None
+
+
+def list_checkpoints(root: str | Path) -> list[Path]:
+    """Checkpoint folders under ``root``, oldest first, one per step: ``step_<N>``, else (a re-save
+    killed between its two renames) the aside copy ``.old-step_<N>-*`` holding a manifest (one whose
+    removal began has none). Links and files at these names are not listed (and not followed)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found: dict[int, Path] = {}
+    asides: dict[int, list[tuple[float, str, Path]]] = {}
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            path = root / entry.name
+            if m := STEP_DIR.match(entry.name):
+                found[int(m.group(1))] = path
+            elif (m := ASIDE_DIR.match(entry.name)) and (written := _manifest_time(path)) is not None:
+                asides.setdefault(int(m.group(1)), []).append((written, entry.name, path))
+    for step, copies in asides.items():
+        found.setdefault(step, max(copies)[2])  # the most recently written copy
+    return [found[k] for k in sorted(found)]
+
+
+def latest(root: str | Path) -> Path | None:
+    """The newest committed checkpoint under ``root``, or None."""
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def _asides_of(root: Path, step: int) -> list[Path]:
+    """The aside copies of ``step`` under ``root`` (real folders only)."""
+    out = []
+    for name in os.listdir(root):
+        m = ASIDE_DIR.match(name)
+        if m and int(m.group(1)) == step and _is_real_dir(root / name):
+            out.append(root / name)
+    return sorted(out)
+
+
+def _discard(path: Path) -> None:
+    """Remove a folder this module renamed or listed: its manifest first, so that a removal cut short
+    leaves a folder that is no longer taken for a checkpoint; a link or file (what stood at
+    ``step_<N>`` when it was renamed aside) is unlinked, never followed."""
+    if not _is_real_dir(path):
+        path.unlink(missing_ok=True)
+        return
+    (path / MANIFEST).unlink(missing_ok=True)
+    shutil.rmtree(path)
+
+
+def _step_of(folder: Path) -> int:
+    return int((STEP_DIR.match(folder.name) or ASIDE_DIR.match(folder.name)).group(1))
+
+
+def prune(root: Path, keep: int) -> None:
+    """Remove the committed checkpoints beyond the newest ``keep``, each with its step's aside copies
+    (left there, one would be listed as that step once its ``step_<N>`` is gone)."""
+    for old in list_checkpoints(root)[:-keep]:
+        for path in dict.fromkeys([old, *_asides_of(root, _step_of(old))]):
+            try:
+                _discard(path)
+            except OSError:
+                pass  # listed, and pruned, again by a later save; this save is committed
+
+
+def commit_folder(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``. A committed ``final`` (a re-save of its step) is first renamed
+    aside, to a new random ``.old-`` name, and deleted only after the new one is in, so that the step
+    always has a checkpoint."""
+    root, step = final.parent, _step_of(final)
+    aside = None
+    if os.path.lexists(final):
+        if _is_real_dir(final):  # else (a link or file there) an aside is what lists as this step
+            for stale in _asides_of(root, step):  # earlier re-saves' copies: ``final`` is newer than any
+                _discard(stale)
+        # unpredictable, so nothing can wait there; a folder renamed onto a name that exists fails
+        # (or replaces an empty folder): never into anything
+        aside = root / f".old-{final.name}-{secrets.token_hex(6)}"
+        os.rename(final, aside)
+    os.rename(tmp, final)  # the commit
+    _fsync_dir(root)
+    # committed: a copy left here is never listed while ``final`` stands, and the next commit or
+    # prune of this step removes it, so a failure now does not fail the save
+    for stale in dict.fromkeys(([aside] if aside is not None else []) + _asides_of(root, step)):
+        try:
+            _discard(stale)
+        except OSError:
+            pass
+
+
+def is_leftover(path: Path, final: Path) -> bool:
+    """A folder a save of ``final``'s step left when it died: ``.tmp-step_<N>-<random>`` (or
+    ``.tmp-step_<N>``, the name earlier versions used), a real folder, not a link."""
+    name = f".tmp-{final.name}"
+    if path.name != name and not path.name.startswith(name + "-"):
+        return False
+    return _is_real_dir(path)
+
+
+class SaveFolder:
+    """Rank 0's hold on the temporary folder: made new under a random name, kept open, so that the
+    commit changes the permissions of, and renames, the folder it made and no other."""
+
+    def __init__(self, root: Path, final: Path) -> None:
+        for leftover in root.iterdir():
+            if is_leftover(leftover, final):  # a save of this step that died earlier
+                shutil.rmtree(leftover)
+        # mkdtemp: created exclusively (a name taken by anything, a link included, is skipped), 0700
+        self.path = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process "
+                                   "replaced it)") from None
+
+    def is_ours(self) -> bool:
+        """The folder's name still holds the folder this save made (not one swapped in)."""
+        return same_folder(self.path, os.fstat(self.fd))
+
+    def commit(self, final: Path) -> None:
+        os.fchmod(self.fd, 0o777 & ~current_umask())  # as a plain mkdir would have made it
+        os.fsync(self.fd)
+        made = os.fstat(self.fd)
+        if not same_folder(self.path, made):
+            raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process renamed "
+                                   "or replaced it): not committed")
+        commit_folder(self.path, final)
+        if not same_folder(final, made):
+            raise SwappedFileError(f"{final} is not the folder this save made: another process replaced its "
+                                   f"temporary folder {self.path.name} at the rename; check {final}")
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def same_folder(path: Path, made: os.stat_result) -> bool:
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino)
+
+
+def fsync_dirs(folder: Path) -> None:
+    """The folders' entries (the files themselves are synced while the manifest hashes them)."""
+    for path in sorted(folder.rglob("*")):
+        if path.is_dir():
+            _fsync_dir(path)
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
