@@ -106,3 +106,68 @@ def test_vfm_train_blames_a_bad_preset_key_on_the_plugin_and_a_bad_option_on_the
     assert len(lines) == 1 and lines[0].startswith(
         "error: config key 'model.options': family 'author-dit' has no config key(s) heads; keys: "), lines
     assert "num_heads" in lines[0] and "preset" not in lines[0]
+
+
+PLAIN_FAMILY = """
+    from torch import nn
+    from vfm_models.families import ModelFamily
+    from vfm_models.families.config import TransformerConfig
+
+    class PlainNet(nn.Module):  # a plain module, not a DiffusionTransformer: no parallel_plan to inherit
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.proj = nn.Linear(config.hidden, config.hidden)
+
+    FAMILY = ModelFamily(name="plain-net", config_cls=TransformerConfig, build=PlainNet,
+                         presets={"tiny": dict(hidden=32, depth=2, num_heads=2, patch=(1, 2, 2))})
+"""
+
+
+def test_vfm_train_and_plan_refuse_a_plain_module_family_without_parallel_plan_in_one_line(tmp_path):
+    plugin = write_plugin(tmp_path / "plugin", "vfm-plain-family", {
+        "plain_family": PLAIN_FAMILY,
+        "plain_models": REGISTER.replace("author-dit", "plain-net").replace("author_family", "plain_family")},
+        {"vfm_models": "plain_models"})
+    config = tmp_path / "run.toml"
+    config.write_text('[model]\nfamily = "plain-net"\npreset = "tiny"\n'
+                      '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\n'
+                      f'[train]\nout_dir = "{tmp_path / "run"}"\n')
+    expected = ("error: family 'plain-net' builds plain_family.PlainNet, which does not define parallel_plan(): "
+                "define parallel_plan(self) in PlainNet returning a vfm_models.families.plan.ParallelPlan")
+    for args in (("train", str(config), "--validate"), ("plan", str(config), "--gpus", "2")):
+        result = vfm(*args, env=plugin_env([plugin]))
+        assert result.returncode == 1, result.stdout + result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(expected), (args[0], lines)
+        # transformer_plan needs DiffusionTransformer's parts: a plain module is shown ParallelPlan's own fields
+        assert "return ParallelPlan(blocks=" in lines[0], lines
+
+
+
+def test_a_missing_parallel_plan_names_the_family_that_builds_the_class_not_others_sharing_its_config(plugin):
+    import pytest
+    import torch
+
+    import vfm_models
+    from vfm_models.families.plan import ParallelPlanMissingError, parallel_plan_of
+
+    plugin("vfm-plain-families", {"plain_family": PLAIN_FAMILY + """
+    class OtherNet(PlainNet):
+        def parallel_plan(self):
+            return None
+
+    OTHER = ModelFamily(name="other-net", config_cls=TransformerConfig, build=OtherNet, presets=FAMILY.presets)
+""", "plain_models": """
+    from vfm_models.plugins import hookimpl
+
+    @hookimpl
+    def vfm_models_register_families(register):
+        register("plain-net", "plain_family:FAMILY")
+        register("other-net", "plain_family:OTHER")
+"""}, {"vfm_models": "plain_models"})
+    with torch.device("meta"):
+        model = vfm_models.get_family("plain-net").create("tiny")
+    with pytest.raises(ParallelPlanMissingError) as err:
+        parallel_plan_of(model)
+    assert str(err.value).startswith("family 'plain-net' builds plain_family.PlainNet, which does not define "), err.value

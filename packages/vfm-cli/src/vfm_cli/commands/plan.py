@@ -29,13 +29,14 @@ def model_spec(cfg, seq_len: int | None = None):
     from vfm_cli import recipe
     from vfm_cli.recipe.resolution import grid_of
     from vfm_models.blocks.mlp import ffn_dim
+    from vfm_models.families.plan import parallel_plan_of
     from vfm_models.flops import count_params
     from vfm_parallel.planner import ModelSpec, block_activation_bytes
 
     r = recipe.resolve(cfg, probe=cfg.data.source == "shards" and recipe.data_available(cfg))
     with torch.device("meta"):
         model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
-    plan = model.parallel_plan()
+    plan = parallel_plan_of(model)  # a plugin's model without one: ParallelPlanMissingError naming its family
     tokens = seq_len or recipe.seq_len(cfg, r)
     _, h, w = grid_of(r.latent_shape, r.mcfg)
     frames = tokens / (h * w)  # --seq-len: a longer (or shorter) clip of the same frame size

@@ -69,8 +69,10 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
     from vfm_parallel.parallel_model import check_strategies
     from vfm_parallel.trainer.distributed import check_strategy_options, default_strategies
 
-    with torch.device("meta"):
-        plan = vfm_models.get_family(cfg.model.family).build(r.mcfg).parallel_plan()
+    from vfm_models.families.plan import parallel_plan_of
+
+    with torch.device("meta"):  # a plugin's model without parallel_plan(): one error naming its family
+        plan = parallel_plan_of(vfm_models.get_family(cfg.model.family).build(r.mcfg))
     sizes = cfg.parallel.resolved(world_size)
     dims = ParallelDims(**sizes)
     try:

@@ -66,11 +66,25 @@ class ParallelPlanMissingError(PluginError, NotImplementedError):
         families = _families_building(model)
         who = (f"family {' or '.join(map(repr, families))} builds {cls.__module__}.{cls.__qualname__}, which"
                if families else f"{cls.__module__}.{cls.__qualname__}")
+        if hasattr(model, "conditioning_modules"):  # a DiffusionTransformer: the shared builder fits it
+            how = ("return transformer_plan(self, {'attn.core': 'full'}), each attention core 'full', 'spatial', "
+                   "'temporal' or 'cross'")
+        else:  # a plain nn.Module: transformer_plan reads DiffusionTransformer's parts, which it lacks
+            how = ("return ParallelPlan(blocks='<dotted path of its nn.ModuleList of blocks>', num_heads=..., "
+                   "num_layers=...); a DiffusionTransformer subclass can return transformer_plan(self, "
+                   "{'attn.core': 'full'})")
         super().__init__(
             f"{who} does not define parallel_plan(): define parallel_plan(self) in {cls.__name__} returning a "
-            f"vfm_models.families.plan.ParallelPlan that says how vfm-parallel may split it (for a "
-            f"DiffusionTransformer: return transformer_plan(self, {{'attn.core': 'full'}}), each attention core "
-            f"'full', 'spatial', 'temporal' or 'cross'); vfm train reads it even in one process (docs/plugins.md)")
+            f"vfm_models.families.plan.ParallelPlan that says how vfm-parallel may split it ({how}); vfm train and "
+            f"vfm plan read it even in one process (docs/plugins.md)")
+
+
+def parallel_plan_of(model) -> ParallelPlan:
+    """``model.parallel_plan()``; a model whose class has none (a family built on a plain ``nn.Module``,
+    where ``nn.Module.__getattr__`` would raise a bare AttributeError) is :class:`ParallelPlanMissingError`."""
+    if not callable(getattr(type(model), "parallel_plan", None)):
+        raise ParallelPlanMissingError(model)
+    return model.parallel_plan()
 
 
 def _families_building(model) -> list[str]:
@@ -79,15 +93,19 @@ def _families_building(model) -> list[str]:
     fails to load is passed over."""
     import vfm_models
 
-    names = []
+    by_class, by_config = [], []
     for name in vfm_models.host.names("families"):
         try:
             family = vfm_models.host.get("families", name)
         except Exception:  # noqa: BLE001 - another plugin's broken family must not hide this error
             continue
-        if family.build is type(model) or family.config_cls is type(getattr(model, "config", None)):
-            names.append(name)
-    return names
+        if family.build is type(model):
+            by_class.append(name)
+        elif family.config_cls is type(getattr(model, "config", None)):
+            by_config.append(name)
+    # a family whose build is the class says it best; a shared config class (TransformerConfig) would
+    # otherwise name every built-in family that uses it as well
+    return by_class or by_config
 
 
 def attention_tp(prefix: str) -> Dict[str, str]:
