@@ -43,7 +43,9 @@ def test_a_file_of_an_export_given_as_the_checkpoint_names_its_folder(tmp_path, 
 def test_an_export_whose_config_is_not_json_names_the_file(tmp_path):
     export = make_export(tmp_path / "export")
     (export / "config.json").write_text("{oops")
-    assert _error(tmp_path, export).startswith(f"error: {export / 'config.json'} is not valid JSON (Expecting property")
+    assert _error(tmp_path, export) == (f"error: {export / 'config.json'} is not valid JSON: Expecting property name "
+                                        "enclosed in double quotes at line 1, column 2 (char 1); export the model again "
+                                        "or fix the file")
 
 
 @pytest.mark.parametrize("keep", [0.1, 0.9])  # the header cut, the tensors cut

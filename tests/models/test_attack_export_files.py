@@ -96,6 +96,24 @@ def test_a_key_twice_in_config_json_is_refused(tmp_path):
         read_meta(_rewrite(export, doubled))
 
 
+def test_config_json_that_does_not_parse_is_refused_naming_the_file_and_the_position(tmp_path):
+    export = _rewrite(_export(tmp_path / "export"), '{"family": "dit",\n "config": {"hidden": 32,}\n}')
+    with pytest.raises(json.JSONDecodeError) as err:  # still what callers catching the json error expect
+        read_meta(export)
+    assert str(err.value) == (f"{export / 'config.json'} is not valid JSON: Expecting property name enclosed in double "
+                              "quotes at line 2, column 26 (char 43)")
+
+
+def test_a_diffusers_config_json_that_does_not_parse_is_refused_naming_the_file_and_the_position(tmp_path):
+    from vfm_models.adapters.io import read_folder_config
+
+    (tmp_path / "config.json").write_text('{"_class_name": "DiTTransformer2DModel",}')
+    with pytest.raises(json.JSONDecodeError) as err:
+        read_folder_config(tmp_path)
+    assert str(err.value) == (f"{tmp_path / 'config.json'} is not valid JSON: Expecting property name enclosed in "
+                              "double quotes at line 1, column 41 (char 40)")
+
+
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_numbers_that_are_not_finite_are_refused(tmp_path, number):
     export = _export(tmp_path / "export")

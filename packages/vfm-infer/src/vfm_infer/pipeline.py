@@ -187,8 +187,9 @@ def _load_failure(folder: Path, exc: Exception) -> str:
 
     if isinstance(exc, CheckpointMismatchError):
         return f"checkpoint {folder} does not match its model config: {exc}"
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{folder / 'config.json'} is not valid JSON ({exc}); export the model again or fix the file"
+    if isinstance(exc, json.JSONDecodeError):  # vfm_models' InvalidJSONError names the file and the place itself
+        said = str(exc) if getattr(exc, "where", None) else f"{folder / 'config.json'} is not valid JSON ({exc})"
+        return f"{said}; export the model again or fix the file"
     from safetensors import SafetensorError
 
     if isinstance(exc, SafetensorError):  # a header or data that does not parse

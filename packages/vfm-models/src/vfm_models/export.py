@@ -132,10 +132,29 @@ def read_meta(folder: str | PathLike) -> dict[str, Any]:
     return meta
 
 
+class InvalidJSONError(json.JSONDecodeError):
+    """A JSON file that does not parse, named first with the position in words: ``<where> is not valid
+    JSON: <why> at line L, column C (char P)`` (Python's own error names neither the file nor, in that
+    order, a place to look). Still a ``json.JSONDecodeError`` for callers that catch that."""
+
+    def __init__(self, msg: str, doc: str, pos: int, where: str) -> None:
+        super().__init__(msg, doc, pos)
+        self.where = where
+        self.args = (f"{where} is not valid JSON: {msg} at line {self.lineno}, column {self.colno} (char {pos})",)
+
+    def __reduce__(self):  # JSONDecodeError's own drops ``where``
+        return type(self), (self.msg, self.doc, self.pos, self.where)
+
+    @classmethod
+    def of(cls, exc: json.JSONDecodeError, where: str) -> "InvalidJSONError":
+        return cls(exc.msg, exc.doc, exc.pos, where)
+
+
 def strict_json(text: str, where: str) -> Any:
     """JSON as a file from elsewhere must be read: a key twice in one object (one reader sees the first
     value, Python's ``json`` the last), ``NaN`` / ``Infinity`` (not JSON) or a number that overflows to
-    inf (``1e999``) is refused with a ``ValueError`` naming ``where`` and the key or value."""
+    inf (``1e999``) is refused with a ``ValueError`` naming ``where`` and the key or value; text that
+    does not parse is :class:`InvalidJSONError` naming ``where`` and the position."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -154,7 +173,10 @@ def strict_json(text: str, where: str) -> Any:
     def constant(name: str) -> Any:
         raise ValueError(f"{where}: {name} is not a JSON number; accepted: finite numbers")
 
-    return json.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=constant)
+    try:
+        return json.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidJSONError.of(exc, where) from None
 
 
 def own_file(folder: str | PathLike, name: str) -> Path:

@@ -128,7 +128,12 @@ def read_folder_config(path: Path, adapter: StateDictAdapter | None = None) -> t
         path = path / "transformer"  # a diffusers pipeline folder: the denoiser lives here
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} is not a diffusers model folder: config.json is missing")
-    external = json.loads((path / "config.json").read_text())
+    try:
+        external = json.loads((path / "config.json").read_text())
+    except json.JSONDecodeError as exc:  # Python's own names neither the file nor, in words, where
+        from vfm_models.export import InvalidJSONError
+
+        raise InvalidJSONError.of(exc, str(path / "config.json")) from None
     if not isinstance(external, dict):
         raise AdapterConfigError(f"{path / 'config.json'} is not a JSON object")
     return path, adapter or _adapter_for_class(external.get("_class_name"), external, path), external
