@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 
+import pytest
 import torch
 from torch import nn
 
@@ -98,3 +99,118 @@ def test_a_single_process_save_with_an_unreadable_file_is_a_save_error_and_leave
         raise AssertionError("the save went on past a file it could not read")
     assert "state.json, written by this save, does not read back: Permission denied" in error, error
     assert sorted(os.listdir(tmp_path)) == ["step_00000001"]
+
+
+def _save_with_a_link_planted_by_rank_1(rank, world, root, outside, kind):
+    """Rank 1 writes a symbolic link into the folder being saved (as a storage writer or hook writing
+    there might); sealing must refuse it: hashed through, the checkpoint would commit and never load."""
+    ckpt.save(root, 1, model=_linear(1.0), rank_state={"rank": rank})
+    real_write_json = ckpt._write_json
+
+    def write_then_link(path, data):
+        real_write_json(path, data)
+        if rank == 1 and path.name == "rank_00001.json":
+            (path.parent / f"linked_{kind}").symlink_to(outside, target_is_directory=(kind == "folder"))
+
+    ckpt._write_json = write_then_link
+    try:
+        ckpt.save(root, 2, model=_linear(2.0), rank_state={"rank": rank})
+        error = None
+    except ckpt.CheckpointSaveError as exc:
+        error = str(exc)
+    finally:
+        ckpt._write_json = real_write_json
+    model = _linear(0.0)
+    state, _ = ckpt.load(ckpt.latest(root), model=model)
+    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
+            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+
+
+def _outside(tmp_path, kind):
+    outside = tmp_path / f"outside_{kind}"
+    if kind == "folder":
+        outside.mkdir()
+        (outside / "data.bin").write_bytes(b"elsewhere")
+    else:
+        outside.write_bytes(b"elsewhere")
+    return outside
+
+
+def test_a_symbolic_link_in_the_folder_being_saved_fails_the_save_on_every_rank_naming_it(tmp_path):
+    for kind in ("file", "folder"):  # a linked file was hashed through, a linked folder skipped: both committed
+        root = tmp_path / kind
+        outside = _outside(tmp_path, kind)
+        results = spawn(_save_with_a_link_planted_by_rank_1, 2, root, outside, kind, timeout=TIMEOUT_S)
+        errors = [out["error"] for out in results]
+        assert errors[0] is not None and errors[0] == errors[1], errors
+        assert "\n" not in errors[0]
+        assert f"saving checkpoint {ckpt.step_dir(root, 2)} failed" in errors[0], errors[0]
+        assert f"ranks/linked_{kind} is a symbolic link to {outside}" in errors[0], errors[0]
+        assert "loading refuses links" in errors[0], errors[0]
+        assert f"the newest committed checkpoint, {ckpt.step_dir(root, 1)}, is untouched" in errors[0]
+        for out in results:
+            assert out["names"] == ["step_00000001"] and out["step"] == 1 and out["weights"], out
+        assert outside.exists() and (kind == "file" or (outside / "data.bin").read_bytes() == b"elsewhere")
+
+
+def test_a_single_process_save_refuses_a_symbolic_link_in_its_folder_naming_it(tmp_path, monkeypatch):
+    outside = _outside(tmp_path, "file")
+    root = tmp_path / "root"
+    real_write_json = ckpt._write_json
+
+    def write_then_link(path, data):
+        real_write_json(path, data)
+        if path.name == "state.json":
+            (path.parent / "tensors" / "extra.safetensors").symlink_to(outside)
+
+    monkeypatch.setattr(ckpt, "_write_json", write_then_link)
+    try:
+        ckpt.save(root, 1, model=_linear(1.0))
+    except ckpt.CheckpointSaveError as exc:
+        error = str(exc)
+    else:
+        raise AssertionError("a checkpoint holding a link committed; loading refuses it")
+    assert f"tensors/extra.safetensors is a symbolic link to {outside}" in error, error
+    assert "no checkpoint was committed before" in error
+    assert os.listdir(root) == [] and outside.read_bytes() == b"elsewhere"
+
+
+def _save_while_rank_0_cannot_list(rank, world, root, code):
+    """Listing the folder being sealed fails (a subfolder that cannot be read) on rank 0; before its
+    gather, that rank paired with the other ranks' next collective. (os.scandir refusing is what an
+    unreadable folder gives; the tests run as root, whom a chmod does not stop.)"""
+    ckpt.save(root, 1, model=_linear(1.0), rank_state={"rank": rank})
+    real_scandir = os.scandir
+
+    def refused_in_the_save_folder(path="."):
+        named = isinstance(path, (str, os.PathLike))  # (rmtree lists by file descriptor)
+        if rank == 0 and named and os.fspath(path).endswith("/ranks") and "/.tmp-step_" in os.fspath(path):
+            raise OSError(code, os.strerror(code), os.fspath(path))
+        return real_scandir(path)
+
+    os.scandir = refused_in_the_save_folder
+    try:
+        ckpt.save(root, 2, model=_linear(2.0), rank_state={"rank": rank})
+        error = None
+    except ckpt.CheckpointSaveError as exc:
+        error = str(exc)
+    finally:
+        os.scandir = real_scandir
+    model = _linear(0.0)
+    state, _ = ckpt.load(ckpt.latest(root), model=model)
+    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
+            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EIO])
+def test_a_folder_that_cannot_be_listed_while_sealing_fails_the_save_on_every_rank_instead_of_a_hang(tmp_path, code):
+    # EIO raised on rank 0 before its gather, pairing it with the other ranks' next collective; EACCES
+    # was skipped by pathlib's rglob, leaving the folder's files out of the manifest
+    results = spawn(_save_while_rank_0_cannot_list, 2, tmp_path, code, timeout=TIMEOUT_S)
+    errors = [out["error"] for out in results]
+    assert errors[0] is not None and errors[0] == errors[1], errors
+    assert "\n" not in errors[0]
+    assert f"saving checkpoint {ckpt.step_dir(tmp_path, 2)} failed on rank 0" in errors[0], errors[0]
+    assert f"ranks, a folder of this save, cannot be listed: {os.strerror(code)}" in errors[0], errors[0]
+    for out in results:
+        assert out["names"] == ["step_00000001"] and out["step"] == 1 and out["weights"], out

@@ -21,7 +21,7 @@ checkpoint is never touched. Re-saving a committed step renames the old folder a
 (``.old-step_<N>-<random>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes
 the old (:mod:`vfm_parallel.checkpoint_folders`). Older checkpoints beyond ``keep`` are removed after
 the commit. A save that fails on any rank (disk full, a folder that cannot be written, a written file
-that does not read back, any exception of one rank) fails on every rank alike with
+that does not read back, a symbolic link in the folder, any exception of one rank) fails on every rank alike with
 :class:`CheckpointSaveError`, one line naming the step, the rank and what failed; no rank is left
 waiting in a collective, its ``.tmp-*`` folder is removed, nothing is pruned, and the newest committed
 checkpoint is named as the one still there.
@@ -57,7 +57,9 @@ from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are p
     CheckpointError,
     DamagedCheckpointError,
     IncompatibleCheckpointError,
+    LinkInCheckpointError,
     NotCommittedError,
+    UnlistableFolderError,
     UnreadableFileError,
     check_tensors,
     folder_step,
@@ -212,9 +214,15 @@ def _describe(exc: BaseException) -> tuple[int, str, str]:
     """(the rank it failed on, what failed in one line, what to do) for one phase's exception."""
     if isinstance(exc, SwappedFileError):
         return _rank(), str(exc), "Stop whatever else writes in the checkpoint folder"
-    if isinstance(exc, UnreadableFileError):  # the hashing's verdict, the same on every rank
-        return exc.rank, f"{exc.name}, written by this save, does not read back: {exc.why}", (
+    if isinstance(exc, UnreadableFileError):  # the hashing's (or rank 0's listing's) verdict, the same on every rank
+        what = ("a folder of this save, cannot be listed" if isinstance(exc, UnlistableFolderError)
+                else "written by this save, does not read back")
+        return exc.rank, f"{exc.name}, {what}: {exc.why}", (
             "Check the file system (and its permissions) under the checkpoint folder")
+    if isinstance(exc, LinkInCheckpointError):  # rank 0's listing's verdict, the same on every rank
+        more = f" (and {exc.more} more)" if exc.more else ""
+        return 0, f"{exc.name} is a symbolic link to {exc.target}{more}: loading refuses links", (
+            "Stop whatever writes links into the checkpoint folder (vfm writes none)")
     if isinstance(exc, OSError):
         return _rank(), f"{type(exc).__name__}: {exc}", _FREE_SPACE
     if isinstance(exc, CheckpointException):  # DCP's writer, raised on every rank: the failed ranks' own errors inside

@@ -1,9 +1,11 @@
 """Whole or refused: the manifest a checkpoint commits with, and the checks that loading runs.
 
 ``manifest.json`` (written last, just before the commit rename) lists every other file of the
-checkpoint with its size and sha256. A folder without one is not a committed checkpoint. Hashing
-is split over the ranks, file by file, so that each rank reads about 1/world of the bytes (sha256
-runs at about 0.8 GB/s on one core); the verdicts are gathered, so every rank raises the same error
+checkpoint with its size and sha256. A folder without one is not a committed checkpoint. Sealing
+lists the folder once, on rank 0, without following links, and refuses one that holds a symbolic
+link (loading would refuse the checkpoint) or a folder it cannot list. Hashing is split over the
+ranks, file by file, so that each rank reads about 1/world of the bytes (sha256 runs at about
+0.8 GB/s on one core); the verdicts are gathered, so every rank raises the same error
 and none is left waiting in a collective.
 
 Errors are one line: :class:`DamagedCheckpointError` (files missing, changed, unreadable, a bad
@@ -18,6 +20,7 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -49,6 +52,20 @@ class UnreadableFileError(DamagedCheckpointError):
     def __init__(self, message: str, name: str = "", why: str = "", rank: int = 0) -> None:
         super().__init__(message)
         self.name, self.why, self.rank = name, why, rank
+
+
+class UnlistableFolderError(UnreadableFileError):
+    """A folder being sealed could not be listed: ``name`` is the folder (relative; ``.`` for itself)."""
+
+
+class LinkInCheckpointError(DamagedCheckpointError):
+    """A folder being sealed (:func:`write_manifest`) holds a symbolic link ``name`` (relative to the
+    folder) to ``target``: hashed through, it would commit a checkpoint that loading refuses. Found by
+    rank 0, which lists the folder; every rank raises it alike."""
+
+    def __init__(self, message: str, name: str = "", target: str = "", more: int = 0) -> None:
+        super().__init__(message)
+        self.name, self.target, self.more = name, target, more
 
 
 class IncompatibleCheckpointError(CheckpointError):
@@ -102,6 +119,49 @@ def _files(folder: Path) -> list[str]:
     return sorted(n for n in names if n != MANIFEST)
 
 
+def _sealable(folder: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """(every regular file under ``folder`` but the manifest, every symbolic link with its target), as
+    sorted POSIX paths relative to it. Links are not followed (a linked folder is one entry), and a
+    folder that cannot be listed raises: pathlib's rglob skips it silently, leaving its files out."""
+    files, links = [], []
+
+    def refuse(exc: OSError) -> None:
+        raise exc
+
+    for root, dirs, names in os.walk(folder, onerror=refuse, followlinks=False):
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            relative = Path(path).relative_to(folder).as_posix()
+            if relative == MANIFEST:  # written last, replacing whatever is at its name (a link too)
+                continue
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                links.append((relative, os.readlink(path)))
+            elif stat.S_ISREG(mode):
+                files.append(relative)
+    return sorted(files), sorted(links)
+
+
+def _listing_of_rank0(folder: Path) -> tuple[list[str], list[tuple[str, str]], tuple[str, str] | None]:
+    """Rank 0's :func:`_sealable` listing on every rank, or (name, why) when it could not list: one
+    listing, so that every rank hashes its share of the same names, and a failure is every rank's
+    (raised on rank 0 alone, before the hashes' gather, rank 0 would pair with the others' next
+    collective). One rank reads the folder, not every one of them."""
+    listing = None
+    if _rank_world()[0] == 0:
+        try:
+            listing = (*_sealable(folder), None)
+        except Exception as exc:  # any: this rank must reach the broadcast
+            where = getattr(exc, "filename", None)
+            name = Path(where).relative_to(folder).as_posix() if where and Path(where).is_relative_to(folder) else str(folder)
+            listing = ([], [], (name or ".", str(getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}")))
+    if dist.is_initialized():
+        box = [listing]
+        dist.broadcast_object_list(box, src=0)
+        listing = box[0]
+    return listing
+
+
 def _links(folder: Path) -> list[str]:
     """Every symbolic link under ``folder`` (files and folders, not followed), as sorted relative paths."""
     found = []
@@ -128,7 +188,16 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     """Hash (and fsync) every file of ``folder`` and write its manifest; collective when a process
     group is up (every rank hashes its share, rank 0 writes). Call it after every file is written."""
     folder = Path(folder)
-    names = _files(folder)
+    names, links, unlisted = _listing_of_rank0(folder)
+    if unlisted is not None:
+        name, why = unlisted
+        raise UnlistableFolderError(f"cannot commit checkpoint {folder}: {name} cannot be listed on rank 0 ({why})",
+                                    name, why, 0)
+    if links:  # hashed through, a linked file would commit, and loading refuses the checkpoint
+        (name, target), more = links[0], len(links) - 1
+        also = f" (and {more} more)" if more else ""
+        raise LinkInCheckpointError(f"cannot commit checkpoint {folder}: {name} is a symbolic link to {target}{also}; "
+                                    "vfm writes none and loading refuses links", name, target, more)
     hashed: dict[str, Any] = {}
     bad: list[tuple[str, str, int]] = []
     for rank, share in enumerate(_all_gather(_hash_share(folder, names, sync=True))):
