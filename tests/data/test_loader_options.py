@@ -31,11 +31,21 @@ BASE = dict(patch_size=2, batch_size=2, max_seq_len=64)
     ("latent_channels", 0, "a whole number >= 1 or None"),
     ("split_part", "", "a name (a non-empty string)"),
     ("trust_dataset_code", "yes", "True or False"),
+    ("overlong", "x", "'drop' (skip a sample over max_seq_len tokens) or 'crop' (keep its first frames that fit, or the middle rows of one frame)"),
+    ("overlong", None, "'drop'"),
+    ("share", "broadcast", "'auto', 'gather' or 'turns'"),
 ])
 def test_a_loader_setting_of_the_wrong_type_or_range_is_named_with_what_is_accepted(small_dataset, name, value, accepted):
     with pytest.raises(LoaderOptionError) as info:
         make_loader(small_dataset, **{**BASE, name: value})
     assert str(info.value).startswith(f"make_loader: {name}={value!r} is not accepted; accepted: {accepted}")
+
+
+def test_a_task_encoder_made_directly_names_itself_when_refusing_an_overlong_policy():
+    from vfm_data.task_encoder import VideoTaskEncoder
+
+    with pytest.raises(LoaderOptionError, match=r"^VideoTaskEncoder: overlong='trim' is not accepted; accepted: 'drop' \("):
+        VideoTaskEncoder(patch_size=2, max_seq_len=64, overlong="trim")
 
 
 def test_a_data_parallel_rank_outside_the_world_is_refused(small_dataset):

@@ -44,7 +44,7 @@ def test_the_state_records_how_steps_were_shared(small_dataset):
 
 
 def test_share_accepts_only_its_modes_and_a_bucketed_blend_cannot_gather(small_dataset):
-    with pytest.raises(ValueError, match=r"share='parts': accepted 'auto', 'gather', 'turns'"):
+    with pytest.raises(ValueError, match=r"make_loader: share='parts' is not accepted; accepted: 'auto', 'gather' or 'turns'"):
         make_loader(small_dataset, share="parts", **OPTIONS)
     with pytest.raises(ValueError, match="cannot be gathered from parts"):
         make_loader(small_dataset, share="gather", **BUCKETED)

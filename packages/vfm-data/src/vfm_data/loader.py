@@ -36,7 +36,7 @@ from vfm_plugins import exit_with_parent
 from vfm_data.blend_file import dataset_folders
 from vfm_data.blenders import get_blender, groups_batches
 from vfm_data.errors import DataError, DataWarning, data_error_in, one_line
-from vfm_data.loader_options import check_loader_options
+from vfm_data.loader_options import SHARE_MODES, check_loader_options
 from vfm_data.packing import patch_grid
 from vfm_data.sample import first_sample
 from vfm_data.skips import CROP_REASONS, WARN_INTERVAL_S, Affected, format_counts, split_counts
@@ -445,7 +445,6 @@ def _sample_count(folder: Path) -> int:
     return sum(int(c) for c in counts.values())
 
 
-SHARE_MODES = ("auto", "gather", "turns")
 
 
 def _one_sequence(group_size: int, share: str) -> bool:
@@ -516,7 +515,7 @@ def make_loader(
                         f"num_workers, group, streams, share, {', '.join(sorted(_SPEC_OPTIONS))}")
     # before any of them is computed with (a ZeroDivisionError, energon's AssertionError at the first batch)
     check_loader_options({"patch_size": patch_size, "batch_size": batch_size, "num_workers": num_workers,
-                          **({} if streams is None else {"streams": streams}), **options})
+                          **({} if streams is None else {"streams": streams}), "share": share, **options})
     n = 1 if group is None else torch.distributed.get_world_size(group)
     if options.get("blender_options", {}) is None:  # a config's "no options"
         options["blender_options"] = {}

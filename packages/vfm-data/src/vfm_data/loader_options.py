@@ -35,6 +35,28 @@ WHOLE_NUMBER_OPTIONS: dict[str, tuple[int, bool, str]] = {
 }
 
 
+#: what the loader does with a sample over ``max_seq_len`` tokens -> how the policy is described
+OVERLONG_POLICIES: dict[str, str] = {
+    "drop": "skip a sample over max_seq_len tokens",
+    "crop": "keep its first frames that fit, or the middle rows of one frame",
+}
+#: how a subset group shares a step (see ``vfm_data.loader.share_mode``)
+SHARE_MODES = ("auto", "gather", "turns")
+
+
+def _choices(names: Any) -> str:
+    names = [repr(n) for n in names]
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
+def overlong_problem(value: Any, caller: str) -> str | None:
+    """The one-line refusal of an ``overlong`` setting, or None when it is a policy."""
+    if isinstance(value, str) and value in OVERLONG_POLICIES:
+        return None
+    accepted = " or ".join(f"{name!r} ({what})" for name, what in OVERLONG_POLICIES.items())
+    return f"{caller}: overlong={value!r} is not accepted; accepted: {accepted}"
+
+
 def check_loader_options(values: Mapping[str, Any]) -> None:
     """Refuse the first setting in ``values`` (any of them; the others are not looked at) that is not
     what the loader takes."""
@@ -48,6 +70,11 @@ def check_loader_options(values: Mapping[str, Any]) -> None:
                 raise LoaderOptionError(f"make_loader: {name}={value!r} is not accepted; accepted: {bound} ({what})")
         elif name in ("split_part", "blender") and (not isinstance(value, str) or not value):
             raise LoaderOptionError(f"make_loader: {name}={value!r} is not accepted; accepted: a name (a non-empty string)")
+        elif name == "overlong" and (problem := overlong_problem(value, "make_loader")):
+            raise LoaderOptionError(problem)
+        elif name == "share" and not (isinstance(value, str) and value in SHARE_MODES):
+            raise LoaderOptionError(f"make_loader: share={value!r} is not accepted; accepted: {_choices(SHARE_MODES)} "
+                                    "(how a subset group shares a step)")
         elif name == "trust_dataset_code" and not isinstance(value, bool):
             raise LoaderOptionError(f"make_loader: trust_dataset_code={value!r} is not accepted; accepted: True or False")
     rank, world = values.get("dp_rank", 0), values.get("dp_world", 1)

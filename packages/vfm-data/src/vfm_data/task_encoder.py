@@ -22,10 +22,10 @@ from vfm_data.blenders.weighted import WeightedBlender
 from vfm_data.errors import DataWarning, one_line
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
+from vfm_data.loader_options import OVERLONG_POLICIES, LoaderOptionError, overlong_problem  # noqa: F401
 from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
 from vfm_data.tar_guard import guard_readers
 
-OVERLONG_POLICIES = ("drop", "crop")
 
 
 def _bucket_criterion(self: "VideoTaskEncoder", sample: Any) -> tuple[Any, int]:
@@ -67,8 +67,8 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         max_consecutive_undecodable: int = MAX_CONSECUTIVE_UNDECODABLE,
     ) -> None:
         super().__init__()
-        if overlong not in OVERLONG_POLICIES:
-            raise ValueError(f"overlong must be one of {OVERLONG_POLICIES}, got {overlong!r}")
+        if problem := overlong_problem(overlong, "VideoTaskEncoder"):
+            raise LoaderOptionError(problem)
         if patch_size < 1 or temporal_patch < 1:
             raise ValueError(f"patch sizes must be >= 1, got patch_size={patch_size}, temporal_patch={temporal_patch}")
         self.patch_size, self.temporal_patch = int(patch_size), int(temporal_patch)
