@@ -57,5 +57,13 @@ def test_a_preset_key_the_config_class_lacks_is_the_presets_fault_naming_the_fam
 def test_a_key_of_the_users_options_the_config_lacks_names_the_accepted_keys_not_the_preset():
     with pytest.raises(TypeError) as err:
         FAMILY.config("tiny", heads=2)
-    assert str(err.value).startswith("family 'noplan-dit' has no config key(s) heads; keys: adaln_lora_rank, ")
+    assert str(err.value).startswith("family 'noplan-dit' has no config key(s) heads (did you mean num_heads?); keys: "
+                                     "adaln_lora_rank, ")
     assert "num_heads" in str(err.value) and "preset" not in str(err.value)
+
+
+def test_a_misspelt_option_key_suggests_the_close_config_key_and_a_far_one_suggests_none():
+    with pytest.raises(TypeError) as err:
+        FAMILY.config("tiny", heads=2, kv_heads=1, zzz=3)
+    assert str(err.value).startswith("family 'noplan-dit' has no config key(s) heads (did you mean num_heads?), kv_heads "
+                                     "(did you mean num_kv_heads?), zzz; keys: adaln_lora_rank, "), err.value

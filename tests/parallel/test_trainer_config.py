@@ -21,14 +21,15 @@ def _with(section: str, **values) -> dict:
     [
         (_with("optim", lr=-1), "optim.lr", "must be > 0"),
         (_with("optim", warmup_steps=20), "optim.warmup_steps", "more than train.steps"),
-        (_with("optim", lrr=1), "optim.lrr", "unknown key; accepted: name, lr"),
+        (_with("optim", lrr=1), "optim.lrr", "unknown key (did you mean lr?); accepted: name, lr"),
+        (_with("optim", zzz=1), "optim.zzz", "unknown key; accepted: name, lr"),  # nothing close: no guess
         (_with("data", source='"web"'), "data.source", "must be one of shards, synthetic"),
         (_with("ema", decay=1.5), "ema.decay", "must be in [0, 1)"),
         (_with("parallel", tp='"two"'), "parallel.tp", "expected int, got str"),
         (_with("logging", tensorboard=1), "logging.tensorboard", "expected bool, got int"),
         (_with("data", source='"shards"'), "data", "needs data.blend or data.shards"),
         (_with("data", packing="true"), "data.max_seq_len", "packing needs max_seq_len > 0"),
-        ({**BASE, "optimizer": {}}, "optimizer", "unknown key; accepted: model, parallel"),
+        ({**BASE, "optimizer": {}}, "optimizer", "unknown key (did you mean optim?); accepted: model, parallel"),
     ],
 )
 def test_a_bad_config_is_rejected_naming_the_key_and_the_reason(data, key, reason):
@@ -82,3 +83,9 @@ def test_the_last_step_runs_at_the_floor_even_right_after_the_warm_up():
     kw = dict(lr=1.0, warmup_steps=4, total_steps=5, min_lr_ratio=0.1)
     assert [lr_at(s, **kw) for s in range(5)] == pytest.approx([0.25, 0.5, 0.75, 1.0, 0.1])
     assert lr_at(5, lr=1.0, warmup_steps=4, total_steps=6, min_lr_ratio=0.1) == pytest.approx(0.1)
+
+
+def test_a_misspelt_set_key_suggests_the_close_key_of_its_section():
+    with pytest.raises(ConfigError) as info:
+        from_dict(apply_overrides(BASE, ["train.step=3"]))
+    assert str(info.value).startswith("config key 'train.step': unknown key (did you mean steps?); accepted: steps, "), info.value

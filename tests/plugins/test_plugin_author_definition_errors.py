@@ -104,7 +104,8 @@ def test_vfm_train_blames_a_bad_preset_key_on_the_plugin_and_a_bad_option_on_the
     lines = train_validate(tmp_path / "options", plan=PLAN, preset="dict(hidden=32, depth=2, num_heads=2)",
                            options="heads = 2")
     assert len(lines) == 1 and lines[0].startswith(
-        "error: config key 'model.options': family 'author-dit' has no config key(s) heads; keys: "), lines
+        "error: config key 'model.options': family 'author-dit' has no config key(s) heads (did you mean num_heads?); "
+        "keys: "), lines
     assert "num_heads" in lines[0] and "preset" not in lines[0]
 
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from vfm_plugins import PluginError
+
+
+def _did_you_mean(key: str, accepted) -> str:
+    """`` (did you mean num_heads?)`` for a key close to an accepted one (``heads``), else ``""``."""
+    close = difflib.get_close_matches(key, sorted(accepted), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class PresetError(PluginError):
@@ -51,9 +58,8 @@ class ModelFamily:
                     f"plugin, not in your options); the preset's keys must be among: {', '.join(sorted(accepted))}")
         unknown = sorted(set(overrides) - accepted)
         if unknown:
-            raise TypeError(
-                f"family {self.name!r} has no config key(s) {', '.join(unknown)}; keys: {', '.join(sorted(accepted))}"
-            )
+            named = ", ".join(key + _did_you_mean(key, accepted) for key in unknown)
+            raise TypeError(f"family {self.name!r} has no config key(s) {named}; keys: {', '.join(sorted(accepted))}")
         values.update(overrides)
         return self.config_cls(**values)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import tomllib
 import typing
@@ -43,7 +44,9 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
-        raise ConfigError(where, f"unknown key; accepted: {', '.join(fields)}")
+        close = difflib.get_close_matches(unknown[0], list(fields), n=1)  # train.step -> steps
+        guess = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(where, f"unknown key{guess}; accepted: {', '.join(fields)}")
     values = {}
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
