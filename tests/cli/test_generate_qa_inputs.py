@@ -237,3 +237,34 @@ def test_an_empty_prompt_with_guidance_warns_in_one_line_that_guidance_cannot_ch
     assert lines[0].startswith("warning: prompt 0 (video 0000) '' encodes as the empty caption, the null condition that "
                                "guidance contrasts with, so --guidance 3 cannot change its video")
     assert (tmp_path / "out" / "0000.mp4").is_file()
+
+
+def test_a_negative_guidance_scale_generates_with_one_warning_that_it_steers_away_from_the_prompt(tmp_path):
+    # uncond + scale (cond - uncond) with scale < 0 is defined (anti-guidance) but rarely meant: warned, not refused
+    export = _export(tmp_path / "export")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--guidance", "-3", "--steps", "1", "-o", tmp_path / "neg")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.output.splitlines() if line.startswith("warning: --guidance -3")]
+    assert warned == ["warning: --guidance -3 is below 0: it steers the video away from its prompt (uncond + scale * "
+                      "(cond - uncond)), which is rarely meant; to steer away from something, give it as "
+                      "--negative-prompt with --guidance above 1 (1 = off, 0 = the unconditional branch alone)"], result.output
+    assert (tmp_path / "neg" / "0000.mp4").is_file()
+    between = invoke("--checkpoint", export, "--prompt", "1", "--guidance", "0.5", "--steps", "1", "-o", tmp_path / "half")
+    assert between.exit_code == 0 and "warning" not in between.output, between.output
+
+
+def test_an_exports_negative_default_guidance_is_warned_about_as_the_exports(tmp_path):
+    save_export = pytest.importorskip("vfm_models.export").save_export
+    model = tiny_dit()
+    export = save_export(tmp_path / "export", model, tiny_meta(config=model.config, null_condition=describe(model.config),
+                                                               guidance=-2.0))
+    result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "warning: the export's default guidance -2 is below 0: it steers the video away from its prompt" in result.output
+
+
+def test_generate_help_says_what_a_negative_guidance_scale_does():
+    import re
+
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", CliRunner().invoke(app, ["generate", "--help"], terminal_width=200).output).split())
+    assert "below 0 steers away from the prompt (allowed, with a warning" in text, text

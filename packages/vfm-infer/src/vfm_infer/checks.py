@@ -27,6 +27,10 @@ class UntrainedNullWarning(GenerationWarning):
     """Guidance against the null condition of a model trained without condition dropout."""
 
 
+class NegativeGuidanceWarning(GenerationWarning):
+    """A guidance scale below 0: defined (it steers away from the prompt) but rarely what is meant."""
+
+
 def _short(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
@@ -49,6 +53,20 @@ def unused_inputs(kind: str, prompts: Sequence[str], negative_prompt: str, asked
         return [f"--negative-prompt {_short(negative_prompt)} has no effect: {where} (guidance off), and the "
                 "negative prompt only replaces the unconditional branch of guidance; pass --guidance > 1"]
     return []
+
+
+def negative_guidance(kind: str, asked_guidance: float | None, guidance: float) -> list[str]:
+    """A note for a scale below 0 on a conditional model, the caller's (``asked_guidance``) or the export's
+    default (``guidance``, in use). ``uncond + scale * (cond - uncond)`` is still defined there (it
+    extrapolates past the unconditional prediction, away from the prompt), so it generates; but
+    ``--guidance -3`` more often means a negative prompt, or is a typo. An unconditional model ignores
+    guidance (:func:`unused_inputs` says so)."""
+    if kind == "none" or guidance >= 0:
+        return []
+    what = f"--guidance {guidance:g}" if asked_guidance is not None else f"the export's default guidance {guidance:g}"
+    return [f"{what} is below 0: it steers the video away from its prompt (uncond + scale * (cond - uncond)), which "
+            "is rarely meant; to steer away from something, give it as --negative-prompt with --guidance above 1 "
+            "(1 = off, 0 = the unconditional branch alone)"]
 
 
 def prompt_tokens(encoder: Any, text: str) -> tuple[int, bool] | None:

@@ -28,8 +28,9 @@ from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
 from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
-from vfm_infer.checks import (GenerationWarning, PromptTruncatedWarning, UnusedInputWarning, UntrainedNullWarning,
-                              check_spec_types, guidance_without_contrast, truncated_prompts, unused_inputs, untrained_null)
+from vfm_infer.checks import (GenerationWarning, NegativeGuidanceWarning, PromptTruncatedWarning, UnusedInputWarning,
+                              UntrainedNullWarning, check_spec_types, guidance_without_contrast, negative_guidance,
+                              truncated_prompts, unused_inputs, untrained_null)
 from vfm_infer.samplers.base import FORMULATIONS, Sampler, StepCallback, build_sampler
 
 #: The sampler used when none is named, per formulation.
@@ -370,6 +371,8 @@ class VideoPipeline:
         notes = [(UntrainedShapeWarning, n) for n in (self.untrained_shape(shape),) if n]
         notes += [(UnusedInputWarning, n) for n in unused_inputs(self.conditioner.kind, prompts, spec.negative_prompt,
                                                                   asked_guidance, spec.guidance)]
+        notes += [(NegativeGuidanceWarning, n) for n in negative_guidance(self.conditioner.kind, asked_guidance,
+                                                                                      spec.guidance)]
         notes += [(UnusedInputWarning, n) for n in guidance_without_contrast(self.conditioner, prompts, spec.negative_prompt,
                                                                               asked_guidance, spec.guidance)]
         notes += [(PromptTruncatedWarning, n) for n in truncated_prompts(self.conditioner.text_encoder, prompts,

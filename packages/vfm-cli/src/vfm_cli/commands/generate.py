@@ -86,7 +86,7 @@ def generate(
     sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler name (see `vfm plugins --kind samplers`); default per formulation."),
     steps: int = typer.Option(32, "--steps", min=1, help="Sampler steps."),
     sampler_option: List[str] = typer.Option([], "--sampler-option", help="A sampler option KEY=VALUE (repeatable), e.g. churn=40 (edm-heun, edm-euler), shift=3 (flow-*), eta=1 or timestep_spacing=trailing (ddim); an unknown KEY lists the sampler's options."),
-    guidance: Optional[float] = typer.Option(None, "--guidance", help="Classifier-free guidance scale (1 = off); default: the export's (the formulation's default when training dropped conditions, else 1)."),
+    guidance: Optional[float] = typer.Option(None, "--guidance", help="Classifier-free guidance scale: 1 = off, 0 = the unconditional branch alone, above 1 follows the prompt more closely; below 0 steers away from the prompt (allowed, with a warning: for that, a --negative-prompt is usually meant); default: the export's (the formulation's default when training dropped conditions, else 1)."),
     seed: int = typer.Option(0, "--seed", help="Noise seed; prompt i uses seed + i. The same seed gives the same video."),
     frames: Optional[int] = typer.Option(None, "--frames", min=1, help="Frames; default: the training clips' length."),
     size: Optional[str] = typer.Option(None, "--size", help="HxW in pixels; default: the training size."),
