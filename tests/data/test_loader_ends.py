@@ -221,3 +221,22 @@ def test_a_sample_failing_after_decoding_stops_with_one_line_not_a_traceback_per
         _batches(loader, 1)
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err and len(out + err) < 2000  # energon's default: a traceback per sample, 100 times
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [0, 1])
+def test_unpacked_samples_of_mixed_shapes_stop_with_only_vfms_line_not_energons_except_line_too(tmp_path, capfd, workers):
+    from vfm_data.errors import DataError
+
+    write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)  # images (T=1) and videos of 2-4 latent frames
+    loader = make_loader(tmp_path, patch_size=2, batch_size=4, streams=1, num_workers=workers)
+    with pytest.raises(DataError) as info:
+        _batches(loader, 1)
+    message = str(info.value)
+    assert message.startswith("vfm_data: cannot stack latents of shapes [(4, 1, 4, 4), "), message
+    assert f"of shard {tmp_path}/shard-000000.tar" in message and "samples 'k000" in message, message
+    assert "accepted: packing (max_seq_len + packing_buffer), a bucketed blend or batch_size=1" in message, message
+    out, err = capfd.readouterr()
+    # energon prints "Except <error> in BatchDataset.<bound method ...>" for any exception but its
+    # fatal ones, before (and whatever) its error handler does
+    assert "Except" not in out + err, out + err

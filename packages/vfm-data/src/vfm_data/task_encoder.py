@@ -19,12 +19,14 @@ from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
 from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
 from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
-from vfm_data.errors import DataWarning, one_line
+from vfm_data.errors import DataError, DataWarning, one_line
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
 from vfm_data.loader_options import OVERLONG_POLICIES, LoaderOptionError, overlong_problem  # noqa: F401
 from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
 from vfm_data.tar_guard import guard_readers
+
+_KEYS_SHOWN = 4  # sample keys named in an error about a batch
 
 
 
@@ -191,9 +193,15 @@ class VideoTaskEncoder(DefaultTaskEncoder):
             return PackedBatch.from_packs(samples, self._capacity())
         shapes = {tuple(s.latent.shape) for s in samples}
         if len(shapes) > 1:
-            raise ValueError(
-                f"cannot stack latents of shapes {sorted(shapes)}: use packing (max_seq_len + packing_buffer) "
-                "or a bucketed blend"
+            # a DataError is fatal to energon: no "Except ..." line printed ahead of this one
+            keys = ", ".join(repr(str(k)) for k in dict.fromkeys(s.__key__ for s in samples[:_KEYS_SHOWN]))
+            shards = list(dict.fromkeys(shard_of(s) for s in samples))
+            of = f"shard{'s' if len(shards) > 1 else ''} {', '.join(shards)}"
+            raise DataError(
+                f"vfm_data: cannot stack latents of shapes {sorted(shapes)} into one batch of {len(samples)} (samples "
+                f"{keys}{', ...' if len(samples) > _KEYS_SHOWN else ''} of {of}): without packing, the samples "
+                "of a batch must have one shape; accepted: packing (max_seq_len + packing_buffer), a bucketed blend "
+                "or batch_size=1"
             )
         text, mask = pad_text([s.text for s in samples], [s.text_length for s in samples])
         keys = [s.__key__ for s in samples]
