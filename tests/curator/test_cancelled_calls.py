@@ -10,14 +10,8 @@ import time
 
 from vfm_curator.execution.ray_runner import RayRunner
 from vfm_curator.execution.spec import StageSpec
+from tests.curator.stage_items import Item
 from vfm_curator.stages.base import Resources, Stage
-
-
-class Item(dict):
-    failure = None
-
-    def fail(self, stage, reason, cause="input", kind="error"):
-        self.failure = {"stage": stage, "reason": reason, "cause": cause, "kind": kind}
 
 
 class Spin(Stage):

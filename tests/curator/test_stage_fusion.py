@@ -11,14 +11,8 @@ import pytest
 from vfm_curator.execution.balancer import AutoBalancer, StageCost
 from vfm_curator.execution.fusion import fuse
 from vfm_curator.execution.spec import StageSpec
+from tests.curator.stage_items import Item
 from vfm_curator.stages.base import Resources, Stage
-
-
-class Item(dict):
-    failure = None  # the stage interface reads task.failure
-
-    def fail(self, stage, reason, cause="input", kind="error"):
-        self.failure = {"stage": stage, "reason": reason, "cause": cause, "kind": kind}
 
 
 class Mark(Stage):
