@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch import nn
+from vfm_models.families.plan import parallel_plan_of
 
 
 def token_count(model: nn.Module, latent_shape: tuple[int, ...]) -> int:
@@ -41,7 +42,7 @@ def check_layout(model: nn.Module, latent_shape: tuple[int, ...], cp: int, strat
         return
     from vfm_parallel.dims import ParallelDims
 
-    chosen, plan = cp_strategy(strategy), model.parallel_plan()
+    chosen, plan = cp_strategy(strategy), parallel_plan_of(model)
     if hasattr(chosen, "check"):  # a plugin's CP strategy may have neither check nor methods
         chosen.check(ParallelDims(cp=cp), plan)
     _, t, h, w = latent_shape
@@ -80,4 +81,4 @@ def context_parallel_model(model: nn.Module, mesh: Any, strategy: str = "cp-ring
     """Apply the registered CP ``strategy`` to ``model`` (in place) over ``mesh``'s ``cp`` dimension."""
     cp = cp_strategy(strategy)
     # Inference: no gradients to average over the cp ranks.
-    return cp.apply(model, mesh, model.parallel_plan(), average_gradients=False)
+    return cp.apply(model, mesh, parallel_plan_of(model), average_gradients=False)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from vfm_models.dtypes import float_dtype
+from vfm_models.families.plan import parallel_plan_of
 from vfm_models.seeded import build_seeded
 
 from vfm_infer.conditioning import Conditioner, load_text_encoder
@@ -225,7 +226,7 @@ class VideoPipeline:
         if compile:  # vfm-parallel's per-block compile, as in training
             from vfm_parallel.strategy import get_strategy
 
-            get_strategy("compile").apply(self.model, None, self.model.parallel_plan())
+            get_strategy("compile").apply(self.model, None, parallel_plan_of(self.model))
         self.formulation = vfm_models.get_formulation(meta["formulation"])(**(meta.get("formulation_options") or {}))
         tokenizer_cls = vfm_models.get_tokenizer(meta["tokenizer"])
         # Only the caller opts in to TorchScript (docs/security.md); export_paths drops an export's own say.
