@@ -3,6 +3,7 @@ blends followed), with one-line errors naming the file; the trust check reads bl
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import yaml
 
@@ -60,3 +61,11 @@ def test_write_blend_refuses_a_weight_the_loader_would_refuse_naming_what_is_acc
     with pytest.raises(ValueError, match=r"blend weight of .*d must be a positive finite number, got .*; weights are relative"):
         write_blend(tmp_path / "blend.yaml", [(folder, 1.0), (folder, weight)])
     assert not (tmp_path / "blend.yaml").exists()
+
+
+@pytest.mark.parametrize("weight", [np.float32(0.5), np.int64(2)], ids=["float32", "int64"])
+def test_write_blend_takes_a_numpy_weight_as_the_loader_would_take_it_from_the_file(tmp_path, weight):
+    # weights are often computed with numpy (counts / total); the file holds a plain float either way
+    folder = write_dataset(tmp_path / "d", 4)
+    written = write_blend(tmp_path / "blend.yaml", [(folder, weight)])
+    assert yaml.safe_load(written.read_text())["splits"]["train"]["blend"][0]["weight"] == float(weight)

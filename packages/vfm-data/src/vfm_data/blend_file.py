@@ -23,13 +23,14 @@ the same three.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 from vfm_plugins.files import replace_file
+
+from vfm_data.numbers_rule import is_blend_weight
 
 
 class BlendFileError(ValueError):
@@ -51,7 +52,7 @@ def write_blend(
         raise ValueError("a blend needs at least one (path, weight) pair")
     for path, weight in datasets:
         # the rule the loader applies to a blend file (vfm_data.trust): never write one it refuses
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+        if not is_blend_weight(weight):
             raise ValueError(f"blend weight of {path} must be a positive finite number, got {weight!r}; weights are "
                              "relative (they need not sum to 1); to leave a dataset out, leave out its pair")
         if not (Path(path) / ".nv-meta").is_dir():

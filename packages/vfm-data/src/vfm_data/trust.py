@@ -14,7 +14,6 @@ reading uses too), so the check sees what energon will see.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import warnings
@@ -23,6 +22,7 @@ from typing import Any, Iterator
 
 from vfm_data.blend_file import entry_path
 from vfm_data.errors import DataWarning
+from vfm_data.numbers_rule import is_blend_weight
 
 #: The one object a vfm ``dataset.yaml`` names (``vfm_data.writer.DATASET_YAML``).
 DATASET_CLASSES = {("megatron.energon", "CrudeWebdataset")}
@@ -386,7 +386,7 @@ def _check_entry(file: Path | str, key: str, entry: dict) -> None:
         raise UntrustedDatasetError(file, f"{key}.path", f"must be a dataset folder or blend file path (a non-empty "
                                     f"string), got {'an empty string' if entry['path'] == '' else type(entry['path']).__name__}", hint=_ENTRY_SHAPE)
     weight = entry.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+    if not is_blend_weight(weight):
         raise UntrustedDatasetError(file, f"{key}.weight", f"must be a positive finite number, got {weight!r}",
                                     hint="weights are relative (they need not sum to 1); to leave a dataset out, "
                                     "remove its entry")
