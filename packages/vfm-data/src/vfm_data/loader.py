@@ -445,8 +445,6 @@ def _sample_count(folder: Path) -> int:
     return sum(int(c) for c in counts.values())
 
 
-
-
 def _one_sequence(group_size: int, share: str) -> bool:
     """Whether a loader's steps are one process's sequence of its streams (see :func:`share_mode`)."""
     return group_size == 1 or share == "turns"

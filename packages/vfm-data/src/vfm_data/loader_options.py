@@ -4,17 +4,13 @@ what is accepted, instead of a ``ZeroDivisionError``, energon's bare ``Assertion
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Mapping
+
+from vfm_data.numbers_rule import is_whole_number
 
 
 class LoaderOptionError(ValueError):
     """A loader setting the loader cannot use: names it, the value and what is accepted."""
-
-
-def _whole(value: Any) -> bool:
-    # a bool is an int to Python, but batch_size=true meaning 1 is a typo, not a request
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 #: name -> (smallest value, None allowed, what it is)
@@ -65,7 +61,7 @@ def check_loader_options(values: Mapping[str, Any]) -> None:
             low, optional, what = WHOLE_NUMBER_OPTIONS[name]
             if value is None and optional:
                 continue
-            if not _whole(value) or (low is not None and value < low):
+            if not is_whole_number(value) or (low is not None and value < low):
                 bound = "a whole number" + ("" if low is None else f" >= {low}") + (" or None" if optional else "")
                 raise LoaderOptionError(f"make_loader: {name}={value!r} is not accepted; accepted: {bound} ({what})")
         elif name in ("split_part", "blender") and (not isinstance(value, str) or not value):
@@ -78,6 +74,6 @@ def check_loader_options(values: Mapping[str, Any]) -> None:
         elif name == "trust_dataset_code" and not isinstance(value, bool):
             raise LoaderOptionError(f"make_loader: trust_dataset_code={value!r} is not accepted; accepted: True or False")
     rank, world = values.get("dp_rank", 0), values.get("dp_world", 1)
-    if _whole(rank) and _whole(world) and rank >= world:
+    if is_whole_number(rank) and is_whole_number(world) and rank >= world:
         raise LoaderOptionError(f"make_loader: dp_rank={rank} is not accepted with dp_world={world}; accepted: "
                                 f"0 <= dp_rank < dp_world")

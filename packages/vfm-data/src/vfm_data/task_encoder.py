@@ -20,14 +20,13 @@ from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
 from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
 from vfm_data.errors import DataError, DataWarning, one_line
+from vfm_data.loader_options import OVERLONG_POLICIES, LoaderOptionError, overlong_problem  # noqa: F401 - still importable from here
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
-from vfm_data.loader_options import OVERLONG_POLICIES, LoaderOptionError, overlong_problem  # noqa: F401
 from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
 from vfm_data.tar_guard import guard_readers
 
 _KEYS_SHOWN = 4  # sample keys named in an error about a batch
-
 
 
 def _bucket_criterion(self: "VideoTaskEncoder", sample: Any) -> tuple[Any, int]:

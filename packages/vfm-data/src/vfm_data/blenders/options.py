@@ -4,8 +4,9 @@ type or range is named with the option and what is accepted, instead of a compar
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
+
+from vfm_data.numbers_rule import is_finite_number, is_whole_number
 
 
 class BlenderOptionError(ValueError):
@@ -20,29 +21,20 @@ class BlenderOptionError(ValueError):
         return type(self), (self.blender, self.option, self.value, self.accepted)
 
 
-def _is_int(value: Any) -> bool:
-    # a bool is an int to Python, but batch_size=true meaning 1 is a typo, not a request
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
-
-
 def _is_list(value: Any) -> bool:
     # a string is a sequence too: durations="12" would be the frame counts "1" and "2"
     return isinstance(value, (list, tuple))
 
 
 def positive_int(blender: str, option: str, value: Any, accepted: str) -> int:
-    if not _is_int(value) or value < 1:
+    if not is_whole_number(value) or value < 1:
         raise BlenderOptionError(blender, option, value, accepted)
     return int(value)
 
 
 def positive_ints(blender: str, option: str, value: Any, accepted: str) -> list[int]:
     """A non-empty list of positive integers."""
-    if not _is_list(value) or not value or not all(_is_int(v) and v >= 1 for v in value):
+    if not _is_list(value) or not value or not all(is_whole_number(v) and v >= 1 for v in value):
         raise BlenderOptionError(blender, option, value, accepted)
     return [int(v) for v in value]
 
@@ -60,9 +52,9 @@ def weight_schedule(blender: str, option: str, value: Any) -> list[tuple[int, li
         if not _is_list(milestone) or len(milestone) != 2:
             raise BlenderOptionError(blender, where, milestone, accepted)
         at, weights = milestone
-        if not _is_int(at) or at < 0:
+        if not is_whole_number(at) or at < 0:
             raise BlenderOptionError(blender, f"{where} samples", at, accepted)
-        if not _is_list(weights) or not weights or not all(_is_number(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+        if not _is_list(weights) or not weights or not all(is_finite_number(w) and w >= 0 for w in weights) or sum(weights) <= 0:
             raise BlenderOptionError(blender, f"{where} weights", weights, accepted)
         if out and at < out[-1][0]:
             raise BlenderOptionError(blender, f"{where} samples", at, f"{accepted} (the milestone before is at {out[-1][0]})")
