@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import tarfile
 from pathlib import Path
 
 import torch
@@ -60,3 +61,16 @@ def quiet(fn, *args, **kwargs):
     """Call ``fn`` with energon's progress printing silenced."""
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(io.StringIO()):
         return fn(*args, **kwargs)
+
+
+def rewrite_shard(shard: Path, change) -> None:
+    """Rewrite a shard's members in place through ``change(name, bytes) -> bytes | None`` (None drops
+    the member): damaged data written the way a tar writer would, for the skip and error tests."""
+    with tarfile.open(shard) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(shard, "w") as tar:
+        for info, data in members:
+            data = change(info.name, data)
+            if data is not None:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))

@@ -1,14 +1,13 @@
 """A loader always ends: damaged shards (written by vfm's writer, then broken) give counted skips or an
 error naming the shard, within a bounded time, in the main process and in worker processes."""
 
-import io
 import json
 import shutil
 import tarfile
 import warnings
 
 import pytest
-from tests.data.helpers import quiet, write_dataset
+from tests.data.helpers import quiet, rewrite_shard, write_dataset
 from vfm_data import make_loader, prepare_dataset
 
 OPTIONS = dict(patch_size=2, batch_size=2, max_seq_len=64, shuffle_buffer=None)
@@ -16,18 +15,6 @@ OPTIONS = dict(patch_size=2, batch_size=2, max_seq_len=64, shuffle_buffer=None)
 
 def _shards(folder):
     return sorted(folder.glob("*.tar"))
-
-
-def _rewrite(shard, change):
-    """Rewrite a shard's members through ``change(name, bytes) -> bytes | None`` (None drops it)."""
-    with tarfile.open(shard) as tar:
-        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
-    with tarfile.open(shard, "w") as tar:
-        for info, data in members:
-            data = change(info.name, data)
-            if data is not None:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
 
 
 def _reprepare(folder):
@@ -64,7 +51,7 @@ def _batches(loader, n):
 def test_a_shard_with_no_decodable_sample_ends_the_loader_with_an_error_naming_it(tmp_path, damage, workers):
     write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
     (shard,) = _shards(tmp_path)
-    _rewrite(shard, damage)
+    rewrite_shard(shard, damage)
     _reprepare(tmp_path)
     loader = make_loader(tmp_path, num_workers=workers, **OPTIONS)
     with pytest.raises(ValueError, match=rf"shard {tmp_path}/shard-000000.tar has no decodable sample") as err:
@@ -78,7 +65,7 @@ def test_a_bad_shard_among_good_ones_is_named_alone(tmp_path, workers):
     write_dataset(tmp_path, 24, max_shard_bytes=40_000)
     shards = _shards(tmp_path)
     assert len(shards) >= 2
-    _rewrite(shards[1], _text_length_abc)
+    rewrite_shard(shards[1], _text_length_abc)
     _reprepare(tmp_path)
     loader = make_loader(tmp_path, num_workers=workers, **OPTIONS)
     with pytest.raises(ValueError, match=rf"shard {tmp_path}/{shards[1].name} has no decodable sample.*text_length") as err:
@@ -151,7 +138,7 @@ def test_a_stream_whose_whole_part_is_truncated_stops_naming_the_shard(tmp_path)
 def test_a_bad_first_sample_is_skipped_and_counted(tmp_path, workers):
     write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
     (shard,) = _shards(tmp_path)
-    _rewrite(shard, lambda name, data: b"{not json" if name == "k00000.json" else data)
+    rewrite_shard(shard, lambda name, data: b"{not json" if name == "k00000.json" else data)
     _reprepare(tmp_path)
     loader = make_loader(tmp_path, num_workers=workers, streams=1, **OPTIONS)
     keys = _batches(loader, 6)
@@ -168,7 +155,7 @@ def test_skip_warnings_are_one_line_per_reason_however_many_skips(tmp_path):
     write_dataset(tmp_path, 12, max_shard_bytes=1 << 20)
     (shard,) = _shards(tmp_path)
     bad = {f"k{i:05d}.json" for i in range(0, 12, 2)}  # every other sample
-    _rewrite(shard, lambda name, data: _text_length_abc(name, data) if name in bad else data)
+    rewrite_shard(shard, lambda name, data: _text_length_abc(name, data) if name in bad else data)
     _reprepare(tmp_path)
     loader = make_loader(tmp_path, streams=1, **OPTIONS)
     with warnings.catch_warnings(record=True) as record:
@@ -189,7 +176,7 @@ def test_first_sample_skips_a_bad_first_sample_and_names_a_garbage_shard(tmp_pat
 
     write_dataset(tmp_path, 6, max_shard_bytes=1 << 20)
     (shard,) = _shards(tmp_path)
-    _rewrite(shard, lambda name, data: b"\x00garbage" if name == "k00000.latent.npy" else data)
+    rewrite_shard(shard, lambda name, data: b"\x00garbage" if name == "k00000.latent.npy" else data)
     with pytest.warns(UserWarning, match=r"skipped sample 'k00000' of shard .*shard-000000.tar: corrupt"):
         sample = first_sample(tmp_path)
     assert sample.__key__ == "k00001" and sample.latent.shape[0] == 4
@@ -202,12 +189,11 @@ def test_first_sample_of_a_folder_with_no_decodable_sample_names_it(tmp_path):
     from vfm_data.sample import first_sample
 
     write_dataset(tmp_path, 4, max_shard_bytes=1 << 20)
-    _rewrite(_shards(tmp_path)[0], _no_json)
+    rewrite_shard(_shards(tmp_path)[0], _no_json)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match=rf"no decodable sample in {tmp_path} \(missing_key 4 \(.*shard-000000.tar 4\)"):
             first_sample(tmp_path)
-
 
 
 # --- energon's own error handling ---------------------------------------------------------------------

@@ -4,29 +4,17 @@ sample. The events stay visible as ``data_skip_events``."""
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import warnings
 
 import pytest
 import torch
 
-from tests.data.helpers import in_forked_group, meta, quiet, write_dataset
+from tests.data.helpers import in_forked_group, meta, quiet, rewrite_shard, write_dataset
 from vfm_data import ShardWriter, make_loader, prepare_dataset
 
 PACKED = dict(patch_size=2, batch_size=2, max_seq_len=64)
 BUCKETED = dict(patch_size=2, batch_size=2, blender="bucketed", blender_options={"durations": [1, 2, 3, 4], "batch_size": 2})
-
-
-def _rewrite(shard, change):
-    with tarfile.open(shard) as tar:
-        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
-    with tarfile.open(shard, "w") as tar:
-        for info, data in members:
-            data = change(info.name, data)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +22,7 @@ def one_corrupt(tmp_path_factory):
     """8 samples in one shard, k00003's metadata corrupt."""
     folder = write_dataset(tmp_path_factory.mktemp("one_corrupt"), 8, max_shard_bytes=1 << 20)
     (shard,) = sorted(folder.glob("*.tar"))
-    _rewrite(shard, lambda name, data: b"[]" if name == "k00003.json" else data)
+    rewrite_shard(shard, lambda name, data: b"[]" if name == "k00003.json" else data)
     return folder
 
 
