@@ -12,11 +12,16 @@ from tests.data.helpers import meta, quiet
 from vfm_data import ShardWriter, make_loader, prepare_dataset
 
 
-def test_a_video_cropped_to_the_bucketed_durations_is_counted_and_named(tmp_path):
-    with ShardWriter(tmp_path, max_shard_bytes=1 << 20) as w:
-        for i in range(8):
+def _two_frame_videos(folder, n):
+    """``n`` prepared samples of 2 latent frames each (C, T, H, W) = (4, 2, 4, 4)."""
+    with ShardWriter(folder, max_shard_bytes=1 << 20) as w:
+        for i in range(n):
             w.write(f"s{i}", torch.randn(4, 2, 4, 4), torch.randn(3, 8), meta())
-    quiet(prepare_dataset, tmp_path)
+    quiet(prepare_dataset, folder)
+
+
+def test_a_video_cropped_to_the_bucketed_durations_is_counted_and_named(tmp_path):
+    _two_frame_videos(tmp_path, 8)
     loader = make_loader(tmp_path, patch_size=2, batch_size=2, streams=1, blender="bucketed",
                          blender_options={"durations": [4], "batch_size": 2})
     with warnings.catch_warnings(record=True) as record:
@@ -32,10 +37,7 @@ def test_a_video_cropped_to_the_bucketed_durations_is_counted_and_named(tmp_path
 
 
 def test_samples_the_durations_fit_are_not_counted_as_crops(tmp_path):
-    with ShardWriter(tmp_path, max_shard_bytes=1 << 20) as w:
-        for i in range(4):
-            w.write(f"s{i}", torch.randn(4, 2, 4, 4), torch.randn(3, 8), meta())
-    quiet(prepare_dataset, tmp_path)
+    _two_frame_videos(tmp_path, 4)
     loader = make_loader(tmp_path, patch_size=2, batch_size=2, streams=1, blender="bucketed",
                          blender_options={"durations": [2], "batch_size": 2})
     next(loader)
