@@ -64,6 +64,20 @@ def test_a_misspelt_hook_is_a_failed_plugin_suggesting_the_real_hook_not_silence
     assert "did you mean vfm_models_register_families?" in error
 
 
+def test_a_marked_hook_misspelt_outside_register_is_suggested_not_called_a_module_without_hooks(plugin):
+    # the no-hooks check (today's) caught every marked name not starting with vfm_models_register_
+    plugin("vfm-author-typo2", {"author_typo2": """
+        from vfm_models.plugins import hookimpl
+
+        @hookimpl
+        def vfm_models_regster_families(register):
+            register("typo-family", "author_typo2:FAMILY")
+    """}, {"vfm_models": "author_typo2"})
+    error = failed_error(vfm_models.host, "vfm-author-typo2")
+    assert error.startswith("vfm_models_regster_families is not a hook of vfm_models; did you mean "
+                            "vfm_models_register_families?"), error
+
+
 def test_a_hook_without_the_hookimpl_marker_is_a_failed_plugin_saying_how_to_mark_it(plugin):
     plugin("vfm-author-nomark", {"author_nomark": """
         def vfm_curator_register_stages(register):

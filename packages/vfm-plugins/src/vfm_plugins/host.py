@@ -285,7 +285,11 @@ class PluginHost:
         prefix = f"{self.project}_"
         hooks = sorted(self.kinds.values())
         marker = f"from {self.project}.plugins import hookimpl"
-        if not any(attr in hooks or attr.startswith(f"{prefix}register_") for attr in dir(plugin)):
+        def meant_as_hook(attr: str) -> bool:  # checked one by one below; a misspelt one is named there
+            return attr in hooks or attr.startswith(f"{prefix}register_") or \
+                (attr.startswith(prefix) and pm.parse_hookimpl_opts(plugin, attr) is not None)
+
+        if not any(meant_as_hook(attr) for attr in dir(plugin)):
             return self._no_hooks(plugin, value, hooks)
         for attr in sorted(dir(plugin)):
             if not attr.startswith(prefix):
