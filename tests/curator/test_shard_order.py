@@ -5,13 +5,19 @@ position, so before this two runs on the same clips trained two different models
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import pytest
 
 import vfm_curator
 from vfm_curator.execution.ordering import InputOrder
+from vfm_curator.execution.ray_runner import RayRunner
+from vfm_curator.execution.serial import SerialRunner
+from vfm_curator.execution.spec import StageSpec
+from vfm_curator.stages.base import Resources, Stage
 from vfm_curator.synth import make_video
+from tests.curator.stage_items import Item
 
 SHARD = {"tokenizer": "pixel", "text_encoder": "hash", "resolutions": [[32, 48]], "frames": [4],
          "tokenizer_options": {"patch": 2}, "patch_size": 2, "windows": 0}
@@ -87,12 +93,47 @@ def test_input_order_is_full_at_its_limit_and_passes_unknown_and_repeated_keys_t
     assert order.rest() == ["B", "C"] and not order.full
 
 
-def test_input_order_lets_go_of_a_task_that_never_comes_once_four_times_its_limit_wait():
-    keys = [f"k{i}" for i in range(12)]
-    order = InputOrder(keys, limit=2)
+class DropFirst(Stage):
+    """A stage that returns fewer tasks than it was given: item 0 never comes out."""
+
+    name = "drop-first"
+
+    def process(self, tasks):
+        return [t for t in tasks if t["id"] != 0]
+
+
+def test_input_order_skips_a_task_a_stage_dropped_once_the_runner_has_nothing_in_flight():
+    items = [Item(id=i) for i in range(12)]
+    order = InputOrder(range(12), limit=2)
+    out, behind = [], 0
+    for task in SerialRunner([StageSpec(DropFirst)]).run(order.feed(items), hold=lambda: order.full):
+        out += order.add(task["id"], task)
+        behind = max(behind, task["id"] - len(out))  # finished but still held
+    out += order.rest()
+    # item 0's place is given up at the first pull while full (nothing in flight): the rest in order,
+    # never more than the limit held back
+    assert [t["id"] for t in out] == list(range(1, 12)) and behind <= 2
+
+
+class Lag(Stage):
+    """Item 0 takes seconds, every other item none: the rest finish behind it."""
+
+    name = "lag"
+    resources = Resources(cpus=1.0, memory_mb=64)
+
+    def process_one(self, task):
+        if task["id"] == 0:
+            time.sleep(3)
+
+
+def test_input_order_never_lets_go_of_a_task_still_running_however_many_finish_behind_it(ray_session):
+    # 12 items in flight at once (queue_size 8 x 2 workers), a limit of 2: 11 finish while item 0 runs,
+    # more than any fixed multiple of the limit; item 0 is slow, not lost, and must keep its place
+    items = [Item(id=i) for i in range(12)]
+    order = InputOrder(range(12), limit=2)
+    runner = RayRunner([StageSpec(Lag)], cpu_budget=2.0, queue_size=8)
     out = []
-    for key in keys[1:9]:  # k0 is lost: 8 wait, the most held before giving up on it
-        out += order.add(key, key)
-    assert out == []
-    assert order.add("k9", "k9") == keys[1:10]  # the ninth: k0's place is skipped, the rest in order
-    assert order.add("k11", "k11") == [] and order.add("k10", "k10") == ["k10", "k11"]
+    for task in runner.run(order.feed(items), hold=lambda: order.full):
+        out += order.add(task["id"], task)
+    out += order.rest()
+    assert [t["id"] for t in out] == list(range(12))

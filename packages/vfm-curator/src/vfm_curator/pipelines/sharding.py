@@ -173,7 +173,7 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
         # the same clips and config give the same shards (and so the same seeded training) every run
         order = InputOrder([t.id for t in todo], limit=HELD_FOR_ORDER)
         try:
-            for finished_task in runner.run(iter(todo), hold=lambda: order.full):
+            for finished_task in runner.run(order.feed(todo), hold=lambda: order.full):
                 for task in order.add(finished_task.id, finished_task):
                     write(task)
             for task in order.rest():
