@@ -214,3 +214,35 @@ def test_a_folder_that_cannot_be_listed_while_sealing_fails_the_save_on_every_ra
     assert f"ranks, a folder of this save, cannot be listed: {os.strerror(code)}" in errors[0], errors[0]
     for out in results:
         assert out["names"] == ["step_00000001"] and out["step"] == 1 and out["weights"], out
+
+
+class _EmaFailingOnRank1:
+    """An EMA whose ``state_dict`` raises on rank 1 alone: the save gathers the tensors to write before
+    DCP's own collectives, so that rank failed there while the others went on into DCP's."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def state_dict(self):
+        if self.rank == 1:
+            raise RuntimeError("EMA shadow weights are on another device")
+        return {"weight": torch.zeros(2, 3)}
+
+
+def _save_whose_tensors_cannot_be_gathered_on_rank_1(rank, world, root):
+    ckpt.save(root, 1, model=_linear(1.0), rank_state={"rank": rank})
+    try:
+        ckpt.save(root, 2, model=_linear(2.0), ema=_EmaFailingOnRank1(rank), rank_state={"rank": rank})
+        error = None
+    except ckpt.CheckpointSaveError as exc:
+        error = str(exc)
+    model = _linear(0.0)
+    state, _ = ckpt.load(ckpt.latest(root), model=model)
+    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
+            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+
+
+def test_an_exception_on_one_rank_before_dcp_writes_fails_the_save_on_every_rank_instead_of_a_hang(tmp_path):
+    results = spawn(_save_whose_tensors_cannot_be_gathered_on_rank_1, 2, tmp_path, timeout=TIMEOUT_S)
+    error = _assert_failed_together(results, tmp_path)
+    assert "RuntimeError: EMA shadow weights are on another device" in error, error

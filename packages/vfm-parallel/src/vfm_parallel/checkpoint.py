@@ -152,14 +152,19 @@ def save(
     rank = _rank()
     folder: SaveFolder | None = None
     tmp: Path | None = None
+    gathered: tuple[dict, dict] = ({}, {})
 
     def fresh_tmp() -> None:
         nonlocal folder
         root.mkdir(parents=True, exist_ok=True)
         folder = SaveFolder(root, final)
 
+    def gather() -> None:
+        nonlocal gathered
+        gathered = _gather_tensors(model, optimizer, ema)
+
     def write_files() -> None:
-        tensors, optim_other = _gather_tensors(model, optimizer, ema)
+        tensors, optim_other = gathered
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             dcp.save(tensors, storage_writer=HuggingFaceStorageWriter(str(tmp / "tensors"), save_distributed=True))
@@ -176,6 +181,9 @@ def save(
     try:  # each phase agreed by every rank (a gather, which is also the barrier between phases)
         _phase(final, fresh_tmp if rank == 0 else None)
         tmp = Path(_from_rank0(str(folder.path) if folder is not None else None))
+        # its own phase: failing on one rank inside write_files, before DCP's collectives, it would
+        # leave the others in DCP's while that rank is in the agreement's
+        _phase(final, gather)
         _phase(final, write_files)
         _phase(final, lambda: write_manifest(tmp, step))  # last: hashes and fsyncs every file
         _phase(final, commit if rank == 0 else None)
