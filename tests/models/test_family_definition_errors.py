@@ -67,3 +67,15 @@ def test_a_misspelt_option_key_suggests_the_close_config_key_and_a_far_one_sugge
         FAMILY.config("tiny", heads=2, kv_heads=1, zzz=3)
     assert str(err.value).startswith("family 'noplan-dit' has no config key(s) heads (did you mean num_heads?), kv_heads "
                                      "(did you mean num_kv_heads?), zzz; keys: adaln_lora_rank, "), err.value
+
+
+def test_a_missing_parallel_plan_error_crosses_processes_with_its_message():
+    # torchrun / spawn ranks hand errors back pickled: it was rebuilt from its message as if that were the model
+    import pickle
+
+    with torch.device("meta"):
+        model = FAMILY.create("tiny")
+    with pytest.raises(ParallelPlanMissingError) as err:
+        model.parallel_plan()
+    again = pickle.loads(pickle.dumps(err.value))
+    assert (type(again), str(again)) == (ParallelPlanMissingError, str(err.value))

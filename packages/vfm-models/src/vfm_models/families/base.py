@@ -171,7 +171,7 @@ class DiffusionTransformer(nn.Module):
     def parallel_plan(self) -> ParallelPlan:
         """How vfm-parallel may split this model; each family's subclass defines it (``vfm train``
         reads it even in one process). This one names the family and what to define."""
-        raise ParallelPlanMissingError(self)
+        raise ParallelPlanMissingError.of(self)
 
     def conditioning_modules(self) -> Tuple[str, ...]:
         """Top-level conditioning embedders present in this model (listed in the plan)."""

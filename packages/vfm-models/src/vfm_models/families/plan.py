@@ -59,13 +59,16 @@ class ParallelPlan:
 
 class ParallelPlanMissingError(PluginError, NotImplementedError):
     """A family's model class that does not define ``parallel_plan()``: the family author's mistake.
-    A :class:`~vfm_plugins.PluginError`, so ``vfm`` prints it as one ``error:`` line."""
+    A :class:`~vfm_plugins.PluginError`, so ``vfm`` prints it as one ``error:`` line. Built by
+    :meth:`of`; the instance holds only its message, so it pickles (ranks hand errors back pickled)."""
 
-    def __init__(self, model) -> None:
-        cls = type(model)
+    @classmethod
+    def of(cls, model) -> "ParallelPlanMissingError":
+        """The error for ``model``, naming its family, its class and what to define."""
+        model_cls = type(model)
         families = _families_building(model)
-        who = (f"family {' or '.join(map(repr, families))} builds {cls.__module__}.{cls.__qualname__}, which"
-               if families else f"{cls.__module__}.{cls.__qualname__}")
+        path = f"{model_cls.__module__}.{model_cls.__qualname__}"
+        who = f"family {' or '.join(map(repr, families))} builds {path}, which" if families else path
         if hasattr(model, "conditioning_modules"):  # a DiffusionTransformer: the shared builder fits it
             how = ("return transformer_plan(self, {'attn.core': 'full'}), each attention core 'full', 'spatial', "
                    "'temporal' or 'cross'")
@@ -73,8 +76,8 @@ class ParallelPlanMissingError(PluginError, NotImplementedError):
             how = ("return ParallelPlan(blocks='<dotted path of its nn.ModuleList of blocks>', num_heads=..., "
                    "num_layers=...); a DiffusionTransformer subclass can return transformer_plan(self, "
                    "{'attn.core': 'full'})")
-        super().__init__(
-            f"{who} does not define parallel_plan(): define parallel_plan(self) in {cls.__name__} returning a "
+        return cls(
+            f"{who} does not define parallel_plan(): define parallel_plan(self) in {model_cls.__name__} returning a "
             f"vfm_models.families.plan.ParallelPlan that says how vfm-parallel may split it ({how}); vfm train and "
             f"vfm plan read it even in one process (docs/plugins.md)")
 
@@ -83,7 +86,7 @@ def parallel_plan_of(model) -> ParallelPlan:
     """``model.parallel_plan()``; a model whose class has none (a family built on a plain ``nn.Module``,
     where ``nn.Module.__getattr__`` would raise a bare AttributeError) is :class:`ParallelPlanMissingError`."""
     if not callable(getattr(type(model), "parallel_plan", None)):
-        raise ParallelPlanMissingError(model)
+        raise ParallelPlanMissingError.of(model)
     return model.parallel_plan()
 
 
