@@ -137,3 +137,28 @@ def test_input_order_never_lets_go_of_a_task_still_running_however_many_finish_b
         out += order.add(task["id"], task)
     out += order.rest()
     assert [t["id"] for t in out] == list(range(12))
+
+
+class _Stages:
+    """A progress display that records which stages any clip went through."""
+
+    def __init__(self):
+        self.advanced = []
+
+    def start(self, stages, total):
+        pass
+
+    def advance(self, stage, n):
+        self.advanced.append(stage)
+
+    def stop(self):
+        pass
+
+
+def test_a_source_date_epoch_that_is_no_time_stamp_is_refused_before_any_clip_is_worked_on(clips, tmp_path, monkeypatch):
+    # the shard writer reads it at a bucket's first sample: after the clip's decode, tokenize and text encode
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    seen = _Stages()
+    with pytest.raises(ValueError, match="SOURCE_DATE_EPOCH='yesterday' is not a time stamp"):
+        vfm_curator.shard(clips, tmp_path / "out", {"shard": SHARD, "run": {"runner": "serial"}}, progress=seen)
+    assert seen.advanced == []

@@ -146,6 +146,9 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
     """``held``: clip id -> (bucket, recorded spans of its windows there), for the clips already in
     finished shards that are run again only to add their missing windows (see _top_up)."""
     from vfm_curator.execution.runner import open_runner
+    from vfm_data.writer import member_mtime
+
+    member_mtime()  # a bad SOURCE_DATE_EPOCH fails here, not at a bucket's first sample after its clip's work
 
     def advance(stage: str, n: int) -> None:
         if progress is not None:
