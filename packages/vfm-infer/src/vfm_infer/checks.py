@@ -55,6 +55,11 @@ def unused_inputs(kind: str, prompts: Sequence[str], negative_prompt: str, asked
     return []
 
 
+def _scale_named(asked_guidance: float | None, guidance: float) -> str:
+    """The scale in use as the user set it: ``--guidance 3``, or the export's default when none was given."""
+    return f"--guidance {guidance:g}" if asked_guidance is not None else f"the export's default guidance {guidance:g}"
+
+
 def negative_guidance(kind: str, asked_guidance: float | None, guidance: float) -> list[str]:
     """A note for a scale below 0 on a conditional model, the caller's (``asked_guidance``) or the export's
     default (``guidance``, in use). ``uncond + scale * (cond - uncond)`` is still defined there (it
@@ -63,10 +68,9 @@ def negative_guidance(kind: str, asked_guidance: float | None, guidance: float) 
     guidance (:func:`unused_inputs` says so)."""
     if kind == "none" or guidance >= 0:
         return []
-    what = f"--guidance {guidance:g}" if asked_guidance is not None else f"the export's default guidance {guidance:g}"
-    return [f"{what} is below 0: it steers the video away from its prompt (uncond + scale * (cond - uncond)), which "
-            "is rarely meant; to steer away from something, give it as --negative-prompt with --guidance above 1 "
-            "(1 = off, 0 = the unconditional branch alone)"]
+    return [f"{_scale_named(asked_guidance, guidance)} is below 0: it steers the video away from its prompt (uncond + "
+            "scale * (cond - uncond)), which is rarely meant; to steer away from something, give it as --negative-prompt "
+            "with --guidance above 1 (1 = off, 0 = the unconditional branch alone)"]
 
 
 def prompt_tokens(encoder: Any, text: str) -> tuple[int, bool] | None:
@@ -207,7 +211,7 @@ def guidance_without_contrast(conditioner: Any, prompts: Sequence[str], negative
     else:
         target = f"the --negative-prompt {_short(negative_prompt)}"
     verb = ("is" if len(same) == 1 else "are") if conditioner.kind == "class" else ("encodes as" if len(same) == 1 else "encode as")
-    scale = f"--guidance {guidance:g}" if asked_guidance is not None else f"the export's default guidance {guidance:g}"
+    scale = _scale_named(asked_guidance, guidance)
     its = "its video" if len(same) == 1 else "their videos"
     advice = "write a prompt, or give a --negative-prompt to guide away from" if not negative_prompt else "give them different prompts"
     return [f"{_names(same, prompts)} {verb} {target} that guidance contrasts with, so {scale} cannot change {its} "
