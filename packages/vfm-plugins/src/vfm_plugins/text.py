@@ -5,7 +5,9 @@ or reorder what the user reads. Ordinary text comes back unchanged."""
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
+from typing import Iterable
 
 # bidi embeddings, overrides, isolates and marks: they reorder the text around them on screen
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -36,6 +38,15 @@ def rich_text(text: object):
     from rich.text import Text
 
     return Text(printable(text))
+
+
+def did_you_mean(word: str, accepted: Iterable[str], *, quote: bool = False) -> str:
+    """`` (did you mean num_heads?)`` for a ``word`` close to one of ``accepted`` (``heads``), else ``""``:
+    the one rule every unknown-key error follows (``quote``: the name as ``repr`` writes it)."""
+    close = difflib.get_close_matches(word, list(accepted), n=1)
+    if not close:
+        return ""
+    return f" (did you mean {close[0]!r}?)" if quote else f" (did you mean {close[0]}?)"
 
 
 def exception_text(exc: BaseException) -> str:

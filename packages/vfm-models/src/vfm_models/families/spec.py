@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from vfm_plugins import PluginError
-
-
-def _did_you_mean(key: str, accepted) -> str:
-    """`` (did you mean num_heads?)`` for a key close to an accepted one (``heads``), else ``""``."""
-    close = difflib.get_close_matches(key, sorted(accepted), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+from vfm_plugins.text import did_you_mean
 
 
 class PresetError(PluginError):
@@ -58,7 +52,7 @@ class ModelFamily:
                     f"plugin, not in your options); the preset's keys must be among: {', '.join(sorted(accepted))}")
         unknown = sorted(set(overrides) - accepted)
         if unknown:
-            named = ", ".join(key + _did_you_mean(key, accepted) for key in unknown)
+            named = ", ".join(key + did_you_mean(key, accepted) for key in unknown)
             raise TypeError(f"family {self.name!r} has no config key(s) {named}; keys: {', '.join(sorted(accepted))}")
         values.update(overrides)
         return self.config_cls(**values)

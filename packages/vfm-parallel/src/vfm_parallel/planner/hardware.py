@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vfm_plugins.text import did_you_mean
+
 PROFILES_DIR = Path(__file__).with_name("profiles")
 
 
@@ -82,19 +84,12 @@ _SHARES = ("tp_overlap", "dp_overlap")
 _POSITIVE = ("matmul_efficiency", "attention_efficiency", "activation_overhead")
 
 
-def _suggest(key: str, known: set[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile:
     """A profile from TOML-shaped dicts; unknown keys and non-positive numbers are errors naming the key."""
     known = {f.name for f in dataclasses.fields(HardwareProfile)} - {"path"}
     unknown = sorted(set(data) - known)
     if unknown:  # before the missing keys: a misspelt key is both, and its spelling is the problem
-        raise ProfileError(f"{where}: unknown key {unknown[0]!r}{_suggest(unknown[0], known)}; "
+        raise ProfileError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], known, quote=True)}; "
                            f"accepted: {', '.join(sorted(known))}")
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
@@ -106,7 +101,7 @@ def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile
     cal_known = {f.name for f in dataclasses.fields(Calibration)}
     bad = sorted(set(cal) - cal_known)
     if bad:
-        raise ProfileError(f"{where}: unknown key 'calibration.{bad[0]}'{_suggest(bad[0], cal_known)}; "
+        raise ProfileError(f"{where}: unknown key 'calibration.{bad[0]}'{did_you_mean(bad[0], cal_known, quote=True)}; "
                            f"accepted: {', '.join(sorted(cal_known))}")
     for key, value in values.items():
         if key in ("name", "description"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import tomllib
 import typing
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vfm_parallel.trainer.config.sections import ConfigError, TrainConfig
+from vfm_plugins.text import did_you_mean
 
 
 _SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}
@@ -44,8 +44,7 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
-        close = difflib.get_close_matches(unknown[0], list(fields), n=1)  # train.step -> steps
-        guess = f" (did you mean {close[0]}?)" if close else ""
+        guess = did_you_mean(unknown[0], fields)  # train.step -> steps
         raise ConfigError(where, f"unknown key{guess}; accepted: {', '.join(fields)}")
     values = {}
     for name, value in data.items():
