@@ -154,16 +154,22 @@ def without_full_masks(cond: dict, uncond: dict | None) -> tuple[dict, dict | No
     return strip(cond), strip(uncond)
 
 
+#: The two files an inference export folder holds (vfm_models.export.save_export).
+_EXPORT_FILES = ("model.safetensors", "config.json")
+_EXPECTED = "an inference export is a folder with model.safetensors and config.json"
+
+
+def _missing_files(folder: Path) -> list[str]:
+    return [name for name in _EXPORT_FILES if not (folder / name).is_file()]
+
+
 def _export_hint(folder: Path) -> str:
     """Where a training run keeps its export, when ``folder`` is the run or one of its checkpoints
     (``vfm train`` writes ``<out_dir>/export`` beside ``<out_dir>/checkpoints/step_*``)."""
     for candidate in (folder / "export", folder.parent.parent / "export", folder.parent / "export"):
-        if (candidate / "model.safetensors").is_file() and (candidate / "config.json").is_file():
+        if not _missing_files(candidate):
             return f"; this looks like a training run: its inference export is {candidate}"
     return ""
-
-
-_EXPECTED = "an inference export is a folder with model.safetensors and config.json"
 
 
 def _not_an_export(folder: Path) -> str | None:
@@ -172,10 +178,10 @@ def _not_an_export(folder: Path) -> str | None:
     if not folder.exists():
         return f"{folder} does not exist ({_EXPECTED}){_export_hint(folder)}"
     if not folder.is_dir():
-        if folder.name in ("model.safetensors", "config.json") and not _not_an_export(folder.parent):
+        if folder.name in _EXPORT_FILES and not _not_an_export(folder.parent):
             return f"{folder} is a file of the export {folder.parent}; give the folder: --checkpoint {folder.parent}"
         return f"{folder} is a file ({_EXPECTED}){_export_hint(folder.parent)}"
-    missing = [n for n in ("model.safetensors", "config.json") if not (folder / n).is_file()]
+    missing = _missing_files(folder)
     if missing:
         return f"{folder} is not an inference export: missing {', '.join(missing)} ({_EXPECTED}){_export_hint(folder)}"
     return None
