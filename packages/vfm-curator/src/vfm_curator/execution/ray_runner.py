@@ -127,7 +127,8 @@ class RayRunner:
     def run(self, tasks: Iterable[Any], *, hold: Callable[[], bool] | None = None) -> Iterator[Any]:
         """``hold()``: True while the caller wants no new input taken (it holds finished tasks back
         to hand them on in input order, :class:`~vfm_curator.execution.ordering.InputOrder`); input
-        is still taken when nothing is running or queued, so a hold can never stall the run."""
+        is still taken when nothing is running or queued, so a hold can never stall the run, and only
+        then: ``InputOrder.feed`` reads a pull while held as every task taken before having come out."""
         import ray
 
         n = len(self.groups)

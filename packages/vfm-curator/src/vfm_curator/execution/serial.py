@@ -17,7 +17,8 @@ class SerialRunner:
         self.decisions: list[dict[str, Any]] = []
 
     def run(self, tasks: Iterable[Any], *, hold: Callable[[], bool] | None = None) -> Iterator[Any]:
-        """Tasks come out in input order; ``hold`` (see :meth:`RayRunner.run`) has nothing to hold."""
+        """Tasks come out in input order, each before the next is taken: ``hold`` (see :meth:`RayRunner.run`)
+        has nothing to hold."""
         stages = [spec.build() for spec in self.specs]
         for task in tasks:
             batch = [task]
