@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import secrets
 import shutil
 import stat
@@ -22,14 +21,7 @@ from pathlib import Path
 from vfm_plugins.files import SwappedFileError, current_umask
 
 from vfm_parallel.checkpoint_integrity import MANIFEST
-
-STEP_DIR = re.compile(r"^step_(\d{8})$")
-#: the previous copy of a step during its re-save (the random part: this version; none: earlier ones)
-ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})(?:-[a-z0-9_]+)?$")
-
-
-def step_dir(root: Path, step: int) -> Path:
-    return Path(root) / f"step_{step:08d}"
+from vfm_parallel.checkpoint_names import ASIDE_DIR, STEP_DIR, folder_step, step_dir  # noqa: F401  (step_dir: interface)
 
 
 def _is_real_dir(path: Path) -> bool:
@@ -99,15 +91,11 @@ def _discard(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def _step_of(folder: Path) -> int:
-    return int((STEP_DIR.match(folder.name) or ASIDE_DIR.match(folder.name)).group(1))
-
-
 def prune(root: Path, keep: int) -> None:
     """Remove the committed checkpoints beyond the newest ``keep``, each with its step's aside copies
     (left there, one would be listed as that step once its ``step_<N>`` is gone)."""
     for old in list_checkpoints(root)[:-keep]:
-        for path in dict.fromkeys([old, *_asides_of(root, _step_of(old))]):
+        for path in dict.fromkeys([old, *_asides_of(root, folder_step(old))]):
             try:
                 _discard(path)
             except OSError:
@@ -118,7 +106,7 @@ def commit_folder(tmp: Path, final: Path) -> None:
     """Rename ``tmp`` to ``final``. A committed ``final`` (a re-save of its step) is first renamed
     aside, to a new random ``.old-`` name, and deleted only after the new one is in, so that the step
     always has a checkpoint."""
-    root, step = final.parent, _step_of(final)
+    root, step = final.parent, folder_step(final)
     aside = None
     if os.path.lexists(final):
         if _is_real_dir(final):  # else (a link or file there) an aside is what lists as this step

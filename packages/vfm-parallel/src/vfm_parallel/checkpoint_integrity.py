@@ -19,7 +19,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,9 +26,10 @@ from typing import Any, Iterable
 import torch.distributed as dist
 from vfm_plugins.files import replace_file
 
+from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
+
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
-_FOLDER_STEP = re.compile(r"^(?:step_(\d{8})|\.old-step_(\d{8})(?:-[a-z0-9_]+)?)$")
 _SHOWN = 3  # names listed per kind of difference
 
 
@@ -84,13 +84,6 @@ def _all_gather(value: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, value)
     return out
-
-
-def folder_step(folder: Path) -> int | None:
-    """The step a folder's name says (``step_00000004`` or an aside copy of it, ``.old-step_00000004-<random>``,
-    ``.old-step_00000004`` in earlier versions)."""
-    match = _FOLDER_STEP.match(Path(folder).name)
-    return int(match.group(1) or match.group(2)) if match else None
 
 
 def valid_step(value: Any) -> bool:
