@@ -74,6 +74,20 @@ def test_static_compiled_blocks_compile_once_per_text_bucket_not_per_caption_len
     assert compiles[3] == compiles[2] == compiles[1]  # nine more lengths, no more compiles
 
 
+def test_auto_buckets_leave_the_text_of_a_model_that_attends_to_its_padding_as_it_is():
+    """Wan (use_text_mask False, as trained) attends to every text token, padding too: padded text
+    changed its outputs under static compile (TP, SP) only, so a run's result hung on its layout."""
+    factory = lambda: family_model("wan")  # noqa: E731
+    reference = make_model(factory)
+    assert not reference.parallel_plan().masks_text_padding
+    pm = parallelize(make_model(factory), ParallelDims(), ["compile"],
+                     options={"compile": {"backend": "aot_eager", "dynamic": False}})
+    x, t, cond = _batch(reference, 5, seed=0)
+    out, _ = _loss_and_grads(pm.model, x, t, cond)
+    expected, _ = _loss_and_grads(reference, x, t, cond)
+    assert (out - expected).abs().max().item() < TOL
+
+
 def test_an_unknown_text_buckets_option_names_the_accepted_ones():
     with pytest.raises(ValueError, match=r"text_buckets must be one of 'auto', 'pow2', 'off' or a positive integer"):
         parallelize(make_model(lambda: family_model("dit-cross")), ParallelDims(), ["compile"],

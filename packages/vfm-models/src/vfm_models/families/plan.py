@@ -40,6 +40,10 @@ class ParallelPlan:
     #: Per-block exceptions to ``attention``: block index -> {core path: kind} (ST-DiT blocks with
     #: full self-attention). Use :meth:`attention_for` to get the kinds of one block.
     attention_overrides: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    #: True where text tokens padded on with ``text_mask`` False change no output (the attention masks
+    #: them), so vfm-parallel's ``compile`` may pad captions to a few bucket lengths. False (unknown)
+    #: by default; a model that attends to every text token (Wan as trained) keeps False.
+    masks_text_padding: bool = False
 
     def attention_for(self, index: int) -> dict:
         """Core path -> kind for block ``index`` (``attention`` with that block's overrides applied)."""
@@ -116,8 +120,10 @@ def attention_tp(prefix: str) -> Dict[str, str]:
     return {f"{prefix}.q": "colwise", f"{prefix}.k": "colwise", f"{prefix}.v": "colwise", f"{prefix}.o": "rowwise"}
 
 
-def transformer_plan(model, attention: Dict[str, str], overrides=None) -> ParallelPlan:
-    """The plan of a ``DiffusionTransformer``: TP pairs for every attention in ``attention`` and the MLP."""
+def transformer_plan(model, attention: Dict[str, str], overrides=None, *, masks_text_padding: bool = True) -> ParallelPlan:
+    """The plan of a ``DiffusionTransformer``: TP pairs for every attention in ``attention`` and the MLP.
+    Its cross-attention masks the keys ``text_mask`` marks False, hence ``masks_text_padding`` True
+    unless the model drops the mask."""
     cfg = model.config
     tp: Dict[str, str] = {}
     for core_path in attention:
@@ -134,4 +140,5 @@ def transformer_plan(model, attention: Dict[str, str], overrides=None) -> Parall
         num_heads=cfg.num_heads,
         num_kv_heads=cfg.kv_heads,
         num_layers=cfg.depth,
+        masks_text_padding=masks_text_padding,
     )

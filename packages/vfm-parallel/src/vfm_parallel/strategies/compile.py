@@ -26,7 +26,8 @@ class CompileBlocks:
     recompiles with symbolic shapes, and tracing DTensor views with symbolic shapes fails with a
     RecursionError in the backward (torch 2.13). Static graphs recompile per shape instead, so the
     text of each call is padded (masked) to a bucket length first (``text_buckets``: ``"auto"``, the
-    default, pads to powers of two when some block compiles static; ``"pow2"`` always; an int pads
+    default, pads to powers of two when some block compiles static and the plan's
+    ``masks_text_padding`` says padded tokens change no output; ``"pow2"`` always; an int pads
     up to a multiple of it, e.g. the text encoder's maximum for one graph; ``"off"`` never)."""
 
     name = "compile"
@@ -43,8 +44,8 @@ class CompileBlocks:
                 kwargs = {**kwargs, "dynamic": False}
             static = static or kwargs.get("dynamic") is False
             block.compile(**kwargs)
-        if text_buckets == "auto":
-            text_buckets = "pow2" if static else "off"
+        if text_buckets == "auto":  # only where padding changes no output (the plan says so)
+            text_buckets = "pow2" if static and getattr(plan, "masks_text_padding", False) else "off"
         if text_buckets != "off":
             buckets.install(model, text_buckets)
         return model

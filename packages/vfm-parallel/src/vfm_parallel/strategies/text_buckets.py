@@ -4,7 +4,8 @@ compile once per bucket instead of once per caption length.
 Blocks holding DTensor parameters (TP, SP) compile with ``dynamic=False`` (see ``compile.py``), and
 every new text length L then recompiled them; after ``torch._dynamo.config.recompile_limit`` lengths
 dynamo gave up and ran them eagerly. Padded keys are masked out of the cross-attention
-(``text_mask`` False; docs/contracts.md section 1), so the outputs do not change.
+(``text_mask`` False; docs/contracts.md section 1), so the outputs do not change: ``compile``'s
+``"auto"`` pads only where the plan says so (``masks_text_padding``; Wan as trained attends to them).
 """
 
 from __future__ import annotations

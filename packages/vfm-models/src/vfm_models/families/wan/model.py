@@ -105,7 +105,9 @@ class Wan(DiffusionTransformer):
         return ctx.replace(mod=self.adaln_shared(ctx.c), text=self.text_embedder(ctx.text))
 
     def parallel_plan(self):
-        return transformer_plan(self, {"attn.core": "full", "cross_attn.core": "cross"})
+        # without its mask Wan attends to padded text tokens too: padding them on changes its outputs
+        return transformer_plan(self, {"attn.core": "full", "cross_attn.core": "cross"},
+                                masks_text_padding=self.config.use_text_mask)
 
     def conditioning_modules(self):
         return ("t_embedder", "adaln_shared", "text_embedder")
