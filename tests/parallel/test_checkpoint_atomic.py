@@ -314,3 +314,18 @@ def test_a_process_killed_at_any_moment_while_re_saving_a_step_leaves_that_step_
         state, _ = ckpt.load(found[0], model=model)
         assert state["step"] == 1
         assert all(torch.equal(p, torch.full_like(p, state["value"])) for p in model.parameters())
+
+
+def test_a_step_its_folder_name_cannot_hold_is_refused_before_anything_is_written(tmp_path):
+    """``step_<N>`` holds N in 8 digits: a step of -1 or 10**8 was written whole, then failed at the
+    commit with an AttributeError (its folder name matched no checkpoint name)."""
+    root = tmp_path / "ckpts"
+    for step in (-1, 10**8, True, 2.0):
+        try:
+            ckpt.save(root, step, model=_small(1.0))
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            raise AssertionError(f"step {step!r} was saved")
+        assert f"checkpoint step {step!r}" in error and "a whole number from 0 to 99999999" in error, error
+    assert not root.exists() or list(root.iterdir()) == []

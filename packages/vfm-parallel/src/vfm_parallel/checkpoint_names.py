@@ -13,7 +13,16 @@ STEP_DIR = re.compile(r"^step_(\d{8})$")
 ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})(?:-[a-z0-9_]+)?$")
 
 
+#: the largest step a ``step_<N>`` name holds
+MAX_STEP = 10**8 - 1
+
+
 def step_dir(root: Path, step: int) -> Path:
+    """``root/step_<N>``; a step outside 0..MAX_STEP is refused (its folder would match no checkpoint
+    name: written whole, then never listed)."""
+    if not (isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= MAX_STEP):
+        raise ValueError(f"checkpoint step {step!r}: accepted is a whole number from 0 to {MAX_STEP} "
+                         "(its folder is named step_<8 digits>)")
     return Path(root) / f"step_{step:08d}"
 
 
