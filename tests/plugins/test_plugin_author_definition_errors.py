@@ -4,6 +4,9 @@ naming the plugin's class and what to define, before any work: real ``vfm`` proc
 
 from __future__ import annotations
 
+import pytest
+import torch
+
 from tests.conftest import plugin_env
 from tests.plugins.conftest import vfm, write_plugin
 
@@ -72,15 +75,21 @@ REGISTER = """
 """
 
 
+def write_config(tmp_path, family: str, options: str = ""):
+    """A tiny synthetic-data training config of ``family`` (its preset ``tiny``, with ``options``)."""
+    config = tmp_path / "run.toml"
+    config.write_text(f'[model]\nfamily = "{family}"\npreset = "tiny"\noptions = {{ {options} }}\n'
+                      '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\n'
+                      f'[train]\nout_dir = "{tmp_path / "run"}"\n')
+    return config
+
+
 def train_validate(tmp_path, *, plan: str, preset: str, options: str = "") -> list[str]:
     """``vfm train --validate`` of a tiny config naming the plugin's family; its stderr lines."""
     plugin = write_plugin(tmp_path / "plugin", "vfm-author-family", {
         "author_family": FAMILY_MODULE.format(plan=plan, preset=preset),
         "author_models": REGISTER}, {"vfm_models": "author_models"})
-    config = tmp_path / "run.toml"
-    config.write_text(f'[model]\nfamily = "author-dit"\npreset = "tiny"\noptions = {{ {options} }}\n'
-                      '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\n'
-                      f'[train]\nout_dir = "{tmp_path / "run"}"\n')
+    config = write_config(tmp_path, "author-dit", options)
     result = vfm("train", str(config), "--validate", env=plugin_env([plugin]))
     assert result.returncode == (0 if not result.stderr else 1), result.stdout + result.stderr
     return result.stderr.splitlines()
@@ -130,10 +139,7 @@ def test_vfm_train_and_plan_refuse_a_plain_module_family_without_parallel_plan_i
         "plain_family": PLAIN_FAMILY,
         "plain_models": REGISTER.replace("author-dit", "plain-net").replace("author_family", "plain_family")},
         {"vfm_models": "plain_models"})
-    config = tmp_path / "run.toml"
-    config.write_text('[model]\nfamily = "plain-net"\npreset = "tiny"\n'
-                      '[data]\nsource = "synthetic"\nlatent_shape = [3, 2, 8, 8]\n'
-                      f'[train]\nout_dir = "{tmp_path / "run"}"\n')
+    config = write_config(tmp_path, "plain-net")
     expected = ("error: family 'plain-net' builds plain_family.PlainNet, which does not define parallel_plan(): "
                 "define parallel_plan(self) in PlainNet returning a vfm_models.families.plan.ParallelPlan")
     for args in (("train", str(config), "--validate"), ("plan", str(config), "--gpus", "2")):
@@ -145,11 +151,7 @@ def test_vfm_train_and_plan_refuse_a_plain_module_family_without_parallel_plan_i
         assert "return ParallelPlan(blocks=" in lines[0], lines
 
 
-
 def test_a_missing_parallel_plan_names_the_family_that_builds_the_class_not_others_sharing_its_config(plugin):
-    import pytest
-    import torch
-
     import vfm_models
     from vfm_models.families.plan import ParallelPlanMissingError, parallel_plan_of
 
