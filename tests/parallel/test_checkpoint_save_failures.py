@@ -28,6 +28,15 @@ def _linear(value: float) -> nn.Module:
     return model
 
 
+def _outcome(root, error):
+    """What a rank sees after its second save: the error (or None), the root's names, and the newest
+    checkpoint loaded (its step; whether its weights are the first save's, all ones)."""
+    model = _linear(0.0)
+    state, _ = ckpt.load(ckpt.latest(root), model=model)
+    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
+            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+
+
 def _second_save_fails_on_rank_1(rank, world, root, how):
     ckpt.save(root, 1, model=_linear(1.0), rank_state={"rank": rank})  # the checkpoint that must survive
     rank_state = {"rank": rank}
@@ -51,10 +60,7 @@ def _second_save_fails_on_rank_1(rank, world, root, how):
         error = str(exc)
     finally:
         checkpoint_integrity.hash_file = real_hash_file  # readable again: the load below hashes it too
-    model = _linear(0.0)
-    state, _ = ckpt.load(ckpt.latest(root), model=model)
-    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
-            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+    return _outcome(root, error)
 
 
 def _assert_failed_together(results, root):
@@ -120,10 +126,7 @@ def _save_with_a_link_planted_by_rank_1(rank, world, root, outside, kind):
         error = str(exc)
     finally:
         ckpt._write_json = real_write_json
-    model = _linear(0.0)
-    state, _ = ckpt.load(ckpt.latest(root), model=model)
-    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
-            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+    return _outcome(root, error)
 
 
 def _outside(tmp_path, kind):
@@ -196,10 +199,7 @@ def _save_while_rank_0_cannot_list(rank, world, root, code):
         error = str(exc)
     finally:
         os.scandir = real_scandir
-    model = _linear(0.0)
-    state, _ = ckpt.load(ckpt.latest(root), model=model)
-    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
-            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+    return _outcome(root, error)
 
 
 @pytest.mark.parametrize("code", [errno.EACCES, errno.EIO])
@@ -236,10 +236,7 @@ def _save_whose_tensors_cannot_be_gathered_on_rank_1(rank, world, root):
         error = None
     except ckpt.CheckpointSaveError as exc:
         error = str(exc)
-    model = _linear(0.0)
-    state, _ = ckpt.load(ckpt.latest(root), model=model)
-    return {"error": error, "names": sorted(os.listdir(root)), "step": state["step"],
-            "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
+    return _outcome(root, error)
 
 
 def test_an_exception_on_one_rank_before_dcp_writes_fails_the_save_on_every_rank_instead_of_a_hang(tmp_path):
