@@ -166,8 +166,11 @@ def _same_condition(cond: Any, uncond: Any) -> bool:
     """Whether the two condition dicts are the same model input, tensor for tensor."""
     import torch
 
-    return (uncond is not None and cond.keys() == uncond.keys()
-            and all(cond[k].shape == uncond[k].shape and torch.equal(cond[k], uncond[k].to(cond[k].device)) for k in cond))
+    if uncond is None or cond.keys() != uncond.keys():
+        return False
+    if any(t.is_meta for t in (*cond.values(), *uncond.values())):
+        return False  # a pipeline built on the meta device (placement checks) holds no values to compare
+    return all(cond[k].shape == uncond[k].shape and torch.equal(cond[k], uncond[k].to(cond[k].device)) for k in cond)
 
 
 def guidance_without_contrast(conditioner: Any, prompts: Sequence[str], negative_prompt: str,
