@@ -78,6 +78,20 @@ def test_a_marked_hook_misspelt_outside_register_is_suggested_not_called_a_modul
                             "vfm_models_register_families?"), error
 
 
+def test_a_marked_hook_without_the_hosts_prefix_is_named_with_the_real_hook(plugin):
+    # was called a module without hooks, to be declared under the group it already was in
+    plugin("vfm-author-bare", {"author_bare": """
+        from vfm_models.plugins import hookimpl
+
+        @hookimpl
+        def register_families(register):
+            register("bare-family", "author_bare:FAMILY")
+    """}, {"vfm_models": "author_bare"})
+    error = failed_error(vfm_models.host, "vfm-author-bare")
+    assert error.startswith("register_families is not a hook of vfm_models; did you mean "
+                            "vfm_models_register_families?"), error
+
+
 def test_a_hook_without_the_hookimpl_marker_is_a_failed_plugin_saying_how_to_mark_it(plugin):
     plugin("vfm-author-nomark", {"author_nomark": """
         def vfm_curator_register_stages(register):

@@ -285,14 +285,16 @@ class PluginHost:
         prefix = f"{self.project}_"
         hooks = sorted(self.kinds.values())
         marker = f"from {self.project}.plugins import hookimpl"
+        def marked(attr: str) -> bool:  # carries this host's @hookimpl: meant as one of its hooks
+            return pm.parse_hookimpl_opts(plugin, attr) is not None
+
         def meant_as_hook(attr: str) -> bool:  # checked one by one below; a misspelt one is named there
-            return attr in hooks or attr.startswith(f"{prefix}register_") or \
-                (attr.startswith(prefix) and pm.parse_hookimpl_opts(plugin, attr) is not None)
+            return attr in hooks or attr.startswith(f"{prefix}register_") or marked(attr)
 
         if not any(meant_as_hook(attr) for attr in dir(plugin)):
             return self._no_hooks(plugin, value, hooks)
         for attr in sorted(dir(plugin)):
-            if not attr.startswith(prefix):
+            if not attr.startswith(prefix) and not marked(attr):
                 continue
             function = getattr(plugin, attr, None)
             if not callable(function):
