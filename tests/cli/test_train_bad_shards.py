@@ -3,7 +3,6 @@ raw tarfile / json traceback; a bad first sample is skipped by the probe that si
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import tarfile
@@ -13,20 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.cli.test_train_shards import IMAGE, _write_bucket, shard_config
-from tests.data.helpers import quiet
+from tests.data.helpers import quiet, rewrite_shard
 from vfm_cli.main import app
 from vfm_data import prepare_dataset
-
-
-def _rewrite(shard, change):
-    with tarfile.open(shard) as tar:
-        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
-    with tarfile.open(shard, "w") as tar:
-        for info, data in members:
-            data = change(info.name, data)
-            if data is not None:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
 
 
 def _toml(table: dict, name: str = "") -> str:
@@ -55,7 +43,7 @@ def test_a_shard_without_json_members_stops_training_with_one_line_naming_it(tmp
     _write_bucket(tmp_path, "i", IMAGE, 24, seed=2)
     shards = sorted((tmp_path / "i").glob("*.tar"))
     assert len(shards) >= 3
-    _rewrite(shards[1], lambda name, data: None if name.endswith(".json") else data)
+    rewrite_shard(shards[1], lambda name, data: None if name.endswith(".json") else data)
     shutil.rmtree(tmp_path / "i" / ".nv-meta")
     quiet(prepare_dataset, tmp_path / "i")
     result = _train(_config(tmp_path, tmp_path / "i", steps=40))
@@ -68,7 +56,7 @@ def test_a_shard_without_json_members_stops_training_with_one_line_naming_it(tmp
 def test_validate_skips_a_bad_first_sample_and_names_a_garbage_shard(tmp_path):
     _write_bucket(tmp_path, "i", IMAGE, 8, seed=2)
     first = sorted((tmp_path / "i").glob("*.tar"))[0]
-    _rewrite(first, lambda name, data: b"{not json" if name == "i000.json" else data)
+    rewrite_shard(first, lambda name, data: b"{not json" if name == "i000.json" else data)
     config = _config(tmp_path, tmp_path / "i")
     result = _train(config, "--validate")
     assert result.exit_code == 0 and "valid" in result.output, result.output
@@ -84,7 +72,7 @@ def test_skipped_samples_are_counted_in_the_training_metrics(tmp_path):
     _write_bucket(tmp_path, "i", IMAGE, 16, seed=2)
     for shard in sorted((tmp_path / "i").glob("*.tar")):  # one bad sample per shard, the rest good
         first = f"{tarfile.open(shard).getnames()[0].split('.')[0]}.json"
-        _rewrite(shard, lambda name, data, first=first: b"[]" if name == first else data)
+        rewrite_shard(shard, lambda name, data, first=first: b"[]" if name == first else data)
     config = _config(tmp_path, tmp_path / "i", steps=4)
     result = _train(config)
     assert result.exit_code == 0, result.output

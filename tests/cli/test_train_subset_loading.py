@@ -112,13 +112,13 @@ def test_data_skipped_under_subset_loading_counts_every_rank_s_reads_as_one_proc
     # each tp rank reads some of the steps and counts their bad samples; the figure is the group's
     import tarfile
 
-    from tests.cli.test_train_bad_shards import _rewrite
     from tests.cli.test_train_shards import IMAGE, _write_bucket
+    from tests.data.helpers import rewrite_shard
 
     _write_bucket(tmp_path, "i", IMAGE, 16, seed=2)
     for shard in sorted((tmp_path / "i").glob("*.tar")):  # one undecodable sample per shard
         first = f"{tarfile.open(shard).getnames()[0].split('.')[0]}.json"
-        _rewrite(shard, lambda name, data, first=first: b"[]" if name == first else data)
+        rewrite_shard(shard, lambda name, data, first=first: b"[]" if name == first else data)
     single = _skips(0, 1, tmp_path / "i", tmp_path / "one", {})
     # one per shard, each counted once however often the run read it again
     assert single["data_skipped"] == len(list((tmp_path / "i").glob("*.tar"))) < single["data_skip_events"]
