@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vfm_curator.config import DEFAULT_STAGES
 from vfm_curator.io import report_charts as charts
 from vfm_curator.io import report_review as review
 from vfm_curator.io.paths import atomic_write, safe_join
@@ -271,7 +272,10 @@ def stage_chart(data: ReportData, summary: Any) -> str:
     # a fused stage shares its group's workers (one worker runs the group's stages in turn): named
     # once as the group's, not as workers of its own (8 fused stages x 2 read as 16 workers)
     fused = {stage: group for group in (getattr(summary, "fused", None) or []) for stage in group}
-    order = list(workers) + [s for s in totals if s not in workers]
+    # a run that ran nothing has no workers, and the records keep their timings with sorted keys:
+    # the default stages in pipeline order, then any other in the records' order
+    rank = {stage: i for i, stage in enumerate(DEFAULT_STAGES)}
+    order = list(workers) + sorted((s for s in totals if s not in workers), key=lambda s: rank.get(s, len(rank)))
     items = []
     for stage in order:
         if stage not in totals:
