@@ -9,9 +9,9 @@ import warnings
 import pytest
 from typer.testing import CliRunner
 
-from tests.cli.test_train_bad_shards import _config, _rewrite
+from tests.cli.test_train_bad_shards import _config
 from tests.cli.test_train_shards import IMAGE, _write_bucket
-from tests.data.helpers import quiet
+from tests.data.helpers import quiet, rewrite_shard
 from vfm_cli.main import app
 from vfm_data import prepare_dataset
 from vfm_plugins import Notice
@@ -29,7 +29,7 @@ def test_a_skipped_sample_during_vfm_train_is_one_warning_line(tmp_path):
             return b"{not json"
         return data
 
-    _rewrite(shard, corrupt_first_json)
+    rewrite_shard(shard, corrupt_first_json)
     quiet(prepare_dataset, tmp_path / "i")
     with warnings.catch_warnings():
         warnings.simplefilter("default")
