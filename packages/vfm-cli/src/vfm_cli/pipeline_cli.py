@@ -80,10 +80,14 @@ class StageProgress:
                 runs.append((name, name, count))
         parts = ", ".join(f"{a if a == b else f'{a}..{b}'} {count}/{self.total}" for a, b, count in runs)
         share = f" ({100 * runs[-1][2] // self.total}%)" if runs and self.total else ""
-        minutes, seconds = divmod(int(now - self._t0), 60)
-        elapsed = f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"  # as the bars' time column writes it
-        self.progress.console.print(f"{elapsed} {parts}{share}", markup=False, highlight=False, soft_wrap=True)
+        self.progress.console.print(f"{clock(now - self._t0)} {parts}{share}", markup=False, highlight=False, soft_wrap=True)
         self._last_line_at, self._tenths, self._printed = now, self._tenths_done(), dict(self.counts)
+
+
+def clock(seconds: float) -> str:
+    """``H:MM:SS``, as rich's time columns write it (the plain lines read like the bars they replace)."""
+    minutes, secs = divmod(int(max(seconds, 0)), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
 
 
 def apply_run_options(execution: Any, runner: str | None, ray_address: str | None, num_cpus: float | None) -> None:

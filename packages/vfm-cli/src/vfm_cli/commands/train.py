@@ -15,27 +15,6 @@ import typer
 from vfm_cli.failing import fail, fail_once, peer_lost
 
 
-class _RichProgress:
-    """A rich progress bar advanced by the trainer's metrics (rank 0 only)."""
-
-    def __init__(self, start: int, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                 TextColumn("{task.fields[info]}"))
-        self.task = self.progress.add_task("train", total=total, completed=start, info="")
-        self.progress.start()
-
-    def log(self, step: int, metrics: dict) -> None:
-        from vfm_parallel.trainer.metrics import format_metrics
-
-        info = format_metrics(step, self.progress.tasks[0].total, metrics).split("  ", 1)[-1]
-        self.progress.update(self.task, completed=step, info=info)
-
-    def close(self) -> None:
-        self.progress.stop()
-
-
 def train(
     config: Path = typer.Argument(..., help="TOML training config (see configs/)."),
     overrides: Optional[List[str]] = typer.Option(None, "--set", help="Override a key: --set optim.lr=1e-4 (repeatable)."),
@@ -190,9 +169,12 @@ def _shard_paths(cfg, *, require: bool) -> None:
 
 
 def _sinks(cfg) -> list:
-    """Rank 0's metric sinks: a progress bar, or a line per logged step."""
+    """Rank 0's metric sinks: the progress display (a bar on a terminal, whole lines in a log), or a
+    line per logged step."""
     if cfg.logging.progress:
-        return [_RichProgress(0, cfg.train.stop_at or cfg.train.steps)]
+        from vfm_cli.train_progress import progress_sink
+
+        return [progress_sink(cfg.train.stop_at or cfg.train.steps)]
     from vfm_parallel.trainer.metrics import ConsoleSink
 
     return [ConsoleSink(cfg.train.steps)]
