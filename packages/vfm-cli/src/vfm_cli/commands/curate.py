@@ -66,6 +66,7 @@ def curate(
     Exits 1 with the reason when the folder holds no clip (every video failed); Ctrl-C keeps what finished."""
     from rich.console import Console
 
+    from vfm_cli.commands._interrupted import curate_interrupted, curate_records
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_cli.tables import print_table
     from vfm_curator.api import curate as run
@@ -106,6 +107,7 @@ def curate(
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
     apply_run_options(cfg, runner, ray_address, num_cpus)
+    before = curate_records(out)  # what a Ctrl-C line counts against
     try:
         summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
     except NothingWrittenError as exc:  # the table and report lines below still print; the problem line exits 1
@@ -113,7 +115,7 @@ def curate(
     except (ValueError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT; StopRun: disk full
         fail(exc)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)
-        typer.echo(f"interrupted: the videos that finished are kept in {out}; run the same command again to resume", err=True)
+        typer.echo(curate_interrupted(out, before), err=True)
         raise typer.Exit(130) from None
     table = figures_table((
         ("videos", summary.videos),

@@ -60,6 +60,7 @@ def shard(
     from rich.markup import escape
     from rich.table import Table
 
+    from vfm_cli.commands._interrupted import shard_files, shard_interrupted
     from vfm_cli.pipeline_cli import StageProgress, apply_run_options, figures_table
     from vfm_cli.tables import print_table
     from vfm_curator.pipelines.sharding import ShardConfig
@@ -77,6 +78,7 @@ def shard(
         raise typer.BadParameter(_missing_models(tokenizer, text_encoder))
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
     buckets_given = _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop, windows)
+    before = shard_files(out)  # what a Ctrl-C line counts against
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
                       progress=None if no_progress else StageProgress(), retry_failed=retry_failed, **buckets_given)
@@ -85,7 +87,7 @@ def shard(
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
         fail(exc)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (130: the shell's code for SIGINT)
-        typer.echo(f"interrupted: the clips sharded so far are kept in {out}; run the same command again to resume", err=True)
+        typer.echo(shard_interrupted(out, before), err=True)
         raise typer.Exit(130) from None
     buckets = Table(title=f"vfm shard -> {summary.out}")
     for column in ("bucket (HxWxT)", "samples", "tokens", "shards", "MB"):
