@@ -7,6 +7,7 @@ the packing hooks ``select_samples_to_pack`` / ``pack_selected_samples``, ``batc
 
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 from collections import Counter
@@ -14,12 +15,14 @@ from typing import Any, Sequence
 
 import torch
 from megatron.energon import Cooker, DefaultTaskEncoder, SkipSample, stateless
+from megatron.energon.errors import SYSTEM_EXCEPTIONS
+from megatron.energon.source_info import get_source_info
 from megatron.energon.wrappers import RepeatDataset, ShuffleBufferDataset
 
 from vfm_data.batches import PackedBatch, PackedSample, VideoBatch, pad_text
 from vfm_data.blenders import Blender
 from vfm_data.blenders.weighted import WeightedBlender
-from vfm_data.errors import DataError, DataWarning, one_line
+from vfm_data.errors import DataError, DataWarning, one_line, raise_sample_error
 from vfm_data.loader_options import OVERLONG_POLICIES, LoaderOptionError, overlong_problem  # noqa: F401 - still importable from here
 from vfm_data.packing import crop_to_tokens, grid_positions, patch_grid, patchify, select_packs
 from vfm_data.sample import SampleDecoder, VideoSample, shard_of
@@ -27,6 +30,26 @@ from vfm_data.skips import MAX_CONSECUTIVE_UNDECODABLE, WARN_INTERVAL_S, SkipLog
 from vfm_data.tar_guard import guard_readers
 
 _KEYS_SHOWN = 4  # sample keys named in an error about a batch
+
+
+def _fatal_to_energon(step):
+    """An exception in one of vfm's steps (encode, pack, batch) becomes a :class:`SampleError` naming
+    the sample, its shard (energon's source info) and the exception, chained to it. energon prints an
+    "Except ..." line for every exception it may hand to an error handler, before the handler runs;
+    a ``FatalSampleError`` (which ours is) goes through unprinted, so only our one line shows.
+    Skips and the errors energon already treats as fatal (a bug such as NameError, MemoryError, ours)
+    pass as they are."""
+
+    @functools.wraps(step)
+    def run(self, sample, *args, **kwargs):
+        try:
+            return step(self, sample, *args, **kwargs)
+        except (SkipSample, *SYSTEM_EXCEPTIONS):
+            raise
+        except Exception as exc:
+            raise_sample_error(exc, sample, get_source_info(sample))
+
+    return run
 
 
 def _bucket_criterion(self: "VideoTaskEncoder", sample: Any) -> tuple[Any, int]:
@@ -95,6 +118,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
         return self.decode(raw)
 
     @stateless
+    @_fatal_to_energon
     def encode_sample(self, sample: VideoSample) -> VideoSample:
         latent = sample.latent
         if hasattr(self.blender, "frames_bucket"):
@@ -158,11 +182,13 @@ class VideoTaskEncoder(DefaultTaskEncoder):
 
     # --- packing (energon's hooks) -------------------------------------------------------------
 
+    @_fatal_to_energon
     def select_samples_to_pack(self, samples: list[VideoSample]) -> list[list[VideoSample]]:
         packs = select_packs([s.num_tokens for s in samples], self._capacity())
         return [[samples[i] for i in pack] for pack in packs]
 
     @stateless
+    @_fatal_to_energon
     def pack_selected_samples(self, samples: list[VideoSample]) -> PackedSample:
         patches = [patchify(s.latent, self.patch_size, self.temporal_patch) for s in samples]
         return PackedSample(
@@ -187,6 +213,7 @@ class VideoTaskEncoder(DefaultTaskEncoder):
     # --- batching ------------------------------------------------------------------------------
 
     @stateless
+    @_fatal_to_energon
     def batch(self, samples: list[Any]) -> PackedBatch | VideoBatch:
         if isinstance(samples[0], PackedSample):
             return PackedBatch.from_packs(samples, self._capacity())
