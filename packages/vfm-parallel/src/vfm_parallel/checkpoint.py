@@ -20,11 +20,13 @@ permissions just before the rename. A process killed during a save leaves a ``.t
 checkpoint is never touched. Re-saving a committed step renames the old folder aside
 (``.old-step_<N>-<random>``, listed while no ``step_<N>`` exists), renames the new one in, then deletes
 the old (:mod:`vfm_parallel.checkpoint_folders`). Older checkpoints beyond ``keep`` are removed after
-the commit. A save that fails on any rank (disk full, a folder that cannot be written, a written file
-that does not read back, a symbolic link in the folder, any exception of one rank) fails on every rank alike with
+the commit, best effort (what cannot be listed or removed is left for a later save). A save that fails on
+any rank (disk full, a folder that cannot be written, a written file that does not read back, a symbolic
+link in the folder, any exception of one rank) fails on every rank alike with
 :class:`CheckpointSaveError`, one line naming the step, the rank and what failed; no rank is left
 waiting in a collective, its ``.tmp-*`` folder is removed, nothing is pruned, and the newest committed
-checkpoint is named as the one still there.
+checkpoint is named as the one still there (or the line says they could not be listed). A failure after
+the commit's rename (syncing the root, checking the renamed folder) says instead that the step is in place.
 
 Loading is whole or refused: the files against the manifest, the step in ``state.json`` against the
 folder, every tensor's chunks complete, and the saved names, shapes and dtypes against the model's.
@@ -70,6 +72,7 @@ from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are p
     write_manifest,
 )
 from vfm_parallel.checkpoint_folders import (  # noqa: F401  (step_dir, list_checkpoints, latest: this module's interface)
+    AfterRenameError,
     SaveFolder,
     fsync_dirs,
     latest,
@@ -80,7 +83,8 @@ from vfm_parallel.checkpoint_folders import (  # noqa: F401  (step_dir, list_che
 
 class CheckpointSaveError(CheckpointError):
     """Writing a checkpoint failed on some rank (disk full, a folder that cannot be written, a file that
-    does not read back, any exception): every rank raises it alike; nothing was committed."""
+    does not read back, any exception): every rank raises it alike. Nothing was committed, unless the
+    message says the step is in place (what failed came after the commit's rename)."""
 
 
 _OPTIM_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -188,8 +192,11 @@ def save(
         _phase(final, lambda: write_manifest(tmp, step))  # last: hashes and fsyncs every file
         _phase(final, commit if rank == 0 else None)
     except CheckpointSaveError:
-        if folder is not None and folder.is_ours():  # not one swapped in
-            shutil.rmtree(folder.path, ignore_errors=True)
+        try:
+            if folder is not None and folder.is_ours():  # not one swapped in
+                shutil.rmtree(folder.path, ignore_errors=True)
+        except OSError:
+            pass  # left for the next save of this step to remove; the barrier below must be reached
         _barrier()  # the partial folder is gone when any rank goes on
         raise
     finally:
@@ -218,8 +225,11 @@ def _phase(final: Path, write=None) -> None:
     _agree(final, failure, cause)
 
 
-def _describe(exc: BaseException) -> tuple[int, str, str]:
-    """(the rank it failed on, what failed in one line, what to do) for one phase's exception."""
+def _describe(exc: BaseException) -> tuple[int, str, str] | tuple[int, str, str, str]:
+    """(the rank it failed on, what failed in one line, what to do[, what stands at the step's folder
+    when the failure came after the commit's rename]) for one phase's exception."""
+    if isinstance(exc, AfterRenameError):
+        return _rank(), str(exc), exc.fix, exc.outcome
     if isinstance(exc, SwappedFileError):
         return _rank(), str(exc), "Stop whatever else writes in the checkpoint folder"
     if isinstance(exc, UnreadableFileError):  # the hashing's (or rank 0's listing's) verdict, the same on every rank
@@ -241,7 +251,7 @@ def _describe(exc: BaseException) -> tuple[int, str, str]:
     return _rank(), f"{type(exc).__name__}: {first}", "Fix its cause (that rank's traceback shows where it was raised)"
 
 
-def _agree(final: Path, failure: tuple[int, str, str] | None, cause: BaseException | None = None) -> None:
+def _agree(final: Path, failure: tuple | None, cause: BaseException | None = None) -> None:
     """Every rank learns whether any rank's phase failed; then all raise the same error (the rank
     that failed with its own exception as the cause)."""
     failures = [failure]
@@ -251,13 +261,24 @@ def _agree(final: Path, failure: tuple[int, str, str] | None, cause: BaseExcepti
     bad = [f for f in failures if f is not None]
     if not bad:
         return
-    rank, why, fix = min(bad)
+    rank, why, fix, *after_rename = min(bad)
     on = f" on rank {rank}" if dist.is_initialized() else ""
-    kept = list_checkpoints(final.parent)
-    newest = f"the newest committed checkpoint, {kept[-1]}, is untouched" if kept else "no checkpoint was committed before"
-    raise CheckpointSaveError(f"saving checkpoint {final} failed{on} ({why}); nothing of it was committed and "
-                              f"{newest}. {fix}, then run again (it resumes "
-                              f"from the newest checkpoint)") from cause
+    if after_rename:
+        outcome = after_rename[0]
+    else:  # rank 0 lists, so every rank says the same; every rank is here, so the broadcast pairs
+        outcome = f"nothing of it was committed and {_from_rank0(_newest(final.parent) if _rank() == 0 else None)}"
+    raise CheckpointSaveError(f"saving checkpoint {final} failed{on} ({why}); {outcome}. {fix}, then run again "
+                              f"(it resumes from the newest checkpoint)") from cause
+
+
+def _newest(root: Path) -> str:
+    """What the failure message says of the checkpoints before it. Best effort: an error listing them
+    raised here would skip the failed save's cleanup (its temporary folder, the barrier)."""
+    try:
+        kept = list_checkpoints(root)
+    except OSError as exc:
+        return f"the checkpoints under {root} could not be listed ({type(exc).__name__}: {exc})"
+    return f"the newest committed checkpoint, {kept[-1]}, is untouched" if kept else "no checkpoint was committed before"
 
 
 def _restore_tuples(template: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:

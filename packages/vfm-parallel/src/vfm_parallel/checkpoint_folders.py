@@ -93,19 +93,40 @@ def _discard(path: Path) -> None:
 
 def prune(root: Path, keep: int) -> None:
     """Remove the committed checkpoints beyond the newest ``keep``, each with its step's aside copies
-    (left there, one would be listed as that step once its ``step_<N>`` is gone)."""
-    for old in list_checkpoints(root)[:-keep]:
-        for path in dict.fromkeys([old, *_asides_of(root, folder_step(old))]):
+    (left there, one would be listed as that step once its ``step_<N>`` is gone). Best effort: it never
+    raises an OSError, since the save it follows is committed and its other ranks wait at a barrier
+    for this one; what it could not list or remove is pruned by a later save."""
+    try:
+        old = list_checkpoints(root)[:-keep]
+    except OSError:
+        return
+    for checkpoint in old:
+        try:
+            paths = dict.fromkeys([checkpoint, *_asides_of(root, folder_step(checkpoint))])
+        except OSError:
+            paths = dict.fromkeys([checkpoint])
+        for path in paths:
             try:
                 _discard(path)
             except OSError:
-                pass  # listed, and pruned, again by a later save; this save is committed
+                pass  # listed, and pruned, again by a later save
 
 
-def commit_folder(tmp: Path, final: Path) -> None:
-    """Rename ``tmp`` to ``final``. A committed ``final`` (a re-save of its step) is first renamed
-    aside, to a new random ``.old-`` name, and deleted only after the new one is in, so that the step
-    always has a checkpoint."""
+class AfterRenameError(Exception):
+    """The commit's rename was done, then something after it failed: ``final`` is in place (or, where
+    another process swapped the folder, holds that one), so the save's error must not say that nothing
+    of it was committed. ``str()`` says what failed, ``outcome`` what stands at ``final``, ``fix`` what to do."""
+
+    def __init__(self, what: str, outcome: str, fix: str) -> None:
+        super().__init__(what)
+        self.outcome, self.fix = outcome, fix
+
+
+def commit_folder(tmp: Path, final: Path, made: os.stat_result) -> None:
+    """Rename ``tmp`` (the folder ``made`` describes) to ``final``. A committed ``final`` (a re-save of
+    its step) is first renamed aside, to a new random ``.old-`` name, and deleted only after the new one
+    is in and checked to be ``made``, so that the step always has a checkpoint. A failure after the
+    rename raises :class:`AfterRenameError`."""
     root, step = final.parent, folder_step(final)
     aside = None
     if os.path.lexists(final):
@@ -117,10 +138,34 @@ def commit_folder(tmp: Path, final: Path) -> None:
         aside = root / f".old-{final.name}-{secrets.token_hex(6)}"
         os.rename(final, aside)
     os.rename(tmp, final)  # the commit
-    _fsync_dir(root)
+    kept = f"; the step's previous copy is kept as {aside.name}" if aside is not None else ""
+    try:
+        ours = same_folder(final, made)
+    except OSError as exc:
+        raise AfterRenameError(
+            f"after its rename, checking that {final} is the folder this save made failed: "
+            f"{type(exc).__name__}: {exc}", f"{final} is in place but unchecked{kept}",
+            f"Check the file system under {root} and that {final} loads") from exc
+    if not ours:  # before the aside copy is removed: it may be the step's only good one
+        raise AfterRenameError(
+            f"{final} is not the folder this save made: another process replaced its temporary folder "
+            f"{tmp.name} at the rename", f"{final} holds that other folder{kept}",
+            f"Stop whatever else writes in {root} and check {final} (loading refuses it unless whole)")
+    try:
+        _fsync_dir(root)
+    except OSError as exc:
+        # the aside copy stays: until the folder is synced, a crash may bring back the names before the rename
+        raise AfterRenameError(
+            f"after its rename, syncing the folder {root} failed: {type(exc).__name__}: {exc}",
+            f"{final} is in place, written whole, but a crash may undo its rename{kept}",
+            f"Check the file system under {root}") from exc
     # committed: a copy left here is never listed while ``final`` stands, and the next commit or
     # prune of this step removes it, so a failure now does not fail the save
-    for stale in dict.fromkeys(([aside] if aside is not None else []) + _asides_of(root, step)):
+    try:
+        stale_copies = _asides_of(root, step)
+    except OSError:
+        stale_copies = []
+    for stale in dict.fromkeys(([aside] if aside is not None else []) + stale_copies):
         try:
             _discard(stale)
         except OSError:
@@ -165,10 +210,7 @@ class SaveFolder:
         if not same_folder(self.path, made):
             raise SwappedFileError(f"{self.path} is no longer the folder this save made (another process renamed "
                                    "or replaced it): not committed")
-        commit_folder(self.path, final)
-        if not same_folder(final, made):
-            raise SwappedFileError(f"{final} is not the folder this save made: another process replaced its "
-                                   f"temporary folder {self.path.name} at the rename; check {final}")
+        commit_folder(self.path, final, made)
 
     def close(self) -> None:
         os.close(self.fd)
