@@ -12,22 +12,14 @@ import errno
 import os
 
 import torch
-from torch import nn
 
 from tests.gloo import spawn
+from tests.parallel.test_checkpoint_integrity import _linear
 from vfm_parallel import checkpoint as ckpt
 from vfm_parallel.checkpoint_folders import prune
 
 #: a hang is a failure of the test, not a stuck test run (a two-rank save here takes seconds)
 TIMEOUT_S = 90
-
-
-def _linear(value: float) -> nn.Module:
-    model = nn.Linear(3, 2)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.fill_(value)
-    return model
 
 
 def _loads_with(path, value: float) -> bool:
