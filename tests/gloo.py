@@ -41,7 +41,20 @@ def _worker(rank, world, port, fn, args, queue):
 
 
 def spawn(fn, world: int, *args, timeout: float = 300.0) -> list:
-    """``fn(rank, world, *args)`` in ``world`` gloo processes; the per-rank results, rank order."""
+    """``fn(rank, world, *args)`` in ``world`` gloo processes; the per-rank results, rank order.
+
+    The port is free when picked but may be taken before rank 0 listens on it (another test run on the
+    machine): a group that failed to start on EADDRINUSE, before ``fn`` ran, is started again."""
+    for attempt in range(3):
+        try:
+            return _spawn_once(fn, world, args, timeout)
+        except RuntimeError as exc:
+            if "EADDRINUSE" not in str(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _spawn_once(fn, world: int, args: tuple, timeout: float) -> list:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
