@@ -18,6 +18,7 @@ it: restoring rebuilds the streams from those states, in any number of worker pr
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import multiprocessing
@@ -26,6 +27,7 @@ import queue as queue_mod
 import time
 import traceback
 import warnings
+import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
@@ -76,6 +78,12 @@ def _portable(exc: BaseException) -> BaseException:
         return err
     except Exception:
         return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def _close_at_exit(loader: "weakref.ref[ResumableLoader]") -> None:
+    alive = loader()
+    if alive is not None:
+        alive.close()
 
 
 def _worker_main(spec: LoaderSpec, streams: list[int], states: dict, first_chunk: int, stride: int,
@@ -219,6 +227,12 @@ class ResumableLoader:
             w.start()
             self._workers.append(w)
             self._queues.append(q)
+        if n:
+            # before multiprocessing's own exit hook (registered earlier, so run later), which
+            # terminates daemon workers once and then joins them without a timeout: a worker forked
+            # with the trainer's stop handler takes that first SIGTERM as "finish the step" and the
+            # process never exited (vfm train with data.workers > 0 hung after its last step)
+            atexit.register(_close_at_exit, weakref.ref(self))
 
     # --- what was skipped ----------------------------------------------------------------------
 
@@ -281,11 +295,16 @@ class ResumableLoader:
         self._unsaved.clear()
 
     def close(self) -> None:
-        """Stop worker processes (also done at exit: they are daemons)."""
+        """Stop worker processes (also done at exit). A worker still alive 5 s after its SIGTERM
+        (one forked with a handler that takes a first SIGTERM as "finish the step") is killed."""
         self._save_streams()  # state_dict() after close() still gives the position
         for w in self._workers:
             w.terminate()
+        for w in self._workers:
             w.join(timeout=5)
+            if w.is_alive():
+                w.kill()
+                w.join(timeout=5)
         self._workers, self._queues, self._streams = [], [], None
 
     def __del__(self) -> None:
