@@ -22,10 +22,6 @@ from vfm_curator.failures import classify_worker_error
 from vfm_curator.execution.spec import StageSpec, cached_stage
 
 
-# Longest wait for a cancelled (timed-out) call's worker to be gone before its tasks are failed.
-CANCEL_WAIT_S = 60.0
-
-
 def _run_group(group: StageGroup, *batches: list) -> tuple[list, dict]:
     """Worker side: build (once) the group's stages and run them one after another on the
     concatenated input batches; the seconds of each stage come back with the total."""
@@ -188,10 +184,6 @@ class RayRunner:
                 out = call.out
                 if ref in late:  # a stage call that runs too long: cancel it, fail its tasks (cause: machine)
                     ray.cancel(call.out, force=True)
-                    # its worker is killed asynchronously, and until it is gone it may still write (staging
-                    # files, its video's record) over what the next attempt writes: wait until Ray reports
-                    # the call ended (a loaded machine took over a second; one that never ends is bounded)
-                    ray.wait([call.out, ref], num_returns=2, timeout=CANCEL_WAIT_S)
                     out = ray.put(self._fail_inputs(call, name, TimeoutError(
                         f"no result after {self.stage_timeout_s:g} s (run.stage_timeout_s); cancelled")))
                 else:
