@@ -29,6 +29,15 @@ def _outcome(root, error):
             "weights": all(torch.equal(p, torch.ones_like(p)) for p in model.parameters())}
 
 
+def _second_save_error(root, rank_state, **kwargs):
+    """Save step 2 over step 1: None, or the one line of the CheckpointSaveError every rank raises."""
+    try:
+        ckpt.save(root, 2, model=_linear(2.0), rank_state=rank_state, **kwargs)
+    except ckpt.CheckpointSaveError as exc:
+        return str(exc)
+    return None
+
+
 def _second_save_fails_on_rank_1(rank, world, root, how):
     ckpt.save(root, 1, model=_linear(1.0), rank_state={"rank": rank})  # the checkpoint that must survive
     rank_state = {"rank": rank}
@@ -46,10 +55,7 @@ def _second_save_fails_on_rank_1(rank, world, root, how):
     if how == "not json" and rank == 1:
         rank_state = {"rank": rank, "seen": {1, 2}}  # a set: json refuses it on this rank alone
     try:
-        ckpt.save(root, 2, model=_linear(2.0), rank_state=rank_state)
-        error = None
-    except ckpt.CheckpointSaveError as exc:
-        error = str(exc)
+        error = _second_save_error(root, rank_state=rank_state)
     finally:
         checkpoint_integrity.hash_file = real_hash_file  # readable again: the load below hashes it too
     return _outcome(root, error)
@@ -112,10 +118,7 @@ def _save_with_a_link_planted_by_rank_1(rank, world, root, outside, kind):
 
     ckpt._write_json = write_then_link
     try:
-        ckpt.save(root, 2, model=_linear(2.0), rank_state={"rank": rank})
-        error = None
-    except ckpt.CheckpointSaveError as exc:
-        error = str(exc)
+        error = _second_save_error(root, rank_state={"rank": rank})
     finally:
         ckpt._write_json = real_write_json
     return _outcome(root, error)
@@ -185,10 +188,7 @@ def _save_while_rank_0_cannot_list(rank, world, root, code):
 
     os.scandir = refused_in_the_save_folder
     try:
-        ckpt.save(root, 2, model=_linear(2.0), rank_state={"rank": rank})
-        error = None
-    except ckpt.CheckpointSaveError as exc:
-        error = str(exc)
+        error = _second_save_error(root, rank_state={"rank": rank})
     finally:
         os.scandir = real_scandir
     return _outcome(root, error)
@@ -223,11 +223,7 @@ class _EmaFailingOnRank1:
 
 def _save_whose_tensors_cannot_be_gathered_on_rank_1(rank, world, root):
     ckpt.save(root, 1, model=_linear(1.0), rank_state={"rank": rank})
-    try:
-        ckpt.save(root, 2, model=_linear(2.0), ema=_EmaFailingOnRank1(rank), rank_state={"rank": rank})
-        error = None
-    except ckpt.CheckpointSaveError as exc:
-        error = str(exc)
+    error = _second_save_error(root, {"rank": rank}, ema=_EmaFailingOnRank1(rank))
     return _outcome(root, error)
 
 
