@@ -29,3 +29,19 @@ def test_an_option_the_sampler_does_not_take_is_a_value_error_listing_the_option
     with pytest.raises(ValueError, match=r"^sampler 'named' has no option steps \(set by the steps of the request\), "
                                          r"bogus; its options: sigma_max, churn$"):
         build_sampler("named", Named, 4, {}, {"bogus": 1, "steps": 3})
+
+
+class NamesItself:
+    """A plugin sampler whose own range check already names it, as the built-in errors read."""
+
+    def __init__(self, steps, *, gain: float = 1.0):
+        if gain < 0:
+            raise ValueError(f"sampler 'named-itself': gain must be >= 0, got {gain}")
+        self.steps = steps
+
+
+def test_a_plugin_sampler_s_own_error_that_names_it_is_not_prefixed_with_its_name_again():
+    with pytest.raises(ValueError) as info:
+        build_sampler("named-itself", NamesItself, 4, {}, {"gain": -1})
+    assert str(info.value) == "sampler 'named-itself': gain must be >= 0, got -1"
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
@@ -112,4 +113,12 @@ def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any],
         given = ", ".join(f"{k}={v!r}" for k, v in options.items())
         raise ValueError(f"sampler {name!r} cannot take the options {given}: {exc}") from None
     except ValueError as exc:  # its own range checks ("churn must be ... >= 0"): say whose option it is
-        raise ValueError(f"sampler {name!r}: {exc}") from None
+        raise ValueError(_naming(name, str(exc))) from None
+
+
+def _naming(name: str, message: str) -> str:
+    """``message`` led by ``sampler 'name': `` unless it names the sampler already (a plugin's own check
+    written as the built-in errors read, "sampler 'my-sampler': gain must be >= 0"): not twice."""
+    if re.search(rf"(?<![A-Za-z0-9_+-]){re.escape(name)}(?![A-Za-z0-9_+-])", message):
+        return message
+    return f"sampler {name!r}: {message}"
