@@ -59,6 +59,21 @@ def test_an_unknown_loader_option_lists_the_accepted_ones(small_dataset):
         make_loader(small_dataset, micro_batch=2, **BASE)
 
 
+def test_an_unknown_loader_option_s_list_names_every_parameter_of_make_loader_and_every_loader_spec_field(small_dataset):
+    import dataclasses
+    import inspect
+
+    from vfm_data.stream import LoaderSpec
+
+    with pytest.raises(TypeError) as info:
+        make_loader(small_dataset, micro_batch=2, **BASE)
+    accepted = str(info.value).split("; accepted: ", 1)[1].split(", ")
+    named = [p.name for p in inspect.signature(make_loader).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    assert accepted[:len(named)] == named  # its own parameters first, in the signature's order
+    assert set(accepted) == set(named) | {f.name for f in dataclasses.fields(LoaderSpec)}
+    assert len(accepted) == len(set(accepted))
+
+
 def test_numpy_whole_numbers_are_accepted(small_dataset):
     import numpy as np
 

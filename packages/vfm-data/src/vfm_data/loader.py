@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import inspect
 import json
 import multiprocessing
 import pickle
@@ -497,10 +498,6 @@ def default_streams(path: Any, group_size: int = 1, *, split_part: str = "train"
     return max(group_size, fewest // group_size * group_size)
 
 
-#: make_loader's keyword options that are LoaderSpec fields (the others are its own parameters)
-_SPEC_OPTIONS = frozenset(f.name for f in dataclasses.fields(LoaderSpec)) - {"path", "patch_size", "batch_size", "streams"}
-
-
 def make_loader(
     path: Any,
     *,
@@ -528,8 +525,8 @@ def make_loader(
     """
     unknown = sorted(set(options) - _SPEC_OPTIONS)
     if unknown:  # else LoaderSpec's "__init__() got an unexpected keyword argument"
-        raise TypeError(f"make_loader has no option {', '.join(unknown)}; accepted: path, patch_size, batch_size, "
-                        f"num_workers, group, streams, share, {', '.join(sorted(_SPEC_OPTIONS))}")
+        raise TypeError(f"make_loader has no option {', '.join(unknown)}; accepted: "
+                        f"{', '.join([*_OWN_PARAMETERS, *sorted(_SPEC_OPTIONS)])}")
     # before any of them is computed with (a ZeroDivisionError, energon's AssertionError at the first batch)
     check_loader_options({"patch_size": patch_size, "batch_size": batch_size, "num_workers": num_workers,
                           **({} if streams is None else {"streams": streams}), "share": share, **options})
@@ -559,3 +556,8 @@ def make_loader(
         spec.packing_buffer = default_packing_buffer(spec, batch_size)
     return ResumableLoader(spec, num_workers=num_workers, group=group, share=share)
 
+
+#: make_loader's named parameters, read from its signature so that its error's list of them cannot drift
+_OWN_PARAMETERS = tuple(p.name for p in inspect.signature(make_loader).parameters.values() if p.kind is not p.VAR_KEYWORD)
+#: its ``**options``: the LoaderSpec fields it does not take as parameters of its own
+_SPEC_OPTIONS = frozenset(f.name for f in dataclasses.fields(LoaderSpec)) - set(_OWN_PARAMETERS)
