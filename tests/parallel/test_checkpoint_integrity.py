@@ -97,6 +97,23 @@ def test_a_deleted_tensor_file_and_a_file_not_in_the_manifest_are_refused(tmp_pa
     assert target.name in message and "missing" in message
 
 
+def test_rank_states_of_a_rank_file_that_is_not_json_is_a_damaged_checkpoint_error_naming_the_file(tmp_path):
+    path = ckpt.save(tmp_path, 1, model=_linear(), rank_state={"pos": 1})
+    assert ckpt.rank_states(path) == {0: {"pos": 1}}
+    (path / "ranks" / "rank_00000.json").write_text('{"pos": ')
+    message = _error_of(ckpt.rank_states, path)
+    assert message.startswith(f"checkpoint {path} is damaged: ranks/rank_00000.json is not readable JSON (")
+    assert message.endswith("; resume from an earlier checkpoint")
+
+
+def test_rank_states_of_a_rank_file_that_cannot_be_read_is_a_checkpoint_error_naming_the_file(tmp_path):
+    path = ckpt.save(tmp_path, 1, model=_linear(), rank_state={"pos": 1})
+    (path / "ranks" / "rank_00001.json").mkdir()  # an OSError (IsADirectoryError) whoever the test runs as
+    message = _error_of(ckpt.rank_states, path)
+    assert message.startswith(f"checkpoint {path} is damaged: ranks/rank_00001.json cannot be read (IsADirectoryError: ")
+    assert message.endswith("; resume from an earlier checkpoint")
+
+
 # --- names, shapes and dtypes --------------------------------------------------------------------------
 
 def _dit(depth: int) -> nn.Module:

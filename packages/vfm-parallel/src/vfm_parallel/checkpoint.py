@@ -364,15 +364,28 @@ def _read_rank_state(path: Path, key: int) -> Any:
     rank_file = path / "ranks" / f"rank_{key:05d}.json"
     if not rank_file.is_file():
         return None
+    return _rank_file_state(path, rank_file)
+
+
+def _rank_file_state(path: Path, rank_file: Path) -> Any:
+    """The JSON of ``rank_file`` in checkpoint ``path``; a file that cannot be read or parsed is a
+    :class:`DamagedCheckpointError` naming it (an earlier checkpoint holds the positions too)."""
     try:
-        return json.loads(rank_file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DamagedCheckpointError(f"checkpoint {path} is damaged: ranks/{rank_file.name} is not readable JSON ({exc})") from None
+        data = rank_file.read_bytes()
+    except OSError as exc:
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: ranks/{rank_file.name} cannot be read "
+                                     f"({type(exc).__name__}: {exc.strerror or exc}); resume from an earlier checkpoint") from None
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: ranks/{rank_file.name} is not readable JSON ({exc}); "
+                                     "resume from an earlier checkpoint") from None
 
 
 def rank_states(path: str | Path) -> dict[int, dict[str, Any]]:
-    """Every per-rank state in a checkpoint, by rank key (to remap when the layout changed)."""
+    """Every per-rank state in a checkpoint, by rank key (to remap when the layout changed); a rank file
+    that cannot be read or parsed is a :class:`DamagedCheckpointError` naming it."""
     folder = Path(path) / "ranks"
     if not folder.is_dir():
         return {}
-    return {int(p.stem.split("_")[1]): json.loads(p.read_text()) for p in sorted(folder.glob("rank_*.json"))}
+    return {int(p.stem.split("_")[1]): _rank_file_state(Path(path), p) for p in sorted(folder.glob("rank_*.json"))}
