@@ -4,6 +4,7 @@ package (a module and a dist-info with entry points) that the real hosts load th
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 
 import pytest
@@ -26,68 +27,63 @@ def failed_error(host, dist: str) -> str:
     return error
 
 
-def test_hookimpl_with_a_wrong_parameter_name_is_one_line_naming_the_expected_signature(plugin):
-    plugin("vfm-author-sig", {"author_sig": """
-        from vfm_models.plugins import hookimpl
+def hook_failure(plugin, name: str, hook: str, *, host: str = "vfm_models", marker: str = "") -> str:
+    """The failure of plugin ``vfm-author-NAME``: its module ``author_NAME``, ``host``'s entry point, is
+    ``hook`` below the import of ``marker``'s hookimpl (the host's own by default)."""
+    module = f"author_{name}"
+    plugin(f"vfm-author-{name}", {module: f"from {marker or host}.plugins import hookimpl\n\n" + textwrap.dedent(hook)},
+           {host: module})
+    return failed_error({"vfm_models": vfm_models.host, "vfm_infer": vfm_infer.host}[host], f"vfm-author-{name}")
 
+
+def test_hookimpl_with_a_wrong_parameter_name_is_one_line_naming_the_expected_signature(plugin):
+    error = hook_failure(plugin, "sig", """
         @hookimpl
         def vfm_models_register_families(reg):
             reg("sig-family", "author_sig:FAMILY")
-    """}, {"vfm_models": "author_sig"})
-    error = failed_error(vfm_models.host, "vfm-author-sig")
+    """)
     assert "vfm_models_register_families(reg) has the wrong signature" in error
     assert "expected vfm_models_register_families(register)" in error
     assert "sig-family" not in vfm_models.host.names("families")
 
 
 def test_hookimpl_without_arguments_is_refused_before_it_is_called(plugin):
-    plugin("vfm-author-noarg", {"author_noarg": """
-        from vfm_infer.plugins import hookimpl
-
+    error = hook_failure(plugin, "noarg", """
         @hookimpl
         def vfm_infer_register_samplers():
             pass
-    """}, {"vfm_infer": "author_noarg"})
-    assert "vfm_infer_register_samplers() has the wrong signature" in failed_error(vfm_infer.host, "vfm-author-noarg")
+    """, host="vfm_infer")
+    assert "vfm_infer_register_samplers() has the wrong signature" in error
 
 
 def test_a_misspelt_hook_is_a_failed_plugin_suggesting_the_real_hook_not_silence(plugin):
-    plugin("vfm-author-typo", {"author_typo": """
-        from vfm_models.plugins import hookimpl
-
+    error = hook_failure(plugin, "typo", """
         @hookimpl
         def vfm_models_register_family(register):
             register("typo-family", "author_typo:FAMILY")
-    """}, {"vfm_models": "author_typo"})
-    error = failed_error(vfm_models.host, "vfm-author-typo")
+    """)
     assert "vfm_models_register_family is not a hook of vfm_models" in error
     assert "did you mean vfm_models_register_families?" in error
 
 
 def test_a_marked_hook_misspelt_outside_register_is_suggested_not_called_a_module_without_hooks(plugin):
     # the no-hooks check (today's) caught every marked name not starting with vfm_models_register_
-    plugin("vfm-author-typo2", {"author_typo2": """
-        from vfm_models.plugins import hookimpl
-
+    error = hook_failure(plugin, "typo2", """
         @hookimpl
         def vfm_models_regster_families(register):
             register("typo-family", "author_typo2:FAMILY")
-    """}, {"vfm_models": "author_typo2"})
-    error = failed_error(vfm_models.host, "vfm-author-typo2")
+    """)
     assert error.startswith("vfm_models_regster_families is not a hook of vfm_models; did you mean "
                             "vfm_models_register_families?"), error
 
 
 def test_a_marked_hook_without_the_hosts_prefix_is_named_with_the_real_hook(plugin):
     # was called a module without hooks, to be declared under the group it already was in
-    plugin("vfm-author-bare", {"author_bare": """
-        from vfm_models.plugins import hookimpl
-
+    error = hook_failure(plugin, "bare", """
         @hookimpl
         def register_families(register):
             register("bare-family", "author_bare:FAMILY")
-    """}, {"vfm_models": "author_bare"})
-    error = failed_error(vfm_models.host, "vfm-author-bare")
+    """)
     assert error.startswith("register_families is not a hook of vfm_models; did you mean "
                             "vfm_models_register_families?"), error
 
@@ -103,14 +99,11 @@ def test_a_hook_without_the_hookimpl_marker_is_a_failed_plugin_saying_how_to_mar
 
 
 def test_a_hook_marked_with_another_hosts_marker_is_named(plugin):
-    plugin("vfm-author-othermark", {"author_othermark": """
-        from vfm_infer.plugins import hookimpl
-
+    error = hook_failure(plugin, "othermark", """
         @hookimpl
         def vfm_models_register_families(register):
             register("other", "author_othermark:FAMILY")
-    """}, {"vfm_models": "author_othermark"})
-    error = failed_error(vfm_models.host, "vfm-author-othermark")
+    """, marker="vfm_infer")
     assert "marked with the vfm_infer hookimpl, not vfm_models's" in error
 
 
@@ -143,27 +136,21 @@ def test_an_import_error_in_the_plugin_module_is_one_line_naming_module_and_caus
 
 
 def test_register_with_description_as_a_positional_argument_names_the_register_signature(plugin):
-    plugin("vfm-author-regargs", {"author_regargs": """
-        from vfm_models.plugins import hookimpl
-
+    error = hook_failure(plugin, "regargs", """
         @hookimpl
         def vfm_models_register_families(register):
             register("regargs", "author_regargs:FAMILY", "my family")
-    """}, {"vfm_models": "author_regargs"})
-    error = failed_error(vfm_models.host, "vfm-author-regargs")
+    """)
     assert "register(name, target, *, description='')" in error and "too many positional arguments" in error
 
 
 def test_a_dotted_string_target_without_a_colon_is_refused_at_registration(plugin):
     """``"pkg.mod.FAMILY"`` would otherwise come back from get_family as the string itself."""
-    plugin("vfm-author-dotted", {"author_dotted": """
-        from vfm_models.plugins import hookimpl
-
+    error = hook_failure(plugin, "dotted", """
         @hookimpl
         def vfm_models_register_families(register):
             register("dotted", "author_dotted.FAMILY")
-    """}, {"vfm_models": "author_dotted"})
-    error = failed_error(vfm_models.host, "vfm-author-dotted")
+    """)
     assert 'a string target must be "module:attr"' in error and "'author_dotted.FAMILY'" in error
 
 
