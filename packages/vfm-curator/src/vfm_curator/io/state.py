@@ -55,6 +55,9 @@ def video_record(task: Any, **extra: Any) -> dict[str, Any]:
         "timings": task.timings,
         # stage -> hash of the options up to it: a later run tells a video made with other options
         "options_hashes": dict(task.context.get("options_hashes") or {}),
+        # the attempt that wrote it (its token: vfm_curator.io.attempts), so the driver tells its
+        # own attempt's record from one left by an earlier run or attempt
+        "attempt_id": task.context.get("fence"),
         **extra,
     }
 

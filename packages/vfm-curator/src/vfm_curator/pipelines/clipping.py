@@ -12,11 +12,12 @@ import errno
 import json
 import time
 from pathlib import Path
+from typing import Iterator
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
-from vfm_curator.io import staging, state
+from vfm_curator.io import attempts, staging, state
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
@@ -85,6 +86,8 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     # Only regular files: a link at such a name is no run's file (neither followed nor removed).
     for leftover in out.rglob(".*.tmp"):
         remove_leftover(leftover)
+    for fence in attempts.fences(out).glob("*"):  # attempts a killed run never took back
+        remove_leftover(fence)
     summary = Summary(out=str(out), videos=len(sources))
     hashes = _options_hashes(specs)
     todo: list[VideoTask] = []
@@ -184,16 +187,12 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
             pending = todo
             while pending:
                 again = []
-                for task in runner.run(iter(pending)):
-                    staging.sweep(out, task.vid)  # a worker killed between transcode and write left them
+                for task in runner.run(_handed_out(pending, out)):
                     summary.processed += not task.context.get("requeued", False)
                     summary.video_s_processed += task.duration
                     if task.meta.get("decoder"):  # which backend the decode stage used (auto picks one)
                         summary.decoders[task.meta["decoder"]] = summary.decoders.get(task.meta["decoder"], 0) + 1
-                    if task.failure is not None and not _recorded_as(out, task):
-                        # the write stage never ran for it (its worker died): record the failure here
-                        state.write_record(out, task.vid, state.video_record(task))
-                    failure = task.failure or {}
+                    failure = _settle(out, task)
                     attempt = int(task.context.get("attempt", 1))
                     if failure.get("cause") == "machine" and attempt < config.max_attempts:
                         again.append(VideoTask(task.source, caption=task.caption,
@@ -207,12 +206,31 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
     summary.decisions = list(runner.decisions)
 
 
-def _recorded_as(out: Path, task: VideoTask) -> bool:
-    """Whether the record on disk is this attempt's (the write stage wrote it)."""
-    record = state.load_record(out, task.vid)
-    if record is None or record.get("status") == "ok":
-        return record is not None
-    return int((record.get("failure") or {}).get("attempts", 0)) == int(task.context.get("attempt", 1))
+def _handed_out(tasks: list[VideoTask], out: Path) -> Iterator[VideoTask]:
+    """Each task as the runner takes it, with a new attempt token: from then on only this attempt
+    of its video may write (:mod:`vfm_curator.io.attempts`)."""
+    for task in tasks:
+        task.context["fence"] = attempts.open_fence(out, task.vid)
+        yield task
+
+
+def _settle(out: Path, task: VideoTask) -> dict:
+    """Take a video's task back from the runner; returns the failure its attempt ended with ({}: ok).
+
+    Under the video's lock, and after closing its fence so that no attempt of it writes any more (a
+    call cancelled for the stage timeout may still run): its staging files are deleted (a worker
+    killed between transcode and write left them), and a failure that the write stage never
+    recorded (its call died or was cancelled) is recorded here. A record the attempt did write is
+    kept as it is, also one made by a cancelled call that finished its writes first: that video is
+    done, not failed."""
+    with attempts.settle(out, task.vid):
+        staging.sweep(out, task.vid)
+        record = state.load_record(out, task.vid)
+        if record is not None and record.get("attempt_id") == task.context.get("fence"):
+            return record.get("failure") or {}
+        if task.failure is not None:
+            state.write_record(out, task.vid, state.video_record(task))
+    return task.failure or {}
 
 
 def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vfm_curator.io import staging
+from vfm_curator.io import attempts, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.io.state import part_path, video_record, write_record
@@ -24,8 +24,9 @@ class WriteStage(Stage):
     metadata part and finally its record (failed videos get a record with the reason). A clip the
     transcode stage staged in the folder is renamed into place (:mod:`vfm_curator.io.staging`); the
     staging files of filtered clips and failed videos are deleted, also when this stage stops on an
-    error. The task it returns is stripped of frames and bytes so only a small summary travels back
-    to the driver."""
+    error. An attempt that the driver no longer waits for (its call was cancelled for the stage
+    timeout) writes nothing (:mod:`vfm_curator.io.attempts`). The task it returns is stripped of
+    frames and bytes so only a small summary travels back to the driver."""
 
     name = "write"
     resources = Resources(cpus=0.5, memory_mb=512)
@@ -37,12 +38,16 @@ class WriteStage(Stage):
             raise ValueError("write stage: option 'out' (the output folder) is required")
         for task in tasks:
             try:
-                if task.failure is None:
-                    run_guarded(self.name, task, self.process_one)
-                elif task.clips:
-                    run_guarded(self.name, task, self._filtered_thumbs)
-                self._record(task)
-            finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk)
+                # only the attempt the driver waits for writes (a call cancelled for the stage
+                # timeout may still be running: vfm_curator.io.attempts)
+                with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
+                    if current:
+                        if task.failure is None:
+                            run_guarded(self.name, task, self.process_one)
+                        elif task.clips:
+                            run_guarded(self.name, task, self._filtered_thumbs)
+                        self._record(task)
+            finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
                 for clip in task.clips:
                     staging.discard(clip)
             strip(task)

@@ -1,0 +1,113 @@
+"""The attempt fence: only the attempt of a video that the driver is waiting for may write its results.
+
+A stage call that runs past ``run.stage_timeout_s`` is cancelled (``ray.cancel(force=True)``) and
+its videos are failed and run again; but a cancel does not always stop the call, and one that keeps
+running can reach the write stage later, while the driver has recorded the failure or run the video
+again, and rename its clips, metadata part and record over theirs. So:
+
+- the driver gives each attempt of a video a random token when it hands the video to the runner
+  (:func:`open_fence`, ``OUT/.state/attempts/<vid>``; the task carries it as ``context["fence"]``);
+- the write stage writes only inside :func:`commit_window`: it holds the video's lock and is told
+  whether its token is still the video's;
+- when a video's task comes back, the driver closes the fence under the same lock (:func:`settle`)
+  before it looks at the record and sweeps the staging files. An attempt it has given up on (a
+  cancelled call) then finds no token and writes nothing, at any time after; one that finished its
+  writes first is seen in the record, so its result is kept rather than overwritten.
+
+The lock is ``flock`` on the fence file; where the filesystem has none the token alone decides (a
+zombie attempt that read its token just before the driver closed the fence could still write).
+Tokens are random, so an attempt of an earlier run (which restarts attempt numbers on ``--retry``)
+can never match a later one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+from pathlib import Path
+from typing import Iterator
+
+from vfm_curator.io.paths import safe_join
+from vfm_curator.io.state import STATE
+
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+def fences(out: str | Path) -> Path:
+    """The folder of the fences: one file per video being run."""
+    return safe_join(out, STATE, "attempts")
+
+
+def fence_path(out: str | Path, vid: str) -> Path:
+    return safe_join(fences(out), vid)
+
+
+def open_fence(out: str | Path, vid: str) -> str:
+    """A new attempt of ``vid`` may write (an older one no longer may); returns its token."""
+    token = secrets.token_hex(16)
+    path = fence_path(out, vid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        _lock(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, token.encode("ascii"), 0)
+    finally:
+        os.close(fd)  # releases the lock
+    return token
+
+
+@contextlib.contextmanager
+def commit_window(out: str | Path, vid: str, token: str | None) -> Iterator[bool]:
+    """Yields whether ``token`` is still the attempt of ``vid`` the driver waits for, holding the
+    video's lock until the block ends (the driver cannot settle the video meanwhile). ``token`` None
+    (a task not handed out by the clipping driver: a stage used on its own) is always current."""
+    if token is None:
+        yield True
+        return
+    try:
+        fd = os.open(fence_path(out, vid), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):  # settled: the driver is done with this video
+        yield False
+        return
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link planted at the fence's name is no driver's fence
+            yield False
+            return
+        raise
+    try:
+        _lock(fd)
+        # a fence removed after we opened it (the driver settled the video) reads as closed
+        yield os.fstat(fd).st_nlink > 0 and os.pread(fd, 64, 0) == token.encode("ascii")
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def settle(out: str | Path, vid: str) -> Iterator[None]:
+    """The driver takes ``vid``'s task back: wait for any write of it in progress, close its fence
+    (no attempt of it can write after this), and run the block under the video's lock."""
+    path = fence_path(out, vid)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        yield
+        return
+    try:
+        _lock(fd)
+        os.ftruncate(fd, 0)
+        path.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _lock(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        if exc.errno not in _NO_FLOCK:
+            raise

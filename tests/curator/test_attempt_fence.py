@@ -1,0 +1,115 @@
+"""The attempt fence (vfm_curator.io.attempts): a stage call cancelled for ``run.stage_timeout_s``
+can keep running; whatever it reaches later, it must not write over what the driver decided."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vfm_curator.io import attempts, state
+from vfm_curator.pipelines.clipping import _settle
+from vfm_curator.stages.decode import DecodeStage
+from vfm_curator.stages.split import SplitStage
+from vfm_curator.stages.transcode import TranscodeStage
+from vfm_curator.stages.write import WriteStage
+from vfm_curator.synth import make_video
+from vfm_curator.tasks import VideoTask
+
+TIMED_OUT = {"stage": "decode+split+transcode+write", "reason": "no result after 1 s (run.stage_timeout_s); cancelled",
+             "cause": "machine", "kind": "timeout"}
+
+
+def _transcoded(tmp_path: Path, out: Path, token: str | None) -> VideoTask:
+    """A video cut into 3 clips and transcoded into ``out``'s staging files: what reaches the write stage."""
+    make_video(tmp_path / "v.mp4", [20, 33, 27], seed=1)
+    task = VideoTask(str(tmp_path / "v.mp4"))
+    task.context = {"attempt": 1, "fence": token}
+    for stage in (DecodeStage(), SplitStage(min_clip_s=0.25), TranscodeStage(preset="ultrafast", out=str(out))):
+        stage.process([task])
+    assert task.failure is None and len(task.clips) == 3, task.failure
+    return task
+
+
+def _written(out: Path) -> list[str]:
+    """Everything in the folder but the fences: what a write left."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and "attempts" not in p.parts)
+
+
+def test_an_attempt_the_driver_took_back_writes_nothing_when_its_write_stage_runs_later(tmp_path):
+    out = tmp_path / "out"
+    task = _transcoded(tmp_path, out, None)
+    task.context["fence"] = attempts.open_fence(out, task.vid)
+    with attempts.settle(out, task.vid):  # the driver: this call was cancelled (it goes on running)
+        pass
+    WriteStage(out=str(out)).process([task])
+    assert _written(out) == []  # no clip, no thumbnail, no part, no record; its staging files deleted
+
+
+def test_an_older_attempt_writes_nothing_once_a_newer_one_is_handed_out(tmp_path):
+    out = tmp_path / "out"
+    old = _transcoded(tmp_path, out, None)
+    old.context["fence"] = attempts.open_fence(out, old.vid)
+    attempts.open_fence(out, old.vid)  # the video is run again: attempt 2
+    WriteStage(out=str(out)).process([old])
+    assert _written(out) == []
+
+
+def test_the_attempt_the_driver_waits_for_writes_its_clips_and_record_as_before(tmp_path):
+    out = tmp_path / "out"
+    task = _transcoded(tmp_path, out, None)
+    token = task.context["fence"] = attempts.open_fence(out, task.vid)
+    WriteStage(out=str(out)).process([task])
+    record = state.load_record(out, task.vid)
+    assert (record["status"], record["clips"], record["attempt_id"]) == ("ok", 3, token)
+    assert len(list((out / "clips").glob("*.mp4"))) == 3 and not list((out / "clips").glob(".*.tmp"))
+
+
+def test_a_failure_no_write_stage_recorded_is_recorded_by_the_driver_as_this_attempts(tmp_path):
+    out = tmp_path / "out"
+    task = VideoTask(str(tmp_path / "v.mp4"))
+    task.context = {"attempt": 1, "fence": attempts.open_fence(out, task.vid)}
+    task.failure = dict(TIMED_OUT)
+    # a record an earlier run left (same attempt number: --retry restarts them) is not this attempt's
+    state.write_record(out, task.vid, {"video_id": task.vid, "status": "failed", "attempt_id": "earlier-run",
+                                       "failure": {"cause": "input", "kind": "decode", "attempts": 1}})
+    assert _settle(out, task)["kind"] == "timeout"
+    record = state.load_record(out, task.vid)
+    assert (record["failure"]["kind"], record["attempt_id"]) == ("timeout", task.context["fence"])
+    assert not attempts.fence_path(out, task.vid).exists()  # settled: the fence is gone
+
+
+# A cancelled call that is still inside its write when the driver takes the video back: it holds
+# the commit window for a second, writing the video's record as done.
+_WRITER = """
+import sys, time
+from vfm_curator.io import attempts, state
+out, vid, token = sys.argv[1:]
+with attempts.commit_window(out, vid, token) as current:
+    assert current
+    print("writing", flush=True)
+    time.sleep(1.0)
+    state.write_record(out, vid, {"video_id": vid, "status": "ok", "failure": None, "attempt_id": token})
+"""
+
+
+def test_the_driver_waits_for_a_write_in_progress_and_keeps_the_video_it_finished(tmp_path):
+    out = tmp_path / "out"
+    task = VideoTask(str(tmp_path / "v.mp4"))
+    task.context = {"attempt": 1, "fence": attempts.open_fence(out, task.vid)}
+    task.failure = dict(TIMED_OUT)  # the driver gave up on the call, which still runs in its worker
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(out), task.vid, task.context["fence"]],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        t0 = time.monotonic()
+        failure = _settle(out, task)
+        waited = time.monotonic() - t0
+    finally:
+        assert writer.wait(timeout=30) == 0
+    assert waited > 0.5  # settled only after the write ended
+    assert failure == {}  # done, not failed: the driver does not run it again
+    record = json.loads(state.record_path(out, task.vid).read_text())
+    assert record["status"] == "ok"  # and not overwritten with the timeout
