@@ -11,7 +11,9 @@ import stat
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from torch import nn
@@ -19,26 +21,45 @@ from torch import nn
 from vfm_parallel import checkpoint as ckpt
 from vfm_parallel import checkpoint_folders
 
-# A child that saves checkpoints of a 32 MB model forever; the weights of step k are all k.
-CHILD = """
+# A child that saves checkpoints of nn.Linear({shape}) into argv[1] forever: the weights of its k-th save are all k,
+# which it prints once that save is committed.
+_SAVER = """
 import sys, torch
 from torch import nn
 from vfm_parallel import checkpoint as ckpt
 torch.set_num_threads(1)
-model = nn.Linear(2048, 4096)
-step = 0
+model = nn.Linear({shape})
+value = 0
 while True:
-    step += 1
+    value += 1
     with torch.no_grad():
         for p in model.parameters():
-            p.fill_(step)
-    ckpt.save(sys.argv[1], step, model=model, state={"note": "x"}, keep=2)
-    print(step, flush=True)
+            p.fill_(value)
+    ckpt.save(sys.argv[1], {step}, model=model, {options})
+    print(value, flush=True)
 """
+# a 32 MB model, the k-th save as step k
+CHILD = _SAVER.format(shape="2048, 4096", step="value", options='state={"note": "x"}, keep=2')
+# step 1 saved again and again, its value in state.json
+RESAVER = _SAVER.format(shape="256, 256", step="1", options='state={"value": value}')
 
 
-def _model_of(value: float) -> nn.Module:
-    model = nn.Linear(2048, 4096)
+@contextmanager
+def _saver_killed_at_exit(script: str, root: Path) -> Iterator[subprocess.Popen]:
+    """The child running ``script`` on ``root``, killed with SIGKILL when the block ends (and whatever
+    happened in it)."""
+    child = subprocess.Popen([sys.executable, "-c", script, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        yield child
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+def _filled(value: float, in_features: int = 4, out_features: int = 3) -> nn.Module:
+    model = nn.Linear(in_features, out_features)
     with torch.no_grad():
         for p in model.parameters():
             p.fill_(value)
@@ -47,30 +68,24 @@ def _model_of(value: float) -> nn.Module:
 
 def test_a_saver_killed_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
     root = tmp_path / "ckpts"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root)], stdout=subprocess.PIPE, text=True)
-    try:
+    with _saver_killed_at_exit(CHILD, root) as child:
         assert child.stdout.readline().strip() == "1"  # step 1 committed
         deadline = time.monotonic() + 60
         while not any(p.name.startswith(".tmp-") for p in root.iterdir()):  # a later save is under way
             assert time.monotonic() < deadline, "no save started"
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
     leftovers = [p for p in root.iterdir() if p.name.startswith(".tmp-")]
     assert leftovers, "the kill was meant to land during a save"
     committed = ckpt.list_checkpoints(root)
     assert committed and all(not p.name.startswith(".") for p in committed)
     newest = ckpt.latest(root)
     step = int(newest.name.split("_")[1])
-    model = _model_of(-1.0)
+    model = _filled(-1.0, 2048, 4096)
     state, _ = ckpt.load(newest, model=model)
     assert state["step"] == step
     assert all(torch.equal(p, torch.full_like(p, step)) for p in model.parameters())
     # the next save of the interrupted step replaces the leftover and commits
     interrupted = int(re.fullmatch(r"\.tmp-step_(\d{8})-.+", leftovers[0].name).group(1))
-    ckpt.save(root, interrupted, model=_model_of(interrupted))
+    ckpt.save(root, interrupted, model=_filled(interrupted, 2048, 4096))
     assert not (root / leftovers[0].name).exists()
     assert ckpt.latest(root).name == f"step_{interrupted:08d}"
 
@@ -197,14 +212,6 @@ def test_a_two_rank_save_under_the_random_name_resumes_equal_past_a_planted_link
     assert not list((tmp_path / "elsewhere").iterdir())
 
 
-def _small(value: float) -> nn.Module:
-    model = nn.Linear(4, 3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.fill_(value)
-    return model
-
-
 def test_something_planted_at_an_aside_name_neither_stops_a_re_save_nor_is_followed_or_removed(tmp_path):
     """A re-save of a committed step renames the old folder aside first. That name was
     ``.old-step_N``, the same every time: a file or link planted there failed every re-save of the
@@ -213,11 +220,11 @@ def test_something_planted_at_an_aside_name_neither_stops_a_re_save_nor_is_follo
     outside.mkdir()
     (outside / "keep.txt").write_text("precious")
     root = tmp_path / "ckpts"
-    ckpt.save(root, 3, model=_small(1.0))
+    ckpt.save(root, 3, model=_filled(1.0))
     (root / ".old-step_00000003").write_text("a file")
     (root / ".old-step_00000003-aaaaaaaaaaaa").symlink_to(outside, target_is_directory=True)
-    assert ckpt.save(root, 3, model=_small(2.0), state={"again": True}) == ckpt.step_dir(root, 3)
-    state, _ = ckpt.load(ckpt.step_dir(root, 3), model=_small(0.0))
+    assert ckpt.save(root, 3, model=_filled(2.0), state={"again": True}) == ckpt.step_dir(root, 3)
+    state, _ = ckpt.load(ckpt.step_dir(root, 3), model=_filled(0.0))
     assert state["again"] is True
     assert sorted(p.name for p in root.iterdir()) == [".old-step_00000003", ".old-step_00000003-aaaaaaaaaaaa",
                                                       "step_00000003"]
@@ -229,14 +236,14 @@ def test_list_checkpoints_lists_no_link_at_a_checkpoint_name(tmp_path):
     """A link named like a checkpoint (``step_N`` or an aside copy) to a folder elsewhere, even a whole
     checkpoint, is not listed: ``resume = "auto"`` must not load from outside the checkpoint folder,
     nor ``keep`` prune there."""
-    elsewhere = ckpt.save(tmp_path / "elsewhere", 9, model=_small(9.0))
+    elsewhere = ckpt.save(tmp_path / "elsewhere", 9, model=_filled(9.0))
     root = tmp_path / "ckpts"
-    ckpt.save(root, 3, model=_small(3.0))
+    ckpt.save(root, 3, model=_filled(3.0))
     (root / "step_00000009").symlink_to(elsewhere, target_is_directory=True)
     (root / ".old-step_00000008-aaaaaaaaaaaa").symlink_to(elsewhere, target_is_directory=True)
     (root / ".old-step_00000007").symlink_to(elsewhere, target_is_directory=True)
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["step_00000003"]
-    ckpt.save(root, 4, model=_small(4.0), keep=1)
+    ckpt.save(root, 4, model=_filled(4.0), keep=1)
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["step_00000004"]
     assert ckpt.verify(elsewhere)["step"] == 9  # not pruned through the links
 
@@ -244,8 +251,8 @@ def test_list_checkpoints_lists_no_link_at_a_checkpoint_name(tmp_path):
 def _resave_killed_between_its_renames(root: Path) -> Path:
     """What a re-save of step 3 killed after renaming the old folder aside, before renaming its own
     folder in, leaves: the old copy under a random ``.old-`` name and the new one under ``.tmp-``."""
-    ckpt.save(root, 2, model=_small(2.0))
-    ckpt.save(root, 3, model=_small(3.0))
+    ckpt.save(root, 2, model=_filled(2.0))
+    ckpt.save(root, 3, model=_filled(3.0))
     aside = root / ".old-step_00000003-3f9c2a7b1d04"
     os.rename(ckpt.step_dir(root, 3), aside)
     (root / ".tmp-step_00000003-x7k2m9qa" / "tensors").mkdir(parents=True)
@@ -256,11 +263,11 @@ def test_a_re_save_killed_between_its_renames_leaves_the_step_loadable_from_its_
     root = tmp_path / "ckpts"
     aside = _resave_killed_between_its_renames(root)
     assert ckpt.list_checkpoints(root) == [ckpt.step_dir(root, 2), aside]
-    model = _small(0.0)
+    model = _filled(0.0)
     state, _ = ckpt.load(ckpt.latest(root), model=model)  # its step checked against the aside's name
     assert state["step"] == 3 and all(torch.equal(p, torch.full_like(p, 3.0)) for p in model.parameters())
     # the next save of the step commits and removes the copy and the leftover
-    ckpt.save(root, 3, model=_small(4.0))
+    ckpt.save(root, 3, model=_filled(4.0))
     assert sorted(p.name for p in root.iterdir()) == ["step_00000002", "step_00000003"]
 
 
@@ -270,44 +277,21 @@ def test_an_aside_copy_whose_removal_began_is_not_listed_and_pruning_a_step_remo
     (aside / "manifest.json").unlink()  # removal starts with the manifest: what is left is no checkpoint
     assert ckpt.list_checkpoints(root) == [ckpt.step_dir(root, 2)]
     os.rename(root / "step_00000002", root / ".old-step_00000002-aaaaaaaaaaaa")  # a whole copy, listed
-    ckpt.save(root, 2, model=_small(2.0))  # step 2 again, beside a stale copy of step 2
+    ckpt.save(root, 2, model=_filled(2.0))  # step 2 again, beside a stale copy of step 2
     stale = root / ".old-step_00000002-bbbbbbbbbbbb"
-    ckpt.save(tmp_path / "copy", 2, model=_small(5.0)).rename(stale)
+    ckpt.save(tmp_path / "copy", 2, model=_filled(5.0)).rename(stale)
     assert ckpt.list_checkpoints(root) == [ckpt.step_dir(root, 2)]  # step_N stands: copies are not listed
-    ckpt.save(root, 5, model=_small(5.0), keep=1)
+    ckpt.save(root, 5, model=_filled(5.0), keep=1)
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["step_00000005"]
     assert not stale.exists()  # pruned with its step, not listed as step 2 once step_00000002 went
-
-
-RESAVER = """
-import sys, torch
-from torch import nn
-from vfm_parallel import checkpoint as ckpt
-torch.set_num_threads(1)
-model = nn.Linear(256, 256)
-value = 0
-while True:
-    value += 1
-    with torch.no_grad():
-        for p in model.parameters():
-            p.fill_(value)
-    ckpt.save(sys.argv[1], 1, model=model, state={"value": value})
-    print(value, flush=True)
-"""
 
 
 def test_a_process_killed_at_any_moment_while_re_saving_a_step_leaves_that_step_loadable(tmp_path):
     root = tmp_path / "ckpts"
     for delay in (0.0, 0.02, 0.05, 0.1):  # spread over a save's phases
-        child = subprocess.Popen([sys.executable, "-c", RESAVER, str(root)], stdout=subprocess.PIPE, text=True)
-        try:
+        with _saver_killed_at_exit(RESAVER, root) as child:
             assert child.stdout.readline().strip()  # one save committed: each later one is a re-save
             time.sleep(delay)
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=30)
-        finally:
-            if child.poll() is None:
-                child.kill()
         found = ckpt.list_checkpoints(root)
         assert len(found) == 1, found
         model = nn.Linear(256, 256)
@@ -322,7 +306,7 @@ def test_a_step_its_folder_name_cannot_hold_is_refused_before_anything_is_writte
     root = tmp_path / "ckpts"
     for step in (-1, 10**8, True, 2.0):
         try:
-            ckpt.save(root, step, model=_small(1.0))
+            ckpt.save(root, step, model=_filled(1.0))
         except ValueError as exc:
             error = str(exc)
         else:
