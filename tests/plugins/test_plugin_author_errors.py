@@ -36,6 +36,15 @@ def hook_failure(plugin, name: str, hook: str, *, host: str = "vfm_models", mark
     return failed_error({"vfm_models": vfm_models.host, "vfm_infer": vfm_infer.host}[host], f"vfm-author-{name}")
 
 
+def misnamed_hook_error(plugin, name: str, function: str) -> str:
+    """The failure of plugin ``vfm-author-NAME`` whose one hookimpl, named ``function``, registers a family."""
+    return hook_failure(plugin, name, f"""
+        @hookimpl
+        def {function}(register):
+            register("{name}-family", "author_{name}:FAMILY")
+    """)
+
+
 def test_hookimpl_with_a_wrong_parameter_name_is_one_line_naming_the_expected_signature(plugin):
     error = hook_failure(plugin, "sig", """
         @hookimpl
@@ -57,33 +66,21 @@ def test_hookimpl_without_arguments_is_refused_before_it_is_called(plugin):
 
 
 def test_a_misspelt_hook_is_a_failed_plugin_suggesting_the_real_hook_not_silence(plugin):
-    error = hook_failure(plugin, "typo", """
-        @hookimpl
-        def vfm_models_register_family(register):
-            register("typo-family", "author_typo:FAMILY")
-    """)
+    error = misnamed_hook_error(plugin, "typo", "vfm_models_register_family")
     assert "vfm_models_register_family is not a hook of vfm_models" in error
     assert "did you mean vfm_models_register_families?" in error
 
 
 def test_a_marked_hook_misspelt_outside_register_is_suggested_not_called_a_module_without_hooks(plugin):
     # the no-hooks check (today's) caught every marked name not starting with vfm_models_register_
-    error = hook_failure(plugin, "typo2", """
-        @hookimpl
-        def vfm_models_regster_families(register):
-            register("typo-family", "author_typo2:FAMILY")
-    """)
+    error = misnamed_hook_error(plugin, "typo2", "vfm_models_regster_families")
     assert error.startswith("vfm_models_regster_families is not a hook of vfm_models; did you mean "
                             "vfm_models_register_families?"), error
 
 
 def test_a_marked_hook_without_the_hosts_prefix_is_named_with_the_real_hook(plugin):
     # was called a module without hooks, to be declared under the group it already was in
-    error = hook_failure(plugin, "bare", """
-        @hookimpl
-        def register_families(register):
-            register("bare-family", "author_bare:FAMILY")
-    """)
+    error = misnamed_hook_error(plugin, "bare", "register_families")
     assert error.startswith("register_families is not a hook of vfm_models; did you mean "
                             "vfm_models_register_families?"), error
 
