@@ -121,6 +121,7 @@ def curate(
         ("videos", summary.videos),
         ("processed now", summary.processed),
         ("skipped (finished before)", summary.skipped),
+        ("copies of finished videos", len(summary.copies)),
         ("failed before, run again", summary.retried),
         ("failures", summary.failures),
         ("clips", summary.clips),
@@ -139,6 +140,10 @@ def curate(
         typer.echo(f"failures: {summary.failures_line()}")
     if summary.other_options_line():
         typer.echo(f"options changed: {summary.other_options_line()}")
+    if summary.changed_inputs_line():
+        typer.echo(f"inputs changed: {summary.changed_inputs_line()}")
+    if summary.copies_line():
+        typer.echo(f"copies: {summary.copies_line()}")
     if summary.decoded_short:
         typer.echo(f"decoded short: {summary.decoded_short} video{'s' if summary.decoded_short != 1 else ''} ended well "
                    f"before the length the file declares (truncated or damaged); their clips end there: listed in report.html")

@@ -58,6 +58,8 @@ def video_record(task: Any, **extra: Any) -> dict[str, Any]:
         # the attempt that wrote it (its token: vfm_curator.io.attempts), so the driver tells its
         # own attempt's record from one left by an earlier run or attempt
         "attempt_id": task.context.get("fence"),
+        # what the input was (stamp, fingerprint, caption digest): vfm_curator.io.fingerprint
+        "input": task.context.get("input"),
         **extra,
     }
 

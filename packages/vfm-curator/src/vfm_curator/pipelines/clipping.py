@@ -18,10 +18,12 @@ from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
 from vfm_curator.io import attempts, staging, state
+from vfm_curator.io.fingerprint import caption_digest, fingerprint
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
 from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, uncaptioned
+from vfm_curator.stages.caption import sidecar_caption
 from vfm_curator.tasks import VideoTask
 from vfm_plugins import FolderLock
 from vfm_plugins.files import remove_leftover
@@ -91,6 +93,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     summary = Summary(out=str(out), videos=len(sources))
     hashes = _options_hashes(specs)
     todo: list[VideoTask] = []
+    clipped: dict | None = None  # (fingerprint, caption digest) -> source, of the folder's finished videos
     for source in sources:
         task = VideoTask(source.path, caption=source.caption)
         if not _encodable(source.path):
@@ -104,9 +107,20 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
             changed = _changed_stage(record, hashes, specs)
             if changed is not None:
                 summary.other_options[changed] = summary.other_options.get(changed, 0) + 1
+            what = _changed_input(record, source)
+            if what is not None:
+                summary.changed_inputs[what] = summary.changed_inputs.get(what, 0) + 1
             continue
+        given = _input_of(source)
+        if record is None:  # a path the folder has not seen: maybe a video it has clipped, moved or copied
+            clipped = _clipped_inputs(out) if clipped is None else clipped
+            key = (given["fingerprint"], given["caption"])
+            if given["fingerprint"] is not None and key in clipped:
+                summary.copies[source.path] = clipped[key]
+                continue
+            clipped.setdefault(key, source.path)  # a second copy in this run is the same video too
         summary.retried += record is not None
-        task.context = {"attempt": attempt, "input_stamp": input_stamp(source.path), "options_hashes": hashes}
+        task.context = {"attempt": attempt, "input_stamp": given["stamp"], "input": given, "options_hashes": hashes}
         todo.append(task)
     t0 = time.perf_counter()
     if todo:
@@ -114,6 +128,44 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     summary.wall_s = time.perf_counter() - t0
     finalize(out, summary, config)
     return summary
+
+
+def _input_of(source: Source) -> dict:
+    """What the video's record keeps of its input (:mod:`vfm_curator.io.fingerprint`)."""
+    return {"stamp": input_stamp(source.path), "fingerprint": fingerprint(source.path),
+            "caption": caption_digest(_caption_of(source))}
+
+
+def _caption_of(source: Source) -> str | None:
+    """The caption the caption stage attaches from the input (manifest, else sidecar file)."""
+    return source.caption if source.caption is not None else sidecar_caption(source.path)
+
+
+def _changed_input(record: dict | None, source: Source) -> str | None:
+    """How a finished video's input differs from what it was clipped from: "file" (other bytes at
+    its path), "caption" (another manifest or sidecar caption), or None (the same, or unknown: a
+    record from before inputs were kept, or a file that is gone)."""
+    kept = (record or {}).get("input") or {}
+    if record is None or record.get("status") != "ok" or not kept:
+        return None
+    if caption_digest(_caption_of(source)) != kept.get("caption"):
+        return "caption"
+    stamp = input_stamp(source.path)
+    if stamp is not None and stamp != kept.get("stamp"):  # touched or rewritten: the bytes decide
+        now = fingerprint(source.path)
+        if now is not None and now != kept.get("fingerprint"):
+            return "file"
+    return None
+
+
+def _clipped_inputs(out: Path) -> dict[tuple, str]:
+    """(fingerprint, caption digest) -> source of each finished video of the folder."""
+    found: dict[tuple, str] = {}
+    for record in state.records(out):
+        kept = record.get("input") or {}
+        if record.get("status") == "ok" and kept.get("fingerprint"):
+            found.setdefault((kept["fingerprint"], kept.get("caption")), record.get("source", ""))
+    return found
 
 
 def _options_hashes(specs: list[StageSpec]) -> dict[str, str]:

@@ -64,6 +64,10 @@ class Summary(FailureReport):
     decoded_short: int = 0
     # videos skipped as finished although made with other stage options: the first changed stage -> count
     other_options: dict[str, int] = field(default_factory=dict)
+    # finished videos skipped although their input changed since: "file" / "caption" -> count
+    changed_inputs: dict[str, int] = field(default_factory=dict)
+    # inputs not clipped because they hold a finished video's bytes and caption (moved or copied): path -> that video's source
+    copies: dict[str, str] = field(default_factory=dict)
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -112,6 +116,26 @@ class Summary(FailureReport):
         return (f"{n} video{'s' if n != 1 else ''} finished before with other options (changed from stage {stages} on) "
                 f"{'were' if n != 1 else 'was'} skipped and kept{' as they were' if n != 1 else ' as it was'}; to apply "
                 f"the new options, curate into a new output folder")
+
+    def changed_inputs_line(self) -> str | None:
+        """One line when finished videos were skipped although their file or caption changed since."""
+        if not self.changed_inputs:
+            return None
+        n = sum(self.changed_inputs.values())
+        what = ", ".join(f"{k} {'replaced' if k == 'file' else 'changed'} {v}" for k, v in sorted(self.changed_inputs.items()))
+        return (f"{n} finished video{'s' if n != 1 else ''} changed since {'they were' if n != 1 else 'it was'} clipped "
+                f"({what}) {'were' if n != 1 else 'was'} skipped and kept as clipped; to clip the new versions, "
+                f"curate them into a new output folder")
+
+    def copies_line(self) -> str | None:
+        """One line when inputs were not clipped because they are finished videos at another path."""
+        if not self.copies:
+            return None
+        n = len(self.copies)
+        path, of = next(iter(self.copies.items()))
+        return (f"{n} input{'s' if n != 1 else ''} {'hold' if n != 1 else 'holds'} the bytes and caption of a video this "
+                f"folder has clipped (moved or copied) and {'were' if n != 1 else 'was'} not clipped again, e.g. "
+                f"{path} = {of}; all are listed in summary.json ('copies')")
 
     def _kinds(self) -> str:
         return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))

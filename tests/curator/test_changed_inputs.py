@@ -1,0 +1,76 @@
+"""A re-run into a folder tells what changed in its inputs since they were clipped: a video is known
+by its path, so without the record of what each input was, a file replaced in place was skipped with
+clips of the old one, and a moved folder was clipped again (each clip twice in clips.parquet)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+import vfm_curator
+from vfm_cli.main import app
+from vfm_curator.synth import make_video
+
+SERIAL = {"run": {"runner": "serial"}}
+
+
+def _rows(out) -> int:
+    return pq.read_table(out / "clips.parquet").num_rows
+
+
+def test_a_file_replaced_at_its_path_is_named_as_changed_and_a_touched_one_is_not(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    os.utime(tmp_path / "in" / "b.mp4", ns=(1, 1))  # touched: same bytes, another mtime
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL).changed_inputs == {}
+    make_video(tmp_path / "in" / "a.mp4", [30, 18], seed=7)  # re-exported: other bytes at the same path
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert (again.processed, again.skipped, again.changed_inputs) == (0, 2, {"file": 1})
+    assert "1 finished video changed since it was clipped (file replaced 1) was skipped" in again.changed_inputs_line()
+
+
+def test_a_caption_added_after_clipping_is_named_as_changed(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    (tmp_path / "in" / "a.txt").write_text("a red square moves left")
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL).changed_inputs == {"caption": 1}
+
+
+def test_a_moved_folder_is_not_clipped_again_and_the_cli_names_the_copies(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    (tmp_path / "in" / "b.txt").write_text("a caption moves with its video")
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    shutil.move(tmp_path / "in", tmp_path / "moved")
+    result = CliRunner().invoke(app, ["curate", str(tmp_path / "moved"), "-o", str(out), "--runner", "serial",
+                                      "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "copies: 2 inputs hold the bytes and caption of a video this folder has clipped" in result.output
+    assert _rows(out) == first.clips  # no clip twice
+
+
+def test_the_same_bytes_with_another_caption_are_clipped_as_their_own_video(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    shutil.copy(tmp_path / "in" / "a.mp4", tmp_path / "in" / "a-copy.mp4")
+    (tmp_path / "in" / "a-copy.txt").write_text("the same footage, described")
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert (again.processed, again.copies) == (1, {})
+    assert _rows(out) == 2 * first.clips
+
+
+def test_two_identical_files_in_one_run_are_clipped_once(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    shutil.copy(tmp_path / "in" / "a.mp4", tmp_path / "in" / "z.mp4")
+    out = tmp_path / "out"
+    summary = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert summary.processed == 1
+    assert summary.copies == {str((tmp_path / "in" / "z.mp4").resolve()): str((tmp_path / "in" / "a.mp4").resolve())}
