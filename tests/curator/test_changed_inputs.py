@@ -74,3 +74,38 @@ def test_two_identical_files_in_one_run_are_clipped_once(tmp_path):
     summary = vfm_curator.curate(tmp_path / "in", out, SERIAL)
     assert summary.processed == 1
     assert summary.copies == {str((tmp_path / "in" / "z.mp4").resolve()): str((tmp_path / "in" / "a.mp4").resolve())}
+
+
+def _files(out, folder: str, suffix: str) -> set[str]:
+    return {p.stem for p in (out / folder).glob(f"*.{suffix}")}
+
+
+def test_redo_changed_clips_a_replaced_file_again_as_a_fresh_folder_would_and_leaves_no_old_clip(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    make_video(tmp_path / "in" / "a.mp4", [36, 36], seed=7)  # re-exported: cut in other places
+    redo = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
+    assert (redo.processed, redo.redone, redo.skipped, redo.changed_inputs) == (1, 1, 1, {})
+    fresh = tmp_path / "fresh"
+    vfm_curator.curate(tmp_path / "in", fresh, SERIAL)
+    table = pq.read_table(out / "clips.parquet").to_pylist()
+    assert sorted(r["id"] for r in table) == sorted(r["id"] for r in pq.read_table(fresh / "clips.parquet").to_pylist())
+    assert _files(out, "clips", "mp4") == {r["id"] for r in table}  # the old version's clips are gone
+    assert _files(out, "thumbs", "jpg") == _files(fresh, "thumbs", "jpg")
+    for row in table:  # and each clip holds the new file's frames
+        assert (out / row["path"]).read_bytes() == (fresh / row["path"]).read_bytes()
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True).redone == 0  # done: nothing changed now
+
+
+def test_redo_changed_applies_new_stage_options_to_finished_videos(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 48, 24], seed=1)
+    out = tmp_path / "out"
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL).clips == 3
+    longer = {**SERIAL, "options": {"split": {"min_clip_s": 1.5}}}  # 1 s shots are too short now: the 2 s one is left
+    kept = vfm_curator.curate(tmp_path / "in", out, longer)
+    assert (kept.clips, kept.other_options) == (3, {"split": 1})
+    redo = vfm_curator.curate(tmp_path / "in", out, longer, redo_changed=True)
+    assert (redo.redone, redo.clips) == (1, 1) == (1, vfm_curator.curate(tmp_path / "in", tmp_path / "fresh", longer).clips)
+    assert _files(out, "clips", "mp4") == {r["id"] for r in pq.read_table(out / "clips.parquet").to_pylist()}

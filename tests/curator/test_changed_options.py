@@ -22,6 +22,7 @@ def test_a_rerun_with_other_options_names_the_videos_it_kept_as_they_were(tmp_pa
     other = runner.invoke(app, [*base, "--shot-detector", "adaptive"])
     assert other.exit_code == 0, other.output
     assert ("options changed: 2 videos finished before with other options (changed from stage split on) were skipped "
-            "and kept as they were; to apply the new options, curate into a new output folder") in other.output
+            "and kept as they were; to apply the new options, re-run with --redo-changed (their clips are replaced) or curate "
+            "into a new output folder") in other.output
     fresh = runner.invoke(app, [*base[:3], str(tmp_path / "out2"), *base[4:], "--shot-detector", "adaptive"])
     assert fresh.exit_code == 0 and "options changed" not in fresh.output, fresh.output

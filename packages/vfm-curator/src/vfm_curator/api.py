@@ -23,13 +23,16 @@ def curate(
     *,
     progress: Progress | None = None,
     retry_failed: str | None = None,
+    redo_changed: bool = False,
 ) -> Summary:
     """Cut ``inputs`` (video files, directories, globs, .jsonl/.csv manifests) into clips in ``out``.
 
     ``config``: a :class:`CurateConfig`, a dict of the same shape, or a .toml/.json file. Returns a
     :class:`Summary`. Re-running with the same ``out`` skips videos that finished before; failed
     ones are run again by the rule of :mod:`vfm_curator.failures` (``retry_failed``: ``"all"``, a
-    cause ``input``/``config``/``machine`` or a reason kind forces it).
+    cause ``input``/``config``/``machine`` or a reason kind forces it). Finished videos whose file,
+    caption or stage options changed since are skipped and counted in the summary, or clipped again
+    with ``redo_changed`` (their clips replaced).
 
     Raises :class:`~vfm_curator.errors.NothingWrittenError` when ``out`` holds no clip afterwards
     (every video failed, or the filters kept none): its message names the failures and their
@@ -41,7 +44,8 @@ def curate(
         config = CurateConfig.load(config)
     elif isinstance(config, dict):
         config = CurateConfig.from_dict(config)
-    summary = run_clipping([str(i) for i in inputs], out, config, progress=progress, retry_failed=retry_failed)
+    summary = run_clipping([str(i) for i in inputs], out, config, progress=progress, retry_failed=retry_failed,
+                           redo_changed=redo_changed)
     _raise_if_empty(summary)
     return summary
 

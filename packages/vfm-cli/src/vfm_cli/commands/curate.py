@@ -55,12 +55,15 @@ def curate(
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
         help="Run failed videos again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
+    redo_changed: bool = typer.Option(
+        False, "--redo-changed",
+        help="Clip again the finished videos whose file, caption or stage options changed since (their clips are replaced)."),
 ) -> None:
     """Cut videos into clips: decode, split into shots, stitch, transcode to H264, embed, caption,
     filter, write.
 
-    Re-running on the same output folder skips videos that finished (made with
-    other options too: a new output folder applies new ones); clips.parquet holds every finished
+    Re-running on the same output folder skips videos that finished (also when their file, caption
+    or options changed since: --redo-changed clips those again); clips.parquet holds every finished
     video of the folder. Failed videos run again when the machine failed them
     (up to run.max_attempts), when the options that failed them or the file changed, or with --retry-failed.
     Exits 1 with the reason when the folder holds no clip (every video failed); Ctrl-C keeps what finished."""
@@ -109,7 +112,8 @@ def curate(
     apply_run_options(cfg, runner, ray_address, num_cpus)
     before = curate_records(out)  # what a Ctrl-C line counts against
     try:
-        summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed)
+        summary = run(inputs, out, cfg, progress=None if no_progress else StageProgress(), retry_failed=retry_failed,
+                      redo_changed=redo_changed)
     except NothingWrittenError as exc:  # the table and report lines below still print; the problem line exits 1
         summary = exc.summary
     except (ValueError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT; StopRun: disk full
@@ -121,6 +125,7 @@ def curate(
         ("videos", summary.videos),
         ("processed now", summary.processed),
         ("skipped (finished before)", summary.skipped),
+        ("clipped again (changed)", summary.redone),
         ("copies of finished videos", len(summary.copies)),
         ("failed before, run again", summary.retried),
         ("failures", summary.failures),

@@ -52,11 +52,13 @@ def stage_specs(config: CurateConfig, out: Path) -> list[StageSpec]:
 
 def run_clipping(
     inputs: list[str], out: str | Path, config: CurateConfig | None = None, *, progress: Progress | None = None,
-    retry_failed: str | None = None,
+    retry_failed: str | None = None, redo_changed: bool = False,
 ) -> Summary:
     """Check the options, the output folder and the inputs, then hold ``out``'s lock for the whole
     run: a second run into it fails with ``FolderLockedError`` naming this one, before it reads or
-    deletes anything. ``retry_failed``: ``"all"``, a cause or a reason kind to run again."""
+    deletes anything. ``retry_failed``: ``"all"``, a cause or a reason kind to run again.
+    ``redo_changed``: clip again the finished videos whose file, caption or stage options changed
+    (their clips are replaced; otherwise they are skipped and counted)."""
     out = Path(out).resolve()
     config = config or CurateConfig()
     retry = check_retry(retry_failed)
@@ -73,7 +75,7 @@ def run_clipping(
                          f"other files one by one or in a .jsonl/.csv manifest (the output folder {out} is never read as input)")
     try:
         with FolderLock(out):
-            return _run_clipping(sources, out, specs, config, progress=progress, retry=retry)
+            return _run_clipping(sources, out, specs, config, progress=progress, retry=retry, redo_changed=redo_changed)
     except OSError as exc:  # the lock file, the table...: a full disk is one line wherever it shows
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(out) from exc
@@ -81,7 +83,7 @@ def run_clipping(
 
 
 def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], config: CurateConfig, *,
-                  progress: Progress | None, retry: str | None) -> Summary:
+                  progress: Progress | None, retry: str | None, redo_changed: bool = False) -> Summary:
     # Half-written files (never under a final name). We hold the folder's lock and have not started
     # any work, so none is a live run's or our own: each is left by a run that died (the kernel freed
     # its lock). Workers of a dead driver are ended with it (Ray ends a job's workers with its driver).
@@ -102,12 +104,13 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
             continue
         record = state.load_record(out, task.vid)
         attempt = _attempt(out, record, task, hashes, config, retry)
-        if attempt is None:
+        changed, what = (_changed_stage(record, hashes, specs), _changed_input(record, source)) if attempt is None else (None, None)
+        if redo_changed and (changed or what):
+            attempt, summary.redone = 1, summary.redone + 1
+        elif attempt is None:
             summary.skipped += 1
-            changed = _changed_stage(record, hashes, specs)
             if changed is not None:
                 summary.other_options[changed] = summary.other_options.get(changed, 0) + 1
-            what = _changed_input(record, source)
             if what is not None:
                 summary.changed_inputs[what] = summary.changed_inputs.get(what, 0) + 1
             continue
@@ -119,7 +122,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
                 summary.copies[source.path] = clipped[key]
                 continue
             clipped.setdefault(key, source.path)  # a second copy in this run is the same video too
-        summary.retried += record is not None
+        summary.retried += record is not None and not (changed or what)
         task.context = {"attempt": attempt, "input_stamp": given["stamp"], "input": given, "options_hashes": hashes}
         todo.append(task)
     t0 = time.perf_counter()

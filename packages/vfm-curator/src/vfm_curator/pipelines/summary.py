@@ -66,6 +66,7 @@ class Summary(FailureReport):
     other_options: dict[str, int] = field(default_factory=dict)
     # finished videos skipped although their input changed since: "file" / "caption" -> count
     changed_inputs: dict[str, int] = field(default_factory=dict)
+    redone: int = 0  # finished videos clipped again for a changed file, caption or options (redo_changed)
     # inputs not clipped because they hold a finished video's bytes and caption (moved or copied): path -> that video's source
     copies: dict[str, str] = field(default_factory=dict)
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
@@ -115,7 +116,7 @@ class Summary(FailureReport):
         stages = ", ".join(sorted(self.other_options))
         return (f"{n} video{'s' if n != 1 else ''} finished before with other options (changed from stage {stages} on) "
                 f"{'were' if n != 1 else 'was'} skipped and kept{' as they were' if n != 1 else ' as it was'}; to apply "
-                f"the new options, curate into a new output folder")
+                f"the new options, re-run with --redo-changed (their clips are replaced) or curate into a new output folder")
 
     def changed_inputs_line(self) -> str | None:
         """One line when finished videos were skipped although their file or caption changed since."""
@@ -125,7 +126,7 @@ class Summary(FailureReport):
         what = ", ".join(f"{k} {'replaced' if k == 'file' else 'changed'} {v}" for k, v in sorted(self.changed_inputs.items()))
         return (f"{n} finished video{'s' if n != 1 else ''} changed since {'they were' if n != 1 else 'it was'} clipped "
                 f"({what}) {'were' if n != 1 else 'was'} skipped and kept as clipped; to clip the new versions, "
-                f"curate them into a new output folder")
+                f"re-run with --redo-changed (their clips are replaced) or curate into a new output folder")
 
     def copies_line(self) -> str | None:
         """One line when inputs were not clipped because they are finished videos at another path."""

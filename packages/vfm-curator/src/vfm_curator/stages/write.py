@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from vfm_curator.io import attempts, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, safe_join
-from vfm_curator.io.state import part_path, video_record, write_record
+from vfm_curator.io.state import load_record, part_path, video_record, write_record
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask
+from vfm_plugins.files import remove_leftover
 
 
 def clip_relpath(clip: Clip) -> str:
@@ -42,11 +45,13 @@ class WriteStage(Stage):
                 # timeout may still be running: vfm_curator.io.attempts)
                 with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
                     if current:
+                        before = previous_clip_ids(self.opt["out"], task.vid)  # a video clipped again (redo_changed)
                         if task.failure is None:
                             run_guarded(self.name, task, self.process_one)
                         elif task.clips:
                             run_guarded(self.name, task, self._filtered_thumbs)
                         self._record(task)
+                        self._drop_replaced(before, task)
             finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
                 for clip in task.clips:
                     staging.discard(clip)
@@ -81,6 +86,17 @@ class WriteStage(Stage):
             if samples:
                 atomic_write(safe_join(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples)))
 
+    def _drop_replaced(self, before: set[str], task: VideoTask) -> None:
+        """Delete the files of the clips an earlier clipping of this video had and this one has not
+        (a replaced file cut elsewhere): the table no longer lists them. Ids are the source and span,
+        so a clip cut the same again was just overwritten in place."""
+        kept = {c.id for c in task.clips if c.rejected is None and c.encoded} if task.failure is None else set()
+        shown = {c.id for c in task.clips}  # filtered clips keep their thumbnails (the report shows them)
+        for clip_id in sorted(before - kept):
+            remove_leftover(safe_join(self.opt["out"], f"clips/{clip_id}.mp4"))
+            if clip_id not in shown:
+                remove_leftover(safe_join(self.opt["out"], f"thumbs/{clip_id}.jpg"))
+
     def _record(self, task: VideoTask) -> None:
         kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
         write_record(self.opt["out"], task.vid, video_record(
@@ -91,6 +107,25 @@ class WriteStage(Stage):
             thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.has_samples],
             filtered=[filtered_entry(c) for c in task.clips if c.rejected is not None],
         ))
+
+
+def previous_clip_ids(out: str, vid: str) -> set[str]:
+    """Ids of the clips (kept and filtered) that the video's record on disk lists: none for a
+    video not clipped before."""
+    record = load_record(out, vid)
+    if record is None:
+        return set()
+    ids = {str(entry.get("id")) for entry in record.get("filtered") or [] if isinstance(entry, dict)}
+    try:
+        import pyarrow.parquet as pq
+
+        ids.update(str(i) for i in pq.read_table(part_path(out, vid), columns=["id"]).column("id").to_pylist())
+    except (OSError, ValueError, KeyError):  # no part (a failed video) or one that cannot be read
+        pass
+    return {i for i in ids if _CLIP_ID.fullmatch(i)}  # names of files to delete: nothing but an id
+
+
+_CLIP_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def row(task: VideoTask, clip: Clip) -> dict:
