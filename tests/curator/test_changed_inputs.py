@@ -109,3 +109,16 @@ def test_redo_changed_applies_new_stage_options_to_finished_videos(tmp_path):
     redo = vfm_curator.curate(tmp_path / "in", out, longer, redo_changed=True)
     assert (redo.redone, redo.clips) == (1, 1) == (1, vfm_curator.curate(tmp_path / "in", tmp_path / "fresh", longer).clips)
     assert _files(out, "clips", "mp4") == {r["id"] for r in pq.read_table(out / "clips.parquet").to_pylist()}
+
+
+def test_sidecar_captions_added_after_an_uncaptioned_run_reach_every_clip_with_redo_changed(tmp_path):
+    """The path the end-of-run advice gives for uncaptioned footage."""
+    for i in range(2):
+        make_video(tmp_path / "in" / f"v{i}.mp4", [24, 24], seed=i)
+    out = tmp_path / "out"
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL).uncaptioned == 4
+    for i in range(2):
+        (tmp_path / "in" / f"v{i}.txt").write_text(f"video {i}")
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
+    assert (again.redone, again.uncaptioned, again.clips) == (2, 0, 4)
+    assert sorted(r["caption"] for r in pq.read_table(out / "clips.parquet").to_pylist()) == ["video 0"] * 2 + ["video 1"] * 2
