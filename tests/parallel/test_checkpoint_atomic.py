@@ -58,6 +58,48 @@ def _saver_killed_at_exit(script: str, root: Path) -> Iterator[subprocess.Popen]
             child.kill()
 
 
+def _saved_with_writers_fsyncs(rank, world, root):
+    """(every file of a two-rank save fsynced by this process through a descriptor open for writing, i.e.
+    by its writer: relative to the save's folder, a temporary JSON file under its final name; the names
+    in the committed checkpoint)."""
+    import fcntl
+
+    from torch.distributed.fsdp import fully_shard
+
+    real_fsync, synced = os.fsync, set()
+
+    def recording_fsync(fd):
+        fd = fd if isinstance(fd, int) else fd.fileno()
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:  # the manifest's hashing reads
+            synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    model = nn.Linear(4, 6)
+    fully_shard(model)
+    os.fsync = recording_fsync
+    try:
+        final = ckpt.save(root, 3, model=model, rank_state={"rank": rank})
+    finally:
+        os.fsync = real_fsync
+    in_folder = (Path(*Path(p).relative_to(root.resolve()).parts[1:]).as_posix() for p in synced)  # below .tmp-step_*
+    names = {re.sub(r"^(.*/)?\.(.+)\.\w+\.tmp$", r"\1\2", name) for name in in_folder}
+    return sorted(names), sorted(p.relative_to(final).as_posix() for p in final.rglob("*") if p.is_file())
+
+
+def test_every_file_of_a_two_rank_save_is_fsynced_by_the_rank_that_wrote_it(tmp_path):
+    """The manifest's hashing fsyncs each file again, split over the ranks: rank 0 hashes rank 1's tensor
+    file. On one machine that flushes it too (fsync is per inode), but on a filesystem shared by nodes it
+    is the writer's client that holds the unwritten pages, so the writer's own fsync is what makes a
+    committed checkpoint durable: DCP's (FileSystemWriter's sync_files, which save sets) and replace_file's."""
+    from tests.gloo import spawn
+
+    (rank0, files), (rank1, _) = spawn(_saved_with_writers_fsyncs, 2, tmp_path)
+    assert rank0 == ["manifest.json", "ranks/rank_00000.json", "state.json",
+                     "tensors/shard-00001-model-00001-of-00001.safetensors"]
+    assert rank1 == ["ranks/rank_00001.json", "tensors/shard-00002-model-00001-of-00001.safetensors"]
+    assert sorted(rank0 + rank1) == files
+
+
 def _filled(value: float, in_features: int = 4, out_features: int = 3) -> nn.Module:
     model = nn.Linear(in_features, out_features)
     with torch.no_grad():

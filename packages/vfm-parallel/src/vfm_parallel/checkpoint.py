@@ -171,7 +171,12 @@ def save(
         tensors, optim_other = gathered
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-            dcp.save(tensors, storage_writer=HuggingFaceStorageWriter(str(tmp / "tensors"), save_distributed=True))
+            writer = HuggingFaceStorageWriter(str(tmp / "tensors"), save_distributed=True)
+            # each rank fsyncs the files it writes (FileSystemWriter's default; this writer takes no argument
+            # for it): the manifest's hashing syncs every file again, but from whichever rank hashes it, and on
+            # a filesystem shared by nodes the writer's client is the one holding a file's unwritten pages
+            writer.sync_files = True
+            dcp.save(tensors, storage_writer=writer)
         if rank_state is not None:
             key = rank if rank_key is None else rank_key
             _write_json(tmp / "ranks" / f"rank_{key:05d}.json", rank_state)
@@ -189,7 +194,7 @@ def save(
         # leave the others in DCP's while that rank is in the agreement's
         _phase(final, gather)
         _phase(final, write_files)
-        _phase(final, lambda: write_manifest(tmp, step))  # last: hashes and fsyncs every file
+        _phase(final, lambda: write_manifest(tmp, step))  # last: hashes (and fsyncs again) every file
         _phase(final, commit if rank == 0 else None)
     except CheckpointSaveError:
         try:

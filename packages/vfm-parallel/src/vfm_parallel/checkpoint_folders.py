@@ -225,7 +225,7 @@ def same_folder(path: Path, made: os.stat_result) -> bool:
 
 
 def fsync_dirs(folder: Path) -> None:
-    """The folders' entries (the files themselves are synced while the manifest hashes them)."""
+    """The folders' entries (the files themselves are synced by the ranks that wrote them)."""
     for path in sorted(folder.rglob("*")):
         if path.is_dir():
             _fsync_dir(path)

@@ -91,8 +91,9 @@ def valid_step(value: Any) -> bool:
 
 
 def hash_file(path: Path, sync: bool = False) -> dict[str, Any]:
-    """{"size", "sha256"} of a file; ``sync`` also flushes it to disk (the save's fsync, done here
-    so that it is split over the ranks too)."""
+    """{"size", "sha256"} of a file; ``sync`` also flushes it to disk. In a save that is a second fsync,
+    from whichever rank hashes the file: its writer synced it already, which is what counts where nodes
+    share the filesystem (fsync flushes this client's pages; the writer's client holds the file's)."""
     digest = hashlib.sha256()
     buffer = bytearray(4 << 20)
     view = memoryview(buffer)
