@@ -12,6 +12,7 @@ import errno
 import os
 
 import torch
+import torch.distributed as dist
 
 from tests.gloo import spawn
 from tests.parallel.test_checkpoint_integrity import _linear
@@ -67,6 +68,7 @@ def _save_whose_prune_cannot_list_on_rank_0(rank, world, root):
     else:
         ckpt.save(root, 3, model=_linear(3.0), rank_state={"rank": rank}, keep=1)
     after_failed_prune = sorted(os.listdir(root))
+    dist.barrier()  # else rank 0 may make step 4's folder before rank 1 lists (a save ends at a barrier, then races)
     ckpt.save(root, 4, model=_linear(4.0), rank_state={"rank": rank}, keep=1)  # listable again: pruned
     return {"after_failed_prune": after_failed_prune, "after_next": sorted(os.listdir(root)),
             "loads": _loads_with(ckpt.latest(root), 4.0)}
