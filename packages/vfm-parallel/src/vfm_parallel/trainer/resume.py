@@ -139,6 +139,7 @@ def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: d
     saved_config = state.get("config") or {}
     saved = settings(saved_config, state.get("sizes") or {})
     now = settings(cfg.to_dict(), sizes)
+    _refuse_shard_positions_under_another_dp(path, saved["layout"][_DP_DEGREE], now["layout"][_DP_DEGREE], cfg, sizes)
     allowed = set(cfg.checkpoint.allow_changes)
     changes = [(group, key, old, new) for group in now for k, value in now[group].items()
                for key, old, new in _differences(k, saved[group].get(k), value) if group not in allowed]
@@ -157,6 +158,28 @@ def check_settings(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: d
                if saved_config and not key.startswith(_NOT_NAMED)]
     if changed:
         _say(f"changed since checkpoint {path.name}: {'; '.join(changed)}")
+
+
+def _refuse_shard_positions_under_another_dp(path: Path, saved_dp: int, dp: int, cfg: TrainConfig,
+                                             sizes: dict[str, int]) -> None:
+    """vfm-data's shard loader saves one position per DP rank and continues only under the same DP
+    degree (its load refuses another), so ``allow_changes = ["layout"]``, which suits the synthetic
+    loader's global position, cannot help: say so here, before the refusal offers it, and name the
+    layouts that do continue the run (the other processes go to tp, cp or pp, which are free)."""
+    if cfg.data.source != "shards" or saved_dp == dp:
+        return
+    world = 1
+    for size in sizes.values():
+        world *= size
+    if world % saved_dp == 0 and world > saved_dp:
+        keep = (f"keep {_DP_DEGREE} = {saved_dp} and give the other processes to parallel.tp, cp or pp (for {world} "
+                f"processes: --set parallel.dp_shard={saved_dp} --set parallel.tp={world // saved_dp}, if the heads divide)")
+    else:
+        keep = f"run it on a multiple of {saved_dp} processes with {_DP_DEGREE} = {saved_dp} (the rest to tp, cp or pp)"
+    raise ckpt.IncompatibleCheckpointError(
+        f"checkpoint {path} was saved under {_DP_DEGREE} {saved_dp}, this run has {dp}: the shard loader keeps one data "
+        f"position per data-parallel rank and cannot continue them under another degree (checkpoint.allow_changes "
+        f"does not change that). To continue the run: {keep}")
 
 
 #: Settings a resume does not name when they change: where the run lives and logs, and how it
