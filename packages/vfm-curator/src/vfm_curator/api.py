@@ -51,14 +51,15 @@ def curate(
 
 
 def shard(clips_dir: str | Path, out: str | Path, config: Any = None, *, progress: Progress | None = None,
-          retry_failed: str | None = None, **overrides: Any):
+          retry_failed: str | None = None, redo_changed: bool = False, **overrides: Any):
     """Shard the curated clips of ``clips_dir`` (``vfm curate``'s output) into ``out``.
 
     ``config``: a :class:`~vfm_curator.ShardConfig`, a dict of the same shape, or a .toml/.json file;
     ``overrides``: its fields (``tokenizer="causal3d"``, ``frames=[17]``, ...) that replace the
     config's. Returns a :class:`~vfm_curator.ShardSummary`. Re-running with the same ``out`` skips
     clips already in finished shards; ``retry_failed`` (``"all"``, a cause or a reason kind) runs
-    failed clips again.
+    failed clips again; ``redo_changed`` replaces the samples of clips changed in the clip table (or
+    gone from it) since they were sharded.
 
     Raises :class:`~vfm_curator.errors.NothingWrittenError` when the run leaves nothing to train on
     (the shards hold no sample, or none of the clips this run tried was written), as ``vfm shard``
@@ -67,7 +68,8 @@ def shard(clips_dir: str | Path, out: str | Path, config: Any = None, *, progres
     """
     from vfm_curator.pipelines.sharding import shard as run_shard
 
-    summary = run_shard(clips_dir, out, config, progress=progress, retry_failed=retry_failed, **overrides)
+    summary = run_shard(clips_dir, out, config, progress=progress, retry_failed=retry_failed, redo_changed=redo_changed,
+                        **overrides)
     _raise_if_empty(summary)
     return summary
 

@@ -48,6 +48,10 @@ def shard(
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
         help="Run failed clips again: 'all', a cause (input, config, machine) or a reason kind (failures.jsonl's 'kind')."),
+    redo_changed: bool = typer.Option(
+        False, "--redo-changed",
+        help="Take the samples of clips changed in the clip table (or gone from it) since they were sharded out of the "
+             "shards, and shard the changed ones again."),
 ) -> None:
     """Tokenize curated clips and encode their captions into WebDataset shards, one sub-dataset per
     (height, width, frames) bucket, listed in blend.yaml.
@@ -81,7 +85,8 @@ def shard(
     before = shard_files(out)  # what a Ctrl-C line counts against
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
-                      progress=None if no_progress else StageProgress(), retry_failed=retry_failed, **buckets_given)
+                      progress=None if no_progress else StageProgress(), retry_failed=retry_failed,
+                      redo_changed=redo_changed, **buckets_given)
     except NothingWrittenError as exc:  # the tables and failures below still print; the problem line exits 1
         summary = exc.summary
     except (ValueError, KeyError, FileNotFoundError, StopRun, FolderLockedError) as exc:  # FolderLockedError: another run owns OUT
@@ -99,6 +104,8 @@ def shard(
         ("clips", summary.clips),
         ("written now", _written_now(summary)),
         ("skipped (sharded before)", summary.skipped),
+        ("sharded again (changed)", summary.resharded),
+        ("samples taken out (changed or gone)", summary.samples_dropped),
         ("skipped (failed before)", summary.failed_before),
         ("failed before, run again", summary.retried),
         ("failures", summary.failures),

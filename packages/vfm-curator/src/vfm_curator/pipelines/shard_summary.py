@@ -48,6 +48,11 @@ class ShardSummary(FailureReport):
     most_cropped: str = ""
     notices: list[str] = field(default_factory=list)  # warnings about the fitting (see _resize_notices, _cut_short_notice)
     stage_seconds: dict[str, float] = field(default_factory=dict)  # worker seconds per stage this run (+ the driver's write)
+    # clips of the table changed since they were sharded / sharded clips no longer in it (kept as they were)
+    changed_since: int = 0
+    removed_since: int = 0
+    resharded: int = 0  # changed clips whose old samples were taken out to shard them again (redo_changed)
+    samples_dropped: int = 0  # samples taken out of the shards (redo_changed: changed and removed clips)
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of
@@ -104,6 +109,22 @@ def _resize_notices(summary: ShardSummary, config: ShardConfig) -> list[str]:
                      f"aspect ratio, cutting up to {summary.most_crop:.0%} of the frame ({summary.most_cropped}); add "
                      "resolutions near their aspect ratio (--resolution HxW), or set max_crop (--max-crop) to refuse such clips")
     return notes
+
+
+def _changed_notice(summary: ShardSummary) -> list[str]:
+    """One line when the shards hold samples of clips that changed in the clip table since they
+    were sharded, or that it no longer lists (:mod:`vfm_curator.pipelines.shard_changes`)."""
+    parts = []
+    if summary.changed_since:
+        parts.append(f"{summary.changed_since} clip{'s' if summary.changed_since != 1 else ''} changed in the clip table "
+                     "since sharded (re-curated or recaptioned)")
+    if summary.removed_since:
+        parts.append(f"{summary.removed_since} sharded clip{'s' if summary.removed_since != 1 else ''} no longer in it "
+                     "(re-cut, deduplicated or dropped)")
+    if not parts:
+        return []
+    return [f"the shards hold old samples: {' and '.join(parts)}; they were kept as they were: re-run with "
+            "--redo-changed to take them out and shard the changed clips again, or shard into a new folder"]
 
 
 def _cut_short_notice(summary: ShardSummary) -> list[str]:

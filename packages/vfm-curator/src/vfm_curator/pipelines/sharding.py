@@ -31,13 +31,15 @@ from vfm_curator.failures import check_retry, options_hash, should_retry
 from vfm_curator.io.paths import check_not_other_output, check_out_folder, disk_full
 from vfm_curator.pipelines import shard_state
 from vfm_curator.pipelines.clip_table import read_clip_table
+from vfm_curator.pipelines.shard_changes import changed_and_removed, drop_clips, note_sharded
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
 from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
 from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
 from vfm_curator.pipelines.shard_summary import (
-    CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _count_resize, _cut_short_notice, _resize_notices,
+    CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _changed_notice, _count_resize, _cut_short_notice,
+    _resize_notices,
 )
 from vfm_curator.pipelines.shard_tokens import _check_buckets, _tokens_per_sample
 from vfm_curator.pipelines.summary import Progress
@@ -56,10 +58,13 @@ NO_CAPTION = ("no caption, and captions are required: caption the clips (vfm cur
 
 
 def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | None = None, *,
-                 progress: Progress | None = None, retry_failed: str | None = None) -> ShardSummary:
+                 progress: Progress | None = None, retry_failed: str | None = None,
+                 redo_changed: bool = False) -> ShardSummary:
     """Check the options and folders, then hold ``out``'s lock for the whole run: a second run into
     it fails with ``FolderLockedError`` naming this one, before it reads or deletes anything.
-    ``retry_failed``: ``"all"``, a cause or a reason kind of failed clips to run again."""
+    ``retry_failed``: ``"all"``, a cause or a reason kind of failed clips to run again.
+    ``redo_changed``: take the samples of clips changed in (or gone from) the clip table since they
+    were sharded out of the shards, and shard the changed ones again (:mod:`.shard_changes`)."""
     out = Path(out).resolve()
     config = config or ShardConfig()
     retry = check_retry(retry_failed)
@@ -69,7 +74,7 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
     specs = config.stage_specs()
     try:
         with FolderLock(out):
-            return _run_sharding(clips_dir, out, config, specs, progress=progress, retry=retry)
+            return _run_sharding(clips_dir, out, config, specs, progress=progress, retry=retry, redo_changed=redo_changed)
     except OSError as exc:  # the lock file, a shard, an index...: a full disk is one line wherever it shows
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(out) from exc
@@ -77,7 +82,7 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
 
 
 def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[StageSpec], *,
-                  progress: Progress | None, retry: str | None) -> ShardSummary:
+                  progress: Progress | None, retry: str | None, redo_changed: bool = False) -> ShardSummary:
     tokenizer = _check_buckets(config)
     tasks = read_clip_table(clips_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -87,6 +92,14 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks))
+    changed, removed = changed_and_removed(out, tasks, done)
+    if redo_changed and (changed or removed):
+        summary.samples_dropped = drop_clips(out, changed | removed)
+        summary.resharded = len(changed)
+        finished = finished_keys(out)
+        done = set().union(*finished.values())
+    else:
+        summary.changed_since, summary.removed_since = len(changed), len(removed)
     # windows raised since the last run: a finished clip is run again for the windows it lacks, in the
     # bucket that holds it (_windows_raised refuses the run when the other bucket options changed too)
     top_up = _windows_raised(out, config, sum(t.id in done for t in tasks))
@@ -123,7 +136,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = (_resize_notices(summary, config) + _cut_short_notice(summary)
-                       + _bucketing_notice(out, config, summary.skipped))
+                       + _bucketing_notice(out, config, summary.skipped) + _changed_notice(summary))
     _finalize(out, summary, {t.id for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
 
@@ -211,6 +224,7 @@ def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]
     # a window counts as written only in the bucket the clip goes to now: one left in another
     # bucket by a run killed under other frames / resolutions holds other frames
     summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()))
+    note_sharded(out, task)
     shard_state.clear_failure(out, task.id)
     summary.written += 1
     summary.cut_short += task.cut_short
@@ -235,13 +249,15 @@ def _top_up(task: ShardTask, bucket: str, spans: dict[str, tuple[float, float]],
 
 
 def shard(clips_dir: str | Path, out: str | Path, config: ShardConfig | dict[str, Any] | str | Path | None = None, *,
-          progress: Progress | None = None, retry_failed: str | None = None, **overrides: Any) -> ShardSummary:
+          progress: Progress | None = None, retry_failed: str | None = None, redo_changed: bool = False,
+          **overrides: Any) -> ShardSummary:
     """Shard the curated clips of ``clips_dir`` (``vfm curate``'s output) into ``out``.
 
     ``config``: a :class:`ShardConfig`, a dict of the same shape, or a .toml/.json file;
     ``overrides``: :class:`ShardConfig` fields (``tokenizer="causal3d"``, ``frames=[17]``, ...) that
     replace the config's. Re-running with the same ``out`` skips clips already in finished shards;
-    ``retry_failed`` (``"all"``, a cause or a reason kind) runs failed clips again.
+    ``retry_failed`` (``"all"``, a cause or a reason kind) runs failed clips again; ``redo_changed``
+    replaces the samples of clips changed in the clip table since they were sharded.
     """
     if isinstance(config, (str, Path)):
         config = ShardConfig.load(config)
@@ -253,4 +269,4 @@ def shard(clips_dir: str | Path, out: str | Path, config: ShardConfig | dict[str
     if unknown:
         raise TypeError(f"shard(): unknown option(s) {', '.join(sorted(unknown))}; accepted: {', '.join(sorted(names))}")
     config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
-    return run_sharding(clips_dir, out, config, progress=progress, retry_failed=retry_failed)
+    return run_sharding(clips_dir, out, config, progress=progress, retry_failed=retry_failed, redo_changed=redo_changed)

@@ -1,0 +1,121 @@
+"""Clips that changed in the clip table since they were sharded, and sharded clips the table no
+longer lists: a re-run names them, and with ``redo_changed`` takes their samples out of the shards
+so that the changed ones are sharded again.
+
+A clip is done once its id is in a finished shard, so without this a clip re-curated in place
+(``vfm curate --redo-changed``: a replaced file cut at the same span keeps its id) or given a
+caption after it was sharded kept its old samples, and a clip the curator dropped since (dedup,
+caption QA, a new cut) stayed in the shards that training reads.
+
+What each clip was when it was sharded is kept out of the shards (which stay byte-for-byte the
+same for the same clips and options): one line per clip written, ``{"id", "stamp"}``, appended
+to ``SHARDS/.state/sharded.jsonl``, the stamp being :func:`~vfm_curator.pipelines.shard_state.clip_stamp`
+(the clip file's size and modification time and a digest of its row, caption included). A clip
+without a line (sharded before this ledger, or by a run killed before it wrote one) is taken as
+unchanged.
+
+Taking samples out rewrites each shard that holds one without its members (the same members
+otherwise, in the same order; atomic per shard; a shard left with none is deleted) in two passes:
+first every window but a clip's first, then the first windows, whose key is the clip id. A run
+killed in between leaves each clip either done with its old windows (found changed again next
+time) or not done and without old windows (sharded anew): never a new clip beside its old windows.
+A bucket's energon index is deleted once a shard of it is rewritten, and built again at the run's end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Iterable
+
+from vfm_curator.io.paths import safe_join
+from vfm_curator.pipelines.shard_files import bucket_dirs, shards
+from vfm_curator.pipelines.shard_index import META
+from vfm_curator.pipelines.shard_state import STATE, clip_stamp
+from vfm_curator.stages.shard_task import ShardTask
+from vfm_plugins.files import rename_into_place, temporary_file
+
+_WINDOW = re.compile(r"(.+)-w(\d+)")
+
+
+def ledger_path(out: Path) -> Path:
+    return safe_join(out, STATE, "sharded.jsonl")
+
+
+def note_sharded(out: Path, task: ShardTask) -> None:
+    """Record what ``task``'s clip was as its samples are written."""
+    path = ledger_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": task.id, "stamp": clip_stamp(task)}) + "\n")
+
+
+def sharded_stamps(out: Path) -> dict[str, list]:
+    """clip id -> its stamp when last sharded (later lines win; a line cut by a kill is skipped)."""
+    stamps: dict[str, list] = {}
+    try:
+        lines = ledger_path(out).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return stamps
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            stamps[str(entry["id"])] = list(entry["stamp"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return stamps
+
+
+def clip_of(key: str) -> str:
+    """The clip id of a sample key (``<id>`` or ``<id>-w<k>``)."""
+    match = _WINDOW.fullmatch(key)
+    return match.group(1) if match else key
+
+
+def changed_and_removed(out: Path, tasks: Iterable[ShardTask], done: set[str]) -> tuple[set[str], set[str]]:
+    """(ids of the table's clips in finished shards that changed since, ids of sharded clips the
+    table no longer lists)."""
+    stamps = sharded_stamps(out)
+    table = {t.id: t for t in tasks}
+    changed = {i for i, t in table.items() if i in done and i in stamps and stamps[i] != clip_stamp(t)}
+    removed = {clip_of(key) for key in done} - set(table)
+    return changed, removed
+
+
+def drop_clips(out: Path, clips: set[str]) -> int:
+    """Take every sample of ``clips`` out of the shards of ``out``; returns how many samples."""
+    if not clips:
+        return 0
+    later = lambda key: clip_of(key) in clips and key not in clips  # noqa: E731  (windows after the first)
+    first = lambda key: key in clips  # noqa: E731
+    return sum(_drop_keys(folder, pick) for pick in (later, first) for folder in bucket_dirs(out))
+
+
+def _drop_keys(folder: Path, pick) -> int:
+    from vfm_data.writer import temporary_prefix
+
+    dropped = 0
+    for shard in shards(folder):
+        with tarfile.open(shard, "r:") as tar:
+            members = tar.getmembers()
+            gone = {m.name.split(".", 1)[0] for m in members if pick(m.name.split(".", 1)[0])}
+            if not gone:
+                continue
+            dropped += len(gone)
+            kept = [m for m in members if m.name.split(".", 1)[0] not in gone]
+            (folder / f"{shard.name}.idx").unlink(missing_ok=True)  # energon's offsets into the old tar
+            if not kept:
+                shard.unlink()
+                continue
+            tmp = temporary_file(folder, prefix=temporary_prefix(shard.name), suffix="")  # a kill's leftover is swept
+            with tarfile.open(tmp, "w", format=tar.format) as rewritten:
+                for member in kept:
+                    rewritten.addfile(member, tar.extractfile(member) if member.isfile() else None)
+        rename_into_place(tmp, shard, durable=True)
+    if dropped:  # the index is of the old tars: gone, so the run's end indexes the bucket anew (also
+        # where new shards take the numbers and counts of deleted ones, which a count check would pass)
+        shutil.rmtree(folder / META, ignore_errors=True)
+    return dropped

@@ -1,0 +1,92 @@
+"""Clips that changed in the clip table since they were sharded (vfm_curator.pipelines.shard_changes):
+a re-run of `vfm shard` skipped them by id, so a re-curated or recaptioned clip kept its old samples
+and a clip dropped from the table stayed in the shards that training reads."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import warnings
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+import vfm_curator
+from vfm_curator.pipelines.shard_index import disk_counts, indexed_counts
+from vfm_curator.synth import make_video
+from vfm_data import make_loader
+
+SERIAL = {"run": {"runner": "serial"}}
+SHARD = {"tokenizer": "pixel", "text_encoder": "hash", "resolutions": [[32, 48]], "frames": [9], "windows": 2,
+         "max_shard_bytes": 400_000}  # 2 samples per clip (keys <id> and <id>-w1), a few shards
+
+
+def _samples(shards: Path) -> dict[str, dict]:
+    """key -> its json, over every finished shard."""
+    found = {}
+    for shard in sorted(shards.glob("*/shard-*.tar")):
+        with tarfile.open(shard) as tar:
+            for member in tar:
+                if member.name.endswith(".json"):
+                    found[member.name.split(".", 1)[0]] = json.loads(tar.extractfile(member).read())
+    return found
+
+
+def _curate(inputs: Path, out: Path, **kwargs) -> None:
+    vfm_curator.curate(inputs, out, {**SERIAL, "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}},
+                       **kwargs)
+
+
+def _folder(tmp_path: Path) -> tuple[Path, Path]:
+    for i in range(2):
+        make_video(tmp_path / "in" / f"v{i}.mp4", [24, 24], width=48, height=32, seed=i)
+        (tmp_path / "in" / f"v{i}.txt").write_text(f"video {i}")
+    clips = tmp_path / "clips"
+    _curate(tmp_path / "in", clips)
+    return clips, tmp_path / "shards"
+
+
+def test_a_recaptioned_clip_is_named_then_sharded_again_with_redo_changed(tmp_path):
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    before = _samples(shards)
+    assert len(before) == 8 and {s["caption"] for s in before.values()} == {"video 0", "video 1"}
+    (tmp_path / "in" / "v1.txt").write_text("video 1, described better")
+    _curate(tmp_path / "in", clips, redo_changed=True)
+
+    kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert (kept.changed_since, kept.removed_since, kept.written) == (2, 0, 0)
+    assert any("2 clips changed in the clip table since sharded" in n for n in kept.notices)
+    assert _samples(shards) == before  # kept as they were until asked
+
+    redo = vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD)
+    assert (redo.resharded, redo.samples_dropped, redo.written, redo.samples) == (2, 4, 2, 8)
+    after = _samples(shards)
+    assert sorted(after) == sorted(before)  # every clip once, both windows
+    assert sorted(s["caption"] for s in after.values()) == ["video 0"] * 4 + ["video 1, described better"] * 4
+    bucket = shards / "32x48x9"  # energon's index was rebuilt for the rewritten shards, and the loader reads them
+    assert indexed_counts(bucket) == disk_counts(bucket)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+        loader = make_loader(shards / "blend.yaml", patch_size=2, batch_size=1, max_seq_len=8192, streams=1,
+                             latent_channels=3, shuffle_buffer=None)
+        assert {key for _ in range(16) for key in next(loader).keys} == set(after)
+    assert loader.counts.get("corrupt", 0) == 0
+    again = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert (again.changed_since, again.written, again.notices) == (0, 0, [])
+
+
+def test_samples_of_clips_the_table_no_longer_lists_are_taken_out_with_redo_changed(tmp_path):
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    make_video(tmp_path / "in" / "v0.mp4", [48], width=48, height=32, seed=9)  # re-exported as one shot
+    _curate(tmp_path / "in", clips, redo_changed=True)
+
+    kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert kept.removed_since == 2 and kept.written == 1  # v0's two old clips gone, its new one added
+
+    redo = vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD)
+    table = {r["id"] for r in pq.read_table(clips / "clips.parquet").to_pylist()}
+    assert redo.samples_dropped == 4
+    assert {s["extra"]["clip"] for s in _samples(shards).values()} == table
+    assert redo.samples == 2 * len(table)
