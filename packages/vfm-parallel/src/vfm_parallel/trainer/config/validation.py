@@ -112,6 +112,11 @@ def check_data(cfg: TrainConfig) -> None:
     _require(d.source in SOURCES, "data.source", f"must be one of {', '.join(SOURCES)}, got {d.source!r}")
     if d.source == "shards":
         _require(bool(d.blend) or bool(d.shards), "data", "source 'shards' needs data.blend or data.shards")
+        # the loader reads the blend when both are set: the folders would be ignored without a word
+        _require(not (d.blend and d.shards), "data", f"data.blend = {d.blend!r} and data.shards = {d.shards} name the "
+                 "data twice; set one of data.blend and data.shards (the other to \"\" or [])")
+    _require(all(isinstance(p, str) and p for p in d.shards), "data.shards",
+             f"must be a list of dataset folder paths (strings), got {d.shards!r}")
     _require(d.micro_batch >= 1, "data.micro_batch", f"must be >= 1, got {d.micro_batch}")
     _require(d.max_seq_len >= 0, "data.max_seq_len", f"must be >= 0, got {d.max_seq_len}")
     _require(not d.packing or d.max_seq_len > 0, "data.max_seq_len", "packing needs max_seq_len > 0")
