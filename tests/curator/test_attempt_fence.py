@@ -86,24 +86,35 @@ def test_a_failure_no_write_stage_recorded_is_recorded_by_the_driver_as_this_att
 _WRITER = """
 import sys, time
 from vfm_curator.io import attempts, state
-out, vid, token = sys.argv[1:]
+out, vid, token, seconds = sys.argv[1:]
 with attempts.commit_window(out, vid, token) as current:
     assert current
     print("writing", flush=True)
-    time.sleep(1.0)
+    time.sleep(float(seconds))
     state.write_record(out, vid, {"video_id": vid, "status": "ok", "failure": None, "attempt_id": token})
 """
 
 
-def test_the_driver_waits_for_a_write_in_progress_and_keeps_the_video_it_finished(tmp_path):
+def _writing(out: Path, task: VideoTask, seconds: float) -> subprocess.Popen:
+    """A process inside the video's commit window for ``seconds`` (it has said so when this returns)."""
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(out), task.vid, task.context["fence"], str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "writing"
+    return writer
+
+
+def _timed_out(tmp_path: Path) -> tuple[Path, VideoTask]:
     out = tmp_path / "out"
     task = VideoTask(str(tmp_path / "v.mp4"))
     task.context = {"attempt": 1, "fence": attempts.open_fence(out, task.vid)}
     task.failure = dict(TIMED_OUT)  # the driver gave up on the call, which still runs in its worker
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(out), task.vid, task.context["fence"]],
-                              stdout=subprocess.PIPE, text=True)
+    return out, task
+
+
+def test_the_driver_waits_for_a_write_in_progress_and_keeps_the_video_it_finished(tmp_path):
+    out, task = _timed_out(tmp_path)
+    writer = _writing(out, task, 1.0)
     try:
-        assert writer.stdout.readline().strip() == "writing"
         t0 = time.monotonic()
         failure = _settle(out, task)
         waited = time.monotonic() - t0
@@ -113,3 +124,17 @@ def test_the_driver_waits_for_a_write_in_progress_and_keeps_the_video_it_finishe
     assert failure == {}  # done, not failed: the driver does not run it again
     record = json.loads(state.record_path(out, task.vid).read_text())
     assert record["status"] == "ok"  # and not overwritten with the timeout
+
+
+def test_a_write_stuck_in_its_window_does_not_hang_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(attempts, "SETTLE_WAIT_S", 0.5)
+    out, task = _timed_out(tmp_path)
+    writer = _writing(out, task, 60.0)  # a worker in a hung write, which the cancel could not end
+    try:
+        t0 = time.monotonic()
+        assert _settle(out, task)["kind"] == "timeout"  # recorded after the bounded wait
+        assert time.monotonic() - t0 < 10
+    finally:
+        writer.kill()
+        writer.wait()
+    assert state.load_record(out, task.vid)["failure"]["kind"] == "timeout"

@@ -25,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +36,9 @@ from vfm_curator.io.paths import safe_join
 from vfm_curator.io.state import STATE
 
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+#: How long the driver waits for a cancelled call's write in progress before it moves on.
+SETTLE_WAIT_S = 60.0
+log = logging.getLogger("vfm_curator.attempts")
 
 
 def fences(out: str | Path) -> Path:
@@ -97,7 +102,11 @@ def settle(out: str | Path, vid: str) -> Iterator[None]:
         yield
         return
     try:
-        _lock(fd)
+        if not _lock(fd, wait_s=SETTLE_WAIT_S):
+            # a write stuck inside its window (a worker the cancel could not end, in a hung I/O): the
+            # run goes on rather than hang on one video; that write may still land when it wakes
+            log.warning("video %s: a cancelled call has held its write lock for %g s; recording it without waiting "
+                        "(that call may still write the video if it wakes)", vid, SETTLE_WAIT_S)
         os.ftruncate(fd, 0)
         path.unlink(missing_ok=True)
         yield
@@ -105,9 +114,19 @@ def settle(out: str | Path, vid: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _lock(fd: int) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError as exc:
-        if exc.errno not in _NO_FLOCK:
-            raise
+def _lock(fd: int, wait_s: float | None = None) -> bool:
+    """Take the fence's lock (waiting at most ``wait_s`` when given); whether it was taken. A
+    filesystem without flock counts as taken (the token alone decides there)."""
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if deadline is not None else 0))
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        except OSError as exc:
+            if exc.errno not in _NO_FLOCK:
+                raise
+            return True
