@@ -4,6 +4,7 @@ in (channels, text width, tokenizer and text encoder), checking the data against
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,29 @@ def _agree(key: str, configured: str, recorded: str, what: str) -> str:
     if configured and recorded and configured != recorded:
         raise ConfigError(key, f"{configured!r}, but the shards were made with the {what} {recorded!r}")
     return configured or recorded
+
+
+def _same_settings(key: str, configured: dict, recorded: dict, factory: Any, what: str) -> None:
+    """A tokenizer or text encoder the config names itself takes its options from the config alone
+    (shards are data: their paths are not trusted), but the export records them for generation: each
+    setting the shards were made with must be the config's too (either side may leave one at the
+    default), or the export describes other latents than the model learns (pixel patch 1 for latents
+    folded with patch 2: vfm generate could not decode them). Strings are left to the config: they are
+    paths and names of files, which a config may place elsewhere."""
+    try:
+        defaults = {name: p.default for name, p in inspect.signature(factory).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+    except (TypeError, ValueError):  # a plugin's factory without a signature: only the options written out count
+        defaults = {}
+    made, given = {**defaults, **recorded}, {**defaults, **configured}
+    differing = [k for k in dict.fromkeys([*recorded, *configured]) if k in made and k in given
+                 and not isinstance(made[k], str) and not isinstance(given[k], str) and made[k] != given[k]]
+    if differing:
+        ours = ", ".join(f"{k} = {given[k]!r}" for k in differing)
+        theirs = ", ".join(f"{k} = {made[k]!r}" for k in differing)
+        raise ConfigError(key, f"{ours}, but the shards were made with the {what} and {theirs}: the export would describe "
+                               f"other latents than the model learns from them. Accepted: the shards' settings in "
+                               f"{key}, or {key.rsplit('_', 1)[0]} = \"\" to take the shards' name and options")
 
 
 def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
@@ -87,10 +111,16 @@ def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
     tokenizer = _agree("model.tokenizer", m.tokenizer, info.tokenizer, "tokenizer")
     # options the shards record are data: paths only inside the dataset folder (recorded_options)
     tok_options = dict(m.tokenizer_options) if m.tokenizer else recorded_options(info, "tokenizer_options")
+    if m.tokenizer and info.tokenizer_options:
+        _same_settings("model.tokenizer_options", tok_options, info.tokenizer_options,
+                       vfm_models.get_tokenizer(tokenizer), f"tokenizer {tokenizer!r}")
     text_encoder, te_options = "", {}
     if text_model:
         text_encoder = _agree("model.text_encoder", m.text_encoder, info.text_encoder, "text encoder")
         te_options = dict(m.text_encoder_options) if m.text_encoder else recorded_options(info, "text_encoder_options")
+        if m.text_encoder and info.text_encoder_options:
+            _same_settings("model.text_encoder_options", te_options, info.text_encoder_options,
+                           vfm_models.get_text_encoder(text_encoder), f"text encoder {text_encoder!r}")
     return Resolved(mcfg, info.shapes[0], tokenizer, tok_options, text_encoder, te_options, info)
 
 
