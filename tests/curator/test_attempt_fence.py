@@ -138,3 +138,41 @@ def test_a_write_stuck_in_its_window_does_not_hang_the_run(tmp_path, monkeypatch
         writer.kill()
         writer.wait()
     assert state.load_record(out, task.vid)["failure"]["kind"] == "timeout"
+
+
+def _clipped_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder that `vfm curate` finished (two videos, their clip files in clips/)."""
+    import vfm_curator
+
+    for seed in (1, 2):
+        make_video(tmp_path / "in" / f"v{seed}.mp4", [24], seed=seed)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, {"run": {"runner": "serial"}})
+    return tmp_path / "in", out
+
+
+def test_a_link_planted_at_the_fences_folder_is_not_followed_when_a_run_clears_its_fences(tmp_path):
+    import vfm_curator
+
+    inputs, out = _clipped_folder(tmp_path)
+    clips = sorted(p.name for p in (out / "clips").glob("*.mp4"))
+    folder = out / ".state" / "attempts"
+    folder.rmdir()
+    folder.symlink_to("../clips")  # an output folder from elsewhere: a re-run cleared its fences in clips/
+    vfm_curator.curate(inputs, out, {"run": {"runner": "serial"}})
+    assert sorted(p.name for p in (out / "clips").glob("*.mp4")) == clips
+    assert folder.is_dir() and not folder.is_symlink()
+
+
+def test_a_link_planted_at_a_videos_fence_is_replaced_and_its_target_left_alone(tmp_path):
+    import vfm_curator
+
+    inputs, out = _clipped_folder(tmp_path)
+    clip = sorted((out / "clips").glob("*.mp4"))[0]
+    before = clip.read_bytes()
+    make_video(inputs / "v3.mp4", [24], seed=3)  # a video the next run hands out
+    vid = VideoTask(str((inputs / "v3.mp4").resolve())).vid
+    (out / ".state" / "attempts" / vid).symlink_to(f"../../clips/{clip.name}")
+    assert vfm_curator.curate(inputs, out, {"run": {"runner": "serial"}}).processed == 1
+    assert clip.read_bytes() == before  # neither truncated to a token nor deleted when the video settled
+    assert state.load_record(out, vid)["status"] == "ok"

@@ -27,10 +27,13 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import secrets
 import time
 from pathlib import Path
 from typing import Iterator
+
+from vfm_plugins.files import remove_leftover
 
 from vfm_curator.io.paths import safe_join
 from vfm_curator.io.state import STATE
@@ -42,20 +45,55 @@ log = logging.getLogger("vfm_curator.attempts")
 
 
 def fences(out: str | Path) -> Path:
-    """The folder of the fences: one file per video being run."""
-    return safe_join(out, STATE, "attempts")
+    """The folder of the fences: one file per video being run. Its own name and the fences' are not
+    resolved: a link planted at either (an output folder from elsewhere holding ``.state/attempts ->
+    ../clips``) is never followed, see :func:`clear` and :func:`open_fence`."""
+    return safe_join(out, STATE) / "attempts"
 
 
 def fence_path(out: str | Path, vid: str) -> Path:
-    return safe_join(fences(out), vid)
+    if not _VIDEO_ID.fullmatch(vid):
+        raise ValueError(f"video id {vid!r} cannot name a fence; accepted: letters, digits, '_' and '-'")
+    return fences(out) / vid
+
+
+_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def clear(out: str | Path) -> None:
+    """Delete the fences a killed run never took back (the caller holds the folder's lock, so none is
+    a live run's), leaving a real folder for this run's. Only regular files in a real folder: a
+    link at the folder's name is removed, not followed (clearing through ``.state/attempts ->
+    ../clips`` deleted every clip file), and a link among the fences is left alone."""
+    folder = _real_folder(fences(out))
+    for fence in folder.iterdir():
+        remove_leftover(fence)
+
+
+def _real_folder(folder: Path) -> Path:
+    """``folder`` as a directory of its own: anything else at its name (a link, a file) is no run's
+    fences folder and is removed first (a link's target is left alone)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def open_fence(out: str | Path, vid: str) -> str:
-    """A new attempt of ``vid`` may write (an older one no longer may); returns its token."""
+    """A new attempt of ``vid`` may write (an older one no longer may); returns its token. A link at
+    the fence's name is removed and a new fence made there, its target untouched (written through,
+    it truncated a file of the folder to a token, and the settle deleted it)."""
     token = secrets.token_hex(16)
     path = fence_path(out, vid)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    _real_folder(path.parent)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:  # ELOOP: O_NOFOLLOW met a link
+            raise
+        path.unlink()
+        fd = os.open(path, flags, 0o644)
     try:
         _lock(fd)
         os.ftruncate(fd, 0)
@@ -100,6 +138,11 @@ def settle(out: str | Path, vid: str) -> Iterator[None]:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         yield
+        return
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        yield  # a link planted there since the fence was opened: no attempt's fence (commit_window says so)
         return
     try:
         if not _lock(fd, wait_s=SETTLE_WAIT_S):

@@ -90,8 +90,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     # Only regular files: a link at such a name is no run's file (neither followed nor removed).
     for leftover in out.rglob(".*.tmp"):
         remove_leftover(leftover)
-    for fence in attempts.fences(out).glob("*"):  # attempts a killed run never took back
-        remove_leftover(fence)
+    attempts.clear(out)  # attempts a killed run never took back
     summary = Summary(out=str(out), videos=len(sources))
     hashes = _options_hashes(specs)
     todo: list[VideoTask] = []
