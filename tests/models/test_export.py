@@ -113,3 +113,10 @@ def test_export_meta_and_folder_errors_say_what_is_expected(family_registered, t
     save_export(tmp_path, FAMILY.create(), {**META, "family": "no-such-family", "config": {}})
     with pytest.raises(KeyError, match=r"unknown famil\w* 'no-such-family'; available: .*export-test-net"):
         load_export(tmp_path)
+
+
+def test_export_latent_shapes_must_be_a_list_of_latent_shapes(family_registered, tmp_path):
+    for bad in ([], [[2, 4, 4]], [2, 1, 4, 4], [[2, 1, 4, 0]]):
+        with pytest.raises(ValueError, match=r"latent_shapes must be a non-empty list of \[C, T, H, W\]"):
+            save_export(tmp_path, FAMILY.create(), {**META, "config": {}, "latent_shapes": bad})
+    save_export(tmp_path, FAMILY.create(), {**META, "config": {}, "latent_shapes": [[2, 1, 4, 4], [2, 1, 4, 6]]})

@@ -324,10 +324,12 @@ class VideoPipeline:
         return c_lat, t_lat, h_lat, w_lat
 
     def untrained_shape(self, shape: tuple[int, int, int, int]) -> str | None:
-        """A warning when ``shape`` (C', T', H', W') is not the latent shape the export records for its
-        training data, naming both in frames and pixels; None when it is."""
+        """A warning when ``shape`` (C', T', H', W') is none of the latent shapes the export records for
+        its training data (``latent_shapes``, one per bucket; older exports: ``latent_shape``), naming
+        the default one and the request in frames and pixels; None when it is one of them."""
         trained = tuple(int(v) for v in self.meta["latent_shape"])
-        if tuple(shape) == trained:
+        known = {tuple(int(v) for v in s) for s in self.meta.get("latent_shapes") or [trained]}
+        if tuple(shape) in known | {trained}:
             return None
         tok, channels = self.tokenizer, getattr(self.tokenizer, "channels", 3)
         sc = tok.spatial_compression
@@ -335,11 +337,13 @@ class VideoPipeline:
         def pixels(s: tuple[int, ...]) -> str:
             return f"{self._default_frames(s[1], channels)} frames at {s[2] * sc}x{s[3] * sc}"
 
-        beyond = [name for name, i in (("frames", 1), ("height", 2), ("width", 3)) if shape[i] > trained[i]]
+        shapes = [trained, *sorted(known - {trained})]
+        beyond = [name for name, i in (("frames", 1), ("height", 2), ("width", 3)) if shape[i] > max(s[i] for s in shapes)]
         kind = getattr(self.model.config, "pos_embed", None)
         reach = (f" (its {kind + ' ' if kind else ''}positions along the larger {', '.join(beyond)} go beyond any it "
                  "trained on)" if beyond else "")
-        return (f"this model was trained on {pixels(trained)} (latent {'x'.join(map(str, trained))}); "
+        seen = " and ".join(f"{pixels(s)} (latent {'x'.join(map(str, s))})" for s in shapes)
+        return (f"this model was trained on {seen}; "
                 f"{pixels(shape)} is a shape it never saw{reach}, so expect a worse video than at the trained "
                 f"shape (leave out --frames and --size for it)")
 

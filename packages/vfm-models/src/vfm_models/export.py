@@ -35,6 +35,7 @@ OPTIONAL = (
     "text_encoder",
     "text_encoder_options",
     "latent_shape",
+    "latent_shapes",  # every latent shape the model trained on (one per bucket); latent_shape is the default of them
     "null_condition",  # vfm_models.conditioning.describe: what condition dropout trained and guidance contrasts against
     "cond_dropout",  # the training's condition-dropout probability (0: the null was never trained)
     "guidance",  # the default classifier-free guidance scale (1 = off)
@@ -63,14 +64,21 @@ def _tuples(value: Any) -> Any:
     return value
 
 
+def _is_shape(shape: Any) -> bool:
+    return (isinstance(shape, (list, tuple)) and len(shape) == 4
+            and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape))
+
+
 def _check_meta(meta: Mapping[str, Any], where: str) -> None:
     missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise ValueError(f"{where} lacks {', '.join(missing)}; an export needs {', '.join(REQUIRED)} (optional: {', '.join(OPTIONAL)})")
     shape = meta.get("latent_shape")
-    if shape is not None and (not isinstance(shape, (list, tuple)) or len(shape) != 4
-                              or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)):
+    if shape is not None and not _is_shape(shape):
         raise ValueError(f"{where}: latent_shape must be [C, T, H, W] of positive ints, got {shape!r}")
+    shapes = meta.get("latent_shapes")
+    if shapes is not None and (not isinstance(shapes, (list, tuple)) or not shapes or not all(map(_is_shape, shapes))):
+        raise ValueError(f"{where}: latent_shapes must be a non-empty list of [C, T, H, W] of positive ints, got {shapes!r}")
     for key, low, high in (("guidance", -1e4, 1e4), ("cond_dropout", 0.0, 1.0)):
         value = meta.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))

@@ -21,7 +21,12 @@ def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, An
     when none is given (the formulation's default, or 1 = no guidance when nothing trained the null)."""
     from vfm_models.conditioning import describe
 
+    from vfm_cli.recipe.data_shapes import data_shapes
+
     trained_null = cfg.train.cond_dropout > 0 and describe(r.mcfg)["kind"] != "none"
+    # as the loader cuts them (frames buckets): a blend of buckets trains on each, generation's
+    # default is the first, and a shape among them is no "shape it never saw"
+    shapes = list(dict.fromkeys(tuple(shape) for _, shape in data_shapes(cfg, r)))
     return {
         "family": cfg.model.family,
         "config": r.mcfg,
@@ -31,7 +36,8 @@ def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, An
         "tokenizer_options": dict(r.tokenizer_options),
         "text_encoder": r.text_encoder,
         "text_encoder_options": dict(r.text_encoder_options),
-        "latent_shape": list(r.latent_shape),
+        "latent_shape": list(shapes[0]),
+        "latent_shapes": [list(shape) for shape in shapes],
         "null_condition": describe(r.mcfg),
         "cond_dropout": cfg.train.cond_dropout,
         "guidance": float(formulation.default_guidance) if trained_null else 1.0,
