@@ -54,6 +54,7 @@ def test_a_moved_folder_is_not_clipped_again_and_the_cli_names_the_copies(tmp_pa
     assert result.exit_code == 0, result.output
     assert "copies: 2 inputs hold the bytes and caption of a video this folder has clipped" in result.output
     assert _rows(out) == first.clips  # no clip twice
+    assert "2 inputs hold the bytes and caption of a video this folder has clipped" in (out / "report.html").read_text()
 
 
 def test_the_same_bytes_with_another_caption_are_clipped_as_their_own_video(tmp_path):

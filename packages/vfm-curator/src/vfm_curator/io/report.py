@@ -232,7 +232,15 @@ def figures(data: ReportData, summary: Any) -> str:
                     for label, value, note in items)
     advice = (f"<p class=\"advice\" id=\"uncaptioned\">{uncaptioned} kept clip{'s have' if uncaptioned != 1 else ' has'} "
               f"no caption. {e(UNCAPTIONED_ADVICE)}.</p>") if uncaptioned else ""
-    return f"<ul class=\"figures\">{cells}</ul>{advice}{_short_note(data.ok)}"
+    return f"<ul class=\"figures\">{cells}</ul>{advice}{_rerun_note(summary)}{_short_note(data.ok)}"
+
+
+def _rerun_note(summary: Any) -> str:
+    """What a re-run skipped although it changed (options, files, captions) and the inputs it took
+    for copies of finished videos: the notices `vfm curate` prints, kept in the report."""
+    lines = [getattr(summary, name)() for name in ("other_options_line", "changed_inputs_line", "copies_line")
+             if callable(getattr(summary, name, None))]
+    return "".join(f"<p class=\"advice\">{e(line)}.</p>" for line in lines if line)
 
 
 def _short_note(ok: list[dict]) -> str:
