@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
+import threading
 
 import torch.distributed as dist
 
@@ -53,3 +56,39 @@ def shutdown_distributed() -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def leave_distributed(exit_code: int = 0) -> None:
+    """:func:`shutdown_distributed`, then, in a rank torchrun started, the end of this process with
+    ``exit_code`` (:func:`exit_before_teardown`); in any other process it returns.
+
+    Why a rank does not return to Python's own exit: the gloo groups outlive destroy_process_group
+    (torch keeps references to them, e.g. ``torch.distributed.nn.functional`` holds the default
+    group in its argument defaults, DeviceMesh caches hold the mesh groups), and so do their worker
+    threads. Such a thread may drop the last reference to a finished collective's tensors a moment
+    after the barrier returned; a tensor that Python had released then takes the GIL to free its
+    Python object, and once the interpreter is tearing down, CPython ends that thread with
+    pthread_exit, whose unwinding through the C++ thread aborts the process ("terminate called
+    without an active exception", SIGABRT: seen in about 1 of 4 2-rank runs on a loaded machine,
+    the core's stack ProcessGroupGloo::runLoop > ~AsyncBarrierWork > ~AsyncAllreduceWork >
+    TensorImpl::decref_pyobject > take_gil > PyThread_exit_thread). Without the teardown there is
+    nothing for that thread to race."""
+    shutdown_distributed()
+    if os.environ.get("TORCHELASTIC_RUN_ID") is not None:  # a torchrun rank: this process is the run's alone
+        exit_before_teardown(exit_code)
+
+
+def exit_before_teardown(exit_code: int) -> None:
+    """End the process as Python's exit does up to its interpreter teardown: wait for the threads
+    that are not daemons, run the atexit handlers (a data loader's workers are closed there), flush
+    stdout and stderr; then exit at once with ``exit_code``, without the teardown."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(exit_code)

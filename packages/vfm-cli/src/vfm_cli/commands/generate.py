@@ -230,9 +230,9 @@ def generate(
                    f"{evaluations} denoiser evaluation{'s' * (evaluations != 1)} per video{_guidance_note(pipe, prepared)}, "
                    f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')}")
 
-    from vfm_parallel.process_group import shutdown_distributed
+    from vfm_parallel.process_group import leave_distributed
 
-    shutdown_distributed()
+    leave_distributed(0)  # a torchrun rank ends there
 
 
 class _Signal:

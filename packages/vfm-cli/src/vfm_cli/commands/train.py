@@ -88,9 +88,9 @@ def train(
         _close(sinks)
         if rank0:
             typer.echo(str(exc), err=True)
-        from vfm_parallel.process_group import shutdown_distributed
+        from vfm_parallel.process_group import leave_distributed
 
-        shutdown_distributed()
+        leave_distributed(exc.exit_code)  # a torchrun rank ends there
         raise typer.Exit(exc.exit_code) from None
     except RuntimeError as exc:  # a collective whose peer is gone: one line, not the backend's traceback
         lost = peer_lost(exc)
@@ -101,9 +101,9 @@ def train(
              f"killed (torchrun's summary names it): {lost}")
     if rank0:
         _summary(result)
-    from vfm_parallel.process_group import shutdown_distributed
+    from vfm_parallel.process_group import leave_distributed
 
-    shutdown_distributed()
+    leave_distributed(0)  # a torchrun rank ends there
 
 
 def _close(sinks: list) -> None:
