@@ -90,3 +90,28 @@ def test_samples_of_clips_the_table_no_longer_lists_are_taken_out_with_redo_chan
     assert redo.samples_dropped == 4
     assert {s["extra"]["clip"] for s in _samples(shards).values()} == table
     assert redo.samples == 2 * len(table)
+
+
+def test_garbage_lines_in_the_ledger_are_skipped_also_one_nested_too_deep_for_json(tmp_path):
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    with open(shards / ".state" / "sharded.jsonl", "a", encoding="utf-8") as ledger:
+        ledger.write('garbage\n[1, 2]\n{"id": 5}\n{"id": "x", "stamp": 3}\n' + "[" * 100_000 + "\n")
+    again = vfm_curator.shard(clips, shards, SERIAL, **SHARD)  # was a RecursionError traceback
+    assert (again.changed_since, again.removed_since, again.written) == (0, 0, 0)
+
+
+def test_a_link_planted_at_the_ledger_is_replaced_and_its_target_left_alone(tmp_path):
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    shard = shards / "32x48x9" / "shard-000000.tar"
+    before = shard.read_bytes()
+    ledger = shards / ".state" / "sharded.jsonl"
+    ledger.unlink()
+    ledger.symlink_to("../32x48x9/shard-000000.tar")  # an output folder from elsewhere: lines went into a shard
+    make_video(tmp_path / "in" / "v2.mp4", [24, 24], width=48, height=32, seed=2)
+    (tmp_path / "in" / "v2.txt").write_text("video 2")
+    _curate(tmp_path / "in", clips)
+    assert vfm_curator.shard(clips, shards, SERIAL, **SHARD).written == 2
+    assert shard.read_bytes() == before
+    assert not ledger.is_symlink() and len(ledger.read_text().splitlines()) == 2

@@ -24,14 +24,16 @@ A bucket's energon index is deleted once a shard of it is rewritten, and built a
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
 import tarfile
 from pathlib import Path
 from typing import Iterable
 
-from vfm_curator.io.paths import safe_join
+from vfm_curator.io.paths import append_line, safe_join
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
 from vfm_curator.pipelines.shard_index import META
 from vfm_curator.pipelines.shard_state import STATE, clip_stamp
@@ -42,30 +44,46 @@ _WINDOW = re.compile(r"(.+)-w(\d+)")
 
 
 def ledger_path(out: Path) -> Path:
-    return safe_join(out, STATE, "sharded.jsonl")
+    """Not resolved at its own name: a link planted there is never followed (:func:`note_sharded`)."""
+    return safe_join(out, STATE) / "sharded.jsonl"
+
+
+#: A ledger line is an id and a short stamp; a longer one is no line this module wrote.
+_LINE_BYTES = 4096
 
 
 def note_sharded(out: Path, task: ShardTask) -> None:
-    """Record what ``task``'s clip was as its samples are written."""
+    """Record what ``task``'s clip was as its samples are written. Appended with ``O_NOFOLLOW``: a
+    link at the ledger's name (``sharded.jsonl -> ../<bucket>/shard-000000.tar``) is replaced by a
+    new ledger, its target untouched (:func:`vfm_curator.io.paths.append_line`)."""
     path = ledger_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"id": task.id, "stamp": clip_stamp(task)}) + "\n")
+    append_line(path, json.dumps({"id": task.id, "stamp": clip_stamp(task)}))
 
 
 def sharded_stamps(out: Path) -> dict[str, list]:
-    """clip id -> its stamp when last sharded (later lines win; a line cut by a kill is skipped)."""
+    """clip id -> its stamp when last sharded (later lines win). A line that is not an id and a
+    stamp (cut by a kill, or garbage: not UTF-8, too long, nested past what json parses) is
+    skipped; read line by line through ``O_NOFOLLOW`` (a link there is no ledger)."""
     stamps: dict[str, list] = {}
     try:
-        lines = ledger_path(out).read_text(encoding="utf-8").splitlines()
+        fd = os.open(ledger_path(out), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return stamps
-    for line in lines:
-        try:
-            entry = json.loads(line)
-            stamps[str(entry["id"])] = list(entry["stamp"])
-        except (ValueError, KeyError, TypeError):
-            continue
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return stamps
+        raise
+    with open(fd, "rb") as fh:
+        for line in fh:
+            if len(line) > _LINE_BYTES:
+                continue
+            try:
+                entry = json.loads(line.decode("utf-8"))
+                if isinstance(entry["id"], str) and isinstance(entry["stamp"], list):
+                    stamps[entry["id"]] = entry["stamp"]
+            except (ValueError, KeyError, TypeError, RecursionError):
+                continue
     return stamps
 
 
