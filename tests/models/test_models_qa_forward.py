@@ -20,3 +20,43 @@ def test_noise_levels_of_another_batch_size_are_refused_naming_both(family):
         shared = model(x, torch.full((1,), 0.3), cond_for(model, 1, text_len=3))
         each = model(x, torch.full((2,), 0.3), {k: v.expand(2, *v.shape[1:]) for k, v in cond_for(model, 1, 3).items()})
     assert torch.allclose(shared, each, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_noise_levels_that_are_not_a_1d_tensor_are_refused_naming_the_accepted_shapes(family):
+    """A 0-d t (torch.tensor(0.5)) was "IndexError: tuple index out of range", a float an AttributeError."""
+    model = tiny(family).eval()
+    x = torch.randn(2, model.config.in_channels, 1, 4, 4)
+    cond = cond_for(model, 2, text_len=3)
+    for t, got in ((torch.tensor(0.5), r"shape \(\)"), (0.5, "a float"), (torch.rand(2, 1), r"shape \(2, 1\)")):
+        with pytest.raises(ValueError, match=rf"t must be a 1-D tensor of noise levels, \(B,\) .*\(1,\) .*; got {got}"):
+            model(x, t, cond)
+    with pytest.raises(ValueError, match=r"t must be a 1-D tensor"):
+        model.forward_packed([x[0], x[1]], torch.tensor(0.5), cond)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_cond_that_is_not_a_dict_of_tensors_is_refused_naming_what_the_model_takes(family):
+    """A tensor as cond was "Boolean value of Tensor with more than one value is ambiguous"."""
+    model = tiny(family).eval()
+    x, t = torch.randn(2, model.config.in_channels, 1, 4, 4), torch.rand(2)
+    cond = cond_for(model, 2, text_len=3)
+    wanted = "'y': " if model.config.num_classes else "'text': "
+    with pytest.raises(TypeError, match=rf"cond must be a dict, \{{{wanted}.*; got a Tensor"):
+        model(x, t, next(iter(cond.values())))
+    key = next(iter(cond))
+    with pytest.raises(TypeError, match=rf"cond\['{key}'\] must be a tensor; got a list"):
+        model(x, t, {**cond, key: cond[key].tolist()})
+
+
+def test_a_class_label_out_of_range_is_refused_naming_the_labels_the_model_takes():
+    """Label 10 is the null class of a 10-class model; 11 or -1 was "IndexError: index out of range in self"."""
+    model = tiny("dit").eval()
+    x, t = torch.randn(2, model.config.in_channels, 1, 4, 4), torch.rand(2)
+    assert model.config.num_classes == 10
+    for bad in (11, -1):
+        with pytest.raises(ValueError, match=rf"class label {bad} is out of range: this model takes labels 0..9 and 10 "
+                                             r"for the null class \(num_classes = 10\)"):
+            model(x, t, {"y": torch.tensor([3, bad])})
+    with torch.no_grad():
+        assert model(x, t, {"y": torch.tensor([0, 10])}).shape == x.shape

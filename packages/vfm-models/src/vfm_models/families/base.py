@@ -7,7 +7,7 @@ so a packed forward equals running each sample alone.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -79,6 +79,7 @@ class DiffusionTransformer(nn.Module):
 
     def context(self, grid: Tuple[int, int, int], t: torch.Tensor, cond: Cond = None) -> BlockContext:
         """The BlockContext of a plain batch; uses only the conditioning embedders and pure functions."""
+        _check_levels(t)
         cond = self._check_cond(cond, t.shape[0])
         c = self._condition(t, cond)  # (B, D)
         return BlockContext(
@@ -96,7 +97,8 @@ class DiffusionTransformer(nn.Module):
         return unpatchify(out, ctx.grid, self.config.patch, self.config.output_channels)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, cond: Cond = None) -> torch.Tensor:
-        if t.dim() == 1 and x.dim() == 5 and t.shape[0] not in (1, x.shape[0]):
+        _check_levels(t)
+        if x.dim() == 5 and t.shape[0] not in (1, x.shape[0]):
             # one level per sample, or one for all (broadcast); anything else failed deep in the blocks
             raise ValueError(f"t has {t.shape[0]} noise levels but x has {x.shape[0]} samples; t must be (B,) = "
                              f"({x.shape[0]},), or (1,) for one level for all")
@@ -126,6 +128,7 @@ class DiffusionTransformer(nn.Module):
                        cond: Cond = None) -> BlockContext:
         """Per-sample t (N,) and cond (N, ...) -> a context with per-sample conditioning (N, D) and the
         sample of each token (``token_sample``), so modulation is computed once per sample."""
+        _check_levels(t)
         cond = self._check_cond(cond, t.shape[0])
         if t.shape[0] != len(grids):
             raise ValueError(f"packed batch has {len(grids)} samples but t has {t.shape[0]} entries")
@@ -189,11 +192,35 @@ class DiffusionTransformer(nn.Module):
         tables = [rope_3d(g, self.config.head_dim, self.config.rope_theta, device) for g in grids]
         return tuple(torch.cat(parts, dim=0)[None] for parts in zip(*tables))  # (1, S, Dh/2) each
 
+    def _cond_form(self) -> str:
+        """What this model's ``cond`` holds, for errors."""
+        if self.config.num_classes:
+            return "{'y': (B,) class labels}"
+        if self.config.text_dim:
+            return f"{{'text': (B, L, {self.config.text_dim}), 'text_mask': (B, L) bool (optional)}}"
+        return "None (unconditional)"
+
     def _check_cond(self, cond: Cond, batch: int) -> Dict[str, torch.Tensor]:
+        # a tensor passed as cond was "Boolean value of Tensor ... is ambiguous" from `cond or {}`
+        if cond is not None and not isinstance(cond, Mapping):
+            raise TypeError(f"cond must be a dict, {self._cond_form()}; got a {type(cond).__name__}")
         cond = dict(cond or {})
+        for key, value in cond.items():
+            if value is not None and not isinstance(value, torch.Tensor):
+                raise TypeError(f"cond[{key!r}] must be a tensor; got a {type(value).__name__} "
+                                f"(this model takes cond = {self._cond_form()})")
         cfg = self.config
         if cfg.num_classes and "y" not in cond:
-            raise ValueError("this class-conditional model needs cond={'y': (B,) class labels}")
+            raise ValueError(f"this class-conditional model needs cond={self._cond_form()}; got keys {sorted(cond)}")
+        y = cond.get("y")
+        # Checked on the host only: on a GPU the check would cost a synchronisation per step (and an
+        # out-of-range label there is a device-side assert rather than this IndexError).
+        if cfg.num_classes and y is not None and y.device.type == "cpu" and y.numel() and not y.is_floating_point():
+            low, high = int(y.min()), int(y.max())
+            if low < 0 or high > cfg.num_classes:
+                bad = low if low < 0 else high
+                raise ValueError(f"class label {bad} is out of range: this model takes labels 0..{cfg.num_classes - 1} "
+                                 f"and {cfg.num_classes} for the null class (num_classes = {cfg.num_classes})")
         if cfg.text_dim:
             text = cond.get("text")
             if text is None or text.dim() != 3 or text.shape[-1] != cfg.text_dim:
@@ -206,3 +233,11 @@ class DiffusionTransformer(nn.Module):
             if value is not None and value.shape[0] != batch:
                 raise ValueError(f"cond[{key!r}] has {value.shape[0]} samples but t has {batch}")
         return cond
+
+
+def _check_levels(t) -> None:
+    """Noise levels are a (B,) tensor; a float or a 0-d tensor failed deep inside (IndexError)."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 1:
+        got = f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else f"a {type(t).__name__}"
+        raise ValueError(f"t must be a 1-D tensor of noise levels, (B,) one per sample or (1,) for one level "
+                         f"for all (e.g. torch.full((1,), 0.5)); got {got}")

@@ -10,6 +10,7 @@ samples with vfm's ``rectified-flow`` formulation as it is (Wan's flow: x_s = (1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 from torch import nn
@@ -116,7 +117,9 @@ class Wan(DiffusionTransformer):
         return self.t_embedder(t.float() * self.config.timestep_scale)
 
     def _wan_cond(self, cond):
-        cond = dict(cond or {})
+        if not isinstance(cond, Mapping):  # None, or a wrong type that the base's check names
+            return cond
+        cond = dict(cond)
         if not self.config.use_text_mask:
             cond.pop("text_mask", None)
         return cond
