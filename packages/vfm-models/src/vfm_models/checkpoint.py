@@ -6,6 +6,8 @@ with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import os
+import re
 from os import PathLike
 from pathlib import Path
 from typing import Mapping
@@ -21,6 +23,7 @@ class CheckpointMismatchError(ValueError):
 
 def save_state_dict(path: str | PathLike, state: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None) -> Path:
     """Write ``state`` to a safetensors file (on CPU, contiguous; tied tensors are stored once each)."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -33,8 +36,21 @@ def save_state_dict(path: str | PathLike, state: Mapping[str, torch.Tensor], met
         # safetensors refuses tensors that share memory (tied weights): give repeats their own copy.
         tensors[name] = t.clone() if key in seen else t
         seen.add(key)
-    save_file(tensors, str(path), metadata=dict(metadata or {}))
+    try:
+        save_file(tensors, str(path), metadata=dict(metadata or {}))
+    except SafetensorError as exc:
+        raise _as_os_error(exc, path) from exc
     return path
+
+
+def _as_os_error(exc: Exception, path: Path) -> Exception:
+    """safetensors reports a failed write (a full disk) as ``SafetensorError('... I/O error: ... (os
+    error 28)')``: as the :class:`OSError` it is, so callers that handle disk errors handle it too."""
+    found = re.search(r"os error (\d+)\)", str(exc))
+    if found is None:
+        return exc
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), str(path))
 
 
 def load_state_dict(path: str | PathLike, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:

@@ -87,6 +87,11 @@ class CheckpointSaveError(CheckpointError):
     message says the step is in place (what failed came after the commit's rename)."""
 
 
+class ExportSaveError(CheckpointError):
+    """Writing the inference export at the end of a run failed (a full disk, a folder that cannot be
+    written); the run's last checkpoint is complete, and running it again writes the export."""
+
+
 _OPTIM_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 #: torch optimizers' param-group entries that pick an implementation, not a training setting
 _KERNEL_CHOICES = frozenset({"fused", "foreach", "capturable", "differentiable"})

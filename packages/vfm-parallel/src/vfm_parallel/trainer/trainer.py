@@ -331,7 +331,13 @@ class _Run:
                 weights = merge_stages(weights, self.stage_group)
             if self.rank == 0:
                 result.export = self.out_dir / "export"
-                self.parts.export(result.export, weights)
+                try:
+                    self.parts.export(result.export, weights)
+                except OSError as exc:  # the checkpoint is in place: the same command exports without training
+                    raise ckpt.ExportSaveError(
+                        f"writing the inference export {result.export} failed ({exc.strerror or exc}); the checkpoint "
+                        f"of step {self.last} is complete. Free space or fix the folder's permissions, then run the "
+                        "same command again: it writes the export without training") from exc
 
     def close_sinks(self) -> None:
         for sink in self.sinks:
