@@ -123,3 +123,24 @@ def test_sidecar_captions_added_after_an_uncaptioned_run_reach_every_clip_with_r
     again = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
     assert (again.redone, again.uncaptioned, again.clips) == (2, 0, 4)
     assert sorted(r["caption"] for r in pq.read_table(out / "clips.parquet").to_pylist()) == ["video 0"] * 2 + ["video 1"] * 2
+
+
+def test_redo_changed_deletes_no_clip_file_of_another_video_that_a_crafted_record_lists(tmp_path):
+    import json
+
+    from vfm_curator.io import state
+    from vfm_curator.tasks import video_id
+
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    table = pq.read_table(out / "clips.parquet").to_pylist()
+    b_clip = next(r["id"] for r in table if r["source"].endswith("b.mp4"))
+    record_a = state.record_path(out, video_id(str((tmp_path / "in" / "a.mp4").resolve())))
+    record = json.loads(record_a.read_text())
+    record["filtered"].append({"id": b_clip})  # an output folder from elsewhere: a's record names b's clip
+    record_a.write_text(json.dumps(record))
+    make_video(tmp_path / "in" / "a.mp4", [36, 36], seed=7)
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True).redone == 1
+    assert (out / "clips" / f"{b_clip}.mp4").is_file() and (out / "thumbs" / f"{b_clip}.jpg").is_file()

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 from vfm_curator.io import attempts, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, safe_join
 from vfm_curator.io.state import load_record, part_path, video_record, write_record
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
-from vfm_curator.tasks import Clip, VideoTask
+from vfm_curator.tasks import Clip, VideoTask, clip_id
 from vfm_plugins.files import remove_leftover
 
 
@@ -45,7 +43,7 @@ class WriteStage(Stage):
                 # timeout may still be running: vfm_curator.io.attempts)
                 with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
                     if current:
-                        before = previous_clip_ids(self.opt["out"], task.vid)  # a video clipped again (redo_changed)
+                        before = previous_clip_ids(self.opt["out"], task)  # a video clipped again (redo_changed)
                         if task.failure is None:
                             run_guarded(self.name, task, self.process_one)
                         elif task.clips:
@@ -109,23 +107,29 @@ class WriteStage(Stage):
         ))
 
 
-def previous_clip_ids(out: str, vid: str) -> set[str]:
+def previous_clip_ids(out: str, task: VideoTask) -> set[str]:
     """Ids of the clips (kept and filtered) that the video's record on disk lists: none for a
-    video not clipped before."""
-    record = load_record(out, vid)
+    video not clipped before. These name files to delete, so only an id that is this video's clip of
+    the span listed with it (:func:`vfm_curator.tasks.clip_id` of its source) counts: a record or
+    part naming another video's clip (edited, or from a folder made elsewhere) deletes nothing."""
+    record = load_record(out, task.vid)
     if record is None:
         return set()
-    ids = {str(entry.get("id")) for entry in record.get("filtered") or [] if isinstance(entry, dict)}
+    entries = [e for e in record.get("filtered") or [] if isinstance(e, dict)]
     try:
         import pyarrow.parquet as pq
 
-        ids.update(str(i) for i in pq.read_table(part_path(out, vid), columns=["id"]).column("id").to_pylist())
+        entries += pq.read_table(part_path(out, task.vid), columns=["id", "start_frame", "end_frame"]).to_pylist()
     except (OSError, ValueError, KeyError):  # no part (a failed video) or one that cannot be read
         pass
-    return {i for i in ids if _CLIP_ID.fullmatch(i)}  # names of files to delete: nothing but an id
+    return {str(e.get("id")) for e in entries if _own_clip(task.source, e)}
 
 
-_CLIP_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+def _own_clip(source: str, entry: dict) -> bool:
+    try:
+        return entry.get("id") == clip_id(source, int(entry["start_frame"]), int(entry["end_frame"]))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return False
 
 
 def row(task: VideoTask, clip: Clip) -> dict:
