@@ -38,3 +38,23 @@ def test_vfm_infer_exports_the_pipeline_and_video_output_of_its_readme():
 
     assert (vfm_infer.VideoPipeline, vfm_infer.GenerationSpec, vfm_infer.Sampler, vfm_infer.write_mp4,
             vfm_infer.to_uint8_frames) == (VideoPipeline, GenerationSpec, Sampler, write_mp4, to_uint8_frames)
+
+
+DISCOVERY = """
+import importlib, pydoc, re, sys
+package = importlib.import_module(sys.argv[1])
+missing = sorted(set(package.__all__) - set(dir(package)))
+assert not missing, f"dir({sys.argv[1]}) lacks {missing}"
+text = pydoc.render_doc(package, renderer=pydoc.plaintext)
+# an entry of help's CLASSES, FUNCTIONS or DATA section: "    class Name(", "    name(" or "    NAME = "
+unlisted = [name for name in package.__all__ if not re.search(rf"^ +(class )?{name}\\b", text, re.M)]
+assert not unlisted, f"help({sys.argv[1]}) does not show {unlisted}"
+"""
+
+
+@pytest.mark.parametrize("package", ["vfm_models", "vfm_parallel", "vfm_infer", "vfm_data"])
+def test_dir_and_help_of_each_library_show_its_lazily_exported_names(package):
+    """``help(vfm_parallel)`` listed only ``__getattr__``: the names resolved on first access were missing
+    from ``dir()``, so help and tab completion did not show ``ParallelDims`` or ``parallelize``."""
+    result = subprocess.run([sys.executable, "-c", DISCOVERY, package], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr

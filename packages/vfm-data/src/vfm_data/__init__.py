@@ -41,3 +41,8 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'vfm_data' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # the lazy names too, so that help() and tab completion show them
+    return sorted({*globals(), *_LAZY})
