@@ -115,3 +115,23 @@ def test_a_link_planted_at_the_ledger_is_replaced_and_its_target_left_alone(tmp_
     assert vfm_curator.shard(clips, shards, SERIAL, **SHARD).written == 2
     assert shard.read_bytes() == before
     assert not ledger.is_symlink() and len(ledger.read_text().splitlines()) == 2
+
+
+def test_a_clips_folder_moved_or_copied_elsewhere_is_not_named_changed_but_a_clip_with_other_bytes_is(tmp_path):
+    import os
+    import shutil
+
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    moved = tmp_path / "elsewhere" / "clips"
+    shutil.copytree(clips, moved)  # a fast disk, another mount: the same clips at another path
+    for clip in (moved / "clips").glob("*.mp4"):
+        os.utime(clip, ns=(1, 1))  # copied without keeping times (cp, rsync without -t)
+    again = vfm_curator.shard(moved, shards, SERIAL, **SHARD)
+    assert (again.changed_since, again.removed_since, again.written) == (0, 0, 0)
+    first, second = sorted((moved / "clips").glob("*.mp4"))[:2]
+    data = bytearray(first.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # the same size, other bytes (a stamp alone would miss it after the utime)
+    first.write_bytes(bytes(data))
+    os.utime(first, ns=(1, 1))
+    assert vfm_curator.shard(moved, shards, SERIAL, **SHARD).changed_since == 1

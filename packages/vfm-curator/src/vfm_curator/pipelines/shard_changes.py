@@ -9,10 +9,10 @@ caption QA, a new cut) stayed in the shards that training reads.
 
 What each clip was when it was sharded is kept out of the shards (which stay byte-for-byte the
 same for the same clips and options): one line per clip written, ``{"id", "stamp"}``, appended
-to ``SHARDS/.state/sharded.jsonl``, the stamp being :func:`~vfm_curator.pipelines.shard_state.clip_stamp`
-(the clip file's size and modification time and a digest of its row, caption included). A clip
-without a line (sharded before this ledger, or by a run killed before it wrote one) is taken as
-unchanged.
+to ``SHARDS/.state/sharded.jsonl``, the stamp being :func:`ledger_stamp` (the clip file's size,
+modification time and byte fingerprint, and a digest of its row, caption included; not its path,
+so a clips folder moved or copied elsewhere holds the same clips). A clip without a line (sharded
+before this ledger, or by a run killed before it wrote one) is taken as unchanged.
 
 Taking samples out rewrites each shard that holds one without its members (the same members
 otherwise, in the same order; atomic per shard; a shard left with none is deleted) in two passes:
@@ -25,6 +25,7 @@ A bucket's energon index is deleted once a shard of it is rewritten, and built a
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -33,14 +34,43 @@ import tarfile
 from pathlib import Path
 from typing import Iterable
 
+from vfm_curator.failures import input_stamp
+from vfm_curator.io.fingerprint import fingerprint
 from vfm_curator.io.paths import append_line, safe_join
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
 from vfm_curator.pipelines.shard_index import META
-from vfm_curator.pipelines.shard_state import STATE, clip_stamp
+from vfm_curator.pipelines.shard_state import STATE
 from vfm_curator.stages.shard_task import ShardTask
 from vfm_plugins.files import rename_into_place, temporary_file
 
 _WINDOW = re.compile(r"(.+)-w(\d+)")
+
+
+def ledger_stamp(task: ShardTask) -> list:
+    """[size, mtime_ns, byte fingerprint, row digest] of a clip (:mod:`vfm_curator.io.fingerprint`)."""
+    return [*_stat(task.path), fingerprint(task.path), _row_digest(task)]
+
+
+def _stat(path: str) -> list:
+    return input_stamp(path) or [None, None]
+
+
+def _row_digest(task: ShardTask) -> str:
+    """The row's fields a sample is made from, but the clip's path (the folder may have moved)."""
+    row = json.dumps([task.caption, task.source, list(task.span), task.fps], sort_keys=True, default=str)
+    return hashlib.sha1(row.encode("utf-8")).hexdigest()[:16]
+
+
+def _changed(kept: list, task: ShardTask) -> bool:
+    """Whether ``task``'s clip differs from the one whose stamp is ``kept``: its row, else its file's
+    size, else (a file touched or copied: another mtime) its bytes; a cheap stat when nothing moved."""
+    size, mtime, digest, row = kept
+    if row != _row_digest(task):
+        return True
+    now = _stat(task.path)
+    if now[0] != size:
+        return True
+    return now[1] != mtime and fingerprint(task.path) != digest
 
 
 def ledger_path(out: Path) -> Path:
@@ -58,7 +88,7 @@ def note_sharded(out: Path, task: ShardTask) -> None:
     new ledger, its target untouched (:func:`vfm_curator.io.paths.append_line`)."""
     path = ledger_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    append_line(path, json.dumps({"id": task.id, "stamp": clip_stamp(task)}))
+    append_line(path, json.dumps({"id": task.id, "stamp": ledger_stamp(task)}))
 
 
 def sharded_stamps(out: Path) -> dict[str, list]:
@@ -80,7 +110,7 @@ def sharded_stamps(out: Path) -> dict[str, list]:
                 continue
             try:
                 entry = json.loads(line.decode("utf-8"))
-                if isinstance(entry["id"], str) and isinstance(entry["stamp"], list):
+                if isinstance(entry["id"], str) and isinstance(entry["stamp"], list) and len(entry["stamp"]) == 4:
                     stamps[entry["id"]] = entry["stamp"]
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue
@@ -98,7 +128,7 @@ def changed_and_removed(out: Path, tasks: Iterable[ShardTask], done: set[str]) -
     table no longer lists)."""
     stamps = sharded_stamps(out)
     table = {t.id: t for t in tasks}
-    changed = {i for i, t in table.items() if i in done and i in stamps and stamps[i] != clip_stamp(t)}
+    changed = {i for i, t in table.items() if i in done and i in stamps and _changed(stamps[i], t)}
     removed = {clip_of(key) for key in done} - set(table)
     return changed, removed
 
