@@ -76,3 +76,14 @@ def test_a_blend_with_other_datasets_is_refused_and_a_moved_grown_one_resumes(tm
         warnings.simplefilter("error")
         resumed.load_state_dict(state)
     assert next(resumed).keys
+
+
+def test_a_bucketed_blend_under_another_batch_size_is_refused_naming_it(small_dataset):
+    # energon failed at the first batch: "AssertionError: Got different batch size for group ...: 2 != 4"
+    bucketed = dict(blender="bucketed", blender_options={"durations": [1], "batch_size": 2}, max_seq_len=None,
+                    packing_buffer=None)
+    state = _state(small_dataset, **bucketed)
+    resumed = make_loader(small_dataset, **{**OPTIONS, **bucketed, "blender_options": {"durations": [1], "batch_size": 4}})
+    with pytest.raises(ValueError, match=r"cannot continue with blender_options changed; the bucketed blend's saved "
+                                         r"position holds partly filled buckets of the saved batch size"):
+        resumed.load_state_dict(state)

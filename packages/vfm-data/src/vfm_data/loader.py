@@ -58,6 +58,16 @@ DEFAULT_STREAMS = 4
 MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
 
+def _bucket_sizes(settings: dict[str, Any]) -> tuple | None:
+    """What sizes a bucketed blend's batches (its batch_size or tokens_per_batch), None for other
+    blenders: energon's group batching keeps partly filled buckets in the saved position and asserts
+    that a bucket's batch size never changes, so only the same sizes continue it."""
+    if settings.get("blender") != "bucketed":
+        return None
+    options = settings.get("blender_options") or {}
+    return options.get("batch_size", settings.get("batch_size")), options.get("tokens_per_batch")
+
+
 def _next_of(stream: Stream, with_state: bool = True) -> tuple[Any, Any, tuple]:
     """The stream's next (batch, state, skips: (counts, fresh)); a vfm DataError that energon wrapped on its way out
     comes out as itself (one line naming the shards)."""
@@ -381,11 +391,17 @@ class ResumableLoader:
         if isinstance(saved, dict):
             changed = [name for name in mine if name in saved and saved[name] != mine[name]]
             what = ", ".join(f"{name}={saved[name]!r} there, {mine[name]!r} here" for name in changed)
-            if any(name in UNRESTORABLE for name in changed):
+            refused = [n for n in changed if n in UNRESTORABLE]
+            if _bucket_sizes(saved) != _bucket_sizes(mine):
+                refused.append("blender_options")
+            if refused:
                 hint = ("; a blend resumes with the same dataset folders in the same order (they may grow, move or "
                         "change weight)") if "datasets" in changed else ""
+                if "blender_options" in refused and "datasets" not in changed:
+                    hint = ("; the bucketed blend's saved position holds partly filled buckets of the saved batch size: "
+                            "resume with the same batch_size / tokens_per_batch")
                 raise ValueError(one_line(f"loader state was saved with other settings ({what}); it cannot continue "
-                                          f"with {', '.join(n for n in changed if n in UNRESTORABLE)} changed{hint}"))
+                                          f"with {', '.join(refused)} changed{hint}"))
             if changed:
                 warnings.warn(one_line(f"vfm_data: the loader state was saved with other settings ({what}): loading "
                                        "continues from its position, but not the sample sequence of an uninterrupted run"),
