@@ -135,3 +135,22 @@ def test_a_clips_folder_moved_or_copied_elsewhere_is_not_named_changed_but_a_cli
     first.write_bytes(bytes(data))
     os.utime(first, ns=(1, 1))
     assert vfm_curator.shard(moved, shards, SERIAL, **SHARD).changed_since == 1
+
+
+def test_the_ledger_is_read_in_bounded_memory_however_long_a_garbage_line_is(tmp_path):
+    import tracemalloc
+
+    from vfm_curator.pipelines.shard_changes import ledger_path, sharded_stamps
+
+    ledger = ledger_path(tmp_path)
+    ledger.parent.mkdir(parents=True)
+    good = json.dumps({"id": "c1", "stamp": [1, 2, "f", "r"]})
+    with open(ledger, "wb") as fh:
+        fh.write(b"x" * (64 << 20) + b"\n" + good.encode() + b"\n" + b"y" * (8 << 20))  # no newline at the end
+    tracemalloc.start()
+    try:
+        assert sharded_stamps(tmp_path) == {"c1": [1, 2, "f", "r"]}
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20  # not the 64 MiB line held at once

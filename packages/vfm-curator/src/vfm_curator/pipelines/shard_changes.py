@@ -32,7 +32,7 @@ import re
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from vfm_curator.failures import input_stamp
 from vfm_curator.io.fingerprint import fingerprint
@@ -105,9 +105,7 @@ def sharded_stamps(out: Path) -> dict[str, list]:
             return stamps
         raise
     with open(fd, "rb") as fh:
-        for line in fh:
-            if len(line) > _LINE_BYTES:
-                continue
+        for line in _lines(fh):
             try:
                 entry = json.loads(line.decode("utf-8"))
                 if isinstance(entry["id"], str) and isinstance(entry["stamp"], list) and len(entry["stamp"]) == 4:
@@ -115,6 +113,17 @@ def sharded_stamps(out: Path) -> dict[str, list]:
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue
     return stamps
+
+
+def _lines(fh) -> Iterator[bytes]:
+    """The lines of ``fh`` no longer than ``_LINE_BYTES``, each read in bounded memory: a longer one
+    (garbage, or a file with no newline at all) is passed over in pieces, never held whole."""
+    while line := fh.readline(_LINE_BYTES + 1):
+        if len(line) <= _LINE_BYTES:
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = fh.readline(1 << 16)
 
 
 def clip_of(key: str) -> str:
