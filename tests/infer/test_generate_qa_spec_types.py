@@ -30,3 +30,18 @@ def test_a_spec_field_of_the_wrong_type_is_named_before_any_work(fields, message
         VideoPipeline(tiny_dit(), tiny_meta()).generate("1", spec)
     assert message in str(with_model.value)
 
+
+
+def test_prompts_that_are_not_strings_are_refused_naming_what_generate_and_prepare_take():
+    """generate(["a", "b"]) was "TypeError: unhashable type: 'list'"; prepare(spec, "a cat") took each
+    letter for a prompt."""
+    pipe = VideoPipeline(tiny_dit(), tiny_meta())
+    spec = GenerationSpec(steps=1)
+    with pytest.raises(ValueError, match=r"generate takes one prompt \(a str\) and makes one video; got a list: "
+                                         r"call it once per prompt"):
+        pipe.generate(["1", "2"], spec)
+    with pytest.raises(ValueError, match=r"prompts must be a list of strings; got a str \(one prompt: \[prompt\]\)"):
+        pipe.prepare(spec, "1")
+    with pytest.raises(ValueError, match=r"prompts must be strings; prompt 1 is a int"):
+        pipe.prepare(spec, ["1", 2])
+    pipe.prepare(spec, ("1", "2"))  # a tuple of strings is a list of prompts too

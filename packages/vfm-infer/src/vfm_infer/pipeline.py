@@ -364,8 +364,7 @@ class VideoPipeline:
 
         ``token_shards``: context-parallel ranks that will share the tokens, ``cfg_parallel``: each
         rank will run one guidance branch (both for the memory estimate)."""
-        if not prompts:
-            raise ValueError("no prompts given")
+        _check_prompts(prompts)
         check_spec(spec, len(prompts))
         sampler = self.make_sampler(spec.sampler, spec.steps, spec.sampler_options)
         shape = self.latent_shape(spec.frames, spec.size)
@@ -464,9 +463,23 @@ class VideoPipeline:
     def generate(self, prompt: str, spec: GenerationSpec | None = None, *, index: int = 0,
                  callback: StepCallback | None = None) -> torch.Tensor:
         """One video (C, T, H, W) in [-1, 1]."""
+        if not isinstance(prompt, str):  # a list was "unhashable type: 'list'" from deep inside
+            raise ValueError(f"generate takes one prompt (a str) and makes one video; got a {type(prompt).__name__}: "
+                             "call it once per prompt, with index=i for prompt i's seed (spec.seed + i)")
         spec = spec or GenerationSpec()
         prepared = self.prepare(spec, [prompt])
         return self.decode(self.sample_latent(prepared, prompt, index=index, callback=callback), spec)
+
+
+def _check_prompts(prompts: Sequence[str]) -> None:
+    # a str is a Sequence[str] too: "a cat" would be five one-letter prompts
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise ValueError(f"prompts must be a list of strings; got a {type(prompts).__name__} (one prompt: [prompt])")
+    if not prompts:
+        raise ValueError("no prompts given")
+    wrong = [(i, type(p).__name__) for i, p in enumerate(prompts) if not isinstance(p, str)]
+    if wrong:
+        raise ValueError(f"prompts must be strings; prompt {wrong[0][0]} is a {wrong[0][1]}")
 
 
 def _check_finite(x: torch.Tensor, what: str) -> None:
