@@ -15,3 +15,26 @@ def test_the_smoothed_loss_skips_a_nan_step_instead_of_blanking_the_window():
     assert smoothed(losses, 3) == pytest.approx([4.0, 3.0, 3.0, 2.0, 3.0, 3.0])
     assert math.isnan(smoothed([float("nan")], 2)[0])  # nothing finite to average
 
+
+
+def test_a_rolled_back_run_s_history_drops_the_abandoned_steps_after_its_resume_point(tmp_path):
+    """Rollback (docs/parallel.md): resume from step 2 with the newer checkpoints moved out, stop at 3.
+    metrics.jsonl keeps the abandoned run's steps 3-6; the loss curve (and TensorBoard, by its purge
+    step) shows the resumed run from step 3 on, not steps 4-6 of the run it replaced."""
+    import shutil
+
+    from tests.parallel.trainer_helpers import one_thread, run_config, tiny_config  # noqa: F401 (fixture)
+    from vfm_parallel.trainer.metrics import read_history
+
+    cfg = tiny_config(tmp_path, checkpoint={"interval": 2, "keep": 5, "export": False})
+    first = run_config(cfg)
+    (tmp_path / "abandoned").mkdir()
+    for name in ("step_00000004", "step_00000006"):
+        shutil.move(tmp_path / "checkpoints" / name, tmp_path / "abandoned" / name)
+    cfg["checkpoint"]["resume"] = str(tmp_path / "checkpoints" / "step_00000002")
+    cfg["train"]["stop_at"] = 3
+    cfg["optim"]["lr"] = cfg["optim"]["lr"] / 2  # another step 3: the rollback's
+    rolled = run_config(cfg)
+    steps, losses = read_history(tmp_path / "metrics.jsonl")
+    assert steps == [1, 2, 3]
+    assert losses == [first.losses[1], first.losses[2], rolled.losses[3]]

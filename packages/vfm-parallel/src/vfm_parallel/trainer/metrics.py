@@ -91,13 +91,21 @@ class TensorBoardSink:
 
 
 def read_history(path: Path) -> tuple[list[int], list[float]]:
-    """(steps, losses) from a metrics.jsonl; a resumed run's repeated steps keep the last value."""
+    """(steps, losses) from a metrics.jsonl. A resumed run appends from its checkpoint's step on: a
+    step at or below the one before starts it, and what earlier runs logged from there on is theirs
+    (steps a killed run took past its checkpoint, or a rolled-back run's abandoned ones), dropped as
+    TensorBoard drops them by its purge step."""
     by_step: dict[int, float] = {}
+    last = 0
     if path.exists():
         for line in path.read_text().splitlines():
             row = json.loads(line)
+            step = int(row["step"])
+            if step <= last:  # a resume: the history goes on from here
+                by_step = {s: v for s, v in by_step.items() if s < step}
+            last = step
             if "loss" in row:
-                by_step[int(row["step"])] = float(row["loss"])
+                by_step[step] = float(row["loss"])
     steps = sorted(by_step)
     return steps, [by_step[s] for s in steps]
 
