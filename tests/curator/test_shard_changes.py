@@ -154,3 +154,16 @@ def test_the_ledger_is_read_in_bounded_memory_however_long_a_garbage_line_is(tmp
     finally:
         tracemalloc.stop()
     assert peak < 4 << 20  # not the 64 MiB line held at once
+
+
+def test_a_ledger_written_before_its_stamp_held_a_fingerprint_still_tells_a_recaptioned_clip(tmp_path):
+    from vfm_curator.pipelines.clip_table import read_clip_table
+    from vfm_curator.pipelines.shard_state import clip_stamp
+
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    lines = [json.dumps({"id": t.id, "stamp": clip_stamp(t)}) for t in read_clip_table(clips)]  # the first format
+    (shards / ".state" / "sharded.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "in" / "v1.txt").write_text("video 1, described better")
+    _curate(tmp_path / "in", clips, redo_changed=True)
+    assert vfm_curator.shard(clips, shards, SERIAL, **SHARD).changed_since == 2

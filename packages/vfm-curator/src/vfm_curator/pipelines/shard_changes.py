@@ -39,7 +39,7 @@ from vfm_curator.io.fingerprint import fingerprint
 from vfm_curator.io.paths import append_line, safe_join
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
 from vfm_curator.pipelines.shard_index import META
-from vfm_curator.pipelines.shard_state import STATE
+from vfm_curator.pipelines.shard_state import STATE, clip_stamp
 from vfm_curator.stages.shard_task import ShardTask
 from vfm_plugins.files import rename_into_place, temporary_file
 
@@ -64,6 +64,8 @@ def _row_digest(task: ShardTask) -> str:
 def _changed(kept: list, task: ShardTask) -> bool:
     """Whether ``task``'s clip differs from the one whose stamp is ``kept``: its row, else its file's
     size, else (a file touched or copied: another mtime) its bytes; a cheap stat when nothing moved."""
+    if len(kept) == 3:  # a line of the first ledger (0.1.0 pre-releases): its stamp held the clip's path
+        return kept != clip_stamp(task)
     size, mtime, digest, row = kept
     if row != _row_digest(task):
         return True
@@ -108,7 +110,7 @@ def sharded_stamps(out: Path) -> dict[str, list]:
         for line in _lines(fh):
             try:
                 entry = json.loads(line.decode("utf-8"))
-                if isinstance(entry["id"], str) and isinstance(entry["stamp"], list) and len(entry["stamp"]) == 4:
+                if isinstance(entry["id"], str) and isinstance(entry["stamp"], list) and len(entry["stamp"]) in (3, 4):
                     stamps[entry["id"]] = entry["stamp"]
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue
