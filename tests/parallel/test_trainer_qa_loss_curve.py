@@ -38,3 +38,31 @@ def test_a_rolled_back_run_s_history_drops_the_abandoned_steps_after_its_resume_
     steps, losses = read_history(tmp_path / "metrics.jsonl")
     assert steps == [1, 2, 3]
     assert losses == [first.losses[1], first.losses[2], rolled.losses[3]]
+
+
+def test_a_run_without_matplotlib_that_wants_the_loss_curve_stops_before_its_first_step(tmp_path):
+    """`pip install vfm-parallel` without the [train] extra: the loss curve, drawn after the last step,
+    ended a finished run with "ModuleNotFoundError: No module named 'matplotlib'"."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = f"""
+import json, sys
+sys.modules["matplotlib"] = None  # what `import matplotlib` meets where it is not installed
+from tests.parallel.trainer_helpers import run_config, tiny_config
+cfg = tiny_config({str(tmp_path)!r})
+cfg["logging"]["loss_curve"] = True
+try:
+    run_config(cfg)
+except ImportError as exc:
+    print(json.dumps(str(exc)))
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == (
+        "the loss curve (logging.loss_curve = true) needs matplotlib: `pip install 'vfm-parallel[train]'`, "
+        "or set logging.loss_curve = false")
+    assert not (tmp_path / "metrics.jsonl").exists()  # no step was taken

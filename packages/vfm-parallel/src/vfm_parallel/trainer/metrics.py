@@ -79,7 +79,8 @@ class TensorBoardSink:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("TensorBoard logging needs `pip install vfm-parallel[train]` (tensorboard)") from exc
+            raise ImportError("TensorBoard logging (logging.tensorboard = true) needs tensorboard: "
+                              "`pip install 'vfm-parallel[train]'`, or set logging.tensorboard = false") from exc
         self.writer = SummaryWriter(log_dir=str(folder), purge_step=purge_step)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -118,6 +119,16 @@ def smoothed(losses: list[float], window: int) -> list[float]:
         kept = [v for v in losses[max(0, i - window + 1) : i + 1] if math.isfinite(v)]
         out.append(sum(kept) / len(kept) if kept else float("nan"))
     return out
+
+
+def require_matplotlib() -> None:
+    """The loss curve is drawn after the last step: a missing matplotlib is said before the first
+    (it ended a finished run with ModuleNotFoundError)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("the loss curve (logging.loss_curve = true) needs matplotlib: "
+                          "`pip install 'vfm-parallel[train]'`, or set logging.loss_curve = false") from exc
 
 
 def plot_loss_curve(jsonl: Path, png: Path) -> Path:

@@ -162,6 +162,8 @@ class _Run:
         if self.rank != 0:
             return
         self.result.peak_tflops, self.result.peak_source = device_peak_tflops(self.device, self.cfg.logging.peak_tflops)
+        if self.cfg.logging.loss_curve:
+            metrics_mod.require_matplotlib()
         self.sinks = list(sinks) + [metrics_mod.JsonlSink(self.out_dir / "metrics.jsonl")]
         if self.cfg.logging.tensorboard:
             # a resume: the steps from start + 1 on that the run before logged are replaced
