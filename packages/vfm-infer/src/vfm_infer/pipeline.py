@@ -312,6 +312,11 @@ class VideoPipeline:
                 raise ValueError(f"the {self.meta['tokenizer']!r} tokenizer cannot take {f} frames at {h}x{w}: {exc}") from None
         if c_lat != cfg.in_channels:
             raise ValueError(f"the tokenizer gives {c_lat} latent channels but the model takes {cfg.in_channels}")
+        made = getattr(tok, "latent_channels", None)  # the recorded latent_shape alone would pass, and decode fail
+        if made is not None and made != cfg.in_channels:
+            raise ValueError(f"the export's tokenizer {self.meta['tokenizer']!r} {dict(self.meta.get('tokenizer_options') or {})} "
+                             f"gives {made} latent channels but the model takes {cfg.in_channels}: its tokenizer_options "
+                             "are not those of the model's training data")
         pt, ph, pw = cfg.patch
         if t_lat % pt or h_lat % ph or w_lat % pw:
             sc = tok.spatial_compression
