@@ -136,3 +136,46 @@ def test_no_symbolic_links_in_the_repository():
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     assert [f for f in files if (ROOT / f).is_symlink()] == []
+
+
+#: third-party modules a library needs without importing them itself, and why
+INDIRECT_NEEDS = {
+    # torch.distributed.checkpoint's HuggingFaceStorageWriter/Reader (vfm_parallel.checkpoint) import it:
+    # without it every checkpoint save failed ("No module named 'safetensors'")
+    "vfm-parallel": {"safetensors"},
+}
+
+
+def _imported_modules(src: Path) -> set[str]:
+    """Top-level names of every absolute import in ``src``, lazy ones inside functions included."""
+    import ast
+
+    names = set()
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("name", ["vfm-models", "vfm-parallel", "vfm-data", "vfm-infer"])
+def test_each_library_declares_every_third_party_module_it_imports(name):
+    """``pip install vfm-models vfm-parallel`` is a user's whole install: a module reached only through
+    another package's dependencies (or not at all) breaks when that package drops it."""
+    import importlib.metadata as md
+    import tomllib
+
+    package = ROOT / "packages" / name
+    project = tomllib.loads((package / "pyproject.toml").read_text())["project"]
+    canonical = lambda n: n.lower().replace("_", "-")  # noqa: E731
+    declared = {canonical(Requirement(r).name) for r in project["dependencies"]}
+    declared |= {canonical(Requirement(r).name) for reqs in project.get("optional-dependencies", {}).values()
+                 for r in reqs}
+    distributions = md.packages_distributions()
+    needed = {m for m in _imported_modules(package / "src") if m not in sys.stdlib_module_names}
+    needed -= {_module(package)}
+    missing = sorted(m for m in needed | INDIRECT_NEEDS.get(name, set())
+                     if not {canonical(d) for d in distributions.get(m, [m])} & declared)
+    assert not missing, f"{name} imports {missing} but its pyproject.toml declares none of them"
