@@ -231,3 +231,19 @@ def test_an_exception_on_one_rank_before_dcp_writes_fails_the_save_on_every_rank
     results = spawn(_save_whose_tensors_cannot_be_gathered_on_rank_1, 2, tmp_path, timeout=TIMEOUT_S)
     error = _assert_failed_together(results, tmp_path)
     assert "RuntimeError: EMA shadow weights are on another device" in error, error
+
+
+def test_a_save_failing_inside_torch_s_writer_for_another_reason_than_the_disk_does_not_blame_the_disk(tmp_path, monkeypatch):
+    """vfm-parallel without safetensors (before it was declared): DCP's writer raised ModuleNotFoundError,
+    and the error said "Free space or fix the folder's permissions"."""
+    import sys
+
+    ckpt.save(tmp_path, 1, model=_linear(1.0))
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # what an environment without it imports
+    monkeypatch.setitem(sys.modules, "safetensors.torch", None)
+    with pytest.raises(ckpt.CheckpointSaveError) as failed:
+        ckpt.save(tmp_path, 2, model=_linear(2.0))
+    error = str(failed.value)
+    assert "failed (ModuleNotFoundError: import of safetensors.torch halted" in error, error
+    assert "Free space" not in error and "Fix its cause (that rank's traceback shows where it was raised)" in error, error
+    assert sorted(os.listdir(tmp_path)) == ["step_00000001"]

@@ -219,6 +219,7 @@ def save(
 
 
 _FREE_SPACE = "Free space or fix the folder's permissions"
+_FIX_CAUSE = "Fix its cause (that rank's traceback shows where it was raised)"
 
 
 def _phase(final: Path, write=None) -> None:
@@ -256,9 +257,11 @@ def _describe(exc: BaseException) -> tuple[int, str, str] | tuple[int, str, str,
     if isinstance(exc, CheckpointException):  # DCP's writer, raised on every rank: the failed ranks' own errors inside
         failed = [(rank, pair[0] if isinstance(pair, tuple) else pair) for rank, pair in exc.failures.items()]
         rank, first = next(((r, e) for r, e in failed if isinstance(e, OSError)), failed[0] if failed else (_rank(), exc))
-        return rank, f"{type(first).__name__}: {first}".splitlines()[0], _FREE_SPACE
+        # the disk only for the disk's errors: a missing module there was "Free space or fix the permissions"
+        return rank, f"{type(first).__name__}: {first}".splitlines()[0], (
+            _FREE_SPACE if isinstance(first, OSError) else _FIX_CAUSE)
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return _rank(), f"{type(exc).__name__}: {first}", "Fix its cause (that rank's traceback shows where it was raised)"
+    return _rank(), f"{type(exc).__name__}: {first}", _FIX_CAUSE
 
 
 def _agree(final: Path, failure: tuple | None, cause: BaseException | None = None) -> None:
