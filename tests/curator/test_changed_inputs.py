@@ -144,3 +144,13 @@ def test_redo_changed_deletes_no_clip_file_of_another_video_that_a_crafted_recor
     make_video(tmp_path / "in" / "a.mp4", [36, 36], seed=7)
     assert vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True).redone == 1
     assert (out / "clips" / f"{b_clip}.mp4").is_file() and (out / "thumbs" / f"{b_clip}.jpg").is_file()
+
+
+def test_a_json_sidecar_nested_too_deep_for_json_is_no_caption_not_a_run_ending_traceback(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    (tmp_path / "in" / "a.json").write_text("[" * 100_000)  # read by the plan of every run since inputs are kept
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert (first.processed, first.failures, first.uncaptioned) == (2, 0, 3)
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL).changed_inputs == {}

@@ -31,7 +31,7 @@ def sidecar_caption(source: str) -> str | None:
         if candidate.is_file():
             try:
                 value = json.loads(candidate.read_text(encoding="utf-8")).get("caption")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):  # not a JSON object: no caption of its own
                 continue
             if isinstance(value, str) and value.strip():
                 return value.strip()
