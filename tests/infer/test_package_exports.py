@@ -52,7 +52,7 @@ assert not unlisted, f"help({sys.argv[1]}) does not show {unlisted}"
 """
 
 
-@pytest.mark.parametrize("package", ["vfm_models", "vfm_parallel", "vfm_infer", "vfm_data"])
+@pytest.mark.parametrize("package", ["vfm_models", "vfm_parallel", "vfm_infer", "vfm_data", "vfm_curator"])
 def test_dir_and_help_of_each_library_show_its_lazily_exported_names(package):
     """``help(vfm_parallel)`` listed only ``__getattr__``: the names resolved on first access were missing
     from ``dir()``, so help and tab completion did not show ``ParallelDims`` or ``parallelize``."""

@@ -34,3 +34,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(sharding, name)
     raise AttributeError(f"module 'vfm_curator' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # the lazy names too, so that help() and tab completion show them
+    return sorted({*globals(), *__all__})
