@@ -154,3 +154,13 @@ def test_a_json_sidecar_nested_too_deep_for_json_is_no_caption_not_a_run_ending_
     first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
     assert (first.processed, first.failures, first.uncaptioned) == (2, 0, 3)
     assert vfm_curator.curate(tmp_path / "in", out, SERIAL).changed_inputs == {}
+
+
+def test_a_video_whose_sidecar_name_the_filesystem_refuses_is_clipped(tmp_path):
+    """A video named with 251 characters: its sidecar name ``<video>.mp4.txt`` is past NAME_MAX (255),
+    so looking for it raised ENAMETOOLONG: the plan (which reads sidecars) ended the whole run."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    os.rename(tmp_path / "in" / "b.mp4", tmp_path / "in" / f"{'v' * 251}.mp4")
+    summary = vfm_curator.curate(tmp_path / "in", tmp_path / "out", SERIAL)
+    assert (summary.processed, summary.failures) == (2, 0)

@@ -139,8 +139,15 @@ def _input_of(source: Source) -> dict:
 
 
 def _caption_of(source: Source) -> str | None:
-    """The caption the caption stage attaches from the input (manifest, else sidecar file)."""
-    return source.caption if source.caption is not None else sidecar_caption(source.path)
+    """The caption the caption stage attaches from the input (manifest, else sidecar file); None
+    also for a sidecar that cannot be read (the caption stage fails that video, naming why: the
+    plan does not end the run for it)."""
+    if source.caption is not None:
+        return source.caption
+    try:
+        return sidecar_caption(source.path)
+    except OSError:
+        return None
 
 
 def _changed_input(record: dict | None, source: Source) -> str | None:

@@ -23,12 +23,12 @@ def sidecar_caption(source: str) -> str | None:
     """``<video>.txt`` (the whole text) or ``<video>.json`` (its ``"caption"``) next to the video."""
     path = Path(source)
     for candidate in (path.with_suffix(".txt"), Path(f"{source}.txt")):
-        if candidate.is_file():
+        if _is_file(candidate):
             text = candidate.read_text(encoding="utf-8", errors="replace").strip()
             if text:
                 return text
     for candidate in (path.with_suffix(".json"), Path(f"{source}.json")):
-        if candidate.is_file():
+        if _is_file(candidate):
             try:
                 value = json.loads(candidate.read_text(encoding="utf-8")).get("caption")
             except (ValueError, AttributeError, RecursionError):  # not a JSON object: no caption of its own
@@ -36,6 +36,15 @@ def sidecar_caption(source: str) -> str | None:
             if isinstance(value, str) and value.strip():
                 return value.strip()
     return None
+
+
+def _is_file(path: Path) -> bool:
+    """Whether a sidecar is there; a name the filesystem cannot hold (``<video>.mp4.txt`` past 255
+    bytes: ENAMETOOLONG) names no sidecar rather than failing its video."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 class CaptionStage(Stage):
