@@ -164,3 +164,21 @@ def test_a_video_whose_sidecar_name_the_filesystem_refuses_is_clipped(tmp_path):
     os.rename(tmp_path / "in" / "b.mp4", tmp_path / "in" / f"{'v' * 251}.mp4")
     summary = vfm_curator.curate(tmp_path / "in", tmp_path / "out", SERIAL)
     assert (summary.processed, summary.failures) == (2, 0)
+
+
+def test_redo_changed_never_deletes_the_file_a_link_planted_at_an_old_clips_name_points_to(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    table = pq.read_table(out / "clips.parquet").to_pylist()
+    b_clip = next(r["id"] for r in table if r["source"].endswith("b.mp4"))
+    outside = tmp_path / "outside.mp4"
+    outside.write_bytes(b"not the folder's")
+    a_clips = [r["id"] for r in table if r["source"].endswith("a.mp4")]
+    for old, target in zip(a_clips, (f"{b_clip}.mp4", str(outside))):  # a folder from elsewhere: clips are links
+        (out / "clips" / f"{old}.mp4").unlink()
+        (out / "clips" / f"{old}.mp4").symlink_to(target)
+    make_video(tmp_path / "in" / "a.mp4", [36, 36], seed=7)  # cut elsewhere: a's old clips are dropped
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True).redone == 1
+    assert (out / "clips" / f"{b_clip}.mp4").is_file() and outside.read_bytes() == b"not the folder's"

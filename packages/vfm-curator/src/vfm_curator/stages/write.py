@@ -87,13 +87,14 @@ class WriteStage(Stage):
     def _drop_replaced(self, before: set[str], task: VideoTask) -> None:
         """Delete the files of the clips an earlier clipping of this video had and this one has not
         (a replaced file cut elsewhere): the table no longer lists them. Ids are the source and span,
-        so a clip cut the same again was just overwritten in place."""
+        so a clip cut the same again was just overwritten in place. The names are not resolved: a
+        link planted at one (a folder from elsewhere) is left alone, never the file it points to."""
         kept = {c.id for c in task.clips if c.rejected is None and c.encoded} if task.failure is None else set()
         shown = {c.id for c in task.clips}  # filtered clips keep their thumbnails (the report shows them)
         for clip_id in sorted(before - kept):
-            remove_leftover(safe_join(self.opt["out"], f"clips/{clip_id}.mp4"))
+            remove_leftover(safe_join(self.opt["out"], "clips") / f"{clip_id}.mp4")
             if clip_id not in shown:
-                remove_leftover(safe_join(self.opt["out"], f"thumbs/{clip_id}.jpg"))
+                remove_leftover(safe_join(self.opt["out"], "thumbs") / f"{clip_id}.jpg")
 
     def _record(self, task: VideoTask) -> None:
         kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
