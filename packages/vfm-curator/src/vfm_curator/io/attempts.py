@@ -35,13 +35,14 @@ from typing import Iterator
 
 from vfm_plugins.files import remove_leftover
 
-from vfm_curator.io.paths import safe_join
+from vfm_curator.io.paths import open_if_file, open_replacing_link, safe_join
 from vfm_curator.io.state import STATE
 
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 #: How long the driver waits for a cancelled call's write in progress before it moves on.
 SETTLE_WAIT_S = 60.0
 log = logging.getLogger("vfm_curator.attempts")
+_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def fences(out: str | Path) -> Path:
@@ -56,8 +57,6 @@ def fence_path(out: str | Path, vid: str) -> Path:
         raise ValueError(f"video id {vid!r} cannot name a fence; accepted: letters, digits, '_' and '-'")
     return fences(out) / vid
 
-
-_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def clear(out: str | Path) -> None:
@@ -86,14 +85,7 @@ def open_fence(out: str | Path, vid: str) -> str:
     token = secrets.token_hex(16)
     path = fence_path(out, vid)
     _real_folder(path.parent)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:  # ELOOP: O_NOFOLLOW met a link
-            raise
-        path.unlink()
-        fd = os.open(path, flags, 0o644)
+    fd = open_replacing_link(path, os.O_RDWR, 0o644)
     try:
         _lock(fd)
         os.ftruncate(fd, 0)
@@ -111,16 +103,11 @@ def commit_window(out: str | Path, vid: str, token: str | None) -> Iterator[bool
     if token is None:
         yield True
         return
-    try:
-        fd = os.open(fence_path(out, vid), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):  # settled: the driver is done with this video
+    # none: settled (the driver is done with this video), or a link planted there (no driver's fence)
+    fd = open_if_file(fence_path(out, vid), os.O_RDONLY)
+    if fd is None:
         yield False
         return
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a link planted at the fence's name is no driver's fence
-            yield False
-            return
-        raise
     try:
         _lock(fd)
         # a fence removed after we opened it (the driver settled the video) reads as closed
@@ -134,15 +121,10 @@ def settle(out: str | Path, vid: str) -> Iterator[None]:
     """The driver takes ``vid``'s task back: wait for any write of it in progress, close its fence
     (no attempt of it can write after this), and run the block under the video's lock."""
     path = fence_path(out, vid)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
+    # none: no fence, or a link planted there since it was opened (no attempt's fence: commit_window says so)
+    fd = open_if_file(path, os.O_RDWR)
+    if fd is None:
         yield
-        return
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        yield  # a link planted there since the fence was opened: no attempt's fence (commit_window says so)
         return
     try:
         if not _lock(fd, wait_s=SETTLE_WAIT_S):

@@ -40,16 +40,36 @@ def append_line(path: Path, line: str) -> None:
     ``path`` (an output folder from elsewhere holding ``balancer.jsonl -> ~/.bashrc``) is removed and
     a new file made there, its target untouched: a log is appended to in place, so it cannot be
     renamed over the link the way :func:`atomic_write` does, and a link there holds none of its lines."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    fd = open_replacing_link(path, os.O_WRONLY | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def open_replacing_link(path: Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` of the file at ``path``, made if missing; a symbolic link there is removed and a
+    new file made in its place, its target neither opened nor touched (a file the folder keeps
+    open in place, a log or a lock, cannot be renamed over a link the way :func:`atomic_write` is)."""
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o666)
+        return os.open(path, flags, mode)
     except OSError as exc:
         if exc.errno != errno.ELOOP:  # ELOOP: O_NOFOLLOW met a link
             raise
         os.unlink(path)
-        fd = os.open(path, flags, 0o666)
-    with os.fdopen(fd, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+        return os.open(path, flags, mode)
+
+
+def open_if_file(path: Path, flags: int) -> int | None:
+    """``os.open`` of the file at ``path``, or None when there is none: missing (its folder too), or
+    a symbolic link, which is no file the folder made (never followed)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
 
 
 def atomic_rename(src: Path, path: Path) -> None:

@@ -24,7 +24,6 @@ A bucket's energon index is deleted once a shard of it is rewritten, and built a
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -36,7 +35,7 @@ from typing import Iterable, Iterator
 
 from vfm_curator.failures import input_stamp
 from vfm_curator.io.fingerprint import fingerprint
-from vfm_curator.io.paths import append_line, safe_join
+from vfm_curator.io.paths import append_line, open_if_file, safe_join
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
 from vfm_curator.pipelines.shard_index import META
 from vfm_curator.pipelines.shard_state import STATE, clip_stamp
@@ -98,14 +97,9 @@ def sharded_stamps(out: Path) -> dict[str, list]:
     stamp (cut by a kill, or garbage: not UTF-8, too long, nested past what json parses) is
     skipped; read line by line through ``O_NOFOLLOW`` (a link there is no ledger)."""
     stamps: dict[str, list] = {}
-    try:
-        fd = os.open(ledger_path(out), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = open_if_file(ledger_path(out), os.O_RDONLY)
+    if fd is None:
         return stamps
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return stamps
-        raise
     with open(fd, "rb") as fh:
         for line in _lines(fh):
             try:

@@ -35,6 +35,10 @@ class FailureReport:
         return max(self.failure_kinds.items(), key=lambda kv: kv[1]["count"])
 
 
+#: What to do about finished videos a re-run skipped although their options or inputs changed.
+REDO_ADVICE = "re-run with --redo-changed (their clips are replaced) or curate into a new output folder"
+
+
 @dataclass
 class Summary(FailureReport):
     """What a run did. ``*_total`` fields describe the whole output folder (all runs)."""
@@ -116,7 +120,7 @@ class Summary(FailureReport):
         stages = ", ".join(sorted(self.other_options))
         return (f"{n} video{'s' if n != 1 else ''} finished before with other options (changed from stage {stages} on) "
                 f"{'were' if n != 1 else 'was'} skipped and kept{' as they were' if n != 1 else ' as it was'}; to apply "
-                f"the new options, re-run with --redo-changed (their clips are replaced) or curate into a new output folder")
+                f"the new options, {REDO_ADVICE}")
 
     def changed_inputs_line(self) -> str | None:
         """One line when finished videos were skipped although their file or caption changed since."""
@@ -126,7 +130,7 @@ class Summary(FailureReport):
         what = ", ".join(f"{k} {'replaced' if k == 'file' else 'changed'} {v}" for k, v in sorted(self.changed_inputs.items()))
         return (f"{n} finished video{'s' if n != 1 else ''} changed since {'they were' if n != 1 else 'it was'} clipped "
                 f"({what}) {'were' if n != 1 else 'was'} skipped and kept as clipped; to clip the new versions, "
-                f"re-run with --redo-changed (their clips are replaced) or curate into a new output folder")
+                f"{REDO_ADVICE}")
 
     def copies_line(self) -> str | None:
         """One line when inputs were not clipped because they are finished videos at another path."""
