@@ -99,14 +99,16 @@ def test_a_folder_that_is_not_an_export_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA")
-def test_a_training_checkpoint_given_as_the_export_points_to_the_run_s_export(tmp_path):
+def test_a_training_run_given_as_the_export_points_to_the_run_s_export(tmp_path):
     # vfm train writes <out>/checkpoints/step_N (resumable state) beside <out>/export (for inference)
     export = make_export(tmp_path / "run" / "export")
     checkpoint = tmp_path / "run" / "checkpoints" / "step_00000060"
     checkpoint.mkdir(parents=True)
-    for given in (checkpoint, tmp_path / "run"):
-        result = invoke("--checkpoint", given, "--prompt", "1", "-o", tmp_path / "out")
-        assert result.exit_code == 1 and f"its inference export is {export}" in result.output
+    result = invoke("--checkpoint", tmp_path / "run", "--prompt", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 1 and f"its inference export is {export}" in result.output
+    # a checkpoint is taken (tests/cli/test_export_checkpoint.py), whole or refused: this one never committed
+    result = invoke("--checkpoint", checkpoint, "--prompt", "1", "-o", tmp_path / "out")
+    assert result.exit_code == 1 and f"{checkpoint} is not a committed checkpoint (no manifest.json" in result.output
 
 
 def test_videos_left_by_an_earlier_run_in_the_folder_are_named(tmp_path):

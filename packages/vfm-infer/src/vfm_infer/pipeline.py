@@ -169,6 +169,16 @@ def _export_hint(folder: Path) -> str:
     for candidate in (folder / "export", folder.parent.parent / "export", folder.parent / "export"):
         if not _missing_files(candidate):
             return f"; this looks like a training run: its inference export is {candidate}"
+    from vfm_parallel.checkpoint_folders import latest
+
+    for root in (folder / "checkpoints", folder):
+        try:
+            newest = latest(root)
+        except OSError:
+            continue
+        if newest is not None:  # a run stopped before train.steps has checkpoints, no export
+            return (f"; this looks like a training run without an export: its newest checkpoint is {newest}, which "
+                    "--checkpoint takes (vfm export CHECKPOINT -o DIR writes its export)")
     return ""
 
 

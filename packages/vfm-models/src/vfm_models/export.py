@@ -39,6 +39,8 @@ OPTIONAL = (
     "null_condition",  # vfm_models.conditioning.describe: what condition dropout trained and guidance contrasts against
     "cond_dropout",  # the training's condition-dropout probability (0: the null was never trained)
     "guidance",  # the default classifier-free guidance scale (1 = off)
+    "source",  # {"step": N, "ema": bool} when written from a training checkpoint (vfm export CHECKPOINT): its step, and
+    # whether the weights are the EMA ones (true) or the model's own (a run without EMA)
 )
 
 
@@ -97,6 +99,14 @@ def check_finite(state: Mapping[str, torch.Tensor], where: str) -> None:
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise NonFiniteWeightsError(f"{where}: {len(bad)} of {len(state)} weight tensors hold inf or nan values ({shown}); "
                                     "the training diverged: use an earlier checkpoint or a lower learning rate")
+
+
+def plain_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` checked and as JSON-ready dicts and lists (its config dataclass as a dict): what
+    ``config.json`` holds, less ``vfm_models_version``. A training run records it in each checkpoint,
+    so that a checkpoint alone can be exported (``vfm export CHECKPOINT``)."""
+    _check_meta(meta, "export meta")
+    return _plain(dict(meta))
 
 
 def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> Path:

@@ -1,4 +1,5 @@
-"""``vfm export``: a training run's (or an export's) weights as a diffusers model folder or a vfm export."""
+"""``vfm export``: a training run's, one of its checkpoints' or an export's weights as a diffusers model folder
+or a vfm export."""
 
 from __future__ import annotations
 
@@ -17,18 +18,23 @@ def find_export(path: Path) -> Path:
     for folder in (path, path / "export"):
         if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
             return folder
-    raise FileNotFoundError(f"{path} is neither a vfm export (config.json + model.safetensors) nor a training run "
-                            "with one in export/ (a run writes it when it finishes its train.steps)")
+    from vfm_cli.checkpoint_export import run_checkpoints_hint
+
+    raise FileNotFoundError(f"{path} is neither a vfm export (config.json + model.safetensors), a training checkpoint "
+                            "(RUN/checkpoints/step_<N>) nor a training run with an export in export/ (a run writes it "
+                            f"when it finishes its train.steps){run_checkpoints_hint(path)}")
 
 
 def export(
-    src: Path = typer.Argument(..., help="A training run folder (train.out_dir, with export/) or a vfm export folder."),
+    src: Path = typer.Argument(..., help="A training run folder (train.out_dir, with export/), one of its checkpoints (RUN/checkpoints/step_<N>, from any layout: its EMA weights, else its model weights) or a vfm export folder."),
     fmt: str = typer.Option(..., "--format", help="diffusers (a model folder for <Class>.from_pretrained) or vfm (model.safetensors + config.json)."),
     out: Path = typer.Option(..., "-o", "--out", help="The folder to write."),
     adapter: Optional[str] = typer.Option(None, "--adapter", help="For --format diffusers: the adapter (default: the one that writes the export's family)."),
 ) -> None:
     """Export trained weights: as a diffusers model folder (DiT: DiTTransformer2DModel) or as a vfm
-    export. The weights are checked against the export's config first (names, shapes, finite values)."""
+    export. The weights are checked against the export's config first (names, shapes, finite values).
+    From a checkpoint (a run stopped early, or a step to compare): the checkpoint is checked whole
+    against its manifest, its tensors gathered from every rank's files in this process."""
     from vfm_cli.paths import folder_problem
 
 
@@ -49,7 +55,22 @@ def export(
     from vfm_models.export_paths import OPTION_SECTIONS, ExportPathError
     from vfm_plugins import UnknownNameError
 
+    from vfm_cli.checkpoint_export import CheckpointExportError, describe, export_checkpoint, looks_like_checkpoint
+    from vfm_parallel.checkpoint import CheckpointError
+
     try:
+        if looks_like_checkpoint(src):
+            if fmt == "vfm":  # the trainer's export, written whole from the checkpoint
+                made = export_checkpoint(src, out)
+                typer.echo(f"{fmt}: {out} ({describe(made, src)})")
+                return
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="vfm-export-") as tmp:
+                made = export_checkpoint(src, Path(tmp) / "export")
+                written = export_to_external(made.folder, out, adapter=adapter)
+            typer.echo(f"{fmt}: {written} ({describe(made, src)})")
+            return
         folder = find_export(src)
         if fmt == "diffusers":
             written = export_to_external(folder, out, adapter=adapter)
@@ -61,7 +82,7 @@ def export(
                 fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
             written = save_export(out, model, meta)
     except (FileNotFoundError, AdapterConfigError, AdapterKeyError, CheckpointMismatchError, NonFiniteWeightsError,
-            ExportPathError, UnknownNameError) as exc:
+            ExportPathError, UnknownNameError, CheckpointError, CheckpointExportError) as exc:
         fail(str(exc))
     typer.echo(f"{fmt}: {written}")
 

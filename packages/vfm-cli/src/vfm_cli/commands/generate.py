@@ -79,7 +79,7 @@ def read_prompts_file(path: Path) -> List[str]:
 
 def generate(
     ctx: typer.Context,
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json), or a diffusers model folder (converted in memory; see vfm convert)."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json), a training checkpoint (RUN/checkpoints/step_<N>, any layout: exported to a temporary folder first, its EMA weights when the run had EMA), or a diffusers model folder (converted in memory; see vfm convert)."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="One prompt (a class index for class-conditional models)."),
     prompts: Optional[Path] = typer.Option(None, "--prompts", help="A UTF-8 text file with one prompt per line (blank lines and lines starting with # are skipped)."),
     negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
@@ -103,7 +103,8 @@ def generate(
     trust_torchscript: bool = typer.Option(False, "--trust-torchscript", help="Let a TorchScript tokenizer (cosmos) load: it is code (default: refused; docs/security.md)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a diffusers model folder: the vfm tokenizer to decode with (an export names its own)."),
 ) -> None:
-    """Generate videos from an inference export; writes OUT/<i>.mp4 and OUT/<i>.png (a contact sheet)."""
+    """Generate videos from an inference export or a training checkpoint; writes OUT/<i>.mp4 and OUT/<i>.png
+    (a contact sheet)."""
     prompt_list = _read_prompts(prompt, prompts)
     size_hw = _parse_size(size)
     sampler_options = _parse_sampler_options(sampler_option)
@@ -156,6 +157,10 @@ def generate(
         from vfm_cli.commands.convert import external_pipeline
         from vfm_models.adapters.exports import is_external_folder
 
+        from vfm_cli.checkpoint_export import looks_like_checkpoint
+
+        if looks_like_checkpoint(checkpoint):
+            checkpoint = _exported_checkpoint(ctx, checkpoint)
         if is_external_folder(checkpoint):
             pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
         elif tokenizer is not None:
@@ -233,6 +238,23 @@ def generate(
     from vfm_parallel.process_group import leave_distributed
 
     leave_distributed(0)  # a torchrun rank ends there
+
+
+def _exported_checkpoint(ctx: typer.Context, checkpoint: Path) -> Path:
+    """The export of a training checkpoint, written to a temporary folder that is removed when the
+    command ends (each rank its own under torchrun: no collective before the pipeline's). The same
+    files as ``vfm export CHECKPOINT --format vfm -o DIR``, so the same seed gives the same video."""
+    import os
+    import tempfile
+
+    from vfm_cli.checkpoint_export import describe, export_checkpoint
+
+    folder = tempfile.TemporaryDirectory(prefix="vfm-generate-")
+    ctx.call_on_close(folder.cleanup)
+    made = export_checkpoint(checkpoint, Path(folder.name) / "export")
+    if int(os.environ.get("RANK", "0")) == 0:
+        typer.echo(f"generating from {describe(made, checkpoint)}", err=True)
+    return made.folder
 
 
 class _Signal:

@@ -69,6 +69,14 @@ def null_cond(cfg: TrainConfig, r: Resolved, device: torch.device | str = "cpu")
     return lambda cond, drop: with_null(cond, null, drop)
 
 
+def recorded_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, Any]:
+    """:func:`export_meta` as JSON, for every checkpoint's ``state.json`` (``vfm export CHECKPOINT``
+    writes the export from it, without the shards or the config the run was started with)."""
+    from vfm_models.export import plain_meta
+
+    return plain_meta(export_meta(cfg, r, formulation))
+
+
 def exporter(cfg: TrainConfig, r: Resolved, formulation: Any):
     """``export(folder, weights)``: the trained (EMA) weights in a fresh model, saved with :func:`export_meta`."""
     from vfm_models.export import save_export

@@ -61,6 +61,9 @@ class TrainParts:
     seq_len: int | None = None  # tokens per sample, for the layout check (tokens % cp)
     patch: tuple[int, int, int] | None = None  # (pt, ph, pw): needed to draw the noise per CP shard
     export: Callable[[Path, dict[str, torch.Tensor]], None] | None = None  # (folder, full weights)
+    #: the export's config.json (JSON: family, config, tokenizer, ...), recorded in every checkpoint's state.json
+    #: under "export", so that a checkpoint alone makes an export (``vfm export CHECKPOINT``), shards or not
+    export_meta: dict[str, Any] | None = None
     null_cond: batches_mod.NullCond | None = None  # condition dropout's substitute (None: unconditional)
 
 

@@ -40,7 +40,8 @@ def save_checkpoint(cfg: TrainConfig, root: Path, step: int, model, optimizer, e
     loader_state = parts.loader.state_dict()  # every rank: collective where the DP rank's peers share reads
     return ckpt.save(
         root, step, model=model, optimizer=optimizer, ema=ema,
-        state={"world_size": coords.world_size, "sizes": coords.sizes, "config": cfg.to_dict()},
+        state={"world_size": coords.world_size, "sizes": coords.sizes, "config": cfg.to_dict(),
+               **({"export": parts.export_meta} if parts.export_meta is not None else {})},
         # One file per DP rank: its TP/CP/PP peers read the same samples and would write the same file.
         rank_state={"loader": loader_state} if _first_of_dp_group(coords) else None,
         rank_key=coords.dp_rank, keep=cfg.checkpoint.keep,

@@ -1,0 +1,117 @@
+"""A training checkpoint (``RUN/checkpoints/step_<N>``, saved under any layout) as an inference export,
+the same files as the trainer's own: the full tensors are gathered in this one process (DCP reads every
+rank's chunks; no process group), the EMA weights when the run had EMA, else the model's.
+
+A checkpoint is data: it is checked whole first (every file against its manifest, its step, every
+tensor's chunks tiling it: :func:`vfm_parallel.checkpoint.verify`, as resuming does), nothing is
+unpickled, no file outside its folder is opened, and the model its ``state.json`` describes is built on
+the meta device and compared with the saved shapes before any memory is allocated for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+#: what a committed checkpoint folder holds (vfm_parallel.checkpoint)
+_MARKS = ("manifest.json", "state.json", "tensors")
+
+
+@dataclass(frozen=True)
+class CheckpointExport:
+    """What :func:`export_checkpoint` wrote: the export folder, the checkpoint's step, and whether the
+    weights are the EMA ones (else the model's own: the run had no EMA)."""
+
+    folder: Path
+    step: int
+    ema: bool
+
+    @property
+    def weights(self) -> str:
+        return "EMA weights" if self.ema else "model weights (the run had no EMA)"
+
+
+def looks_like_checkpoint(path: Path) -> bool:
+    """``path`` is a training checkpoint folder (or what is left of one), not an export or a run folder:
+    a ``step_<N>`` folder, or one holding a checkpoint's manifest, state or tensors and no export."""
+    from vfm_parallel.checkpoint_names import folder_step
+
+    if not path.is_dir() or (path / "model.safetensors").is_file():
+        return False
+    return folder_step(path) is not None or any((path / name).exists() for name in _MARKS)
+
+
+def run_checkpoints_hint(path: Path) -> str:
+    """For a training run folder (or its ``checkpoints/``): '; its newest checkpoint is ...', else ''."""
+    from vfm_parallel.checkpoint_folders import latest
+
+    for root in (path / "checkpoints", path):
+        try:
+            newest = latest(root)
+        except OSError:
+            newest = None
+        if newest is not None:
+            return f"; its newest checkpoint is {newest} (give that folder to use it)"
+    return ""
+
+
+class CheckpointExportError(ValueError):
+    """An intact checkpoint that cannot be exported (no export settings recorded, a model that does not
+    build from them); one line naming the checkpoint."""
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExport:
+    """Write the inference export of ``checkpoint`` to ``out`` (``model.safetensors`` + ``config.json``,
+    its ``source`` saying the step and which weights). Raises ``vfm_parallel.checkpoint.CheckpointError``
+    (damaged, not committed, tensors not fitting) or :class:`CheckpointExportError`, one line each."""
+    import warnings
+
+    import vfm_models
+    from vfm_models.checkpoint import CheckpointMismatchError
+    from vfm_models.export import check_build_fits, check_finite, save_export, _tuples
+    from vfm_parallel import checkpoint as ckpt
+    from vfm_parallel.checkpoint_integrity import saved_tensors
+    from vfm_parallel.trainer.ema import EMA
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    state = ckpt.verify(checkpoint)  # whole or refused, before anything in it is believed
+    step = state["step"]
+    meta = state.get("export")
+    if meta is None:
+        raise CheckpointExportError(
+            f"checkpoint {checkpoint} records no export settings (its state.json has no 'export': it was saved by an "
+            "earlier vfm); resume the run with this version (vfm train CONFIG) to save a checkpoint that has them")
+    if not (isinstance(meta, dict) and isinstance(meta.get("family"), str) and isinstance(meta.get("config"), dict)):
+        raise ckpt.DamagedCheckpointError(f"checkpoint {checkpoint} is damaged: state.json 'export' is not an object "
+                                          "with family (a name) and config (an object)")
+    saved = saved_tensors(checkpoint)
+    ema = any(name.startswith("ema.") for name in saved)
+    prefix = "ema." if ema else "model."
+    family = vfm_models.get_family(meta["family"])  # an unknown name lists the registered ones
+    try:
+        config = family.config(**_tuples(meta["config"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointExportError(f"checkpoint {checkpoint}: the model config in its state.json 'export' does not "
+                                    f"build family {meta['family']!r} ({type(exc).__name__}: {exc})") from None
+    shapes = {name[len(prefix):]: shape for name, (shape, _, _) in saved.items() if name.startswith(prefix)}
+    try:  # on the meta device: a config that does not fit the tensors allocates nothing
+        check_build_fits(lambda: family.build(config), shapes,
+                         f"checkpoint {checkpoint}: its {prefix[:-1]} tensors do not fit the model in its state.json")
+    except CheckpointMismatchError as exc:
+        raise ckpt.IncompatibleCheckpointError(" ".join(str(exc).split())) from None
+    model = family.build(config)
+    average = EMA(model, 0.0) if ema else None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        ckpt.load(checkpoint, model=model, ema=average, check_files=False)  # names, shapes, dtypes checked
+    if average is not None:
+        model.load_state_dict(average.state_dict(), strict=True)  # what the trainer exports: the EMA weights
+    result = CheckpointExport(out, step, ema)
+    check_finite(model.state_dict(), f"checkpoint {checkpoint} ({result.weights})")
+    save_export(out, model, {**meta, "source": {"step": step, "ema": ema}})
+    return result
+
+
+def describe(result: CheckpointExport, checkpoint: Path) -> str:
+    """One line for the user: which step and which weights the export holds."""
+    return f"step {result.step} of {checkpoint}: {result.weights}"
+
