@@ -87,3 +87,14 @@ def test_a_bucketed_blend_under_another_batch_size_is_refused_naming_it(small_da
     with pytest.raises(ValueError, match=r"cannot continue with blender_options changed; the bucketed blend's saved "
                                          r"position holds partly filled buckets of the saved batch size"):
         resumed.load_state_dict(state)
+
+
+def test_a_bucketed_blend_with_a_token_budget_continues_under_another_loader_batch_size(small_dataset):
+    # its buckets' batch sizes come from tokens_per_batch alone (the loader's batch_size is not used)
+    bucketed = dict(blender="bucketed", blender_options={"durations": [1], "tokens_per_batch": 64}, max_seq_len=None,
+                    packing_buffer=None)
+    state = _state(small_dataset, **bucketed)
+    resumed = make_loader(small_dataset, **{**OPTIONS, **bucketed, "batch_size": 4})
+    with pytest.warns(UserWarning, match=r"saved with other settings \(batch_size=2 there, 4 here\): loading continues"):
+        resumed.load_state_dict(state)
+    assert next(resumed).keys

@@ -61,11 +61,12 @@ MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many s
 def _bucket_sizes(settings: dict[str, Any]) -> tuple | None:
     """What sizes a bucketed blend's batches (its batch_size or tokens_per_batch), None for other
     blenders: energon's group batching keeps partly filled buckets in the saved position and asserts
-    that a bucket's batch size never changes, so only the same sizes continue it."""
+    that a bucket's batch size never changes, so only the same sizes continue it. The loader's own
+    batch_size is not one of them: the buckets set theirs (vfm_data.stream)."""
     if settings.get("blender") != "bucketed":
         return None
     options = settings.get("blender_options") or {}
-    return options.get("batch_size", settings.get("batch_size")), options.get("tokens_per_batch")
+    return options.get("batch_size"), options.get("tokens_per_batch")
 
 
 def _next_of(stream: Stream, with_state: bool = True) -> tuple[Any, Any, tuple]:
