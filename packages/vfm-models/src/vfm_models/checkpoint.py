@@ -39,16 +39,20 @@ def save_state_dict(path: str | PathLike, state: Mapping[str, torch.Tensor], met
     try:
         save_file(tensors, str(path), metadata=dict(metadata or {}))
     except SafetensorError as exc:
-        raise _as_os_error(exc, path) from exc
+        refused = _os_error_of(exc, path)
+        if refused is None:
+            raise
+        raise refused from exc
     return path
 
 
-def _as_os_error(exc: Exception, path: Path) -> Exception:
+def _os_error_of(exc: Exception, path: Path) -> OSError | None:
     """safetensors reports a failed write (a full disk) as ``SafetensorError('... I/O error: ... (os
-    error 28)')``: as the :class:`OSError` it is, so callers that handle disk errors handle it too."""
+    error 28)')``: the :class:`OSError` it is, so callers that handle disk errors handle it too (None
+    for its other errors)."""
     found = re.search(r"os error (\d+)\)", str(exc))
     if found is None:
-        return exc
+        return None
     code = int(found.group(1))
     return OSError(code, os.strerror(code), str(path))
 
