@@ -1,13 +1,20 @@
-"""The loss curve of a run with a skipped non-finite step: the smoothed curve goes on around it (a
-trailing mean over the finite losses) instead of vanishing for a whole window."""
+"""The loss curve: the smoothed curve goes on around a skipped non-finite step (a trailing mean over
+the finite losses) instead of vanishing for a whole window; a rolled-back run's history is its own;
+a missing matplotlib is said before the first step."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from vfm_parallel.trainer.metrics import smoothed
+from tests.parallel.trainer_helpers import one_thread, run_config, tiny_config  # noqa: F401 (autouse: one CPU thread per test)
+from vfm_parallel.trainer.metrics import read_history, smoothed
 
 
 def test_the_smoothed_loss_skips_a_nan_step_instead_of_blanking_the_window():
@@ -16,16 +23,10 @@ def test_the_smoothed_loss_skips_a_nan_step_instead_of_blanking_the_window():
     assert math.isnan(smoothed([float("nan")], 2)[0])  # nothing finite to average
 
 
-
 def test_a_rolled_back_run_s_history_drops_the_abandoned_steps_after_its_resume_point(tmp_path):
     """Rollback (docs/parallel.md): resume from step 2 with the newer checkpoints moved out, stop at 3.
     metrics.jsonl keeps the abandoned run's steps 3-6; the loss curve (and TensorBoard, by its purge
     step) shows the resumed run from step 3 on, not steps 4-6 of the run it replaced."""
-    import shutil
-
-    from tests.parallel.trainer_helpers import one_thread, run_config, tiny_config  # noqa: F401 (fixture)
-    from vfm_parallel.trainer.metrics import read_history
-
     cfg = tiny_config(tmp_path, checkpoint={"interval": 2, "keep": 5, "export": False})
     first = run_config(cfg)
     (tmp_path / "abandoned").mkdir()
@@ -43,11 +44,6 @@ def test_a_rolled_back_run_s_history_drops_the_abandoned_steps_after_its_resume_
 def test_a_run_without_matplotlib_that_wants_the_loss_curve_stops_before_its_first_step(tmp_path):
     """`pip install vfm-parallel` without the [train] extra: the loss curve, drawn after the last step,
     ended a finished run with "ModuleNotFoundError: No module named 'matplotlib'"."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[2]
     script = f"""
 import json, sys
