@@ -92,6 +92,18 @@ def test_samples_of_clips_the_table_no_longer_lists_are_taken_out_with_redo_chan
     assert redo.samples == 2 * len(table)
 
 
+def test_clips_of_another_curated_folder_sharded_into_the_same_folder_are_not_taken_for_removed(tmp_path):
+    clips, shards = _folder(tmp_path)
+    make_video(tmp_path / "in2" / "w.mp4", [24, 24], width=48, height=32, seed=5)
+    (tmp_path / "in2" / "w.txt").write_text("another folder's video")
+    _curate(tmp_path / "in2", tmp_path / "clips2")
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    first = _samples(shards)
+    second = vfm_curator.shard(tmp_path / "clips2", shards, SERIAL, redo_changed=True, **SHARD)
+    assert (second.removed_since, second.samples_dropped, second.written) == (0, 0, 2)
+    assert set(first) < set(_samples(shards))  # the first folder's samples are all still there
+
+
 def test_garbage_lines_in_the_ledger_are_skipped_also_one_nested_too_deep_for_json(tmp_path):
     clips, shards = _folder(tmp_path)
     vfm_curator.shard(clips, shards, SERIAL, **SHARD)

@@ -89,26 +89,32 @@ def note_sharded(out: Path, task: ShardTask) -> None:
     new ledger, its target untouched (:func:`vfm_curator.io.paths.append_line`)."""
     path = ledger_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    append_line(path, json.dumps({"id": task.id, "stamp": ledger_stamp(task)}))
+    append_line(path, json.dumps({"id": task.id, "stamp": ledger_stamp(task), "source": task.source}))
 
 
 def sharded_stamps(out: Path) -> dict[str, list]:
-    """clip id -> its stamp when last sharded (later lines win). A line that is not an id and a
-    stamp (cut by a kill, or garbage: not UTF-8, too long, nested past what json parses) is
-    skipped; read line by line through ``O_NOFOLLOW`` (a link there is no ledger)."""
-    stamps: dict[str, list] = {}
+    """clip id -> its stamp when last sharded (later lines win)."""
+    return {clip: entry["stamp"] for clip, entry in _ledger(out).items()}
+
+
+def _ledger(out: Path) -> dict[str, dict]:
+    """clip id -> its last ledger line (``stamp``, and ``source`` in lines written since it was
+    kept). A line that is not an id and a stamp (cut by a kill, or garbage: not UTF-8, too long,
+    nested past what json parses) is skipped; read line by line through ``O_NOFOLLOW`` (a link
+    there is no ledger)."""
+    entries: dict[str, dict] = {}
     fd = open_if_file(ledger_path(out), os.O_RDONLY)
     if fd is None:
-        return stamps
+        return entries
     with open(fd, "rb") as fh:
         for line in _lines(fh):
             try:
                 entry = json.loads(line.decode("utf-8"))
                 if isinstance(entry["id"], str) and isinstance(entry["stamp"], list) and len(entry["stamp"]) in (3, 4):
-                    stamps[entry["id"]] = entry["stamp"]
+                    entries[entry["id"]] = entry
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue
-    return stamps
+    return entries
 
 
 def _lines(fh) -> Iterator[bytes]:
@@ -130,11 +136,16 @@ def clip_of(key: str) -> str:
 
 def changed_and_removed(out: Path, tasks: Iterable[ShardTask], done: set[str]) -> tuple[set[str], set[str]]:
     """(ids of the table's clips in finished shards that changed since, ids of sharded clips the
-    table no longer lists)."""
-    stamps = sharded_stamps(out)
+    table no longer lists although it still holds clips of their video: re-cut, deduplicated or
+    dropped). A sharded clip of a video the table has no clip of is another clip table's (several
+    curated folders may be sharded into one folder), and one without a recorded video is unknown:
+    neither counts as removed."""
+    ledger = _ledger(out)
     table = {t.id: t for t in tasks}
-    changed = {i for i, t in table.items() if i in done and i in stamps and _changed(stamps[i], t)}
-    removed = {clip_of(key) for key in done} - set(table)
+    changed = {i for i, t in table.items() if i in done and i in ledger and _changed(ledger[i]["stamp"], t)}
+    sources = {t.source for t in tasks}
+    removed = {clip for clip in {clip_of(key) for key in done} - set(table)
+               if clip in ledger and ledger[clip].get("source") in sources}
     return changed, removed
 
 
