@@ -118,3 +118,11 @@ def test_validate_names_a_blender_missing_a_required_option_once(tmp_path):
     assert missing.exit_code == 1
     assert "needs the option schedule, not given" in missing.output
     assert missing.output.count("blender 'scheduled'") == 1, missing.output
+
+
+def test_a_token_budget_in_blender_options_replaces_the_micro_batch_of_the_default_bucketed_blender(shards, tmp_path):  # noqa: F811
+    """data.blender_options = {tokens_per_batch = N} with the default blender got micro_batch as well:
+    'give exactly one of tokens_per_batch or batch_size'."""
+    root, _ = shards
+    cfg = shard_config(tmp_path / "run", root / "blend.yaml", data={"blender_options": {"tokens_per_batch": 64}})
+    assert len(_keys(cfg, steps=3)) >= 3

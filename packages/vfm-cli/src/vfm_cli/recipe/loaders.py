@@ -63,10 +63,11 @@ class ShardBatches:
 def blender_of(d: Any) -> tuple[str, dict[str, Any]]:
     """The blender of the config's ``data`` section and its options: ``data.blender`` (default:
     weighted with packing, else bucketed), ``data.blender_options`` (bucketed: ``data.micro_batch``
-    samples per batch unless given; the durations are the shards', added by :func:`shard_loader`)."""
+    samples per batch unless it or a token budget is given; the durations are the shards', added
+    by :func:`shard_loader`)."""
     name = d.blender or ("weighted" if d.packing else "bucketed")
     options = dict(d.blender_options)
-    if name == "bucketed":
+    if name == "bucketed" and "tokens_per_batch" not in options:  # the blender takes one of the two
         options = {"batch_size": d.micro_batch, **options}
     return name, options
 
