@@ -249,3 +249,23 @@ def test_a_checkpoint_whose_recorded_model_does_not_fit_its_tensors_is_refused_b
     write_manifest(checkpoint, STEPS)
     line = _one_error(_export(checkpoint, tmp_path / "exp"))
     assert line.startswith(f"error: checkpoint {checkpoint}: its ema tensors do not fit the model in its state.json"), line
+
+
+@pytest.mark.parametrize("key, value", [("guidance", float("nan")), ("latent_shape", "x"),
+                                        ("formulation_options", {"sigma_data": float("inf")})],
+                         ids=["nan-guidance", "latent-shape-not-a-shape", "inf-option"])
+def test_a_checkpoint_whose_recorded_export_settings_are_invalid_is_refused_in_one_line(one_process_run, tmp_path, key, value):
+    # state.json is parsed as Python parses JSON (NaN and Infinity pass): its export settings are checked as an
+    # export's config.json is, before its weights are read, and nothing is written
+    from vfm_parallel.checkpoint_integrity import write_manifest
+
+    checkpoint = _copy(_step_dir(one_process_run), tmp_path)
+    state = json.loads((checkpoint / "state.json").read_text())
+    state["export"][key] = value
+    (checkpoint / "state.json").write_text(json.dumps(state))
+    write_manifest(checkpoint, STEPS)
+    for result in (_export(checkpoint, tmp_path / "exp"), _generate(checkpoint, tmp_path / "videos")):
+        line = _one_error(result)
+        assert line.startswith(f"error: checkpoint {checkpoint} is damaged: state.json 'export': "), line
+        assert key in line, line
+    assert not (tmp_path / "exp").exists() and not list((tmp_path / "videos").glob("*.mp4"))

@@ -10,8 +10,11 @@ the meta device and compared with the saved shapes before any memory is allocate
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
 #: what a committed checkpoint folder holds (vfm_parallel.checkpoint)
 _MARKS = ("manifest.json", "state.json", "tensors")
 
@@ -75,14 +78,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExpo
     checkpoint, out = Path(checkpoint), Path(out)
     state = ckpt.verify(checkpoint)  # whole or refused, before anything in it is believed
     step = state["step"]
-    meta = state.get("export")
-    if meta is None:
-        raise CheckpointExportError(
-            f"checkpoint {checkpoint} records no export settings (its state.json has no 'export': it was saved by an "
-            "earlier vfm); resume the run with this version (vfm train CONFIG) to save a checkpoint that has them")
-    if not (isinstance(meta, dict) and isinstance(meta.get("family"), str) and isinstance(meta.get("config"), dict)):
-        raise ckpt.DamagedCheckpointError(f"checkpoint {checkpoint} is damaged: state.json 'export' is not an object "
-                                          "with family (a name) and config (an object)")
+    meta = _recorded_meta(checkpoint, state)
     saved = saved_tensors(checkpoint)
     ema = any(name.startswith("ema.") for name in saved)
     prefix = "ema." if ema else "model."
@@ -109,6 +105,43 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExpo
     check_finite(model.state_dict(), f"checkpoint {checkpoint} ({result.weights})")
     save_export(out, model, {**meta, "source": {"step": step, "ema": ema}})
     return result
+
+
+def _recorded_meta(checkpoint: Path, state: dict) -> dict:
+    """The export settings ``state.json`` records, checked as an export's ``config.json`` is, before any
+    weight is read (state.json is parsed as Python parses JSON, which takes NaN and Infinity: an export
+    written with them would be refused only when loaded)."""
+    from vfm_models.export import _check_meta
+    from vfm_parallel.checkpoint import DamagedCheckpointError
+
+    meta = state.get("export")
+    if meta is None:
+        raise CheckpointExportError(
+            f"checkpoint {checkpoint} records no export settings (its state.json has no 'export': it was saved by an "
+            "earlier vfm); resume the run with this version (vfm train CONFIG) to save a checkpoint that has them")
+    damaged = f"checkpoint {checkpoint} is damaged: state.json 'export'"
+    if not (isinstance(meta, dict) and isinstance(meta.get("family"), str) and isinstance(meta.get("config"), dict)):
+        raise DamagedCheckpointError(f"{damaged} is not an object with family (a name) and config (an object)")
+    bad = _non_finite(meta)
+    if bad is not None:
+        raise DamagedCheckpointError(f"{damaged}: {bad[0]} is {bad[1]!r}, not a finite number; accepted: finite numbers")
+    try:
+        _check_meta(meta, damaged)
+    except ValueError as exc:
+        raise DamagedCheckpointError(str(exc)) from None
+    return meta
+
+
+def _non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
+    """(dotted key, value) of the first float in ``value`` that is inf or nan, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        found = _non_finite(item, f"{key}.{name}" if key else str(name))
+        if found is not None:
+            return found
+    return None
 
 
 def describe(result: CheckpointExport, checkpoint: Path) -> str:
