@@ -66,14 +66,11 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExpo
     """Write the inference export of ``checkpoint`` to ``out`` (``model.safetensors`` + ``config.json``,
     its ``source`` saying the step and which weights). Raises ``vfm_parallel.checkpoint.CheckpointError``
     (damaged, not committed, tensors not fitting) or :class:`CheckpointExportError`, one line each."""
-    import warnings
-
     import vfm_models
     from vfm_models.checkpoint import CheckpointMismatchError
     from vfm_models.export import check_build_fits, check_finite, save_export, _tuples
     from vfm_parallel import checkpoint as ckpt
     from vfm_parallel.checkpoint_integrity import saved_tensors
-    from vfm_parallel.trainer.ema import EMA
 
     checkpoint, out = Path(checkpoint), Path(out)
     state = ckpt.verify(checkpoint)  # whole or refused, before anything in it is believed
@@ -95,12 +92,9 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExpo
     except CheckpointMismatchError as exc:
         raise ckpt.IncompatibleCheckpointError(" ".join(str(exc).split())) from None
     model = family.build(config)
-    average = EMA(model, 0.0) if ema else None
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-        ckpt.load(checkpoint, model=model, ema=average, check_files=False)  # names, shapes, dtypes checked
-    if average is not None:
-        model.load_state_dict(average.state_dict(), strict=True)  # what the trainer exports: the EMA weights
+    # what the trainer exports, read straight into the model: the EMA weights (else the model's), not
+    # the other part nor an EMA copy beside it
+    ckpt.load_weights(checkpoint, model, prefix[:-1])  # names, shapes, dtypes checked
     result = CheckpointExport(out, step, ema)
     check_finite(model.state_dict(), f"checkpoint {checkpoint} ({result.weights})")
     save_export(out, model, {**meta, "source": {"step": step, "ema": ema}})

@@ -349,14 +349,7 @@ def load(
     state = verify(path) if check_files else read_state(path)
     tensors, _ = _gather_tensors(model, optimizer, ema)
     prefixes = ("model.",) + (("optim.",) if optimizer is not None else ()) + (("ema.",) if ema is not None else ())
-    check_tensors(path, {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}, prefixes)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-        try:
-            dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")))
-        except Exception as exc:  # after the checks above this is unexpected: still one line naming the folder
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed ({type(exc).__name__}: {first})") from exc
+    _read_checked(path, tensors, prefixes)
     set_model_state_dict(model, {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")})
     if optimizer is not None:
         template = get_optimizer_state_dict(model, optimizer, options=_OPTIM_OPTIONS)
@@ -371,6 +364,29 @@ def load(
         ema.load_state_dict({k[len("ema."):]: v for k, v in tensors.items() if k.startswith("ema.")})
     key = _rank() if rank_key is None else rank_key
     return state, _read_rank_state(path, key)
+
+
+def load_weights(path: str | Path, module: nn.Module, part: str = "model") -> None:
+    """Read the saved ``part`` of checkpoint ``path`` ("model", or "ema": the EMA of the model's
+    parameters) in place into ``module``, whole in this process whatever layout saved it, and nothing
+    else: one copy of the weights in memory. The caller has run :func:`verify`; the saved names, shapes
+    and dtypes are checked against ``module``'s state dict (a module with persistent buffers has no
+    whole "ema" part)."""
+    path, prefix = Path(path), f"{part}."
+    _read_checked(path, {prefix + k: v for k, v in module.state_dict().items()}, (prefix,))
+
+
+def _read_checked(path: Path, tensors: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> None:
+    """DCP reads ``tensors`` (checkpoint names) in place, after their names, shapes and dtypes are
+    checked against the saved ones under ``prefixes``."""
+    check_tensors(path, {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}, prefixes)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        try:
+            dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")))
+        except Exception as exc:  # after the checks above this is unexpected: still one line naming the folder
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed ({type(exc).__name__}: {first})") from exc
 
 
 def _read_rank_state(path: Path, key: int) -> Any:
