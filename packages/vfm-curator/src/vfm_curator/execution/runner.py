@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
-from vfm_curator.io.paths import append_line, safe_join
+from vfm_curator.io.paths import append_line, output_path
 
 
 @contextmanager
@@ -28,7 +28,7 @@ def open_runner(specs: list[StageSpec], config: CurateConfig, out: Path,
     from vfm_curator.execution.session import ensure_ray
 
     def log_decision(decision: dict) -> None:
-        append_line(safe_join(out, "balancer.jsonl"), json.dumps(decision))  # a link at the name is replaced
+        append_line(output_path(out, "balancer.jsonl"), json.dumps(decision))  # a link at the name is replaced
 
     owned = ensure_ray(config.ray_address, config.num_cpus, config.num_gpus, connect_timeout_s=config.connect_timeout_s)
     try:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import stat
 from pathlib import Path
 
-from vfm_plugins.files import replace_file
+from vfm_plugins.files import rename_into_place, replace_file
 
 from vfm_curator.errors import DiskFullError
 
@@ -19,6 +21,34 @@ def safe_join(root: str | Path, *parts: str) -> Path:
     if path != base and base not in path.parents:
         raise ValueError(f"path {os.path.join(*parts)!r} escapes the output folder {str(base)!r}")
     return path
+
+
+def output_path(root: str | Path, *parts: str) -> Path:
+    """``root/parts...`` for a file that is written, renamed into place or deleted: its folder is
+    resolved and must stay inside ``root`` (``ValueError`` otherwise, as :func:`safe_join`), its own
+    name is not. A link planted at that name (an output folder from elsewhere holding
+    ``clips/<id>.mp4 -> <another id>.mp4``, or one pointing out of the folder) is then what a rename
+    replaces or a delete removes, never the file it points to; :func:`safe_join` resolved it, so the
+    write replaced the other clip (or was refused, ending the run). Readers keep :func:`safe_join`."""
+    relative = Path(*parts)
+    if relative.name in ("", ".", ".."):
+        raise ValueError(f"path {str(relative)!r} names no file in the output folder {str(Path(root).resolve())!r}; "
+                         "accepted: a file name, optionally under folders of the output folder")
+    return safe_join(root, *relative.parent.parts) / relative.name
+
+
+def remove_folder(path: Path) -> None:
+    """Delete the scratch folder at ``path`` with what it holds (errors ignored: it is made anew). A
+    link there (or a file) is removed itself: a link planted at a work folder's name
+    (``.state/dedup -> ../clips``) is not the run's folder, and deleting through it emptied its target."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -74,17 +104,15 @@ def open_if_file(path: Path, flags: int) -> int | None:
 
 def atomic_rename(src: Path, path: Path) -> None:
     """Move a finished file (written elsewhere in the same folder) to ``path``: fsync, then rename, so
-    ``path`` is never a half-written file. A full disk raises :class:`DiskFullError` naming ``path``."""
-    fd = os.open(src, os.O_RDONLY)
+    ``path`` is never a half-written file; a link at ``path`` is replaced, and ``src`` must still be
+    the regular file written (:func:`vfm_plugins.files.rename_into_place`). A full disk raises
+    :class:`DiskFullError` naming ``path``."""
     try:
-        os.fsync(fd)
-        os.replace(src, path)
+        rename_into_place(src, path, durable=True)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(path) from exc
         raise
-    finally:
-        os.close(fd)
 
 
 def disk_full(path: Path) -> DiskFullError:

@@ -18,7 +18,7 @@ from typing import Any
 from vfm_curator.config import DEFAULT_STAGES
 from vfm_curator.io import report_charts as charts
 from vfm_curator.io import report_review as review
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.io.report_assets import CSS, ERROR_HOOK, SCRIPT
 from vfm_curator.io.report_review import href
 
@@ -99,7 +99,7 @@ def write_report(out: Path, summary: Any, ok: list[dict], failed: list[dict]) ->
     entries = review.read_review(out)
     data = ReportData(clips=collect_clips(out, ok, failed, entries), ok=ok, failed=failed, review=entries)
     page = render(data, summary, title=out.name, out=out)
-    path = safe_join(out, "report.html")
+    path = output_path(out, "report.html")
     atomic_write(path, page.encode("utf-8"))
     return path
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +64,19 @@ def commit(staged: str | Path, final: Path, size: int) -> None:
     try of this same call (Ray re-runs a call whose worker died): that is success, not an error."""
     staged = Path(staged)
     if not staged.exists():
-        if final.is_file() and final.stat().st_size == size:
+        if _regular_file_size(final) == size:  # a link there is no clip committed (not followed)
             return
         # EIO: a machine-caused failure, so the video is done again (a new attempt stages anew)
         raise OSError(errno.EIO, f"the staging file of {final.name} is gone ({staged.name})")
     atomic_rename(staged, final)
+
+
+def _regular_file_size(path: Path) -> int | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def discard(clip) -> None:

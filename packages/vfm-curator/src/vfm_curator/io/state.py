@@ -15,21 +15,30 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, safe_join
 
 STATE = ".state"
 
 
 def record_path(out: str | Path, vid: str) -> Path:
+    """The record to read (resolved: a link out of the folder is refused)."""
     return safe_join(out, STATE, "videos", f"{vid}.json")
 
 
 def part_path(out: str | Path, vid: str) -> Path:
+    """The metadata part to read (resolved: a link out of the folder is refused)."""
     return safe_join(out, STATE, "parts", f"{vid}.parquet")
 
 
 def write_record(out: str | Path, vid: str, record: dict[str, Any]) -> None:
-    atomic_write(record_path(out, vid), json.dumps(record, sort_keys=True).encode("utf-8"))
+    """Written at its own name (:func:`output_path`): a link planted there (to another video's record,
+    or out of the folder) is replaced, never written through."""
+    atomic_write(output_path(out, STATE, "videos", f"{vid}.json"), json.dumps(record, sort_keys=True).encode("utf-8"))
+
+
+def write_part(out: str | Path, vid: str, data: bytes) -> None:
+    """The video's metadata part (parquet bytes), written as :func:`write_record` is."""
+    atomic_write(output_path(out, STATE, "parts", f"{vid}.parquet"), data)
 
 
 def video_record(task: Any, **extra: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from vfm_curator.io import attempts, staging, state
 from vfm_curator.io.fingerprint import caption_digest, fingerprint
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
-from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, safe_join
+from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, output_path, safe_join
 from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, uncaptioned
 from vfm_curator.stages.caption import sidecar_caption
 from vfm_curator.tasks import VideoTask
@@ -304,7 +304,7 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     ok = [r for r in records if r.get("status") == "ok" and state.part_path(out, r["video_id"]).exists()]
     failed = [r for r in records if r.get("status") != "ok"]
     parts = [state.part_path(out, r["video_id"]) for r in ok]
-    summary.clips = merge(parts, safe_join(out, "clips.parquet"))
+    summary.clips = merge(parts, output_path(out, "clips.parquet"))
     from vfm_curator.pipelines.review import review_folder
 
     review = review_folder(out, config)
@@ -314,7 +314,7 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.clips -= len(review.removed)
     summary.uncaptioned = uncaptioned(safe_join(out, "clips.parquet"))
     lines = [json.dumps(failure_line(r), sort_keys=True) for r in failed]
-    atomic_write(safe_join(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
+    atomic_write(output_path(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(failed)
     summary.failure_kinds = failure_kinds(failed)
     summary.videos_total = len(records)
@@ -324,5 +324,5 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     removed_s = sum(e.get("end_s", 0.0) - e.get("start_s", 0.0) for e in review.removed)
     summary.hours_out = (sum(r.get("clip_seconds", 0.0) for r in ok) - removed_s) / 3600
     summary.throughput = summary.video_s_processed / summary.wall_s if summary.wall_s > 0 else 0.0
-    atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
+    atomic_write(output_path(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
     write_report(out, summary, ok, failed)

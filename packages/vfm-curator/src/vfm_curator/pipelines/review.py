@@ -11,7 +11,6 @@ removed or flagged clip with why; ``summary.json`` counts them; ``report.html`` 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from vfm_curator.config import dedup_options
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, remove_folder
 from vfm_curator.io.report_review import REVIEW_FILE
 from vfm_curator.io.state import STATE
 
@@ -44,7 +43,7 @@ def review_folder(out: Path, config: Any) -> Review:
     ``[dedup] enabled``) to ``out/clips.parquet``; write ``review.jsonl``; return what was done.
     In memory: the ids, durations and caption scores of the table's clips, not their embeddings."""
     review = Review()
-    table_path = safe_join(out, "clips.parquet")
+    table_path = output_path(out, "clips.parquet")  # rewritten without the removed rows (_drop_rows)
     qa = _qa_options(config)
     dedup = dedup_options(getattr(config, "dedup", None))
     if table_path.exists() and (qa is not None or dedup["enabled"]):
@@ -63,7 +62,7 @@ def review_folder(out: Path, config: Any) -> Review:
         if gone:
             _drop_rows(table_path, gone)
     lines = [json.dumps(e, sort_keys=True) for e in [*review.removed, *review.flagged]]
-    atomic_write(safe_join(out, REVIEW_FILE), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
+    atomic_write(output_path(out, REVIEW_FILE), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     return review
 
 
@@ -132,8 +131,8 @@ def dedup_review(out: Path, table_path: Path, gone: set[str], opts: dict[str, An
 
     from vfm_curator.dedup import find_duplicates
 
-    work = safe_join(out, STATE, "dedup")
-    shutil.rmtree(work, ignore_errors=True)
+    work = output_path(out, STATE, "dedup")
+    remove_folder(work)
     work.mkdir(parents=True)
     emb = None
     try:
@@ -175,7 +174,7 @@ def dedup_review(out: Path, table_path: Path, gone: set[str], opts: dict[str, An
         return sorted(entries, key=lambda e: (e["kept_id"], e["id"]))
     finally:
         del emb
-        shutil.rmtree(work, ignore_errors=True)
+        remove_folder(work)
 
 
 def _describe(table_path: Path, entries: list[dict[str, Any]]) -> None:

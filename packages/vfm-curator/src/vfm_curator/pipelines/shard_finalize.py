@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
 from vfm_curator.pipelines.shard_files import bucket_dirs, finished_keys, shards
 from vfm_curator.pipelines.shard_summary import ShardSummary
@@ -44,13 +44,13 @@ def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_
                                                                                "cause": str(f.get("cause", "input"))})
         entry["count"] += 1
     if summary.buckets:
-        blend = safe_join(out, "blend.yaml")
+        blend = output_path(out, "blend.yaml")
         write_blend(blend, [(safe_join(out, name), b["samples"]) for name, b in summary.buckets.items()])
         header = "".join(f"# bucket {name}: {b['samples']} samples, {b['tokens']} tokens\n" for name, b in summary.buckets.items())
         atomic_write(blend, (header + blend.read_text(encoding="utf-8")).encode("utf-8"))
         summary.blend = str(blend)
-    atomic_write(safe_join(out, "buckets.json"), json.dumps(summary.buckets, indent=2).encode("utf-8"))
+    atomic_write(output_path(out, "buckets.json"), json.dumps(summary.buckets, indent=2).encode("utf-8"))
     keep = ("id", "path", "source", "stage", "reason", "cause", "kind", "attempts")
     lines = "".join(json.dumps({k: f[k] for k in keep if k in f}, sort_keys=True) + "\n" for f in failures)
-    atomic_write(safe_join(out, "failures.jsonl"), lines.encode("utf-8"))
-    atomic_write(safe_join(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
+    atomic_write(output_path(out, "failures.jsonl"), lines.encode("utf-8"))
+    atomic_write(output_path(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))

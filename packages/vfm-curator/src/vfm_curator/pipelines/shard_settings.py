@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_state
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, ShardConfig
 
@@ -24,7 +24,7 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
                 "use the same settings to resume, or a new output folder"
             )
     else:
-        atomic_write(path, json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
+        atomic_write(output_path(out, "shard_config.json"), json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
 
 
 def _last_bucketing(out: Path) -> dict | None:
@@ -68,8 +68,7 @@ def _bucketing_notice(out: Path, config: ShardConfig, kept: int) -> list[str]:
         theirs = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         theirs = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(mine, sort_keys=True).encode("utf-8"))
+    atomic_write(output_path(out, shard_state.STATE, "bucketing.json"), json.dumps(mine, sort_keys=True).encode("utf-8"))
     diff = [k for k in BUCKETING if isinstance(theirs, dict) and theirs.get(k) != mine[k]]
     if not diff or not kept:
         return []

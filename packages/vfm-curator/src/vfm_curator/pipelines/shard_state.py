@@ -10,14 +10,21 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vfm_curator.failures import input_stamp
-from vfm_curator.io.paths import atomic_write, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.stages.shard_task import ShardTask
 
 STATE = ".state"
 
 
 def failure_path(out: Path, clip: str) -> Path:
+    """The failure record to read (resolved: a link out of the folder is refused)."""
     return safe_join(out, STATE, "failed", f"{clip}.json")
+
+
+def _failure_file(out: Path, clip: str) -> Path:
+    """The failure record to write or delete: its name is not resolved, so a link planted there is
+    replaced or removed, never the file it points to (:func:`output_path`)."""
+    return output_path(out, STATE, "failed", f"{clip}.json")
 
 
 def clip_stamp(task: ShardTask) -> list:
@@ -29,7 +36,7 @@ def clip_stamp(task: ShardTask) -> list:
 def write_failure(out: Path, task: ShardTask, options_hash: str | None) -> dict[str, Any]:
     record = {**task.failure_record(), "attempts": task.attempt, "options_hash": options_hash,
               "input_stamp": clip_stamp(task)}
-    atomic_write(failure_path(out, task.id), json.dumps(record, sort_keys=True).encode("utf-8"))
+    atomic_write(_failure_file(out, task.id), json.dumps(record, sort_keys=True).encode("utf-8"))
     return record
 
 
@@ -41,7 +48,7 @@ def load_failure(out: Path, clip: str) -> dict[str, Any] | None:
 
 
 def clear_failure(out: Path, clip: str) -> None:
-    failure_path(out, clip).unlink(missing_ok=True)
+    _failure_file(out, clip).unlink(missing_ok=True)
 
 
 def failures(out: Path) -> Iterator[dict[str, Any]]:

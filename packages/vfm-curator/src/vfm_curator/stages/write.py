@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from vfm_curator.io import attempts, staging
 from vfm_curator.io.metadata import to_parquet_bytes
-from vfm_curator.io.paths import atomic_write, safe_join
-from vfm_curator.io.state import load_record, part_path, video_record, write_record
+from vfm_curator.io.paths import atomic_write, output_path
+from vfm_curator.io.state import load_record, part_path, video_record, write_part, write_record
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask, clip_id
@@ -63,18 +63,19 @@ class WriteStage(Stage):
         for clip in task.clips:
             if clip.rejected is not None or not clip.encoded:
                 continue
-            final = safe_join(out, clip_relpath(clip))
+            # the final name itself is not resolved: a link planted there is replaced, never its target
+            final = output_path(out, clip_relpath(clip))
             if clip.staged is not None:
                 staging.commit(clip.staged, final, clip.staged_size)
             else:
                 atomic_write(final, clip.mp4)
             samples = clip.samples if self.opt["thumbnails"] else []  # read once (from its staging file)
             if samples:
-                atomic_write(safe_join(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
+                atomic_write(output_path(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
             rows.append(row(task, clip))
         if not rows:  # every stage before let it through with nothing: still say why it gave no clip
             raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
-        atomic_write(part_path(out, task.vid), to_parquet_bytes(rows))
+        write_part(out, task.vid, to_parquet_bytes(rows))
 
     def _filtered_thumbs(self, task: VideoTask) -> None:
         """Thumbnails of the filtered clips too (also of a video whose every clip was filtered out):
@@ -82,7 +83,7 @@ class WriteStage(Stage):
         for clip in task.clips:
             samples = clip.samples if clip.rejected is not None and self.opt["thumbnails"] else []
             if samples:
-                atomic_write(safe_join(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples)))
+                atomic_write(output_path(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples)))
 
     def _drop_replaced(self, before: set[str], task: VideoTask) -> None:
         """Delete the files of the clips an earlier clipping of this video had and this one has not
@@ -92,9 +93,9 @@ class WriteStage(Stage):
         kept = {c.id for c in task.clips if c.rejected is None and c.encoded} if task.failure is None else set()
         shown = {c.id for c in task.clips}  # filtered clips keep their thumbnails (the report shows them)
         for clip_id in sorted(before - kept):
-            remove_leftover(safe_join(self.opt["out"], "clips") / f"{clip_id}.mp4")
+            remove_leftover(output_path(self.opt["out"], "clips", f"{clip_id}.mp4"))
             if clip_id not in shown:
-                remove_leftover(safe_join(self.opt["out"], "thumbs") / f"{clip_id}.jpg")
+                remove_leftover(output_path(self.opt["out"], "thumbs", f"{clip_id}.jpg"))
 
     def _record(self, task: VideoTask) -> None:
         kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
