@@ -116,5 +116,6 @@ def test_a_path_inside_the_shard_folder_loads_and_a_config_naming_its_own_encode
     cfg = config(tmp_path, v)
     null = null_cond(cfg, r)  # the real T5 built from the folder inside: the empty caption's embedding
     assert null is not None
-    own = recipe.validate(config(tmp_path, v, text_encoder="t5", text_encoder_options={"path": str(victim_t5)}))
-    assert own.text_encoder_options == {"path": str(victim_t5)}  # the user's own config is trusted
+    # the user's own config is trusted with any path (its other settings must be the shards': max_length)
+    own = recipe.validate(config(tmp_path, v, text_encoder="t5", text_encoder_options={"path": str(victim_t5), "max_length": 8}))
+    assert own.text_encoder_options == {"path": str(victim_t5), "max_length": 8}
