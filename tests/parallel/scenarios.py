@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from tests.parallel.toy_model import ToyDiT, toy_batch
 from vfm_parallel import ParallelDims, parallelize
+from vfm_parallel.dims import flat_mesh
 
 SEED = 1234
 
@@ -29,8 +30,8 @@ def reference(factory, batch, **kwargs):
 
 def dp_slice(pm, tensor):
     """This rank's share of the batch: DP ranks see different samples, others the same."""
-    mesh = pm.mesh
-    dp, index = mesh["dp"].size(), mesh["dp"].get_local_rank()
+    dp_mesh = flat_mesh(pm.mesh, "dp")
+    dp, index = dp_mesh.size(), dp_mesh.get_local_rank()
     n = tensor.shape[0] // dp
     return tensor[index * n : (index + 1) * n]
 
@@ -63,8 +64,9 @@ def parallel_step(pm, batch):
         loss = loss.detach()
     pm.sync_grads()
     loss = loss.clone()
-    dist.all_reduce(loss, group=pm.mesh["dp"].get_group())
-    return loss / pm.mesh["dp"].size()
+    dp_mesh = flat_mesh(pm.mesh, "dp")
+    dist.all_reduce(loss, group=dp_mesh.get_group())
+    return loss / dp_mesh.size()
 
 
 def parity(dims, strategies, options=None, factory=ToyDiT, model_kwargs=None, batch=None, full_grad=None):

@@ -11,6 +11,13 @@ from typing import Any
 
 MESH_DIMS: tuple[str, ...] = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
+#: The flattened dimensions :meth:`ParallelDims.build_mesh` adds, and the mesh dimensions each spans.
+FLAT_DIMS: dict[str, tuple[str, ...]] = {
+    "dp": ("dp_replicate", "dp_shard"),
+    "dp_shard_cp": ("dp_shard", "cp"),
+    "dp_cp": ("dp_replicate", "dp_shard", "cp"),
+}
+
 
 def divisors(n: int) -> list[int]:
     """Every divisor of ``n`` >= 1, ascending (the sizes a mesh dimension over ``n`` may take)."""
@@ -124,8 +131,9 @@ class ParallelDims:
 
     def build_mesh(self, device_type: str = "cpu"):
         """The :class:`DeviceMesh` over all five dimensions (size-1 ones included, so every
-        strategy can ask for ``mesh[name]``), plus the flattened ``"dp"`` (replicate x shard)
-        and ``"dp_cp"`` (the ranks over which FSDP shards and gradients are averaged)."""
+        strategy can ask for ``mesh[name]``), plus the flattened ``"dp"`` (replicate x shard),
+        ``"dp_shard_cp"`` (the ranks over which FSDP shards) and ``"dp_cp"`` (the ranks over which
+        gradients are averaged): take those with :func:`flat_mesh`."""
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -133,7 +141,29 @@ class ParallelDims:
             raise LayoutError("torch.distributed is not initialised: call init_process_group first")
         self.validate(dist.get_world_size())
         mesh = init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
-        mesh["dp_replicate", "dp_shard"]._flatten("dp")
-        mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
-        mesh["dp_replicate", "dp_shard", "cp"]._flatten("dp_cp")
+        for name in FLAT_DIMS:  # every rank makes their process groups here, in the same order
+            flat_mesh(mesh, name)
         return mesh
+
+
+def flat_mesh(mesh, name: str):
+    """The 1-D mesh of the flattened dimension ``name`` (``dp``, ``dp_shard_cp``, ``dp_cp``) of a
+    :meth:`ParallelDims.build_mesh` mesh, with the process group ``build_mesh`` made for it.
+
+    Use it instead of ``mesh["dp_cp"]``: torch (2.11 on) warns on every rank that slicing a
+    flattened dimension from the root mesh is deprecated and will be refused. ``_flatten`` of an
+    existing name returns the mesh torch keeps for it, so no new communicator is made; on a mesh
+    built elsewhere it makes that one once (every rank must then call it, as with any new group).
+    """
+    if name not in FLAT_DIMS:
+        raise KeyError(f"unknown flattened mesh dimension {name!r}; accepted: {', '.join(FLAT_DIMS)}")
+    return mesh[FLAT_DIMS[name]]._flatten(name)
+
+
+def hsdp_mesh(mesh):
+    """The 2-D ``(dp_replicate, dp_shard_cp)`` mesh HSDP replicates and shards over, made of the
+    meshes' existing process groups, as torch's own ``fully_shard(dp_mesh_dims=...)`` builds it
+    (``mesh["dp_replicate", "dp_shard_cp"]`` slices a flattened dimension from the root: deprecated)."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    return DeviceMesh._concatenate([mesh["dp_replicate"], flat_mesh(mesh, "dp_shard_cp")])

@@ -8,7 +8,9 @@ A strategy is any object with
 - ``mesh_dims``: the mesh dimension names it uses (``("tp",)``, ``("dp_replicate", "dp_shard")``),
 - ``apply(model, mesh, plan, **options) -> model``: applies itself in place (or wraps) and returns
   the model. ``mesh`` is the full :class:`~torch.distributed.device_mesh.DeviceMesh` with the
-  dimension names of :data:`vfm_parallel.dims.MESH_DIMS`; take sub-meshes with ``mesh["tp"]``.
+  dimension names of :data:`vfm_parallel.dims.MESH_DIMS`; take sub-meshes with ``mesh["tp"]``
+  and the flattened ones with ``vfm_parallel.dims.flat_mesh(mesh, "dp_cp")`` (torch deprecates
+  ``mesh["dp_cp"]``).
   ``plan`` is the family's ``parallel_plan()`` (read by attribute name, never imported).
 
 It is registered by name through the ``vfm_parallel_register_strategies`` hook, e.g.

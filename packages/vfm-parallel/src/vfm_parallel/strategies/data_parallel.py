@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from vfm_parallel._modules import blocks_of
+from vfm_parallel.dims import flat_mesh, hsdp_mesh
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "fp16": torch.float16}
@@ -48,7 +49,7 @@ class FullyShard:
 
         if not self.hybrid and mesh["dp_replicate"].size() > 1:
             raise ValueError(f"fsdp shards over dp_shard x cp; dp_replicate={mesh['dp_replicate'].size()} needs hsdp")
-        dp_mesh = mesh["dp_replicate", "dp_shard_cp"] if self.hybrid else mesh["dp_shard_cp"]
+        dp_mesh = hsdp_mesh(mesh) if self.hybrid else flat_mesh(mesh, "dp_shard_cp")
         kwargs: dict[str, Any] = {
             "mesh": dp_mesh,
             "mp_policy": MixedPrecisionPolicy(param_dtype=_dtype(param_dtype), reduce_dtype=_dtype(reduce_dtype)),
@@ -88,7 +89,7 @@ class DistributedDataParallel:
 
         if mesh["tp"].size() > 1:
             raise ValueError(f"ddp does not compose with tp={mesh['tp'].size()} (DTensor parameters); use fsdp or hsdp")
-        return DDP(model, process_group=mesh["dp_cp"].get_group(), **ddp_kwargs)
+        return DDP(model, process_group=flat_mesh(mesh, "dp_cp").get_group(), **ddp_kwargs)
 
 
 def fsdp() -> FullyShard:
