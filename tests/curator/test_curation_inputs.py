@@ -121,10 +121,12 @@ class _FullDisk:
 
 def test_a_full_disk_stops_the_run_with_the_file_it_was_writing(tmp_path, monkeypatch):
     import vfm_curator.io.paths
+    import vfm_plugins.files
 
     make_video(tmp_path / "a.mp4", [30], seed=1)
     make_video(tmp_path / "b.mp4", [30], seed=2)
-    monkeypatch.setattr(vfm_curator.io.paths, "os", _FullDisk())
+    for writer in (vfm_curator.io.paths, vfm_plugins.files):  # clips are renamed into place by vfm_plugins.files
+        monkeypatch.setattr(writer, "os", _FullDisk())
     with pytest.raises(DiskFullError, match=r"no space left on the device writing .*clips/\w+\.mp4: free space"):
         vfm_curator.curate([tmp_path / "a.mp4", tmp_path / "b.mp4"], tmp_path / "out", SERIAL)
     assert not list((tmp_path / "out").rglob("*.tmp"))
