@@ -125,18 +125,23 @@ def test_sidecar_captions_added_after_an_uncaptioned_run_reach_every_clip_with_r
     assert sorted(r["caption"] for r in pq.read_table(out / "clips.parquet").to_pylist()) == ["video 0"] * 2 + ["video 1"] * 2
 
 
+def _two_videos_clipped(tmp_path):
+    """in/a.mp4 (two shots) and in/b.mp4 (one) curated into out: (out, the table's rows, b's clip id)."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    table = pq.read_table(out / "clips.parquet").to_pylist()
+    return out, table, next(r["id"] for r in table if r["source"].endswith("b.mp4"))
+
+
 def test_redo_changed_deletes_no_clip_file_of_another_video_that_a_crafted_record_lists(tmp_path):
     import json
 
     from vfm_curator.io import state
     from vfm_curator.tasks import video_id
 
-    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
-    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
-    out = tmp_path / "out"
-    vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    table = pq.read_table(out / "clips.parquet").to_pylist()
-    b_clip = next(r["id"] for r in table if r["source"].endswith("b.mp4"))
+    out, table, b_clip = _two_videos_clipped(tmp_path)
     record_a = state.record_path(out, video_id(str((tmp_path / "in" / "a.mp4").resolve())))
     record = json.loads(record_a.read_text())
     record["filtered"].append({"id": b_clip})  # an output folder from elsewhere: a's record names b's clip
@@ -167,12 +172,7 @@ def test_a_video_whose_sidecar_name_the_filesystem_refuses_is_clipped(tmp_path):
 
 
 def test_redo_changed_never_deletes_the_file_a_link_planted_at_an_old_clips_name_points_to(tmp_path):
-    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
-    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
-    out = tmp_path / "out"
-    vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    table = pq.read_table(out / "clips.parquet").to_pylist()
-    b_clip = next(r["id"] for r in table if r["source"].endswith("b.mp4"))
+    out, table, b_clip = _two_videos_clipped(tmp_path)
     outside = tmp_path / "outside.mp4"
     outside.write_bytes(b"not the folder's")
     a_clips = [r["id"] for r in table if r["source"].endswith("a.mp4")]
