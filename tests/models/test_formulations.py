@@ -290,3 +290,18 @@ def test_training_pieces_recombined_equal_the_loss(name):
     torch.testing.assert_close(recombined, loss, rtol=1e-5, atol=1e-6)
     if name == "edm":  # lambda(sigma) c_out(sigma)^2 = 1: EDM's weight equalises the levels
         torch.testing.assert_close(p.weight, torch.ones_like(p.weight))
+
+
+def test_rectified_flow_uniform_fraction_mixes_uniform_levels_into_the_draws_and_zero_draws_as_before():
+    plain, mixed = RectifiedFlow(shift=3.0), RectifiedFlow(shift=3.0, uniform_fraction=0.25)
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    u = torch.randn(20_000, generator=g())
+    assert torch.equal(RectifiedFlow(shift=3.0, uniform_fraction=0.0).sample_s(20_000, g()), plain.sample_s(20_000, g()))
+    assert torch.equal(plain.sample_s(20_000, g()), plain.shift_time(torch.sigmoid(u)))
+    low = lambda s: (s < 0.2).float().mean().item()  # noqa: E731
+    # shift 3 leaves the low-noise levels almost undrawn; a quarter of uniform draws puts 5% there
+    assert low(plain.sample_s(20_000, g())) < 0.01
+    assert abs(low(mixed.sample_s(20_000, g())) - (0.25 * 0.2 + 0.75 * low(plain.sample_s(20_000, g())))) < 0.01
+    assert mixed.options()["uniform_fraction"] == 0.25
+    with pytest.raises(ValueError, match=r"uniform_fraction is a share of the training draws, in \[0, 1\]; got 1.5"):
+        RectifiedFlow(uniform_fraction=1.5)

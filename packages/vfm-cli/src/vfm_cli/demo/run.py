@@ -114,8 +114,8 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print) -> Demo
     # 1.0-1.7, RMS 10.1-10.4; guidance 1 loses colour or motion on some seeds, 3-4 no flat backgrounds.
     # None is better beyond seed noise, so the defaults stay. The stray pixels in the last frames are
     # the model's (at every setting): ghosts of the shape where it is in frames 0-1.
-    # The grainy background is the model's too (train.toml says why). On a later export (seed 0; default RMS
-    # 10.7, flat 2 of 8) more steps at low noise make it grainier (48/96 steps RMS 11.7/12.5, sampler shift 1
+    # The grainy background was the model's (train.toml says why; uniform_fraction = 0.4 fixed most of it:
+    # RMS 7.7, flat 5 of 8 at seed 0). Before that (seed 0: RMS 10.7, flat 2 of 8), more steps at low noise make it grainier (48/96 steps RMS 11.7/12.5, sampler shift 1
     # 12.1) and fewer help a little (shift 6 9.6); guidance only above s = 0.3, guidance 1 on the last step,
     # or ending at s = 0.2-0.3 with one jump to 0 give RMS 9.7-10.1, flat at most 3 of 8.
     stage("generate", ["generate", "--checkpoint", str(out / "train" / "export"), "--prompts", str(prompts_file),
