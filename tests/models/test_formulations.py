@@ -303,5 +303,12 @@ def test_rectified_flow_uniform_fraction_mixes_uniform_levels_into_the_draws_and
     assert low(plain.sample_s(20_000, g())) < 0.01
     assert abs(low(mixed.sample_s(20_000, g())) - (0.25 * 0.2 + 0.75 * low(plain.sample_s(20_000, g())))) < 0.01
     assert mixed.options()["uniform_fraction"] == 0.25
+    assert "uniform_fraction" not in plain.options()  # exports without it read as before
+
+    class Narrower(RectifiedFlow):  # a plugin's subclass whose __init__ predates the option
+        def __init__(self, logit_mean: float = 0.0, logit_std: float = 1.0, shift: float = 3.0) -> None:
+            super().__init__(logit_mean, logit_std, shift)
+
+    assert Narrower(**Narrower().options()).options() == {"logit_mean": 0.0, "logit_std": 1.0, "shift": 3.0}
     with pytest.raises(ValueError, match=r"uniform_fraction is a share of the training draws, in \[0, 1\]; got 1.5"):
         RectifiedFlow(uniform_fraction=1.5)

@@ -36,6 +36,15 @@ class RectifiedFlow(Formulation):
         self.shift = shift
         self.uniform_fraction = uniform_fraction
 
+    def options(self) -> dict:
+        """The constructor arguments for an export; ``uniform_fraction`` only when set, so an export of
+        a run without it reads as before, and a subclass whose own ``__init__`` does not take it (a
+        plugin formulation) is rebuilt from its export."""
+        options = super().options()
+        if not self.uniform_fraction:
+            options.pop("uniform_fraction")
+        return options
+
     # --- the path -------------------------------------------------------------------------------
 
     @staticmethod
