@@ -141,9 +141,8 @@ def test_links_planted_at_the_folders_tables_and_reports_are_replaced_and_their_
     victims = []
     for name in names:
         (out / name).unlink()
-        victims.append(plant_link(out / name, out / "kept"))
-        (out / name).unlink()
-        (out / name).symlink_to(f"kept/{name}")  # relative: the folder moved elsewhere still points inside
+        # relative: the folder moved elsewhere still points inside
+        victims.append(plant_link(out / name, out / "kept", relative=True))
     summary = vfm_curator.curate(tmp_path / "in", out, {**SERIAL, "dedup": {"enabled": True}})
     assert (summary.skipped, summary.clips) == (2, 3)
     assert [v.read_text() for v in victims] == ["precious"] * len(names)
@@ -161,10 +160,7 @@ def test_links_planted_at_a_shard_folders_outputs_are_replaced_and_their_targets
     vfm_curator.curate(tmp_path / "in", clips, {**SERIAL, "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}})
     out = tmp_path / "shards"
     names = ["blend.yaml", "buckets.json", "failures.jsonl", "summary.json", ".state/bucketing.json"]
-    victims = [plant_link(out / name, out / "kept") for name in names]
-    for name, victim in zip(names, victims):  # relative links: pointing inside the folder
-        (out / name).unlink()
-        (out / name).symlink_to(os.path.relpath(victim, (out / name).parent))
+    victims = [plant_link(out / name, out / "kept", relative=True) for name in names]  # relative: pointing inside
     (out / "shard_config.json").symlink_to("kept/shard_config.json")  # dangling: the identity is written at its name
     summary = vfm_curator.shard(clips, out, SERIAL, **SHARD_OPTIONS)
     assert summary.samples >= 2 and summary.failures == 0
@@ -175,9 +171,7 @@ def test_links_planted_at_a_shard_folders_outputs_are_replaced_and_their_targets
 
 def test_clearing_a_shard_failure_removes_a_link_at_its_name_not_the_file_it_points_to(tmp_path):
     out = tmp_path / "shards"
-    victim = plant_link(out / ".state" / "failed" / "c1.json", out / "32x48x9")
-    (out / ".state" / "failed" / "c1.json").unlink()
-    (out / ".state" / "failed" / "c1.json").symlink_to("../../32x48x9/c1.json")
+    victim = plant_link(out / ".state" / "failed" / "c1.json", out / "32x48x9", relative=True)
     shard_state.clear_failure(out, "c1")
     assert victim.read_text() == "precious" and not os.path.lexists(out / ".state" / "failed" / "c1.json")
 
