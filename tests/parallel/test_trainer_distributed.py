@@ -1,5 +1,5 @@
-"""The trainer in 2 and 4 gloo processes: FSDP equals the single-process run, resumes exactly, and a
-checkpoint saved under TP2 loads under FSDP2 and in one process.
+"""The trainer in 2 and 4 gloo processes: FSDP (and HSDP) equals the single-process run, resumes exactly,
+and a checkpoint saved under TP2 loads under FSDP2 and in one process.
 
 Process start-up (torch, dynamo and gloo) dominates on CPU, so one 2-process spawn runs every
 2-process scenario and returns what the tests compare.
@@ -126,11 +126,20 @@ REPLICATED = {"tp2-replicate2": {"tp": 2, "dp_replicate": 2, "dp_shard": 1},
               "pp2-replicate2": {"pp": 2, "dp_replicate": 2, "dp_shard": 1}}
 
 
+HSDP = {"dp_replicate": 2, "dp_shard": 2}
+
+
 def _four(rank, world, root):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
     out = {"fsdp": _run(tiny_config(root / "fsdp", train={"steps": STEPS}))}
     for name, layout in REPLICATED.items():  # 2 data-parallel ranks x 2 micro-steps: the reference's 4
         out[name] = _run(tiny_config(root / name, train={"steps": STEPS}, optim={"grad_accum": 2}, parallel=layout))
+    # hsdp over 2 replicas x 2 shards (its mesh concatenated from the mesh's groups), stopped and resumed
+    split = tiny_config(root / "hsdp", train={"steps": STEPS, "stop_at": STEPS // 2}, parallel=dict(HSDP))
+    first_losses, _ = _run(split)
+    split["train"]["stop_at"] = 0
+    losses, weights = _run(split)
+    out["hsdp-split"] = ({**first_losses, **losses}, weights)
     return out if rank == 0 else None
 
 
@@ -154,3 +163,13 @@ def test_replicas_next_to_tp_or_pp_train_under_hsdp_equal_to_one_process(four_pr
     ref_losses, ref_weights = single_process_reference
     assert weights and set(weights) <= set(ref_weights)  # rank 0 holds the first pipeline stage only
     _assert_same_run((losses, weights), (ref_losses, {name: ref_weights[name] for name in weights}))
+
+
+def test_a_four_process_hsdp_run_stopped_and_resumed_equals_the_single_process_run(four_process,
+                                                                                   single_process_reference):
+    from vfm_parallel.trainer.config import ParallelConfig
+    from vfm_parallel.trainer.distributed import default_strategies
+
+    sizes = {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1, **HSDP}
+    assert default_strategies(ParallelConfig(), sizes) == ["hsdp"]
+    _assert_same_run(four_process["hsdp-split"], single_process_reference)
