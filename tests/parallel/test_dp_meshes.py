@@ -101,3 +101,25 @@ def test_data_parallel_strategy_reduces_over_the_mesh_groups_and_makes_no_new_gr
         assert r["warning"] is None, (layout, rank, r["warning"])
         assert r["groups_made"] == 0, (layout, rank, r["groups_made"])
         assert r["mesh_ranks"], (layout, rank)
+
+
+def _hsdp_mesh_with_and_without_concatenate(rank, world):
+    """(ranks, dim names) of hsdp_mesh's mesh through DeviceMesh._concatenate, and through the slice
+    that torch before 2.10 (which has no _concatenate) takes instead."""
+    from unittest import mock
+
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from vfm_parallel.dims import hsdp_mesh
+
+    mesh = ParallelDims(dp_replicate=2, dp_shard=2).build_mesh("cpu")
+    ours = hsdp_mesh(mesh)
+    with mock.patch.object(DeviceMesh, "_concatenate", None), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the slice is deprecated on this torch, not on those
+        older = hsdp_mesh(mesh)
+    return [(m.mesh.tolist(), m.mesh_dim_names) for m in (ours, older)]
+
+
+def test_hsdp_mesh_on_a_torch_without_concatenate_is_the_same_mesh_by_the_slice():
+    for ours, older in spawn(_hsdp_mesh_with_and_without_concatenate, 4):
+        assert ours == older and ours[1] == ("dp_replicate", "dp_shard_cp")

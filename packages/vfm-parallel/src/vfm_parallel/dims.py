@@ -163,7 +163,12 @@ def flat_mesh(mesh, name: str):
 def hsdp_mesh(mesh):
     """The 2-D ``(dp_replicate, dp_shard_cp)`` mesh HSDP replicates and shards over, made of the
     meshes' existing process groups, as torch's own ``fully_shard(dp_mesh_dims=...)`` builds it
-    (``mesh["dp_replicate", "dp_shard_cp"]`` slices a flattened dimension from the root: deprecated)."""
+    (``mesh["dp_replicate", "dp_shard_cp"]`` slices a flattened dimension from the root: deprecated).
+    Torch before 2.10 has no ``DeviceMesh._concatenate`` (nor that deprecation): there the slice is
+    the way, and it gives the same mesh."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    return DeviceMesh._concatenate([mesh["dp_replicate"], flat_mesh(mesh, "dp_shard_cp")])
+    concatenate = getattr(DeviceMesh, "_concatenate", None)
+    if concatenate is None:
+        return mesh["dp_replicate", "dp_shard_cp"]
+    return concatenate([mesh["dp_replicate"], flat_mesh(mesh, "dp_shard_cp")])
