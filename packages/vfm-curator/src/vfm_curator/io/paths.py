@@ -38,8 +38,8 @@ def output_path(root: str | Path, *parts: str) -> Path:
 
 
 def remove_folder(path: Path) -> None:
-    """Delete the scratch folder at ``path`` with what it holds (errors ignored: it is made anew). A
-    link there (or a file) is removed itself: a link planted at a work folder's name
+    """Delete the scratch folder at ``path`` with what it holds (errors inside it ignored: it is made
+    anew). A link there (or a file) is removed itself (an error doing so is raised): a link planted at a work folder's name
     (``.state/dedup -> ../clips``) is not the run's folder, and deleting through it emptied its target."""
     try:
         st = os.lstat(path)
