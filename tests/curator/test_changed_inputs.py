@@ -182,3 +182,76 @@ def test_redo_changed_never_deletes_the_file_a_link_planted_at_an_old_clips_name
     make_video(tmp_path / "in" / "a.mp4", [36, 36], seed=7)  # cut elsewhere: a's old clips are dropped
     assert vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True).redone == 1
     assert (out / "clips" / f"{b_clip}.mp4").is_file() and outside.read_bytes() == b"not the folder's"
+
+
+def test_a_touched_file_is_fingerprinted_once_then_known_by_its_stat_again(tmp_path, monkeypatch):
+    """Its record's stamp is brought up to date once its bytes are found the same, so every later
+    run does not read it again. Counted through real runs (the fingerprint itself runs as it is)."""
+    from vfm_curator.io import fingerprint as fp
+    from vfm_curator.pipelines import clipping
+
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    read: list[str] = []
+    monkeypatch.setattr(clipping, "fingerprint", lambda path: read.append(path) or fp.fingerprint(path))
+    os.utime(tmp_path / "in" / "a.mp4", ns=(1, 1))  # touched: same bytes, another mtime
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL).changed_inputs == {}
+    assert len(read) == 1
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert (again.skipped, again.changed_inputs, len(read)) == (1, {}, 1)  # a stat, no read
+
+
+def test_a_moved_folder_whose_captions_changed_is_the_same_videos_with_a_changed_caption(tmp_path):
+    """Found by their bytes: not clipped beside the old clips; the caption change is a changed
+    input like any other (named, skipped; --redo-changed clips them again in place of the old)."""
+    import json
+
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    (tmp_path / "in" / "a.txt").write_text("a red square")
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    shutil.move(tmp_path / "in", tmp_path / "moved")
+    (tmp_path / "moved" / "a.txt").write_text("a red square moves left")
+    again = vfm_curator.curate(tmp_path / "moved", out, SERIAL)
+    assert (again.processed, again.changed_inputs, len(again.copies)) == (0, {"caption": 1}, 1)
+    assert _rows(out) == first.clips
+    redo = vfm_curator.curate(tmp_path / "moved", out, SERIAL, redo_changed=True)
+    assert (redo.processed, redo.redone, redo.changed_inputs) == (1, 1, {})
+    table = pq.read_table(out / "clips.parquet").to_pylist()
+    a_rows = [r for r in table if r["source"].endswith("a.mp4")]
+    assert len(table) == first.clips and len(a_rows) == 2
+    assert {r["caption"] for r in a_rows} == {"a red square moves left"}
+    assert {r["source"] for r in a_rows} == {str((tmp_path / "moved" / "a.mp4").resolve())}
+    assert _files(out, "clips", "mp4") == {r["id"] for r in table}  # the old path's clip files are gone
+    sources = {json.loads(p.read_text())["source"] for p in (out / ".state" / "videos").glob("*.json")}
+    assert str((tmp_path / "in" / "a.mp4").resolve()) not in sources  # and its record
+    done = vfm_curator.curate(tmp_path / "moved", out, SERIAL, redo_changed=True)
+    assert (done.processed, done.changed_inputs, len(done.copies)) == (0, {}, 1)
+
+
+def test_a_folder_clipped_before_the_input_index_finds_its_moved_videos(tmp_path):
+    """The index is built from the records once, on the first run that needs it."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    shutil.rmtree(out / ".state" / "inputs")  # as a folder made before the index has it
+    shutil.move(tmp_path / "in", tmp_path / "moved")
+    again = vfm_curator.curate(tmp_path / "moved", out, SERIAL)
+    assert (again.processed, len(again.copies), _rows(out)) == (0, 1, first.clips)
+    assert (out / ".state" / "inputs" / ".built").is_file()
+
+
+def test_a_link_planted_at_an_input_index_file_is_replaced_and_its_target_left_alone(tmp_path):
+    from tests.planted_links import plant_link
+    from vfm_curator.io.fingerprint import fingerprint
+
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    out = tmp_path / "out"
+    victim = plant_link(out / ".state" / "inputs" / fingerprint(str(tmp_path / "in" / "a.mp4")), tmp_path / "elsewhere")
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert victim.read_text() == "precious"
+    shutil.move(tmp_path / "in", tmp_path / "moved")  # and the index written in its place finds the video
+    again = vfm_curator.curate(tmp_path / "moved", out, SERIAL)
+    assert (again.processed, len(again.copies), _rows(out)) == (0, 1, first.clips)

@@ -41,6 +41,15 @@ def write_part(out: str | Path, vid: str, data: bytes) -> None:
     atomic_write(output_path(out, STATE, "parts", f"{vid}.parquet"), data)
 
 
+def forget_video(out: str | Path, vid: str) -> None:
+    """Delete a video's record, then its metadata part (the folder no longer has that video: it was
+    clipped again at the path it moved to). Names not resolved: a link there is left alone, never its target."""
+    from vfm_plugins.files import remove_leftover
+
+    remove_leftover(output_path(out, STATE, "videos", f"{vid}.json"))
+    remove_leftover(output_path(out, STATE, "parts", f"{vid}.parquet"))
+
+
 def video_record(task: Any, **extra: Any) -> dict[str, Any]:
     """The record of a finished task (ok or failed), with what the retry rule needs on a failure."""
     failure = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import time
 from pathlib import Path
 from typing import Iterator
@@ -17,14 +18,14 @@ from typing import Iterator
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
-from vfm_curator.io import attempts, staging, state
+from vfm_curator.io import attempts, input_index, staging, state
 from vfm_curator.io.fingerprint import caption_digest, fingerprint
 from vfm_curator.io.inputs import Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, output_path, safe_join
 from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, uncaptioned
 from vfm_curator.stages.caption import sidecar_caption
-from vfm_curator.tasks import VideoTask
+from vfm_curator.tasks import VideoTask, video_id
 from vfm_plugins import FolderLock
 from vfm_plugins.files import remove_leftover
 
@@ -94,7 +95,8 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     summary = Summary(out=str(out), videos=len(sources))
     hashes = _options_hashes(specs)
     todo: list[VideoTask] = []
-    clipped: dict | None = None  # (fingerprint, caption digest) -> source, of the folder's finished videos
+    this_run: dict[tuple, str] = {}  # (fingerprint, caption digest) -> path, of this run's new paths
+    claimed: set[str] = set()  # finished videos found moved (and recaptioned) to a path of this run
     for source in sources:
         task = VideoTask(source.path, caption=source.caption)
         if not _encodable(source.path):
@@ -103,7 +105,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
             continue
         record = state.load_record(out, task.vid)
         attempt = _attempt(out, record, task, hashes, config, retry)
-        changed, what = (_changed_stage(record, hashes, specs), _changed_input(record, source)) if attempt is None else (None, None)
+        changed, what = (_changed_stage(record, hashes, specs), _changed_input(out, record, source)) if attempt is None else (None, None)
         if redo_changed and (changed or what):
             attempt, summary.redone = 1, summary.redone + 1
         elif attempt is None:
@@ -114,15 +116,29 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
                 summary.changed_inputs[what] = summary.changed_inputs.get(what, 0) + 1
             continue
         given = _input_of(source)
-        if record is None:  # a path the folder has not seen: maybe a video it has clipped, moved or copied
-            clipped = _clipped_inputs(out) if clipped is None else clipped
+        replaces = None
+        if record is None and given["fingerprint"] is not None:
+            # a path the folder has not seen: maybe a video it has clipped, moved or copied
             key = (given["fingerprint"], given["caption"])
-            if given["fingerprint"] is not None and key in clipped:
-                summary.copies[source.path] = clipped[key]
+            if key in this_run:  # a second copy in this run is the same video too
+                summary.copies[source.path] = this_run[key]
                 continue
-            clipped.setdefault(key, source.path)  # a second copy in this run is the same video too
+            earlier = _earlier_video(out, given, claimed)
+            if earlier is not None and earlier[1]["input"].get("caption") == given["caption"]:
+                summary.copies[source.path] = earlier[1].get("source", "")
+                continue
+            if earlier is not None:  # moved, and its caption changed: that video's input changed
+                if not redo_changed:
+                    summary.skipped += 1
+                    summary.changed_inputs["caption"] = summary.changed_inputs.get("caption", 0) + 1
+                    continue
+                claimed.add(earlier[0])
+                replaces, summary.redone = {"video_id": earlier[0], "source": earlier[1]["source"]}, summary.redone + 1
+            this_run[key] = source.path
         summary.retried += record is not None and not (changed or what)
         task.context = {"attempt": attempt, "input_stamp": given["stamp"], "input": given, "options_hashes": hashes}
+        if replaces is not None:
+            task.context["replaces"] = replaces  # the write stage deletes that video's record and clips
         todo.append(task)
     t0 = time.perf_counter()
     if todo:
@@ -150,10 +166,11 @@ def _caption_of(source: Source) -> str | None:
         return None
 
 
-def _changed_input(record: dict | None, source: Source) -> str | None:
+def _changed_input(out: Path, record: dict | None, source: Source) -> str | None:
     """How a finished video's input differs from what it was clipped from: "file" (other bytes at
     its path), "caption" (another manifest or sidecar caption), or None (the same, or unknown: a
-    record from before inputs were kept, or a file that is gone)."""
+    record from before inputs were kept, or a file that is gone). A file touched since (another
+    stamp, the same bytes) has its record's stamp brought up to date, so later runs need only a stat."""
     kept = (record or {}).get("input") or {}
     if record is None or record.get("status") != "ok" or not kept:
         return None
@@ -164,17 +181,31 @@ def _changed_input(record: dict | None, source: Source) -> str | None:
         now = fingerprint(source.path)
         if now is not None and now != kept.get("fingerprint"):
             return "file"
+        if now is not None:
+            # the driver holds the folder's lock and no attempt of this video runs: nothing else writes it
+            state.write_record(out, video_id(source.path), {**record, "input": {**kept, "stamp": stamp}})
     return None
 
 
-def _clipped_inputs(out: Path) -> dict[tuple, str]:
-    """(fingerprint, caption digest) -> source of each finished video of the folder."""
-    found: dict[tuple, str] = {}
-    for record in state.records(out):
-        kept = record.get("input") or {}
-        if record.get("status") == "ok" and kept.get("fingerprint"):
-            found.setdefault((kept["fingerprint"], kept.get("caption")), record.get("source", ""))
-    return found
+def _earlier_video(out: Path, given: dict, claimed: set[str]) -> tuple[str, dict] | None:
+    """The finished video of the folder clipped from the bytes of ``given`` (:mod:`.io.input_index`):
+    its id and record. One with the same caption (a copy, or moved) comes first; else one whose file
+    is gone (moved, and recaptioned since: the same video, its caption changed). A copy beside its
+    still-present original with another caption is none: it is clipped as its own video."""
+    input_index.ensure(out)
+    moved = None
+    for vid in input_index.videos_with(out, given["fingerprint"]):
+        record = state.load_record(out, vid)
+        kept = (record or {}).get("input")
+        if (record is None or record.get("status") != "ok" or not isinstance(kept, dict)
+                or kept.get("fingerprint") != given["fingerprint"] or vid in claimed):
+            continue
+        if kept.get("caption") == given["caption"]:
+            return vid, record
+        source = record.get("source")
+        if moved is None and isinstance(source, str) and video_id(source) == vid and not os.path.lexists(source):
+            moved = vid, record
+    return moved
 
 
 def _options_hashes(specs: list[StageSpec]) -> dict[str, str]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from vfm_curator.io import attempts, staging
+from vfm_curator.io import attempts, input_index, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, output_path
-from vfm_curator.io.state import load_record, part_path, video_record, write_part, write_record
+from vfm_curator.io.state import forget_video, load_record, part_path, video_record, write_part, write_record
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
-from vfm_curator.tasks import Clip, VideoTask, clip_id
+from vfm_curator.tasks import Clip, VideoTask, clip_id, video_id
 from vfm_plugins.files import remove_leftover
 
 
@@ -44,10 +44,17 @@ class WriteStage(Stage):
                 with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
                     if current:
                         before = previous_clip_ids(self.opt["out"], task)  # a video clipped again (redo_changed)
+                        moved = _moved_from(task)  # the record of this video at the path it was moved from
+                        if moved is not None:
+                            before |= clip_ids_of(self.opt["out"], *moved)
                         if task.failure is None:
                             run_guarded(self.name, task, self.process_one)
                         elif task.clips:
                             run_guarded(self.name, task, self._filtered_thumbs)
+                        if moved is not None:
+                            # before this video's record: a kill in between leaves neither in the
+                            # table (clipped again next run), never the video twice
+                            forget_video(self.opt["out"], moved[0])
                         self._record(task)
                         self._drop_replaced(before, task)
             finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
@@ -99,6 +106,8 @@ class WriteStage(Stage):
 
     def _record(self, task: VideoTask) -> None:
         kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
+        if task.failure is None:  # before the record: a record of an ok video is always in the index
+            input_index.note(self.opt["out"], (task.context.get("input") or {}).get("fingerprint"), task.vid)
         write_record(self.opt["out"], task.vid, video_record(
             task,
             clips=len(kept),
@@ -111,20 +120,36 @@ class WriteStage(Stage):
 
 def previous_clip_ids(out: str, task: VideoTask) -> set[str]:
     """Ids of the clips (kept and filtered) that the video's record on disk lists: none for a
-    video not clipped before. These name files to delete, so only an id that is this video's clip of
-    the span listed with it (:func:`vfm_curator.tasks.clip_id` of its source) counts: a record or
-    part naming another video's clip (edited, or from a folder made elsewhere) deletes nothing."""
-    record = load_record(out, task.vid)
+    video not clipped before (see :func:`clip_ids_of`)."""
+    return clip_ids_of(out, task.vid, task.source)
+
+
+def _moved_from(task: VideoTask) -> tuple[str, str] | None:
+    """(id, source) of the finished video that the driver found moved to this task's path with
+    another caption (``context["replaces"]``, run with ``redo_changed``): this clipping replaces it."""
+    moved = task.context.get("replaces") or {}
+    vid, source = moved.get("video_id"), moved.get("source")
+    if isinstance(vid, str) and isinstance(source, str) and vid == video_id(source) and vid != task.vid:
+        return vid, source
+    return None
+
+
+def clip_ids_of(out: str, vid: str, source: str) -> set[str]:
+    """Ids of the clips (kept and filtered) that the record of video ``vid`` lists. These name files
+    to delete, so only an id that is this video's clip of the span listed with it
+    (:func:`vfm_curator.tasks.clip_id` of ``source``) counts: a record or part naming another
+    video's clip (edited, or from a folder made elsewhere) deletes nothing."""
+    record = load_record(out, vid)
     if record is None:
         return set()
     entries = [e for e in record.get("filtered") or [] if isinstance(e, dict)]
     try:
         import pyarrow.parquet as pq
 
-        entries += pq.read_table(part_path(out, task.vid), columns=["id", "start_frame", "end_frame"]).to_pylist()
+        entries += pq.read_table(part_path(out, vid), columns=["id", "start_frame", "end_frame"]).to_pylist()
     except (OSError, ValueError, KeyError):  # no part (a failed video) or one that cannot be read
         pass
-    return {str(e.get("id")) for e in entries if _own_clip(task.source, e)}
+    return {str(e.get("id")) for e in entries if _own_clip(source, e)}
 
 
 def _own_clip(source: str, entry: dict) -> bool:
