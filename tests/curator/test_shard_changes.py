@@ -179,3 +179,61 @@ def test_a_ledger_written_before_its_stamp_held_a_fingerprint_still_tells_a_reca
     (tmp_path / "in" / "v1.txt").write_text("video 1, described better")
     _curate(tmp_path / "in", clips, redo_changed=True)
     assert vfm_curator.shard(clips, shards, SERIAL, **SHARD).changed_since == 2
+
+
+def test_raising_windows_does_not_top_up_a_changed_clip_beside_its_old_windows(tmp_path):
+    """A recaptioned clip not redone keeps its old samples as they are (named changed, skipped):
+    windows of its new version beside them would give one clip two captions."""
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **{**SHARD, "windows": 1})
+    (tmp_path / "in" / "v1.txt").write_text("video 1, described better")
+    _curate(tmp_path / "in", clips, redo_changed=True)
+    raised = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert (raised.changed_since, raised.topped_up, raised.skipped) == (2, 2, 2)
+    assert any("--redo-changed" in n for n in raised.notices)
+    samples = _samples(shards)
+    by_clip: dict[str, set[str]] = {}
+    for key, sample in samples.items():
+        by_clip.setdefault(sample["extra"]["clip"], set()).add(sample["caption"])
+    assert all(len(captions) == 1 for captions in by_clip.values())  # no clip with windows of two versions
+    assert sorted(c for captions in by_clip.values() for c in captions) == ["video 0"] * 2 + ["video 1"] * 2
+    redo = vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD)
+    assert (redo.resharded, redo.samples) == (2, 8)
+    assert sorted(s["caption"] for s in _samples(shards).values()) == ["video 0"] * 4 + ["video 1, described better"] * 4
+
+
+def test_a_video_whose_every_clip_dedup_removed_has_its_samples_named_removed_and_taken_out(tmp_path):
+    """Its video is gone from the clip table too, yet it is the same folder's: not another table's."""
+    import shutil
+
+    make_video(tmp_path / "in" / "v0.mp4", [30], width=48, height=32, seed=1)
+    shutil.copy(tmp_path / "in" / "v0.mp4", tmp_path / "in" / "v1.mp4")  # its twin, with another caption
+    make_video(tmp_path / "in" / "v2.mp4", [30], width=48, height=32, seed=5)
+    for i in range(3):
+        (tmp_path / "in" / f"v{i}.txt").write_text(f"video {i}")
+    clips, shards = tmp_path / "clips", tmp_path / "shards"
+    _curate(tmp_path / "in", clips)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert len(_samples(shards)) == 6
+    vfm_curator.curate(tmp_path / "in", clips, {**SERIAL, "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}},
+                                                "dedup": {"enabled": True, "threshold": 0.99}})
+    table = pq.read_table(clips / "clips.parquet").to_pylist()
+    assert len(table) == 2 and len({r["source"] for r in table}) == 2  # one twin's only clip is gone, and its video
+
+    kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert (kept.removed_since, kept.written) == (1, 0)
+    redo = vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD)
+    assert (redo.samples_dropped, redo.samples) == (2, 4)
+    assert {s["extra"]["clip"] for s in _samples(shards).values()} == {r["id"] for r in table}
+
+
+def test_a_video_that_fails_when_curated_again_has_its_old_samples_named_removed(tmp_path):
+    """Its clips and its video are gone from the table; the folder's record of it says it is this folder's."""
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    (tmp_path / "in" / "v0.mp4").write_bytes(b"no longer a video" * 100)
+    _curate(tmp_path / "in", clips, redo_changed=True)
+    assert {r["source"] for r in pq.read_table(clips / "clips.parquet").to_pylist()} == {str((tmp_path / "in" / "v1.mp4").resolve())}
+    kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert kept.removed_since == 2
+    assert vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD).samples_dropped == 4

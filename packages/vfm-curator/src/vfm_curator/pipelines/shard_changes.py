@@ -134,19 +134,58 @@ def clip_of(key: str) -> str:
     return match.group(1) if match else key
 
 
-def changed_and_removed(out: Path, tasks: Iterable[ShardTask], done: set[str]) -> tuple[set[str], set[str]]:
+def changed_and_removed(out: Path, tasks: Iterable[ShardTask], done: set[str],
+                        clips_dir: Path | None = None) -> tuple[set[str], set[str]]:
     """(ids of the table's clips in finished shards that changed since, ids of sharded clips the
-    table no longer lists although it still holds clips of their video: re-cut, deduplicated or
-    dropped). A sharded clip of a video the table has no clip of is another clip table's (several
-    curated folders may be sharded into one folder), and one without a recorded video is unknown:
-    neither counts as removed."""
+    table no longer lists although their video is one ``clips_dir`` curated: re-cut, deduplicated or
+    dropped). The folder's videos are those the table has clips of, those its review took clips out
+    of (:func:`review_sources`) and those it keeps a record of (:func:`has_record`): a video whose
+    every clip dedup took out is gone from the table, not from the folder. A sharded clip of a video the folder never
+    curated is another clip table's (several curated folders may be sharded into one folder), and
+    one without a recorded video is unknown: neither counts as removed."""
     ledger = _ledger(out)
     table = {t.id: t for t in tasks}
     changed = {i for i, t in table.items() if i in done and i in ledger and _changed(ledger[i]["stamp"], t)}
     sources = {t.source for t in tasks}
-    removed = {clip for clip in {clip_of(key) for key in done} - set(table)
-               if clip in ledger and ledger[clip].get("source") in sources}
-    return changed, removed
+    gone = {clip for clip in {clip_of(key) for key in done} - set(table) if clip in ledger}
+    others = {ledger[clip].get("source") for clip in gone} - sources
+    if others and clips_dir is not None:
+        reviewed = review_sources(clips_dir)
+        sources |= {s for s in others if isinstance(s, str) and (s in reviewed or has_record(clips_dir, s))}
+    return changed, {clip for clip in gone if ledger[clip].get("source") in sources}
+
+
+def review_sources(clips_dir: Path) -> set[str]:
+    """Sources of the clips that ``clips_dir``'s review (dedup, caption QA) took out of its table
+    (``review.jsonl``); a line that is not such an entry is passed over."""
+    from vfm_curator.io.report_review import REVIEW_FILE
+
+    found: set[str] = set()
+    try:
+        fh = open(clips_dir / REVIEW_FILE, "rb")
+    except OSError:  # none: a table made without a review, or a folder copied without it
+        return found
+    with fh:
+        for line in _lines(fh):
+            try:
+                entry = json.loads(line.decode("utf-8"))
+                if entry.get("action") == "removed" and isinstance(entry["source"], str):
+                    found.add(entry["source"])
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                continue
+    return found
+
+
+def has_record(clips_dir: Path, source: str) -> bool:
+    """Whether ``clips_dir`` keeps a record of the video ``source`` (ok or failed) although its
+    table lists no clip of it: one stat per such video."""
+    from vfm_curator.io.state import record_path
+    from vfm_curator.tasks import video_id
+
+    try:
+        return record_path(clips_dir, video_id(source)).is_file()
+    except (OSError, ValueError):  # a link out of the folder there: no record of it
+        return False
 
 
 def drop_clips(out: Path, clips: set[str]) -> int:

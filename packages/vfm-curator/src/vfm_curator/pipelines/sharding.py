@@ -92,7 +92,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks))
-    changed, removed = changed_and_removed(out, tasks, done)
+    changed, removed = changed_and_removed(out, tasks, done, clips_dir)
     if redo_changed and (changed or removed):
         summary.samples_dropped = drop_clips(out, changed | removed)
         summary.resharded = len(changed)
@@ -106,7 +106,9 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     todo, again = [], []
     for task in tasks:
         if task.id in done:
-            if top_up:
+            # a changed clip not redone keeps its old samples as they are: windows of its new
+            # version beside them would mix two versions of one clip (the notice names it)
+            if top_up and task.id not in changed:
                 again.append(task)
             else:
                 summary.skipped += 1
