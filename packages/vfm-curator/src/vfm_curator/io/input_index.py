@@ -32,8 +32,11 @@ def _entry(out: str | Path, fp: str) -> Path:
 
 def note(out: str | Path, fp: str | None, vid: str) -> None:
     """Record that video ``vid`` was clipped from bytes of fingerprint ``fp`` (None: unreadable, no line)."""
-    if not isinstance(fp, str) or not _FINGERPRINT.fullmatch(fp) or not _VIDEO_ID.fullmatch(vid) or vid in videos_with(out, fp):
-        return
+    if isinstance(fp, str) and _FINGERPRINT.fullmatch(fp) and _VIDEO_ID.fullmatch(vid) and vid not in videos_with(out, fp):
+        _append(out, fp, vid)
+
+
+def _append(out: str | Path, fp: str, vid: str) -> None:
     path = _entry(out, fp)
     path.parent.mkdir(parents=True, exist_ok=True)
     append_line(path, vid)
@@ -59,7 +62,9 @@ def ensure(out: str | Path) -> None:
         return
     for record in state.records(out):
         kept = record.get("input") or {}
-        if record.get("status") == "ok" and isinstance(kept, dict) and isinstance(record.get("video_id"), str):
-            note(out, kept.get("fingerprint"), record["video_id"])
+        fp, vid = (kept.get("fingerprint") if isinstance(kept, dict) else None), record.get("video_id")
+        if (record.get("status") == "ok" and isinstance(fp, str) and _FINGERPRINT.fullmatch(fp)
+                and isinstance(vid, str) and _VIDEO_ID.fullmatch(vid)):
+            _append(out, fp, vid)  # not read first: a line a killed build wrote twice is read once
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(marker, b"")
