@@ -94,3 +94,21 @@ def _cfg_parallel_error(rank: int, world: int) -> int:
     except ValueError as e:
         return int("exactly 2 ranks" in str(e))
     return 0
+
+
+def test_classifier_free_repeats_a_batch_one_null_condition_for_every_prompt():
+    # vfm_models.conditioning.null_condition gives one sample; the prompts are a batch of 2
+    net, (cond, uncond) = TinyConditional(), conditions()
+    x, level = torch.randn(2, 6), torch.full((2,), 0.7)
+    one = {k: v[:1] for k, v in uncond.items()}
+    for scale in (0.0, 5.0):
+        torch.testing.assert_close(classifier_free(net, cond, one, scale)(x, level),
+                                   classifier_free(net, cond, uncond, scale)(x, level))
+
+
+def test_classifier_free_names_both_batch_sizes_when_the_branches_differ():
+    net, (cond, _) = TinyConditional(), conditions()
+    cond = {k: torch.cat([v, v[:1]]) for k, v in cond.items()}  # 3 prompts
+    uncond = {"text": torch.zeros(2, 1, 4), "text_mask": torch.zeros(2, 1, dtype=torch.bool)}
+    with pytest.raises(ValueError, match="conditional inputs hold 3 samples but the unconditional ones 2"):
+        classifier_free(net, cond, uncond, 5.0)

@@ -95,3 +95,12 @@ def test_context_parallel_refuses_a_token_count_it_cannot_split():
 
     with pytest.raises(ValueError, match="divisible by 3; latent \\(12, 4, 8, 8\\) with patch \\(1, 2, 2\\) gives 64 tokens"):
         check_tokens(tiny_dit(), (12, 4, 8, 8), 3)
+
+
+def test_a_model_on_the_meta_device_is_refused_naming_it_and_how_to_load_weights():
+    import vfm_models
+
+    with torch.device("meta"):  # as a user sizes a model before loading weights
+        model = vfm_models.get_family("dit").create(in_channels=12, hidden=32, depth=2, num_heads=2, num_classes=4)
+    with pytest.raises(ValueError, match="on the meta device .*load its weights first"):
+        VideoPipeline(model, tiny_meta())

@@ -64,6 +64,24 @@ class SamplerTestMixin:
         assert len(calls) == sampler.num_evaluations()
         assert steps == [(i, 6) for i in range(1, 7)]
 
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+    def test_half_precision_latents_meet_the_exact_levels_and_keep_their_dtype(self, dtype):
+        # bf16 holds 8 significant bits: a level in the latents' dtype was rounded (DDIM's timestep 751
+        # reached the model as 752, EDM's sigma 34.99 as 35.0) while the solver stepped with the exact one
+        sampler = self.make(7)
+        seen = []
+
+        def denoiser(x, level):
+            seen.append(level)
+            return torch.zeros_like(x, dtype=torch.float32)  # a model that answers in float32
+
+        out = sampler.sample(denoiser, torch.randn(2, 3).to(dtype), generator=torch.Generator().manual_seed(0))
+        assert all(level.dtype == torch.float32 for level in seen)
+        if not getattr(sampler, "churn", 0):  # churn also visits raised levels between the scheduled ones
+            exact = sampler.levels().to(torch.float32).tolist()
+            assert all(float(level[0]) in exact for level in seen)
+        assert out.dtype == dtype
+
     def test_same_noise_gives_the_same_sample(self):
         sampler = self.make(5)
         gm = mixture()

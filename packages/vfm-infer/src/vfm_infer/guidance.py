@@ -52,6 +52,25 @@ def concat_conditions(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tenso
     return out
 
 
+def _batch(condition: Mapping[str, torch.Tensor]) -> int | None:
+    sizes = {int(v.shape[0]) for v in condition.values() if isinstance(v, torch.Tensor) and v.dim() >= 1}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def match_batch(cond: Mapping[str, torch.Tensor], uncond: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``uncond`` for ``cond``'s batch: one unconditional sample (what
+    :func:`vfm_models.conditioning.null_condition` gives) is repeated for every prompt; another batch
+    size than the prompts' is an error naming both (it failed inside the model, counting the
+    concatenated batch: "cond['text'] has 3 samples but t has 4")."""
+    want, have = _batch(cond), _batch(uncond)
+    if want is None or have is None or want == have:
+        return dict(uncond)
+    if have == 1:
+        return {k: v.expand(want, *v.shape[1:]) for k, v in uncond.items()}
+    raise ValueError(f"the conditional inputs hold {want} samples but the unconditional ones {have}; accepted: "
+                     f"{want} unconditional samples (one per prompt), or 1 (repeated for every prompt)")
+
+
 def _pad_dim1(t: torch.Tensor, length: int) -> torch.Tensor:
     pad = t.new_zeros((t.shape[0], length - t.shape[1], *t.shape[2:]))
     return torch.cat([t, pad], dim=1)
@@ -61,7 +80,10 @@ def classifier_free(
     net: ConditionalDenoiser, cond: Mapping[str, torch.Tensor], uncond: Mapping[str, torch.Tensor] | None, scale: float
 ) -> Denoiser:
     """A sampler denoiser with CFG computed in one batched pass; ``scale == 1`` or no ``uncond``
-    skips the unconditional branch, ``scale == 0`` the conditional one (its weight is 0)."""
+    skips the unconditional branch, ``scale == 0`` the conditional one (its weight is 0). An
+    ``uncond`` of batch 1 (the null condition) serves every sample of ``cond``."""
+    if uncond is not None:
+        uncond = match_batch(cond, uncond)
     if uncond is None or scale == 1.0:
         return lambda x, level: net(x, level, cond)
     if scale == 0.0:
@@ -86,10 +108,11 @@ def cfg_parallel(
     """A sampler denoiser whose two CFG branches run on the two ranks of ``group``.
 
     Group rank 0 evaluates the conditional branch, rank 1 the unconditional one; every rank returns
-    the same combined prediction.
+    the same combined prediction. An ``uncond`` of batch 1 serves every sample of ``cond``.
     """
     import torch.distributed as dist
 
+    uncond = match_batch(cond, uncond)
     size = dist.get_world_size(group)
     if size != 2:
         raise ValueError(f"CFG-parallel needs a group of exactly 2 ranks (conditional, unconditional); got {size}")

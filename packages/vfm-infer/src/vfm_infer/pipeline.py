@@ -224,6 +224,10 @@ class VideoPipeline:
     CPU): its weights are cast and it runs under autocast, while the sampler's latents, the
     guidance combination and decoding stay float32. ``compile``: each transformer block compiled
     with ``torch.compile`` (one graph per block; the first video pays for compilation).
+
+    The pipeline takes ``model`` over as it is, without a copy: the module itself is moved to the
+    device, cast to ``dtype``, put in eval mode and its parameters stop requiring grad. Pass
+    ``copy.deepcopy(model)`` to keep training the original (e.g. a preview during training).
     """
 
     def __init__(self, model, meta: Mapping[str, Any], *, device: str | torch.device = "cpu",
@@ -238,6 +242,7 @@ class VideoPipeline:
         self.meta = dict(meta)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        _check_not_meta(model)
         self.model = model.to(self.device, self.dtype).eval().requires_grad_(False)
         if compile:  # vfm-parallel's per-block compile, as in training
             from vfm_parallel.strategy import get_strategy
@@ -484,6 +489,16 @@ class VideoPipeline:
         spec = spec or GenerationSpec()
         prepared = self.prepare(spec, [prompt])
         return self.decode(self.sample_latent(prepared, prompt, index=index, callback=callback), spec)
+
+
+def _check_not_meta(model) -> None:
+    """A model built on the meta device has no weights to generate with; torch's own error when it is
+    moved advises ``to_empty()``, which gives uninitialised memory, not weights."""
+    on_meta = [name for name, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta]
+    if on_meta:
+        raise ValueError(f"the model has {len(on_meta)} parameters or buffers on the meta device (no values, e.g. "
+                         f"{on_meta[0]}); load its weights first: VideoPipeline.from_export(folder), or "
+                         "vfm_models.export.load_export, or build it on the CPU and load_state_dict(..., assign=True)")
 
 
 def _check_prompts(prompts: Sequence[str]) -> None:

@@ -20,14 +20,22 @@ FORMULATIONS = {
 
 class Denoiser(Protocol):
     """``denoiser(x, level) -> prediction``; ``x`` (B, ...) and ``level`` (B,), the noise level
-    (sigma for EDM, s in [0, 1] for rectified flow, the step count tau in [0, T] for DDPM) in ``x``'s
-    dtype and device."""
+    (sigma for EDM, s in [0, 1] for rectified flow, the step count tau in [0, T] for DDPM) on ``x``'s
+    device, in ``x``'s dtype when that is float32 or float64 and in float32 for half-precision ``x``
+    (see :func:`level_dtype`)."""
 
     def __call__(self, x: torch.Tensor, level: torch.Tensor) -> torch.Tensor: ...
 
 
 #: ``callback(step, steps)`` after each sampler step (step counts from 1), e.g. for a progress bar.
 StepCallback = Callable[[int, int], None]
+
+
+def level_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a sampler hands the denoiser its noise levels in, for latents of ``dtype``: float32 at
+    least, since bfloat16 holds 8 significant bits (DDIM's training timestep 751 would reach the model
+    as 752, EDM's sigma 34.99 as 35.0, while the solver steps with the exact level)."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 class Sampler(ABC):
@@ -65,12 +73,18 @@ class Sampler(ABC):
         generator: torch.Generator | None = None,
         callback: StepCallback | None = None,
     ) -> torch.Tensor:
-        """Data sample(s) from standard Gaussian ``noise`` (B, ...); ``generator`` feeds any
-        stochastic part (EDM churn)."""
+        """Data sample(s) from standard Gaussian ``noise`` (B, ...), in ``noise``'s dtype; ``generator``
+        feeds any stochastic part (EDM churn).
+
+        Like any torch code it records autograd through every step when the denoiser's parameters
+        require grad: call it under ``torch.inference_mode()`` (as :class:`vfm_infer.VideoPipeline`
+        does) unless you mean to differentiate through the sampling."""
         levels = self.levels().tolist()
 
         def evaluate(x: torch.Tensor, level: float) -> torch.Tensor:
-            return denoiser(x, torch.full((x.shape[0],), level, dtype=x.dtype, device=x.device))
+            at = torch.full((x.shape[0],), level, dtype=level_dtype(x.dtype), device=x.device)
+            # the state stays in the latents' dtype even where the denoiser answers in a wider one
+            return denoiser(x, at).to(x.dtype)
 
         return self._run(evaluate, self.initial(noise), levels, generator, callback or (lambda i, n: None))
 
