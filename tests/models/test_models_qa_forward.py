@@ -60,3 +60,19 @@ def test_a_class_label_out_of_range_is_refused_naming_the_labels_the_model_takes
             model(x, t, {"y": torch.tensor([3, bad])})
     with torch.no_grad():
         assert model(x, t, {"y": torch.tensor([0, 10])}).shape == x.shape
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_bfloat16_model_takes_the_float32_text_the_text_encoders_give(family):
+    """Text encoders return float32 embeddings; a bf16 text model failed on them in its cross-attention
+    ("mat1 and mat2 must have the same dtype") while it took float32 noise levels. Packed too."""
+    model = tiny(family).eval()
+    cond = cond_for(model, 2, text_len=3)
+    x = torch.randn(2, model.config.in_channels, 1, 4, 4)
+    with torch.no_grad():
+        expected = model.to(torch.bfloat16)(x.bfloat16(), torch.full((2,), 0.3),
+                                            {k: v.bfloat16() if v.is_floating_point() else v for k, v in cond.items()})
+        out = model(x.bfloat16(), torch.full((2,), 0.3), cond)
+        packed = model.forward_packed([x[0].bfloat16(), x[1].bfloat16()], torch.full((2,), 0.3), cond)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, expected)
+    assert torch.equal(torch.stack(packed), out)

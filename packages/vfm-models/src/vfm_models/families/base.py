@@ -232,6 +232,11 @@ class DiffusionTransformer(nn.Module):
         for key, value in cond.items():
             if value is not None and value.shape[0] != batch:
                 raise ValueError(f"cond[{key!r}] has {value.shape[0]} samples but t has {batch}")
+        text, dtype = cond.get("text"), self.t_embedder.mlp[0].weight.dtype
+        if text is not None and text.is_floating_point() and text.dtype != dtype:
+            # the text encoders give float32: a bf16 model's cross-attention failed on it ("mat1 and mat2
+            # must have the same dtype"); the noise level is cast the same way (TimestepEmbedder)
+            cond["text"] = text.to(dtype)
         return cond
 
 
