@@ -11,6 +11,7 @@ import logging
 import os
 
 from vfm_curator.errors import InputError
+from vfm_curator.io.inputs import link_problem
 
 # the name io.video logged under before the split: log filters and captures keep working
 log = logging.getLogger("vfm_curator.video")
@@ -21,7 +22,7 @@ def open_container(path: str, hwaccel: str | None = None):
     import av
 
     if os.path.islink(path) and not os.path.exists(path):
-        raise InputError(f"broken symbolic link: it points to {os.readlink(path)!r}, which does not exist")
+        raise InputError(link_problem(path))
     if not os.path.isfile(path):
         raise InputError(f"not a file: {path}")
     if os.path.getsize(path) == 0:

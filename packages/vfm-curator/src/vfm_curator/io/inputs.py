@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import glob
 import json
 import os
@@ -75,8 +76,7 @@ def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Sour
     if path.is_symlink():  # a broken link: named, an error; matched by a glob, a failure of its own (as in a folder)
         if not explicit:
             return [Source(_resolve(path))]
-        raise ValueError(f"input {item!r} is a broken symbolic link: it points to {os.readlink(path)!r}, "
-                         "which does not exist")
+        raise ValueError(f"input {item!r} is a {link_problem(path)}")
     if glob.has_magic(item):
         matches = sorted(glob.glob(item, recursive=True))
         if not matches:
@@ -152,6 +152,19 @@ def read_manifest(path: Path) -> list[Source]:
         p = Path(value)
         sources.append(Source(_resolve(p if p.is_absolute() else base / p), caption if caption else None))
     return sources
+
+
+def link_problem(path: str | Path) -> str:
+    """Why the symbolic link ``path`` leads to no file: its target is missing, or links point at each
+    other (``a -> b``, ``b -> a``: the target exists as a link, so "does not exist" would mislead)."""
+    target = os.readlink(path)
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return (f"symbolic link loop: it points to {target!r}, and following the links never reaches a file "
+                    "(links that point at each other); accepted: a link to a video file")
+    return f"broken symbolic link: it points to {target!r}, which does not exist"
 
 
 def _resolve(path: Path) -> str:

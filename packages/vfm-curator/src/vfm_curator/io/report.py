@@ -31,7 +31,8 @@ ADVICE = {
     "bad-name": "The file name cannot be encoded. Rename the file (UTF-8) and run again.",
     "no-clips": "No shot is as long as split.min_clip_s. Lower min_clip_s (or min_shot_s / threshold) if these "
                 "videos should give clips; a changed config retries them.",
-    "too-short": "The video is shorter than split.min_clip_s. Lower min_clip_s if such short videos are wanted.",
+    "too-short": "The video is shorter than split.min_clip_s, or has fewer frames than decode.min_frames (as its reason "
+                 "says). Lower that option if such short videos are wanted; a changed config retries them.",
     "too-large": "The video's frame size is over decode.max_pixels. Raise max_pixels if such footage is wanted; "
                  "a changed config retries it.",
     "all-filtered": "Every clip was filtered out. Check the filter limits against the scores in the clip table; "

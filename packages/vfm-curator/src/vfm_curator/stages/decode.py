@@ -137,7 +137,9 @@ class DecodeStage(Stage):
         if len(times) == 1 and info.codec in IMAGE_CODECS:
             raise InputError(f"a still image ({info.codec}, one frame), not a video")
         if len(times) < int(self.opt["min_frames"]):
-            raise LimitError(f"too short: {len(times)} decodable frame(s), under min_frames={self.opt['min_frames']}",
+            # a 1-frame video is kept as a 1-frame clip (an image sample for vfm shard) only when asked for
+            raise LimitError(f"too short: {len(times)} decodable frame(s), under decode.min_frames={self.opt['min_frames']}"
+                             " (to keep 1-frame videos as 1-frame clips: decode.min_frames = 1 and split.min_clip_s = 0)",
                              kind="too-short")
         raw = np.frombuffer(times, np.float64)
         fps = frame_rate(info.fps, raw)

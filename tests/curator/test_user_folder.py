@@ -1,0 +1,54 @@
+"""A user's own folder curated as it is (serial runner): failures say what the file is and which
+option to change, in failures.jsonl and in the report's advice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import vfm_curator
+from vfm_curator.io.inputs import expand
+from vfm_curator.synth import make_video
+
+from . import messy_inputs as messy
+
+SERIAL = {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.5}}}
+
+
+def _failures(out: Path) -> dict[str, dict]:
+    return {Path(r["source"]).name: r for r in map(json.loads, (out / "failures.jsonl").read_text().splitlines())}
+
+
+def test_links_that_point_at_each_other_are_named_a_loop_not_a_missing_file(tmp_path):
+    src = tmp_path / "in"
+    make_video(src / "good.mp4", [30], width=64, height=48)
+    (src / "a.mp4").symlink_to("b.mp4")
+    (src / "b.mp4").symlink_to("a.mp4")
+    (src / "dead.mp4").symlink_to("gone.mp4")
+    vfm_curator.curate([str(src)], tmp_path / "out", SERIAL)
+    failures = _failures(tmp_path / "out")
+    assert sorted(failures) == ["a.mp4", "b.mp4", "dead.mp4"]
+    assert failures["a.mp4"]["reason"].startswith("symbolic link loop: it points to 'b.mp4'")
+    assert "does not exist" not in failures["a.mp4"]["reason"]  # b.mp4 is there: it is a link back
+    assert failures["dead.mp4"]["reason"] == "broken symbolic link: it points to 'gone.mp4', which does not exist"
+    with pytest.raises(ValueError, match=r"is a symbolic link loop: it points to 'b\.mp4'"):
+        expand([str(src / "a.mp4")])
+
+
+def test_a_one_frame_video_names_the_decode_option_and_following_it_keeps_the_frame(tmp_path):
+    messy.write(tmp_path / "in" / "still.mp4", 1)
+    with pytest.raises(vfm_curator.NothingWrittenError):
+        vfm_curator.curate([str(tmp_path / "in")], tmp_path / "out", SERIAL)
+    failure = _failures(tmp_path / "out")["still.mp4"]
+    assert failure["kind"] == "too-short" and failure["cause"] == "config"
+    assert "under decode.min_frames=2" in failure["reason"]
+    # the report's advice for the kind names the option that failed it, not only split.min_clip_s
+    advice = (tmp_path / "out" / "report.html").read_text().split('data-kind="too-short"')[1].split("</tr>")[0]
+    assert "decode.min_frames" in advice
+    keep = {"run": {"runner": "serial"}, "options": {"decode": {"min_frames": 1}, "split": {"min_clip_s": 0}}}
+    vfm_curator.curate([str(tmp_path / "in")], tmp_path / "out", keep)  # a changed config retries it
+    rows = pq.read_table(tmp_path / "out" / "clips.parquet").to_pylist()
+    assert [(r["num_frames"], r["width"], r["height"]) for r in rows] == [(1, 64, 48)]
