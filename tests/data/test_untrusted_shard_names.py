@@ -139,3 +139,12 @@ def test_a_listed_shard_that_is_missing_is_named(dataset):
     err = _refused(dataset, r"\.info\.json: shard_counts\.shard-000002\.tar: lists shard shard-000002\.tar, which is not a "
                             r"file in .*data")
     assert "re-copy the folder" in str(err)
+
+
+def test_a_shard_cut_short_after_preparing_says_to_copy_it_again_or_prepare_again(dataset):
+    # the likely cause is a truncated copy or a replaced file, not crafted metadata: the message said neither
+    shard = dataset / "shard-000001.tar"
+    shard.write_bytes(shard.read_bytes()[:700])
+    error = _refused(dataset, r"shard_counts\.shard-000001\.tar: says \d+ samples, more than its 700 bytes can hold")
+    assert "smaller than when its folder was prepared" in str(error)
+    assert "prepare the folder again" in str(error)

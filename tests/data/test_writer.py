@@ -158,3 +158,25 @@ def test_prepare_dataset_replaces_an_nv_meta_folder_that_is_a_link_and_leaves_th
     quiet(prepare_dataset, out)
     assert [p.name for p in outside.iterdir()] == ["settings"] and (outside / "settings").read_text() == "precious"
     assert not (out / ".nv-meta").is_symlink() and (out / ".nv-meta" / "dataset.yaml").is_file()
+
+
+def test_prepare_dataset_prints_nothing_when_it_succeeds(tmp_path, capfd):
+    # a library call: energon's "Saving info to ..." and "Collapsing split parts... Done" lines went to stdout
+    with ShardWriter(tmp_path, max_shard_bytes=1 << 20) as w:
+        w.write("a", torch.randn(4, 1, 4, 4), torch.randn(2, 8), meta("image"))
+    prepare_dataset(tmp_path)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    assert (tmp_path / ".nv-meta" / "dataset.yaml").is_file()
+
+
+def test_prepare_dataset_passes_on_what_energon_printed_when_it_fails(tmp_path, capfd):
+    # energon prints its reasons (here the duplicate key) before it ends: the curator's index rebuild reads them
+    for part in ("a", "b"):
+        with ShardWriter(tmp_path / part, max_shard_bytes=1 << 20) as w:
+            w.write("same", torch.randn(4, 1, 4, 4), torch.randn(2, 8), meta("image"))
+    (tmp_path / "b" / "shard-000000.tar").rename(tmp_path / "a" / "shard-000001.tar")
+    with pytest.raises(ValueError, match="same"):
+        prepare_dataset(tmp_path / "a")
+    out, err = capfd.readouterr()
+    assert "same" in out + err

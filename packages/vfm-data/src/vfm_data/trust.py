@@ -239,7 +239,10 @@ def _check_shard_counts(folder: Path, file: Path, counts: Any) -> dict[str, int]
         if count > size // _TAR_BLOCK:  # energon sizes its sample tables by these counts
             raise UntrustedDatasetError(file, key, f"says {count} samples, more than its {size} bytes can hold "
                                         f"(at most {size // _TAR_BLOCK}: every sample takes a {_TAR_BLOCK}-byte tar "
-                                        f"header at least)", hint="")
+                                        f"header at least)",
+                                        hint=f"the shard is smaller than when its folder was prepared (a copy cut "
+                                             f"short, or the file replaced): copy {name} again, or, if it was "
+                                             f"rewritten on purpose, prepare the folder again")
     return counts
 
 

@@ -7,10 +7,12 @@ a final name (the rename is atomic on POSIX file systems).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
+import sys
 import tarfile
 from glob import escape as glob_escape
 from pathlib import Path
@@ -200,7 +202,9 @@ def prepare_dataset(
 
     ``split_parts`` maps split names to regular expressions over shard file names (energon split
     parts are regular expressions), e.g. ``[("train", r"shard-0000[0-8]\\.tar$"), ("val", r"shard-000009\\.tar$")]``.
-    Returns the ``.nv-meta`` folder. Stock ``energon`` tools and ``get_train_dataset`` read it.
+    Returns the ``.nv-meta`` folder. Energon's ``get_train_dataset`` reads it with a task encoder that has a
+    cooker (:class:`vfm_data.VideoTaskEncoder`); the ``energon info``/``lint``/``preview`` commands need a typed
+    dataset and do not.
     """
     from megatron.energon.flavors.webdataset import BaseWebdatasetFactory
     from megatron.energon.flavors.webdataset.config import MAIN_FOLDER_NAME
@@ -219,12 +223,13 @@ def prepare_dataset(
     meta = folder / MAIN_FOLDER_NAME
     _drop_links(meta)
     try:
-        BaseWebdatasetFactory.prepare_dataset(
-            folder,
-            shards,
-            split_parts_patterns=[(name, _protect_from_braceexpand(p)) for name, p in split_parts],
-            workers=workers,
-        )
+        with _energon_output_on_failure():
+            BaseWebdatasetFactory.prepare_dataset(
+                folder,
+                shards,
+                split_parts_patterns=[(name, _protect_from_braceexpand(p)) for name, p in split_parts],
+                workers=workers,
+            )
     except SystemExit:  # energon's answer to a duplicate key: print, then end the process
         raise ValueError(f"{folder}: {_duplicate_key(folder, shards)}; energon needs every sample key once per dataset. "
                          "Accepted: unique keys (write them so, or let energon prepare --fix-duplicates rewrite the "
@@ -235,6 +240,20 @@ def prepare_dataset(
         raise ValueError(f"{folder}: {exc} A shard must hold at least one sample: remove the empty tar") from None
     replace_file(meta / "dataset.yaml", yaml.safe_dump(DATASET_YAML, sort_keys=False))
     return meta
+
+
+@contextlib.contextmanager
+def _energon_output_on_failure():
+    """Energon's preparation prints its progress ("Saving info to ...", "Collapsing split parts...
+    Done"): kept from a library call's stdout when it succeeds, passed on to stdout when it fails,
+    since energon prints its reasons there (read by the curator's index rebuild)."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            yield
+    except BaseException:
+        sys.stdout.write(captured.getvalue())
+        raise
 
 
 def _duplicate_key(folder: Path, shards: list[str]) -> str:
