@@ -55,3 +55,16 @@ def test_a_text_encoder_folder_without_a_tokenizer_is_refused_pointing_at_the_pi
     encoder = t5(path=tmp_path / "pipe" / "text_encoder", tokenizer_path=tmp_path / "pipe" / "tokenizer")
     cat, dog = encoder.encode(["a cat", "a dog"])[0]
     assert not torch.allclose(cat, dog)
+
+
+def test_a_text_encoder_loads_without_drawing_transformers_progress_bar(tmp_path, capfd):
+    """transformers 5 draws a "Loading weights" bar on stderr at every load: library noise in a user's logs
+    (every minilm build, every pipeline). The caller's setting is restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    make_t5_folder(tmp_path, "t5")
+    capfd.readouterr()
+    vfm_models.get_text_encoder("t5")(path=tmp_path)
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "it/s" not in out + err
+    assert hf_logging.is_progress_bar_enabled()

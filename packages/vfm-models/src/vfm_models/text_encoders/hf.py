@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from os import PathLike
 from pathlib import Path
 
@@ -21,6 +22,20 @@ def _transformers():
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("this text encoder needs transformers: pip install 'vfm-models[text]'") from exc
     return transformers
+
+
+@contextlib.contextmanager
+def _no_progress_bar(tf):
+    """transformers (5) draws a "Loading weights" bar on stderr at every load, a library's noise in its
+    user's logs: off while loading, then as the caller had it."""
+    logging = tf.utils.logging
+    was_on = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            logging.enable_progress_bar()
 
 
 #: The most tokens a text is encoded to (T5 and UMT5 models are trained at 512).
@@ -117,8 +132,9 @@ class HFTextEncoder:
         # transformers 5 renamed torch_dtype to dtype
         dtype_key = "dtype" if int(tf.__version__.split(".")[0]) >= 5 else "torch_dtype"
         kwargs = {dtype_key: dtype} if dtype is not None else {}
-        self.model = model_cls.from_pretrained(folder, local_files_only=True, trust_remote_code=False,
-                                               **kwargs).to(device).eval()
+        with _no_progress_bar(tf):
+            self.model = model_cls.from_pretrained(folder, local_files_only=True, trust_remote_code=False,
+                                                   **kwargs).to(device).eval()
         self.device = device
         self.dim = int(self.config.hidden_size)
         self.max_length = max_length
