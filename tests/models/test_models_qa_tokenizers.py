@@ -81,3 +81,22 @@ def test_causal3d_decode_of_an_empty_latent_names_the_shape_it_takes(shape):
     with pytest.raises(ValueError, match=r"causal3d decodes latents \(B, 4, T', H', W'\) with T', H', W' >= 1; "
                                          r"got shape " + str(shape).replace("(", r"\(").replace(")", r"\)")):
         tok.decode(torch.zeros(shape))
+
+
+def test_tokenizers_refuse_uint8_frames_naming_the_pixel_range_they_take(tmp_path):
+    """A decoded clip as PyAV gives it (uint8, 0..255): the pixel tokenizer encoded it as it was (latents of
+    0..255, silently), the wan-vae cast it to float (the same, silently), causal3d failed inside a
+    convolution ("Input type (unsigned char) and bias type (float) should be the same")."""
+    frames = ((h264_clip() + 1) * 127.5).round().to(torch.uint8)
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    diffusers.AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                               temperal_downsample=[False, True, True], latents_mean=[0.0] * 4,
+                               latents_std=[1.0] * 4).save_pretrained(tmp_path)
+    tokenizers = {"pixel": vfm_models.get_tokenizer("pixel")(patch=2),
+                  "causal3d": vfm_models.get_tokenizer("causal3d")(latent_channels=4, base_channels=8),
+                  "wan-vae": vfm_models.get_tokenizer("wan-vae")(path=tmp_path, dtype="fp32")}
+    for name, tok in tokenizers.items():
+        with pytest.raises(ValueError, match=rf"{name}.* takes pixels in \[-1, 1\] as a floating-point tensor; got "
+                                             r"torch\.uint8 \(frames 0\.\.255: video\.float\(\) / 127\.5 - 1\)"):
+            tok.encode(frames)

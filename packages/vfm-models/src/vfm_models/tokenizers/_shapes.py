@@ -31,6 +31,15 @@ def check_video(name: str, shape, channels: int, tc: int, sc: int, latent_channe
     video_latent_shape(name, shape, channels, tc, sc, latent_channels)
 
 
+def check_pixels(name: str, video) -> None:
+    """Pixels are a floating-point tensor in [-1, 1]: uint8 frames (as PyAV decodes them) were encoded as
+    they were by the tokenizers that cast or only reshape (latents of 0..255, silently), and failed inside
+    a convolution in the others."""
+    if not video.is_floating_point():
+        raise ValueError(f"{name} takes pixels in [-1, 1] as a floating-point tensor; got {video.dtype} "
+                         "(frames 0..255: video.float() / 127.5 - 1)")
+
+
 def check_latent(name: str, shape, latent_channels: int) -> None:
     """A latent must be (B, C', T', H', W') with the tokenizer's channel count."""
     if len(shape) != 5 or shape[1] != latent_channels or min(shape[2:]) < 1:

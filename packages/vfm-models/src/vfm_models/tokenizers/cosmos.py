@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from vfm_models.dtypes import float_dtype
-from vfm_models.tokenizers._shapes import check_latent, check_video, video_latent_shape
+from vfm_models.tokenizers._shapes import check_latent, check_pixels, check_video, video_latent_shape
 
 #: Cosmos folder names carry the compression: CV4x8x8 (video: time x height x width), CI8x8 (image).
 _VIDEO_NAME = re.compile(r"[CD]V(\d+)x(\d+)x(\d+)")
@@ -113,6 +113,7 @@ class CosmosTokenizer:
         """(B, 3, 1 + k*tc, H, W) in [-1, 1] -> (B, C', 1 + k, H/sc, W/sc) float32."""
         check_video("cosmos", video.shape, self.channels, self.temporal_compression, self.spatial_compression,
                     self.latent_channels)
+        check_pixels("cosmos", video)
         return self._encode(video)
 
     def decode(self, latent: torch.Tensor) -> torch.Tensor:

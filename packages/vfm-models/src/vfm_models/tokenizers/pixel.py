@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from vfm_models.tokenizers._shapes import check_pixels
+
 
 class PixelTokenizer:
     """Folds ``patch`` x ``patch`` pixel squares into channels (space-to-depth); decode is exact.
@@ -43,6 +45,7 @@ class PixelTokenizer:
             raise ValueError(f"pixel tokenizer encodes a batch of videos (B, C, T, H, W); got shape {tuple(video.shape)}")
         b, c, t, h, w = video.shape
         self._check(c, h, w)
+        check_pixels("pixel tokenizer", video)
         p = self.patch
         x = video.reshape(b, c, t, h // p, p, w // p, p)
         return x.permute(0, 1, 4, 6, 2, 3, 5).reshape(b, c * p * p, t, h // p, w // p)

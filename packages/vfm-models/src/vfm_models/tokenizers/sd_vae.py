@@ -20,7 +20,7 @@ from os import PathLike
 import torch
 
 from vfm_models.tokenizers._diffusers_vae import load_autoencoder
-from vfm_models.tokenizers._shapes import check_latent, video_latent_shape
+from vfm_models.tokenizers._shapes import check_latent, check_pixels, video_latent_shape
 
 
 class SDVAETokenizer:
@@ -70,6 +70,7 @@ class SDVAETokenizer:
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         """(B, 3, T, H, W) in [-1, 1] -> scaled latents (B, 4, T, H/8, W/8) float32 (unbatched too)."""
         self.latent_shape(video.shape)
+        check_pixels("sd-vae", video)
         batched = video.dim() == 5
         x = (video if batched else video.unsqueeze(0)).to(self.device, self.dtype)
         with torch.no_grad():

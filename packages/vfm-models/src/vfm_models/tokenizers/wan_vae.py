@@ -16,7 +16,7 @@ from os import PathLike
 import torch
 
 from vfm_models.tokenizers._diffusers_vae import load_autoencoder
-from vfm_models.tokenizers._shapes import check_latent, check_video, video_latent_shape
+from vfm_models.tokenizers._shapes import check_latent, check_pixels, check_video, video_latent_shape
 
 
 class WanVAETokenizer:
@@ -60,6 +60,7 @@ class WanVAETokenizer:
         """(B, 3, 1 + k*tc, H, W) in [-1, 1] -> normalised latents (B, z, 1 + k, H/sc, W/sc) float32."""
         check_video("wan-vae", video.shape, self.channels, self.temporal_compression, self.spatial_compression,
                     self.latent_channels)
+        check_pixels("wan-vae", video)
         with torch.no_grad():
             z = self.vae.encode(video.to(self.device, self.dtype)).latent_dist.mode().float()
         return (z - self.mean.to(z.device)) / self.std.to(z.device)

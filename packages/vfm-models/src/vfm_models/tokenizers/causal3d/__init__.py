@@ -11,7 +11,7 @@ from os import PathLike
 import torch
 from torch import nn
 
-from vfm_models.tokenizers._shapes import check_latent, check_video, video_latent_shape
+from vfm_models.tokenizers._shapes import check_latent, check_pixels, check_video, video_latent_shape
 from vfm_models.tokenizers.causal3d.autoencoder import Decoder, Encoder
 from vfm_models.tokenizers.causal3d.tiling import tiled
 
@@ -105,6 +105,7 @@ class Causal3DTokenizer(nn.Module):
     def _check_video(self, video: torch.Tensor) -> None:
         check_video("causal3d", video.shape, self.channels, self.temporal_compression, self.spatial_compression,
                     self.latent_channels)
+        check_pixels("causal3d", video)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         """(B, C, 1 + k*tc, H, W) -> (B, latent_channels, 1 + k, H/sc, W/sc)."""
