@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 import vfm_curator
+from tests.curator.test_endpoint_captioner import ChatServer
+from vfm_cli.main import app
 from vfm_curator.io.inputs import expand
 from vfm_curator.synth import make_video
 
@@ -52,3 +55,42 @@ def test_a_one_frame_video_names_the_decode_option_and_following_it_keeps_the_fr
     vfm_curator.curate([str(tmp_path / "in")], tmp_path / "out", keep)  # a changed config retries it
     rows = pq.read_table(tmp_path / "out" / "clips.parquet").to_pylist()
     assert [(r["num_frames"], r["width"], r["height"]) for r in rows] == [(1, 64, 48)]
+
+
+def test_a_file_still_being_copied_while_curated_is_named_and_redo_changed_clips_it_whole(tmp_path):
+    whole = messy.write(tmp_path / "src" / "take.ts", 72, fmt="mpegts").read_bytes()
+    video = tmp_path / "in" / "take.ts"
+    video.parent.mkdir()
+    video.write_bytes(whole[: len(whole) // 2 // 188 * 188])  # half copied, cut at a TS packet
+
+    def rest_arrives(n, body):  # the copy finishes while the run captions the first half's clip
+        if video.stat().st_size < len(whole):
+            with open(video, "ab") as fh:
+                fh.write(whole[video.stat().st_size:])
+        return 200, "a drifting pattern", 0.0
+
+    server = ChatServer(rest_arrives)
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"options": {"split": {"min_clip_s": 0.5}, "caption": {
+        "captioner": "endpoint", "captioner_options": {"url": server.url, "model": "m"}}}}))
+    out = tmp_path / "out"
+
+    def curate(*extra):
+        result = CliRunner().invoke(app, ["curate", str(tmp_path / "in"), "-o", str(out), "--config", str(config),
+                                          "--runner", "serial", "--no-progress", *extra])
+        assert result.exit_code == 0, result.output
+        frames = sum(r["num_frames"] for r in pq.read_table(out / "clips.parquet").to_pylist())
+        return " ".join(result.output.split()), frames
+
+    try:
+        said, frames = curate()
+        assert frames < 72  # clipped from the half that was there when it was read
+        assert "changed while curated: 1 video changed while it was curated" in said
+        assert "take.ts" in said and "--redo-changed" in said
+        assert json.loads((out / "summary.json").read_text())["changed_while_curated"] == [str(video)]
+        said, frames = curate()  # the next run names it as a changed input and keeps the clips
+        assert "inputs changed: 1 finished video changed" in said and "changed while curated" not in said
+        said, frames = curate("--redo-changed")
+        assert frames == 72 and "changed while curated" not in said
+    finally:
+        server.close()

@@ -149,6 +149,8 @@ def curate(
         typer.echo(f"inputs changed: {summary.changed_inputs_line()}")
     if summary.copies_line():
         typer.echo(f"copies: {summary.copies_line()}")
+    if summary.changed_while_curated_line():
+        typer.echo(f"changed while curated: {summary.changed_while_curated_line()}")
     if summary.decoded_short:
         typer.echo(f"decoded short: {summary.decoded_short} video{'s' if summary.decoded_short != 1 else ''} ended well "
                    f"before the length the file declares (truncated or damaged); their clips end there: listed in report.html")

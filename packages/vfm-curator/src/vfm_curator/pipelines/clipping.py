@@ -285,6 +285,8 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
                     if task.meta.get("decoder"):  # which backend the decode stage used (auto picks one)
                         summary.decoders[task.meta["decoder"]] = summary.decoders.get(task.meta["decoder"], 0) + 1
                     failure = _settle(out, task)
+                    if not failure and _changed_while_curated(task):
+                        summary.changed_while_curated.append(task.source)
                     attempt = int(task.context.get("attempt", 1))
                     if failure.get("cause") == "machine" and attempt < config.max_attempts:
                         again.append(VideoTask(task.source, caption=task.caption,
@@ -296,6 +298,14 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
     summary.workers = dict(getattr(runner, "peak_workers", runner.allocation))
     summary.fused = [list(g.stages) for g in getattr(runner, "groups", []) if len(g.stages) > 1]
     summary.decisions = list(runner.decisions)
+
+
+def _changed_while_curated(task: VideoTask) -> bool:
+    """Whether a finished video's file has another size or time than when the run planned it (the
+    stamp its record keeps): a file still being copied was clipped from the part that was there, and
+    the next run names it as changed (``--redo-changed`` clips it again)."""
+    planned = task.context.get("input_stamp")
+    return planned is not None and input_stamp(task.source) != planned
 
 
 def _handed_out(tasks: list[VideoTask], out: Path) -> Iterator[VideoTask]:

@@ -73,6 +73,8 @@ class Summary(FailureReport):
     redone: int = 0  # finished videos clipped again for a changed file, caption or options (redo_changed)
     # inputs not clipped because they hold a finished video's bytes and caption (moved or copied): path -> that video's source
     copies: dict[str, str] = field(default_factory=dict)
+    # videos finished this run whose file changed (size or time) after the run looked at it: a copy still going
+    changed_while_curated: list[str] = field(default_factory=list)
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -141,6 +143,17 @@ class Summary(FailureReport):
         return (f"{n} input{'s' if n != 1 else ''} {'hold' if n != 1 else 'holds'} the bytes and caption of a video this "
                 f"folder has clipped (moved or copied) and {'were' if n != 1 else 'was'} not clipped again, e.g. "
                 f"{path} = {of}; all are listed in summary.json ('copies')")
+
+    def changed_while_curated_line(self) -> str | None:
+        """One line when videos finished this run although their file changed while they were read (a
+        copy or download still writing it): their clips hold only what was there then."""
+        if not self.changed_while_curated:
+            return None
+        n, first = len(self.changed_while_curated), self.changed_while_curated[0]
+        return (f"{n} video{'s' if n != 1 else ''} changed while {'they were' if n != 1 else 'it was'} curated (the file "
+                f"grew or was rewritten: a copy still going?), e.g. {first!r}; {'their' if n != 1 else 'its'} clips hold "
+                f"what the file held when it was read. Once the file is complete, re-run with --redo-changed "
+                f"(the clips are replaced); all are listed in summary.json ('changed_while_curated')")
 
     def _kinds(self) -> str:
         return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))
