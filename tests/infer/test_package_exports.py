@@ -58,3 +58,13 @@ def test_dir_and_help_of_each_library_show_its_lazily_exported_names(package):
     from ``dir()``, so help and tab completion did not show ``ParallelDims`` or ``parallelize``."""
     result = subprocess.run([sys.executable, "-c", DISCOVERY, package], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+def test_vfm_infer_gets_a_sampler_by_name_as_vfm_models_gets_a_formulation():
+    import vfm_infer
+    from vfm_infer.samplers.flow import FlowHeun
+    from vfm_plugins import UnknownNameError
+
+    assert vfm_infer.get_sampler("flow-heun") is FlowHeun
+    with pytest.raises(UnknownNameError, match="flow-euler"):
+        vfm_infer.get_sampler("flow-hune")

@@ -19,7 +19,15 @@ _LAZY = {
     "Sampler": "vfm_infer.samplers.base",
     "to_uint8_frames": "vfm_infer.video.frames", "write_mp4": "vfm_infer.video.mp4",
 }
-__all__ = ["hookimpl", "host", *_LAZY]
+__all__ = ["hookimpl", "host", "get_sampler", *_LAZY]
+
+
+def get_sampler(name: str):
+    """The sampler class registered as ``name`` (``edm-heun``, ``flow-heun``, ``ddim``, ...); call it with
+    the steps and its options: ``get_sampler("flow-heun")(32, shift=3.0).sample(denoiser, noise)``, where
+    ``denoiser(x, level)`` returns what the sampler's ``formulation`` names. An unknown name is an error
+    listing the available ones."""
+    return host.get("samplers", name)
 
 
 def __getattr__(name: str) -> Any:
