@@ -100,3 +100,15 @@ def test_tokenizers_refuse_uint8_frames_naming_the_pixel_range_they_take(tmp_pat
         with pytest.raises(ValueError, match=rf"{name}.* takes pixels in \[-1, 1\] as a floating-point tensor; got "
                                              r"torch\.uint8 \(frames 0\.\.255: video\.float\(\) / 127\.5 - 1\)"):
             tok.encode(frames)
+
+
+def test_causal3d_takes_videos_and_latents_of_another_float_dtype_as_the_other_tokenizers_do():
+    """wan-vae, sd-vae and cosmos cast their input to their own dtype; causal3d failed on a bfloat16 latent
+    (a bf16 sampler's) with "Input type (c10::BFloat16) and bias type (float) should be the same"."""
+    video = h264_clip()
+    tok = vfm_models.get_tokenizer("causal3d")(latent_channels=4, base_channels=8)
+    with torch.no_grad():
+        latent = tok.encode(video)
+        assert torch.equal(tok.encode(video.double()), latent)
+        assert torch.equal(tok.decode(latent.bfloat16()), tok.decode(latent.bfloat16().float()))
+        assert tok.decode(latent.bfloat16()).dtype == torch.float32

@@ -47,7 +47,8 @@ class Causal3DTokenizer(nn.Module):
 
     Random-init by default; ``weights`` loads a safetensors file (see :meth:`save`). ``tile``
     (latents per tile side) and ``chunk`` (latent frames per temporal chunk) bound the memory of
-    ``encode``/``decode`` on large inputs; None means all at once. Chunks are exact; tiles are exact
+    ``encode``/``decode`` on large inputs (under ``torch.no_grad()``: with autograd on, every chunk's
+    activations are kept for the backward); None means all at once. Chunks are exact; tiles are exact
     with the default ``halo`` (None: the receptive field, in latents), a smaller halo is cheaper
     and approximate near tile seams. ``forward`` reconstructs, for training.
     """
@@ -108,8 +109,10 @@ class Causal3DTokenizer(nn.Module):
         check_pixels("causal3d", video)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
-        """(B, C, 1 + k*tc, H, W) -> (B, latent_channels, 1 + k, H/sc, W/sc)."""
+        """(B, C, 1 + k*tc, H, W) -> (B, latent_channels, 1 + k, H/sc, W/sc), in the weights' dtype (a video
+        of another float dtype is cast, as the other tokenizers cast it)."""
         self._check_video(video)
+        video = video.to(self.encoder.conv_in.conv.weight.dtype)
         tc, sc = self.temporal_compression, self.spatial_compression
         first = None if self.chunk is None else 1 + (self.chunk - 1) * tc
         halo = -(-self.encoder.radius // sc) if self.halo is None else self.halo  # in latents
@@ -118,8 +121,10 @@ class Causal3DTokenizer(nn.Module):
         )
 
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
-        """(B, latent_channels, 1 + k, H', W') -> (B, C, 1 + k*tc, H'*sc, W'*sc)."""
+        """(B, latent_channels, 1 + k, H', W') -> (B, C, 1 + k*tc, H'*sc, W'*sc), in the weights' dtype
+        (a bfloat16 sampler's latent is cast)."""
         check_latent("causal3d", latent.shape, self.latent_channels)
+        latent = latent.to(self.decoder.conv_in.conv.weight.dtype)
         sc = self.spatial_compression
         return tiled(
             self.decoder, latent, in_per_latent=1, out_per_latent=sc, tile=self.tile, halo=self.decoder.radius if self.halo is None else self.halo, first=self.chunk, rest=self.chunk or 1
