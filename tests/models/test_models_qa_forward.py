@@ -76,3 +76,17 @@ def test_a_bfloat16_model_takes_the_float32_text_the_text_encoders_give(family):
         packed = model.forward_packed([x[0].bfloat16(), x[1].bfloat16()], torch.full((2,), 0.3), cond)
     assert out.dtype == torch.bfloat16 and torch.equal(out, expected)
     assert torch.equal(torch.stack(packed), out)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_bfloat16_model_takes_the_float32_latents_a_sampler_keeps(family):
+    """The samplers keep latents in float32; a bf16 model failed on them in its patch embedding ("mat1 and
+    mat2 must have the same dtype") unless run under autocast."""
+    model = tiny(family).eval().to(torch.bfloat16)
+    cond = cond_for(model, 2, text_len=3)
+    x = torch.randn(2, model.config.in_channels, 1, 4, 4)
+    with torch.no_grad():
+        out = model(x, torch.full((2,), 0.3), cond)
+        packed = model.forward_packed([x[0], x[1]], torch.full((2,), 0.3), cond)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, model(x.bfloat16(), torch.full((2,), 0.3), cond))
+    assert torch.equal(torch.stack(packed), out)

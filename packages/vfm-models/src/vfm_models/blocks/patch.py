@@ -53,4 +53,5 @@ class PatchEmbed3D(nn.Module):
         if x.shape[1] != self.in_channels:
             raise ValueError(f"latents have {x.shape[1]} channels; this model takes {self.in_channels}")
         patches, grid = patchify(x, self.patch)
-        return self.proj(patches), grid  # (B, S, D)
+        # float32 latents (a sampler's) into a bf16 model: computed in the weights' dtype, as the noise level is
+        return self.proj(patches.to(self.proj.weight.dtype)), grid  # (B, S, D)
