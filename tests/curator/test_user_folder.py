@@ -4,6 +4,8 @@ option to change, in failures.jsonl and in the report's advice."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -94,3 +96,36 @@ def test_a_file_still_being_copied_while_curated_is_named_and_redo_changed_clips
         assert frames == 72 and "changed while curated" not in said
     finally:
         server.close()
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder this process cannot create files in: a read-only bind mount for root (root ignores
+    permission bits), a folder without write permission for anyone else."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("root without a read-only folder: this machine refuses a read-only bind mount")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(tmp_path, read_only_folder):
+    make_video(tmp_path / "in" / "a.mp4", [30], width=64, height=48)
+    result = CliRunner().invoke(app, ["curate", str(tmp_path / "in"), "-o", str(read_only_folder / "out"),
+                                      "--runner", "serial", "--no-progress"])
+    assert result.exit_code == 1, result.output
+    why = "is on a read-only file system" if os.geteuid() == 0 else "is not writable by this user"
+    assert result.output.strip() == (f"error: -o {read_only_folder / 'out'}: {read_only_folder} {why}; accepted: a "
+                                     "folder where this user can create files")
+    vfm_curator.curate([str(tmp_path / "in")], tmp_path / "clips", SERIAL)
+    with pytest.raises(ValueError, match=rf"-o {read_only_folder / 'shards'}: {read_only_folder} {why}"):
+        vfm_curator.shard(tmp_path / "clips", read_only_folder / "shards", tokenizer="pixel", text_encoder="hash",
+                          require_captions=False)

@@ -144,3 +144,19 @@ def check_out_folder(out: Path, option: str = "-o") -> None:
             if not parent.is_dir():
                 raise ValueError(f"{option} {out}: {parent} is a file; accepted: a folder path")
             break
+    _check_writable(out, option)
+
+
+def _check_writable(out: Path, option: str) -> None:
+    """The output folder (for a new one, the nearest folder above it that exists) must take new files:
+    a read-only disk or another user's folder is one line before any work, not a traceback from the
+    first file the run writes (its lock file)."""
+    existing = next((p for p in (out, *out.parents) if p.is_dir()), None)
+    if existing is None or os.access(existing, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "is on a read-only file system" if read_only else "is not writable by this user"
+    raise ValueError(f"{option} {out}: {existing} {why}; accepted: a folder where this user can create files")
