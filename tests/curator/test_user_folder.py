@@ -129,3 +129,13 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(tmp
     with pytest.raises(ValueError, match=rf"-o {read_only_folder / 'shards'}: {read_only_folder} {why}"):
         vfm_curator.shard(tmp_path / "clips", read_only_folder / "shards", tokenizer="pixel", text_encoder="hash",
                           require_captions=False)
+
+
+def test_the_copies_line_prints_a_file_name_control_character_escaped(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [30], width=64, height=48)
+    (tmp_path / "in" / "b\rcopy.mp4").write_bytes((tmp_path / "in" / "a.mp4").read_bytes())  # a CR would overwrite the line
+    result = CliRunner().invoke(app, ["curate", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--runner", "serial",
+                                      "--no-progress"])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("copies: "))
+    assert "b\\rcopy.mp4 = " in line and "\r" not in line

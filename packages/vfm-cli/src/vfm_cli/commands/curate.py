@@ -148,7 +148,9 @@ def curate(
     if summary.changed_inputs_line():
         typer.echo(f"inputs changed: {summary.changed_inputs_line()}")
     if summary.copies_line():
-        typer.echo(f"copies: {summary.copies_line()}")
+        from vfm_plugins.text import printable
+
+        typer.echo(printable(f"copies: {summary.copies_line()}"))  # it names two files: no terminal controls
     if summary.changed_while_curated_line():
         typer.echo(f"changed while curated: {summary.changed_while_curated_line()}")
     if summary.decoded_short:
