@@ -4,9 +4,11 @@ from vfm_data.plugins import hookimpl, host
 
 __all__ = [
     "ChannelMismatchError",
+    "DataError",
     "PackedBatch",
     "ResumableLoader",
     "SampleMeta",
+    "ShardError",
     "ShardWriter",
     "VideoBatch",
     "VideoSample",
@@ -21,9 +23,11 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "ChannelMismatchError": "vfm_data.sample",
+    "DataError": "vfm_data.errors",
     "PackedBatch": "vfm_data.batches",
     "ResumableLoader": "vfm_data.loader",
     "SampleMeta": "vfm_data.format",
+    "ShardError": "vfm_data.errors",
     "ShardWriter": "vfm_data.writer",
     "VideoBatch": "vfm_data.batches",
     "VideoSample": "vfm_data.sample",
