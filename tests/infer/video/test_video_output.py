@@ -101,3 +101,14 @@ def test_write_mp4_gives_the_same_bytes_for_the_same_video_whatever_the_heap_hel
         _dirty_heap(byte)
         written.add(write_mp4(tmp_path / f"{i}.mp4", video, fps=8).read_bytes())
     assert len(written) == 1
+
+
+def test_mp4_takes_uint8_frames_as_a_torch_tensor_too(tmp_path):
+    # refused as "expected uint8 frames (T, H, W, 3), got torch.uint8 torch.Size([3, 16, 16, 3])"
+    frames = torch.randint(0, 256, (3, 16, 16, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    write_mp4(tmp_path / "t.mp4", frames, fps=8)
+    write_mp4(tmp_path / "n.mp4", frames.numpy(), fps=8)
+    assert (tmp_path / "t.mp4").read_bytes() == (tmp_path / "n.mp4").read_bytes()
+    with pytest.raises(ValueError, match=r"got float32 \(3, 16, 16, 3\) \(a video \(C, T, H, W\) in \[-1, 1\]: "
+                                         r"to_uint8_frames\(video\)\)"):
+        write_mp4(tmp_path / "f.mp4", frames.float().numpy() / 255, fps=8)

@@ -20,15 +20,20 @@ def check_even_size(height: int, width: int) -> None:
 
 
 def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: int = 18) -> Path:
-    """Encode ``frames`` (T, H, W, 3) uint8 as H264 in an MP4 container; returns the path.
+    """Encode ``frames`` (T, H, W, 3) uint8 (a numpy array or a torch tensor) as H264 in an MP4 container;
+    returns the path.
 
     Written beside ``path`` under a hidden name and renamed into place when complete, so an
     interrupted write (Ctrl-C, SIGTERM, a full disk) leaves no truncated video under ``path``, and an
     earlier file there stays whole until the new one replaces it."""
     import av
 
+    if type(frames).__module__.startswith("torch"):  # a uint8 tensor was refused as "expected uint8, got torch.uint8"
+        frames = frames.detach().cpu().numpy()
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
-        raise ValueError(f"expected uint8 frames (T, H, W, 3), got {frames.dtype} {frames.shape}")
+        hint = (" (a video (C, T, H, W) in [-1, 1]: to_uint8_frames(video))" if frames.dtype != np.uint8 or
+                frames.shape[-1] != 3 else "")
+        raise ValueError(f"expected uint8 frames (T, H, W, 3), got {frames.dtype} {tuple(frames.shape)}{hint}")
     t, h, w, _ = frames.shape
     check_even_size(h, w)
     path = Path(path)
