@@ -122,9 +122,11 @@ class _FullDisk:
 def test_a_full_disk_stops_the_run_with_the_file_it_was_writing(tmp_path, monkeypatch):
     import vfm_curator.io.paths
     import vfm_plugins.files
+    from vfm_curator.io import input_index
 
     make_video(tmp_path / "a.mp4", [30], seed=1)
     make_video(tmp_path / "b.mp4", [30], seed=2)
+    input_index.ensure(tmp_path / "out")  # the folder's (empty) input index exists: the disk fills at the clip
     for writer in (vfm_curator.io.paths, vfm_plugins.files):  # clips are renamed into place by vfm_plugins.files
         monkeypatch.setattr(writer, "os", _FullDisk())
     with pytest.raises(DiskFullError, match=r"no space left on the device writing .*clips/\w+\.mp4: free space"):
