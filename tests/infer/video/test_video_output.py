@@ -112,3 +112,13 @@ def test_mp4_takes_uint8_frames_as_a_torch_tensor_too(tmp_path):
     with pytest.raises(ValueError, match=r"got float32 \(3, 16, 16, 3\) \(a video \(C, T, H, W\) in \[-1, 1\]: "
                                          r"to_uint8_frames\(video\)\)"):
         write_mp4(tmp_path / "f.mp4", frames.float().numpy() / 255, fps=8)
+
+
+def test_mp4_refuses_a_bfloat16_tensor_naming_to_uint8_frames_like_any_float_frames(tmp_path):
+    # a bf16 decoder's output handed over as it is: numpy has no bfloat16, so it was torch's
+    # "TypeError: Got unsupported ScalarType BFloat16" instead of the error that says what to pass
+    frames = torch.zeros(3, 16, 16, 3, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"got bfloat16 \(3, 16, 16, 3\) \(a video \(C, T, H, W\) in \[-1, 1\]: "
+                                         r"to_uint8_frames\(video\)\)"):
+        write_mp4(tmp_path / "b.mp4", frames, fps=8)
+    assert not list(tmp_path.iterdir())

@@ -28,12 +28,14 @@ def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 24.0, *, crf: i
     earlier file there stays whole until the new one replaces it."""
     import av
 
+    # checked before a tensor becomes an array: numpy has no bfloat16 (a bf16 decoder's output failed in the
+    # conversion); numpy and torch name the other dtypes alike once "torch." is dropped
+    dtype, shape = str(frames.dtype).removeprefix("torch."), tuple(frames.shape)
+    if len(shape) != 4 or shape[-1] != 3 or dtype != "uint8":
+        hint = " (a video (C, T, H, W) in [-1, 1]: to_uint8_frames(video))" if dtype != "uint8" or shape[-1:] != (3,) else ""
+        raise ValueError(f"expected uint8 frames (T, H, W, 3), got {dtype} {shape}{hint}")
     if type(frames).__module__.startswith("torch"):  # a uint8 tensor was refused as "expected uint8, got torch.uint8"
         frames = frames.detach().cpu().numpy()
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
-        hint = (" (a video (C, T, H, W) in [-1, 1]: to_uint8_frames(video))" if frames.dtype != np.uint8 or
-                frames.shape[-1] != 3 else "")
-        raise ValueError(f"expected uint8 frames (T, H, W, 3), got {frames.dtype} {tuple(frames.shape)}{hint}")
     t, h, w, _ = frames.shape
     check_even_size(h, w)
     path = Path(path)
