@@ -237,3 +237,22 @@ def test_a_video_that_fails_when_curated_again_has_its_old_samples_named_removed
     kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
     assert kept.removed_since == 2
     assert vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD).samples_dropped == 4
+
+
+def test_samples_of_a_video_recurated_at_the_path_it_moved_to_are_named_removed(tmp_path):
+    """A moved folder whose captions changed, clipped again with --redo-changed, leaves the folder
+    without the old path's video (its record is deleted): its samples are still that folder's, not
+    another table's, so they are named and taken out instead of staying beside the new version's."""
+    import shutil
+
+    clips, shards = _folder(tmp_path)
+    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    shutil.move(tmp_path / "in", tmp_path / "moved")
+    (tmp_path / "moved" / "v1.txt").write_text("video 1, described better")
+    _curate(tmp_path / "moved", clips, redo_changed=True)
+
+    kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    assert (kept.removed_since, kept.written) == (2, 2)  # v1's two old clips; its two new ones are new
+    redo = vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD)
+    assert (redo.samples_dropped, redo.samples) == (4, 8)
+    assert sorted(s["caption"] for s in _samples(shards).values()) == ["video 0"] * 4 + ["video 1, described better"] * 4

@@ -41,13 +41,25 @@ def write_part(out: str | Path, vid: str, data: bytes) -> None:
     atomic_write(output_path(out, STATE, "parts", f"{vid}.parquet"), data)
 
 
-def forget_video(out: str | Path, vid: str) -> None:
+def forget_video(out: str | Path, vid: str, moved_to: str) -> None:
     """Delete a video's record, then its metadata part (the folder no longer has that video: it was
-    clipped again at the path it moved to). Names not resolved: a link there is left alone, never its target."""
+    clipped again at the path it moved to). Names not resolved: a link there is left alone, never its target.
+    First ``.state/moved/<vid>`` names where it went, so the folder still knows it curated that video
+    (:func:`was_curated`: ``vfm shard`` takes the old path's samples for this folder's, removed)."""
     from vfm_plugins.files import remove_leftover
 
+    atomic_write(output_path(out, STATE, "moved", vid), json.dumps({"moved_to": moved_to}).encode())
     remove_leftover(output_path(out, STATE, "videos", f"{vid}.json"))
     remove_leftover(output_path(out, STATE, "parts", f"{vid}.parquet"))
+
+
+def was_curated(out: str | Path, vid: str) -> bool:
+    """Whether the folder keeps a record of video ``vid`` (ok or failed) or of its move
+    (:func:`forget_video`): one or two stats. A link out of the folder there counts as neither."""
+    try:
+        return record_path(out, vid).is_file() or safe_join(out, STATE, "moved", vid).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def video_record(task: Any, **extra: Any) -> dict[str, Any]:

@@ -177,15 +177,12 @@ def review_sources(clips_dir: Path) -> set[str]:
 
 
 def has_record(clips_dir: Path, source: str) -> bool:
-    """Whether ``clips_dir`` keeps a record of the video ``source`` (ok or failed) although its
-    table lists no clip of it: one stat per such video."""
-    from vfm_curator.io.state import record_path
+    """Whether ``clips_dir`` keeps a record of the video ``source`` (ok or failed), or of its move to
+    another path (clipped again there), although its table lists no clip of it."""
+    from vfm_curator.io.state import was_curated
     from vfm_curator.tasks import video_id
 
-    try:
-        return record_path(clips_dir, video_id(source)).is_file()
-    except (OSError, ValueError):  # a link out of the folder there: no record of it
-        return False
+    return was_curated(clips_dir, video_id(source))
 
 
 def drop_clips(out: Path, clips: set[str]) -> int:

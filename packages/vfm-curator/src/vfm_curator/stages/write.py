@@ -54,7 +54,7 @@ class WriteStage(Stage):
                         if moved is not None:
                             # before this video's record: a kill in between leaves neither in the
                             # table (clipped again next run), never the video twice
-                            forget_video(self.opt["out"], moved[0])
+                            forget_video(self.opt["out"], moved[0], task.source)
                         self._record(task)
                         self._drop_replaced(before, task)
             finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
