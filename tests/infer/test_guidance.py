@@ -20,6 +20,8 @@ class TinyConditional(torch.nn.Module):
         self.t = torch.nn.Parameter(torch.randn(text_dim, dim, generator=g))
 
     def forward(self, x, level, cond):
+        if cond["text"].shape[0] != x.shape[0]:  # as a model refuses it: broadcasting would hide a batch-1 null
+            raise ValueError(f"cond['text'] has {cond['text'].shape[0]} samples but x has {x.shape[0]}")
         text = (cond["text"] * cond["text_mask"][..., None]).sum(1)  # (B, text_dim)
         return torch.tanh(x @ self.w) * level[:, None] + text @ self.t - x
 
@@ -62,8 +64,9 @@ def test_guidance_scale_one_is_the_conditional_prediction():
     assert torch.equal(classifier_free(net, cond, uncond, 1.0)(x, level), net(x, level, cond))
 
 
-def _sample_cfg_parallel(rank: int, world: int, scale: float) -> torch.Tensor:
+def _sample_cfg_parallel(rank: int, world: int, scale: float, null_batch: int = 2) -> torch.Tensor:
     net, (cond, uncond) = TinyConditional(), conditions()
+    uncond = {k: v[:null_batch] for k, v in uncond.items()}
     noise = torch.randn(2, 6, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         return FlowHeun(6).sample(cfg_parallel(net, cond, uncond, scale), noise)
@@ -81,6 +84,15 @@ def test_cfg_parallel_on_two_ranks_equals_single_process_cfg():
     with torch.no_grad():
         plain = FlowHeun(6).sample(classifier_free(net, cond, None, 4.0), noise)
     assert (plain - expected).abs().max() > 0.1
+
+
+def test_cfg_parallel_repeats_a_batch_one_null_condition_for_every_prompt():
+    net, (cond, uncond) = TinyConditional(), conditions()
+    noise = torch.randn(2, 6, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        expected = FlowHeun(6).sample(classifier_free(net, cond, uncond, 4.0), noise)
+    outs = run_on_ranks(_sample_cfg_parallel, 2, 4.0, 1)
+    torch.testing.assert_close(outs[1], expected, rtol=1e-5, atol=1e-5)
 
 
 def test_cfg_parallel_needs_a_two_rank_group():
