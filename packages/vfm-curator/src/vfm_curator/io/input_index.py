@@ -60,11 +60,12 @@ def ensure(out: str | Path) -> None:
     marker = output_path(out, state.STATE, "inputs", ".built")
     if marker.is_file() and not marker.is_symlink():
         return
+    folder = marker.parent  # resolved (inside the output folder) once, not per record as _entry does
+    folder.mkdir(parents=True, exist_ok=True)
     for record in state.records(out):
         kept = record.get("input") or {}
         fp, vid = (kept.get("fingerprint") if isinstance(kept, dict) else None), record.get("video_id")
         if (record.get("status") == "ok" and isinstance(fp, str) and _FINGERPRINT.fullmatch(fp)
                 and isinstance(vid, str) and _VIDEO_ID.fullmatch(vid)):
-            _append(out, fp, vid)  # not read first: a line a killed build wrote twice is read once
-    marker.parent.mkdir(parents=True, exist_ok=True)
+            append_line(folder / fp, vid)  # not read first: a line a killed build wrote twice is read once
     atomic_write(marker, b"")
