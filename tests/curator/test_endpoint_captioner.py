@@ -11,9 +11,7 @@ import base64
 import io
 import json
 import tarfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -24,65 +22,11 @@ from typer.testing import CliRunner
 import vfm_curator
 from vfm_cli.main import app
 from vfm_curator.captioners.endpoint import CaptionEndpointError, EndpointCaptioner
-from tests.curator.local_http import LocalServer
+from tests.curator.local_http import ChatServer
 from vfm_curator.synth import make_video
 
 PROMPT = "Describe this clip."
 COLOURS = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
-
-
-class ChatServer(LocalServer):
-    """``POST /v1/chat/completions`` in a thread. ``behave(n, body) -> (status, caption or error
-    text, delay_s)`` decides each answer (``n``: 0-based request number); every request body and
-    header set is kept, and the most requests ever in flight at once is counted."""
-
-    def __init__(self, behave):
-        self.behave, self.bodies, self.headers = behave, [], []
-        self.lock, self.inflight, self.peak = threading.Lock(), 0, 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_POST(self):  # noqa: N802 - http.server's name
-                with server.lock:
-                    server.inflight += 1
-                    server.peak = max(server.peak, server.inflight)
-                    n = len(server.bodies)
-                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                    server.bodies.append(body)
-                    server.headers.append(dict(self.headers))
-                counted = True
-                try:
-                    if self.path != "/v1/chat/completions":
-                        status, text, delay = 404, f"no route {self.path}", 0.0
-                    else:
-                        status, text, delay = server.behave(n, body)
-                    time.sleep(delay)
-                    if status == 200:
-                        payload = {"id": f"c{n}", "object": "chat.completion", "model": body["model"],
-                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                "finish_reason": "stop"}]}
-                    else:
-                        payload = {"error": {"message": text, "code": status}}
-                    data = json.dumps(payload).encode()
-                    with server.lock:  # done before the answer leaves: the client may send its next request
-                        server.inflight -= 1  # the moment it reads this one, before a finally here would run
-                    counted = False
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-                    pass
-                finally:
-                    if counted:
-                        with server.lock:
-                            server.inflight -= 1
-
-        self.serve(Handler)
 
 
 @pytest.fixture

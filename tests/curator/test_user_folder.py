@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import vfm_curator
-from tests.curator.test_endpoint_captioner import ChatServer
+from tests.curator.local_http import ChatServer
 from vfm_cli.main import app
 from vfm_curator.io.inputs import expand
 from vfm_curator.synth import make_video
