@@ -60,11 +60,10 @@ def test_pixel_tokenizer_names_the_shapes_it_takes():
 
 
 def test_wan_vae_encode_of_an_unbatched_clip_and_a_wrong_dtype_name_say_what_is_accepted(tmp_path):
-    diffusers = pytest.importorskip("diffusers")
-    torch.manual_seed(0)
-    diffusers.AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                               temperal_downsample=[False, True, True], latents_mean=[0.0] * 4,
-                               latents_std=[1.0] * 4).save_pretrained(tmp_path)
+    pytest.importorskip("diffusers")
+    from tests.models.test_wan_vae_and_umt5 import make_vae_folder
+
+    make_vae_folder(tmp_path)
     tokenizer = vfm_models.get_tokenizer("wan-vae")
     with pytest.raises(ValueError, match=r"wan-vae tokenizer: dtype must be a floating-point dtype, one of "
                                          r"float32, float16, bfloat16, float64, .*got 'bfloat17'"):
@@ -85,17 +84,19 @@ def test_causal3d_decode_of_an_empty_latent_names_the_shape_it_takes(shape):
 
 def test_tokenizers_refuse_uint8_frames_naming_the_pixel_range_they_take(tmp_path):
     """A decoded clip as PyAV gives it (uint8, 0..255): the pixel tokenizer encoded it as it was (latents of
-    0..255, silently), the wan-vae cast it to float (the same, silently), causal3d failed inside a
+    0..255, silently), the wan-vae and sd-vae cast it to float (the same, silently), causal3d failed inside a
     convolution ("Input type (unsigned char) and bias type (float) should be the same")."""
     frames = ((h264_clip() + 1) * 127.5).round().to(torch.uint8)
-    diffusers = pytest.importorskip("diffusers")
-    torch.manual_seed(0)
-    diffusers.AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                               temperal_downsample=[False, True, True], latents_mean=[0.0] * 4,
-                               latents_std=[1.0] * 4).save_pretrained(tmp_path)
+    pytest.importorskip("diffusers")
+    from tests.models.test_sd_vae_tokenizer import make_vae_folder as make_sd_vae_folder
+    from tests.models.test_wan_vae_and_umt5 import make_vae_folder
+
+    make_vae_folder(tmp_path / "wan")
+    make_sd_vae_folder(tmp_path / "sd")
     tokenizers = {"pixel": vfm_models.get_tokenizer("pixel")(patch=2),
                   "causal3d": vfm_models.get_tokenizer("causal3d")(latent_channels=4, base_channels=8),
-                  "wan-vae": vfm_models.get_tokenizer("wan-vae")(path=tmp_path, dtype="fp32")}
+                  "wan-vae": vfm_models.get_tokenizer("wan-vae")(path=tmp_path / "wan", dtype="fp32"),
+                  "sd-vae": vfm_models.get_tokenizer("sd-vae")(tmp_path / "sd")}
     for name, tok in tokenizers.items():
         with pytest.raises(ValueError, match=rf"{name}.* takes pixels in \[-1, 1\] as a floating-point tensor; got "
                                              r"torch\.uint8 \(frames 0\.\.255: video\.float\(\) / 127\.5 - 1\)"):
