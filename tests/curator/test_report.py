@@ -207,3 +207,14 @@ def test_every_failure_kind_but_the_generic_error_has_advice_in_the_report():
     from vfm_curator.io.report import ADVICE
 
     assert sorted(k for k in KINDS if k not in ADVICE) == ["error"]  # "error": the cause's advice (CAUSE_ADVICE)
+
+
+def test_the_report_keeps_the_changed_while_curated_notice_the_cli_prints(tmp_path):
+    """Like the other notices of a run (options or inputs changed, copies): a Python caller's run
+    has no terminal line, and the report is what is read later."""
+    from vfm_curator.io.report import write_report
+    from vfm_curator.pipelines.summary import Summary
+
+    summary = Summary(out=str(tmp_path), videos=1, changed_while_curated=[str(tmp_path / "in" / "take.ts")])
+    html = write_report(tmp_path, summary, [], []).read_text()
+    assert "1 video changed while it was curated" in html and "take.ts" in html

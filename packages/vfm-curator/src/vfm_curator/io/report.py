@@ -237,9 +237,11 @@ def figures(data: ReportData, summary: Any) -> str:
 
 
 def _rerun_note(summary: Any) -> str:
-    """What a re-run skipped although it changed (options, files, captions) and the inputs it took
-    for copies of finished videos: the notices `vfm curate` prints, kept in the report."""
-    lines = [getattr(summary, name)() for name in ("other_options_line", "changed_inputs_line", "copies_line")
+    """What a re-run skipped although it changed (options, files, captions), the inputs it took
+    for copies of finished videos and the videos whose file changed while curated: the notices
+    `vfm curate` prints, kept in the report."""
+    lines = [getattr(summary, name)() for name in ("other_options_line", "changed_inputs_line", "copies_line",
+                                                   "changed_while_curated_line")
              if callable(getattr(summary, name, None))]
     return "".join(f"<p class=\"advice\">{e(line)}.</p>" for line in lines if line)
 
