@@ -27,7 +27,6 @@ import errno
 import fcntl
 import logging
 import os
-import re
 import secrets
 import time
 from pathlib import Path
@@ -36,13 +35,12 @@ from typing import Iterator
 from vfm_plugins.files import remove_leftover
 
 from vfm_curator.io.paths import open_if_file, open_replacing_link, safe_join
-from vfm_curator.io.state import STATE
+from vfm_curator.io.state import STATE, VIDEO_ID
 
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 #: How long the driver waits for a cancelled call's write in progress before it moves on.
 SETTLE_WAIT_S = 60.0
 log = logging.getLogger("vfm_curator.attempts")
-_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def fences(out: str | Path) -> Path:
@@ -53,7 +51,7 @@ def fences(out: str | Path) -> Path:
 
 
 def fence_path(out: str | Path, vid: str) -> Path:
-    if not _VIDEO_ID.fullmatch(vid):
+    if not VIDEO_ID.fullmatch(vid):
         raise ValueError(f"video id {vid!r} cannot name a fence; accepted: letters, digits, '_' and '-'")
     return fences(out) / vid
 

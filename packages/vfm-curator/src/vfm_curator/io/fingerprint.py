@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 SAMPLE = 64 * 1024
+#: What :func:`fingerprint` returns (32 hex digits): a name read back from the folder that is not this is none of ours.
+FORMAT = re.compile(r"[0-9a-f]{32}")
 
 
 def fingerprint(path: str) -> str | None:

@@ -13,14 +13,13 @@ redone with other bytes, or deleted since, leaves a stale line, never a wrong an
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from vfm_curator.io import state
+from vfm_curator.io.fingerprint import FORMAT as _FINGERPRINT
 from vfm_curator.io.paths import append_line, atomic_write, open_if_file, output_path
+from vfm_curator.io.state import VIDEO_ID as _VIDEO_ID
 
-_FINGERPRINT = re.compile(r"[0-9a-f]{32}")
-_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 #: An index file lists the ids of a few videos (copies with other captions); more is no file of ours.
 _MAX_BYTES = 1 << 16
 

@@ -12,12 +12,16 @@ input_stamp}``; :func:`vfm_curator.failures.should_retry` decides whether a late
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 
 STATE = ".state"
+#: The names a video id may take in file names under ``.state`` (:func:`vfm_curator.tasks.video_id`: 16 hex
+#: digits); an id read back from the folder that is not one is passed over, never joined into a path.
+VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def record_path(out: str | Path, vid: str) -> Path:
