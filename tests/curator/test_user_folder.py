@@ -139,3 +139,23 @@ def test_the_copies_line_prints_a_file_name_control_character_escaped(tmp_path):
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if x.startswith("copies: "))
     assert "b\\rcopy.mp4 = " in line and "\r" not in line
+
+
+def test_a_file_moved_away_after_it_was_read_is_not_named_changed_while_curated(tmp_path):
+    """Its clips hold the whole file; "grew or was rewritten, re-run with --redo-changed" would
+    send the user after a change that is not there (and a re-run has no file to redo)."""
+    video = tmp_path / "in" / "take.mp4"
+    make_video(video, [30], width=64, height=48)
+
+    def moved_away(n, body):  # an ingest job archives the file while the run captions its clip
+        video.unlink(missing_ok=True)
+        return 200, "a drifting pattern", 0.0
+
+    server = ChatServer(moved_away)
+    try:
+        summary = vfm_curator.curate([str(tmp_path / "in")], tmp_path / "out", {**SERIAL, "options": {
+            **SERIAL["options"], "caption": {"captioner": "endpoint", "captioner_options": {"url": server.url, "model": "m"}}}})
+    finally:
+        server.close()
+    assert summary.processed == 1 and summary.clips == 1 and not video.exists()
+    assert summary.changed_while_curated == [] and summary.changed_while_curated_line() is None

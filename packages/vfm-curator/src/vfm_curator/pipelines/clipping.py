@@ -303,9 +303,10 @@ def _run_all(todo: list[VideoTask], specs: list[StageSpec], config: CurateConfig
 def _changed_while_curated(task: VideoTask) -> bool:
     """Whether a finished video's file has another size or time than when the run planned it (the
     stamp its record keeps): a file still being copied was clipped from the part that was there, and
-    the next run names it as changed (``--redo-changed`` clips it again)."""
-    planned = task.context.get("input_stamp")
-    return planned is not None and input_stamp(task.source) != planned
+    the next run names it as changed (``--redo-changed`` clips it again). A file gone since (moved
+    away, deleted) is not: it was read whole, and there is nothing to clip again."""
+    planned, now = task.context.get("input_stamp"), input_stamp(task.source)
+    return planned is not None and now is not None and now != planned
 
 
 def _handed_out(tasks: list[VideoTask], out: Path) -> Iterator[VideoTask]:
