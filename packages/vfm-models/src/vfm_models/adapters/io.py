@@ -65,15 +65,51 @@ def _adapter_for_weights(state: Mapping[str, torch.Tensor], where: Path) -> Stat
 
 
 def _inside(folder: Path, name: str, what: str) -> Path:
-    path = (folder / name).resolve()
-    if not path.is_relative_to(folder.resolve()) or not path.is_file():
+    """The file ``name`` of an index, which must lie in ``folder`` by its name: no absolute path, no
+    ``..``. The file itself may be a link, as the unsharded weights file may: the Hugging Face cache
+    (``snapshot_download``) links every file of a snapshot to ``../../blobs/<sha256>``, so resolving
+    the name first refused every sharded model kept there."""
+    parts = Path(name).parts
+    path = folder / name
+    if not parts or Path(name).is_absolute() or ".." in parts or not path.is_file():
         raise AdapterConfigError(f"{what} names {name!r}, which is not a file inside {folder}")
     return path
 
 
-def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors; a file that is not whole (a copy or download cut short) is one
+    error naming it, not safetensors' message alone."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    try:
+        return load_file(str(path))
+    except SafetensorError as exc:
+        raise AdapterConfigError(f"{path} is not a complete safetensors file ({exc}): copy it again") from None
+
+
+def _unpickling_refused(path: Path, exc: Exception) -> AdapterConfigError:
+    """Why ``torch.load(weights_only=True)`` refused ``path``, in vfm's words: torch's own message
+    says to retry with ``weights_only=False``, which vfm never does (unpickling can run code)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # torch's bold text
+    convert = ("vfm reads plain tensors only (torch.load with weights_only=True). Where you trust the file, save its "
+               "tensors with safetensors.torch.save_file and convert that .safetensors file")
+    blocked = re.search(r"GLOBAL ([\w.]+)", text)
+    if blocked:
+        return AdapterConfigError(f"{path} holds Python objects that only unpickling can rebuild ({blocked.group(1)}), "
+                                  f"and unpickling can run code: {convert}")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if text.startswith("Weights only load failed"):  # e.g. a plain pickle.dump: "Unsupported operand 149"
+        detail = [ln for ln in lines[1:] if "weights_only" not in ln and not ln.startswith("Check the documentation")]
+        return AdapterConfigError(f"{path} is not a torch.save file of plain tensors "
+                                  f"({(detail or ['torch refused it'])[-1].removeprefix('WeightsUnpickler error: ')}): {convert}")
+    return AdapterConfigError(f"{path} cannot be read as plain weights (torch.load with weights_only=True): "
+                              f"{(lines or [type(exc).__name__])[0]}")
+
+
+def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
     index = folder / DIFFUSERS_INDEX
     if index.is_file():
         weight_map = json.loads(index.read_text()).get("weight_map") or {}
@@ -82,13 +118,13 @@ def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
             raise AdapterConfigError(f"{index}: weight_map must name .safetensors shards, got {shards[:3]}")
         state: dict[str, torch.Tensor] = {}
         for shard in shards:
-            state.update(load_file(str(_inside(folder, shard, str(index)))))
+            state.update(_load_safetensors(_inside(folder, shard, str(index))))
         return state
     if (folder / DIFFUSERS_WEIGHTS).is_file():
-        return load_file(str(folder / DIFFUSERS_WEIGHTS))
+        return _load_safetensors(folder / DIFFUSERS_WEIGHTS)
     found = sorted(p.name for p in folder.glob("*.safetensors"))
     if len(found) == 1:
-        return load_file(str(folder / found[0]))
+        return _load_safetensors(folder / found[0])
     others = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
     hint = f" (found {', '.join(others)}: vfm reads a model folder's weights only as safetensors)" if others else ""
     raise FileNotFoundError(f"{folder} has no {DIFFUSERS_WEIGHTS} nor {DIFFUSERS_INDEX}"
@@ -97,9 +133,7 @@ def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 def _file_weights(path: Path) -> dict[str, torch.Tensor]:
     if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return load_file(str(path))
+        return _load_safetensors(path)
     if path.suffix not in (".pt", ".pth"):
         raise AdapterConfigError(f"{path}: unknown weights file type {path.suffix!r}; accepted: a model folder, "
                                  ".safetensors, .pt, .pth")
@@ -109,8 +143,7 @@ def _file_weights(path: Path) -> dict[str, torch.Tensor]:
         check_stored_archive(path)  # a deflated record inflates up to 1000x
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - anything but plain tensors is refused, whatever torch says
-        raise AdapterConfigError(f"{path} cannot be read as plain weights (torch.load with weights_only=True): "
-                                 f"{str(exc).splitlines()[0]}") from None
+        raise _unpickling_refused(path, exc) from None
     if isinstance(state, dict) and not any(isinstance(v, torch.Tensor) for v in state.values()):
         for key in ("ema", "model", "state_dict"):  # a training checkpoint: its (EMA) model weights
             if isinstance(state.get(key), dict):
