@@ -43,7 +43,7 @@ class WriteStage(Stage):
                 # timeout may still be running: vfm_curator.io.attempts)
                 with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
                     if current:
-                        before = previous_clip_ids(self.opt["out"], task)  # a video clipped again (redo_changed)
+                        before = clip_ids_of(self.opt["out"], task.vid, task.source)  # a video clipped again (redo_changed)
                         moved = _moved_from(task)  # the record of this video at the path it was moved from
                         if moved is not None:
                             before |= clip_ids_of(self.opt["out"], *moved)
@@ -118,12 +118,6 @@ class WriteStage(Stage):
         ))
 
 
-def previous_clip_ids(out: str, task: VideoTask) -> set[str]:
-    """Ids of the clips (kept and filtered) that the video's record on disk lists: none for a
-    video not clipped before (see :func:`clip_ids_of`)."""
-    return clip_ids_of(out, task.vid, task.source)
-
-
 def _moved_from(task: VideoTask) -> tuple[str, str] | None:
     """(id, source) of the finished video that the driver found moved to this task's path with
     another caption (``context["replaces"]``, run with ``redo_changed``): this clipping replaces it."""
@@ -135,10 +129,10 @@ def _moved_from(task: VideoTask) -> tuple[str, str] | None:
 
 
 def clip_ids_of(out: str, vid: str, source: str) -> set[str]:
-    """Ids of the clips (kept and filtered) that the record of video ``vid`` lists. These name files
-    to delete, so only an id that is this video's clip of the span listed with it
-    (:func:`vfm_curator.tasks.clip_id` of ``source``) counts: a record or part naming another
-    video's clip (edited, or from a folder made elsewhere) deletes nothing."""
+    """Ids of the clips (kept and filtered) that the record of video ``vid`` lists (none for a video
+    not clipped before). These name files to delete, so only an id that is this video's clip of the
+    span listed with it (:func:`vfm_curator.tasks.clip_id` of ``source``) counts: a record or part
+    naming another video's clip (edited, or from a folder made elsewhere) deletes nothing."""
     record = load_record(out, vid)
     if record is None:
         return set()
