@@ -159,3 +159,16 @@ def test_a_file_moved_away_after_it_was_read_is_not_named_changed_while_curated(
         server.close()
     assert summary.processed == 1 and summary.clips == 1 and not video.exists()
     assert summary.changed_while_curated == [] and summary.changed_while_curated_line() is None
+
+
+def test_a_chain_of_links_ending_at_a_missing_file_names_the_file_that_is_missing(tmp_path):
+    """``a.mp4 -> b.mp4 -> gone.mp4``: b.mp4 is there (a link), so "b.mp4 does not exist" misleads."""
+    src = tmp_path / "in"
+    make_video(src / "good.mp4", [30], width=64, height=48)
+    (src / "b.mp4").symlink_to("gone.mp4")
+    (src / "a.mp4").symlink_to("b.mp4")
+    vfm_curator.curate([str(src)], tmp_path / "out", SERIAL)
+    reason = _failures(tmp_path / "out")["a.mp4"]["reason"]
+    missing = os.path.realpath(src / "gone.mp4")
+    assert reason == f"broken symbolic link: it points to 'b.mp4', a link that leads to {missing!r}, which does not exist"
+    assert _failures(tmp_path / "out")["b.mp4"]["reason"] == "broken symbolic link: it points to 'gone.mp4', which does not exist"

@@ -156,7 +156,8 @@ def read_manifest(path: Path) -> list[Source]:
 
 def link_problem(path: str | Path) -> str:
     """Why the symbolic link ``path`` leads to no file: its target is missing, or links point at each
-    other (``a -> b``, ``b -> a``: the target exists as a link, so "does not exist" would mislead)."""
+    other (``a -> b``, ``b -> a``), or its target is a link whose chain ends at a missing file (in both
+    the target exists as a link, so "it does not exist" would mislead: the missing file is named)."""
     target = os.readlink(path)
     try:
         os.stat(path)
@@ -164,6 +165,9 @@ def link_problem(path: str | Path) -> str:
         if exc.errno == errno.ELOOP:
             return (f"symbolic link loop: it points to {target!r}, and following the links never reaches a file "
                     "(links that point at each other); accepted: a link to a video file")
+    if os.path.islink(os.path.join(os.path.dirname(path), target)):
+        missing = os.path.realpath(path)  # where following the links stops
+        return f"broken symbolic link: it points to {target!r}, a link that leads to {missing!r}, which does not exist"
     return f"broken symbolic link: it points to {target!r}, which does not exist"
 
 
