@@ -135,3 +135,21 @@ def test_a_loss_mostly_paid_back_elsewhere_names_the_gain_and_the_net():
         assert net == pytest.approx(result.best.tokens_per_s_per_gpu / p.tokens_per_s_per_gpu - 1, abs=6e-4)
         excess = float(p.reason.split(": +", 1)[1].split("%", 1)[0]) / 100
         assert excess > 2 * net
+
+
+def test_a_compute_loss_is_blamed_on_recompute_only_when_the_loser_recomputes_more_than_the_winner():
+    # dit-cross-7B at 74k tokens on 64 GPUs: the winner checkpoints every block selectively, and so
+    # does tp4 cp2; tp4 cp2's extra compute is its thinner matrices, but the reason said "activation recompute"
+    spec = ModelSpec(**{**DIT_7B, "seq_len": 73728})
+    result = plan(spec, 64, load_profile("h100"), global_batch=32)
+    best = result.best
+    assert best.layout.activation_checkpointing == "selective" and not best.layout.checkpoint_blocks
+    same = [p for p in result.ranked[1:] if p.layout.activation_checkpointing == "selective"
+            and not p.layout.checkpoint_blocks and p.reason.startswith("slower compute per token")]
+    assert same
+    for p in same:
+        assert p.reason.startswith("slower compute per token (thinner per-rank matrices)"), (p.layout.short(), p.reason)
+    # checkpointing whole blocks (recomputing their matmuls) is still named where it is most of the loss
+    full = [p for p in result.ranked if p.layout.activation_checkpointing == "full" and p.layout.tp == 1
+            and "slower compute" in p.reason]
+    assert full and all("(activation recompute)" in p.reason for p in full), [(p.layout.short(), p.reason) for p in full]

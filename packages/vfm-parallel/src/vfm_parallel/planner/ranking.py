@@ -185,7 +185,11 @@ def why_slower(pred: Prediction, best: Prediction) -> str:
     excess = (mine[worst] - theirs[worst]) / sum(theirs.values())
     name = _COMPONENT_NAMES[worst]
     if worst == "compute":
-        name += " (activation recompute)" if pred.layout.activation_checkpointing else " (thinner per-rank matrices)"
+        # recompute only where the loser runs more of it again than the winner: two layouts that both
+        # checkpoint every block differ in their matrices' shapes, not in recompute
+        more_recompute = (pred.time.recompute / pred.time.tokens_per_step - best.time.recompute / best.time.tokens_per_step)
+        name += (" (activation recompute)" if more_recompute > (mine[worst] - theirs[worst]) / 2
+                 else " (thinner per-rank matrices)")
     text = f"{name}: +{excess:.1%} of the winner's step"
     net = sum(mine.values()) / sum(theirs.values()) - 1
     if net < excess / 2:

@@ -75,6 +75,9 @@ class StepTime:
     world: int
     model_flops_per_token: float
     crosses_nodes: dict
+    #: Of ``compute``, the seconds activation checkpointing runs again (not a component of its own:
+    #: why_slower tells a loss to recompute from one to thinner matrices with it).
+    recompute: float = 0.0
 
     @property
     def total(self) -> float:
@@ -143,7 +146,7 @@ def _collective(nbytes: float, calls: float, bw: float, hw: HardwareProfile) -> 
 
 def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool = True, framework: str = "vfm") -> StepTime:
     crosses: dict = {}  # group -> whether it crosses nodes, filled by each part
-    t_compute, t_attention = _compute_time(spec, layout, hw)
+    t_compute, t_attention, t_recompute = _compute_time(spec, layout, hw)
     t_tp = _tp_time(spec, layout, hw, crosses)
     t_cp = _cp_time(spec, layout, hw, t_attention, crosses)
     p_rank = spec.params / (layout.tp * layout.pp)
@@ -160,11 +163,11 @@ def step_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, *, ema: bool
     return StepTime(compute=ga * t_compute, kernels=ga * t_kernels, tp_comm=ga * t_tp, cp_comm=ga * t_cp, dp_comm=ga * t_dp,
                     pp_bubble=ga * t_bubble, pp_comm=ga * t_pp, optimizer=t_opt,
                     tokens_per_step=layout.dp * layout.micro_batch * ga * spec.seq_len, world=layout.world_size,
-                    model_flops_per_token=spec.model_flops_per_token, crosses_nodes=crosses)
+                    model_flops_per_token=spec.model_flops_per_token, crosses_nodes=crosses, recompute=ga * t_recompute)
 
 
-def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple[float, float]:
-    """(compute, of which attention) seconds of one micro-step on one rank."""
+def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple[float, float, float]:
+    """(compute, of which attention, of which recompute) seconds of one micro-step on one rank."""
     cal = hw.calibration
     tp, cp, pp, S, mb = layout.tp, layout.cp, layout.pp, spec.seq_len, layout.micro_batch
     rc = Recompute.of(spec, layout)
@@ -177,6 +180,7 @@ def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple
     tokens = mb / layout.n_micro * S / cp if pp > 1 else mb * S / cp
     t_attention = attn_flops / (cal.attention_efficiency * hw.peak_flops) * attention_shape_factor(spec, layout, hw)
     t_compute = (flops - attn_flops) / (cal.matmul_efficiency * hw.peak_flops) * gemm_shape_factor(spec, tp, tokens, hw) + t_attention
+    t_recompute = t_compute * (1 - 1 / again)
     if rc.selective:
         # the element-wise ops between the kept outputs run again: each recomputed tensor (what the
         # block keeps without checkpointing less what selective keeps: its input and the matmul and
@@ -184,8 +188,10 @@ def _compute_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile) -> tuple
         split, whole = spec.selective_widths()
         recomputed = max(0.0, spec.act_bytes_per_token - ACT_BYTES * (1 + split + whole))
         blocks = rc.selective * spec.layers / pp
-        t_compute += 2 * recomputed * spec.hidden * mb * S / (cp * tp) * blocks / (hw.hbm_gbps * 1e9)
-    return t_compute, t_attention
+        t_selective = 2 * recomputed * spec.hidden * mb * S / (cp * tp) * blocks / (hw.hbm_gbps * 1e9)
+        t_compute += t_selective
+        t_recompute += t_selective
+    return t_compute, t_attention, t_recompute
 
 
 def _tp_time(spec: ModelSpec, layout: Layout, hw: HardwareProfile, crosses: dict) -> float:
