@@ -69,3 +69,34 @@ def test_eval_table_piped_shows_every_column_name_and_value_whole(tmp_path):
     for row in scores:  # each video's row is one line holding its prompt and figures as scores.json has them
         line = next(line for line in result.output.splitlines() if row["prompt"] in line)
         assert f"{row['background_rms']:g}" in line and row["direction"] in line
+
+
+def test_a_file_that_is_not_a_video_is_one_line_naming_it(tmp_path):
+    prompts = _videos(tmp_path)
+    (tmp_path / "0001.mp4").write_text("not a video\n")
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts)])
+    assert result.exit_code == 1, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith(f"error: {tmp_path / '0001.mp4'} is not a video PyAV can decode ("), line
+    assert "Errno" not in line and "Traceback" not in result.output
+
+
+def test_a_videos_folder_that_does_not_exist_is_named_as_such(tmp_path):
+    prompts = _videos(tmp_path)
+    result = CliRunner().invoke(app, ["eval", str(tmp_path / "nope"), "--prompts", str(prompts)])
+    assert result.exit_code == 1
+    assert f"error: the videos folder {tmp_path / 'nope'} does not exist" in result.output, result.output
+
+
+def test_videos_beyond_the_prompts_file_are_named_as_not_scored(tmp_path):
+    # three videos and a prompts file of two: the third was scored against nothing, silently
+    _videos(tmp_path)
+    (tmp_path / "0002.mp4").write_bytes((tmp_path / "0000.mp4").read_bytes())
+    (tmp_path / "two.txt").write_text("a red circle moving right\na green circle moving up\n")
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "two.txt")])
+    assert result.exit_code == 0, result.output
+    assert ("note: 1 video has no line in the prompts file (2 prompts), not scored: 0002.mp4; is it the file given to "
+            "vfm generate?") in " ".join(result.output.split()), result.output
+    (tmp_path / "0002.mp4").unlink()
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "two.txt")])
+    assert "no line in the prompts file" not in result.output

@@ -91,7 +91,7 @@ def eval_command(
 
     from rich.console import Console
 
-    from vfm_infer.metrics.base import evaluate, read_items
+    from vfm_infer.metrics.base import evaluate, read_items, videos_without_prompts
     from vfm_infer.plugins import host
 
     try:
@@ -99,8 +99,13 @@ def eval_command(
             host.get("metrics", name)
         items = read_items(videos, prompt_list)
         results = evaluate(items, options)
+        extra = videos_without_prompts(videos, prompt_list)
     except (KeyError, ValueError, TypeError, FileNotFoundError) as exc:
         fail(exc)
+    if extra:  # scored against nothing before, without a word: the sign of another prompts file
+        typer.echo(f"note: {len(extra)} video{'s have' if len(extra) > 1 else ' has'} no line in the prompts file "
+                   f"({len(prompt_list)} prompts), not scored: {', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}; "
+                   "is it the file given to vfm generate?", err=True)
     print_scores(results, Console())
     path = out or videos / "scores.json"
     payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}

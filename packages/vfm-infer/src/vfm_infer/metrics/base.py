@@ -51,15 +51,38 @@ def load_metric(name: str, options: Mapping[str, Any] | None = None) -> Metric:
 
 def read_items(folder: str | Path, prompts: Sequence[str]) -> list[EvalItem]:
     """The videos ``folder/0000.mp4``, ``0001.mp4``, ... (what ``vfm generate`` writes: video i is
-    prompt i) paired with ``prompts``; a missing video is a FileNotFoundError naming it."""
-    from vfm_infer.video.mp4 import read_mp4
-
+    prompt i) paired with ``prompts``; a missing folder or video is a FileNotFoundError naming it, a
+    file that does not decode as a video a ValueError naming it."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"the videos folder {folder} " + ("is not a folder" if folder.exists() else "does not exist"))
     paths = [folder / f"{i:04d}.mp4" for i in range(len(prompts))]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} of {len(prompts)} videos are missing (video i is prompt i): {', '.join(missing[:3])}")
-    return [EvalItem(prompt, read_mp4(path), path) for prompt, path in zip(prompts, paths)]
+    return [EvalItem(prompt, _decoded(path), path) for prompt, path in zip(prompts, paths)]
+
+
+def _decoded(path: Path) -> np.ndarray:
+    """Every frame of ``path``; what PyAV cannot decode is a ValueError naming the file (PyAV's own
+    error reads "[Errno 1094995529] Invalid data found when processing input")."""
+    import av
+
+    from vfm_infer.video.mp4 import read_mp4
+
+    try:
+        return read_mp4(path)
+    except (av.error.FFmpegError, IndexError, ValueError) as exc:  # IndexError: no video stream; ValueError: no frame
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise ValueError(f"{path} is not a video PyAV can decode ({reason}); vfm eval reads what vfm generate writes") from None
+
+
+def videos_without_prompts(folder: str | Path, prompts: Sequence[str]) -> list[str]:
+    """Names of the ``NNNN.mp4`` files in ``folder`` past the last prompt: videos no prompt pairs with
+    (a prompts file other than the one ``vfm generate`` was given, or another run's videos)."""
+    folder = Path(folder)
+    names = (p.name for p in folder.glob("[0-9][0-9][0-9][0-9].mp4")) if folder.is_dir() else ()
+    return sorted(n for n in names if int(n[:4]) >= len(prompts))
 
 
 def evaluate(items: Sequence[EvalItem], metrics: Mapping[str, Mapping[str, Any]]) -> dict[str, MetricResult]:
