@@ -119,5 +119,6 @@ def test_export_refuses_a_model_diffusers_cannot_express_with_the_fields(tmp_pat
     assert result.exit_code == 1
     assert "cannot be written as a diffusers DiTTransformer2DModel" in result.output and "pos_embed = 'sincos'" in result.output
     assert not (tmp_path / "back").exists()
+    (tmp_path / "nothing").mkdir()  # a folder of none of the kinds export takes (a missing one is named as missing)
     result = invoke("export", tmp_path / "nothing", "--format", "diffusers", "-o", tmp_path / "back")
     assert result.exit_code == 1 and "neither a vfm export" in result.output

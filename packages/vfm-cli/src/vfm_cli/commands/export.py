@@ -20,9 +20,34 @@ def find_export(path: Path) -> Path:
             return folder
     from vfm_cli.checkpoint_export import run_checkpoints_hint
 
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    hint = run_checkpoints_hint(path)
+    if not hint and ((path / "metrics.jsonl").is_file() or (path / "checkpoints").is_dir()):
+        raise FileNotFoundError(f"{path} is a training run with no checkpoint yet and no export/: a run writes a checkpoint "
+                                "every checkpoint.interval steps (RUN/checkpoints/step_<N>, which vfm export takes) and "
+                                "export/ when it finishes its train.steps")
+    external = _diffusers_class(path)
+    if external:
+        raise FileNotFoundError(f"{path} is a diffusers model folder ({external}), not a vfm export: vfm convert reads it "
+                                "(vfm convert FOLDER -o EXPORT), and vfm generate --checkpoint takes it with --tokenizer NAME")
     raise FileNotFoundError(f"{path} is neither a vfm export (config.json + model.safetensors), a training checkpoint "
                             "(RUN/checkpoints/step_<N>) nor a training run with an export in export/ (a run writes it "
-                            f"when it finishes its train.steps){run_checkpoints_hint(path)}")
+                            f"when it finishes its train.steps){hint}")
+
+
+def _diffusers_class(path: Path) -> str:
+    """The ``_class_name`` of a diffusers model folder's (or pipeline's transformer/) config.json, else ''."""
+    import json
+
+    for config in (path / "config.json", path / "transformer" / "config.json"):
+        try:
+            name = json.loads(config.read_text()).get("_class_name")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(name, str) and name:
+            return name
+    return ""
 
 
 def export(
