@@ -104,3 +104,17 @@ def test_a_sampler_class_left_abstract_is_a_load_error_naming_the_method_to_defi
     assert caught.value.args[0] == (
         "sampler 'halfway' (from vfm-author-abstract 0.0.1, target author_abstract:Halfway) is an abstract class: "
         "define _run (abstract in vfm_infer.samplers.base.Sampler) in Halfway")
+
+
+def test_a_hook_returning_its_names_instead_of_calling_register_is_a_failed_plugin_not_silence(plugin):
+    # pluggy hands a hook's return value back to the host, which reads only the register calls: a hook
+    # written as `return {"halfway": Halfway}` added nothing and `vfm plugins` showed no trace of it
+    returning = SAMPLER.format(run=RUN).replace('register("halfway", Halfway)', 'return {"halfway": Halfway}')
+    plugin("vfm-author-returns", {"author_returns": returning}, {"vfm_infer": "author_returns"})
+    [error] = failures(vfm_infer.host, "vfm-author-returns")
+    assert error.startswith("vfm_infer_register_samplers returned a dict ({'halfway': <class ")
+    assert "without calling register" in error and "call register(name, target, *, description='') once per sampler" in error
+    rows = [r for r in vfm_infer.host.describe() if r["provider"] == "vfm-author-returns"]
+    assert [r["status"] for r in rows] == ["failed"]
+    with pytest.raises(UnknownNameError, match="plugin 'vfm-author-returns:vfm-author-returns'"):
+        vfm_infer.host.get("samplers", "halfway")

@@ -139,6 +139,12 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+-]*")
 _REGISTER_SIGNATURE = inspect.signature(_register_signature)
 
 
+def _returned_text(value: Any) -> str:
+    """A hook's return value for a message: its type, and its first characters."""
+    text = repr(value)
+    return f"a {type(value).__name__} ({text[:60] + '...' if len(text) > 60 else text})"
+
+
 def _call_text(args: tuple, kwargs: dict) -> str:
     return ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
 
@@ -375,7 +381,7 @@ class PluginHost:
                     staged: dict[str, Entry] = {}
                     register = self._register_callback(kind, provider, entries[kind], staged)
                     try:
-                        impl.function(register=register)
+                        returned = impl.function(register=register)
                     except DuplicateNameError:
                         raise
                     except Exception as exc:
@@ -383,6 +389,15 @@ class PluginHost:
                         self._fail(impl.plugin_name, provider.name, provider.version,
                                    f"raised in {hook_name}: {type(exc).__name__}: {exc}",
                                    f"adds no {kind.replace('_', ' ')} (its other hooks' names are kept)")
+                        continue
+                    if returned is not None and not staged:
+                        # pluggy collects return values, but this host reads only register calls: a hook
+                        # returning its names (a list, a dict) would add nothing without a word
+                        self._fail(impl.plugin_name, provider.name, provider.version,
+                                   f"{hook_name} returned {_returned_text(returned)} without calling "
+                                   f"register; the host ignores what a hook returns: call register(name, target, *, "
+                                   f"description='') once per {_singular(kind)} it adds, and return nothing",
+                                   f"adds no {kind.replace('_', ' ')}")
                         continue
                     entries[kind].update(staged)
             self._entries = entries
