@@ -1,6 +1,7 @@
 """A training checkpoint (``RUN/checkpoints/step_<N>``, saved under any layout) as an inference export,
-the same files as the trainer's own: the full tensors are gathered in this one process (DCP reads every
-rank's chunks; no process group), the EMA weights when the run had EMA, else the model's.
+the same files as the trainer's own (or that export's model in memory, :func:`read_checkpoint`): the full
+tensors are gathered in this one process (DCP reads every rank's chunks; no process group is needed, and
+under one every rank reads them whole), the EMA weights when the run had EMA, else the model's.
 
 A checkpoint is data: it is checked whole first (every file against its manifest, its step, every
 tensor's chunks tiling it: :func:`vfm_parallel.checkpoint.verify`, as resuming does), nothing is
@@ -30,7 +31,11 @@ class CheckpointExport:
 
     @property
     def weights(self) -> str:
-        return "EMA weights" if self.ema else "model weights (the run had no EMA)"
+        return _which_weights(self.ema)
+
+
+def _which_weights(ema: bool) -> str:
+    return "EMA weights" if ema else "model weights (the run had no EMA)"
 
 
 def looks_like_checkpoint(path: Path) -> bool:
@@ -62,20 +67,37 @@ class CheckpointExportError(ValueError):
     build from them); one line naming the checkpoint."""
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExport:
-    """Write the inference export of ``checkpoint`` to ``out`` (``model.safetensors`` + ``config.json``,
-    its ``source`` saying the step and which weights). Raises ``vfm_parallel.checkpoint.CheckpointError``
-    (damaged, not committed, tensors not fitting) or :class:`CheckpointExportError`, one line each."""
+@dataclass(frozen=True)
+class CheckpointWeights:
+    """What :func:`read_checkpoint` read: the model with the exported weights (EMA when the run had
+    EMA), the export settings (``config.json`` of an export, ``source`` included), the step, which weights."""
+
+    model: Any
+    meta: dict
+    step: int
+    ema: bool
+
+    @property
+    def weights(self) -> str:
+        return _which_weights(self.ema)
+
+
+def read_checkpoint(checkpoint: str | Path) -> CheckpointWeights:
+    """The model a training checkpoint exports, built and filled in memory: what :func:`export_checkpoint`
+    writes, without writing it. Under a process group every rank must call it: the files are verified
+    once between them (each rank hashes its share) and each rank reads the whole weights.  Raises
+    ``vfm_parallel.checkpoint.CheckpointError`` (damaged, not committed, tensors not fitting) or
+    :class:`CheckpointExportError`, one line each."""
     import vfm_models
     from vfm_models.checkpoint import CheckpointMismatchError
-    from vfm_models.export import check_build_fits, check_finite, save_export, _tuples
+    from vfm_models.export import check_build_fits, check_finite, _tuples
     from vfm_parallel import checkpoint as ckpt
     from vfm_parallel.checkpoint_integrity import saved_tensors
 
-    checkpoint, out = Path(checkpoint), Path(out)
+    checkpoint = Path(checkpoint)
     state = ckpt.verify(checkpoint)  # whole or refused, before anything in it is believed
     step = state["step"]
-    meta = _recorded_meta(checkpoint, state)
+    meta = recorded_meta(checkpoint, state)
     saved = saved_tensors(checkpoint)
     ema = any(name.startswith("ema.") for name in saved)
     prefix = "ema." if ema else "model."
@@ -95,13 +117,32 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExpo
     # what the trainer exports, read straight into the model: the EMA weights (else the model's), not
     # the other part nor an EMA copy beside it
     ckpt.load_weights(checkpoint, model, prefix[:-1])  # names, shapes, dtypes checked
-    result = CheckpointExport(out, step, ema)
+    result = CheckpointWeights(model, {**meta, "source": {"step": step, "ema": ema}}, step, ema)
     check_finite(model.state_dict(), f"checkpoint {checkpoint} ({result.weights})")
-    save_export(out, model, {**meta, "source": {"step": step, "ema": ema}})
     return result
 
 
-def _recorded_meta(checkpoint: Path, state: dict) -> dict:
+def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExport:
+    """Write the inference export of ``checkpoint`` to ``out`` (``model.safetensors`` + ``config.json``,
+    its ``source`` saying the step and which weights). Raises as :func:`read_checkpoint` does."""
+    from vfm_models.export import save_export
+
+    read = read_checkpoint(checkpoint)
+    save_export(Path(out), read.model, read.meta)
+    return CheckpointExport(Path(out), read.step, read.ema)
+
+
+def export_origin(checkpoint: str | Path) -> Path:
+    """The folder the paths in a checkpoint's export settings are relative to, as they are in the export
+    the run writes: ``RUN/export`` for ``RUN/checkpoints/step_<N>`` (a relative tokenizer path there names
+    the same file from every checkpoint of the run), the checkpoint folder itself when it lies elsewhere."""
+    checkpoint = Path(checkpoint).absolute()
+    if checkpoint.parent.name == "checkpoints":
+        return checkpoint.parent.parent / "export"
+    return checkpoint
+
+
+def recorded_meta(checkpoint: Path, state: dict) -> dict:
     """The export settings ``state.json`` records, checked as an export's ``config.json`` is, before any
     weight is read (state.json is parsed as Python parses JSON, which takes NaN and Infinity: an export
     written with them would be refused only when loaded)."""

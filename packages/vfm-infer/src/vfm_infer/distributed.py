@@ -38,7 +38,9 @@ def setup_inference(pipe, prepared, *, cfg_parallel: bool = False, cp_strategy: 
 
     Every check that can fail (the layout against the world size, CFG-parallel against the guidance,
     the token count and the strategy against the model) runs before the process group starts, so a
-    request that cannot run fails alike on every rank instead of one rank failing inside a collective."""
+    request that cannot run fails alike on every rank instead of one rank failing inside a collective
+    (a training checkpoint read under torchrun has started the group already, to be verified once
+    between the ranks: these checks still fail alike on every rank, before any collective of generation)."""
     world = env_world_size()
     if world == 1:
         if cfg_parallel:

@@ -288,6 +288,21 @@ class VideoPipeline:
             raise ExportError(str(exc)) from None
         return cls(model, meta, **kwargs)
 
+    @classmethod
+    def from_unsaved_export(cls, model, meta: Mapping[str, Any], *, folder: str | Path,
+                            weights_roots: Sequence[str | Path] = (), **kwargs: Any) -> "VideoPipeline":
+        """A pipeline of an export that exists only in memory (a training checkpoint's model and its
+        recorded ``config.json``): the paths ``meta`` names are checked, and relative ones resolved, as
+        an export written to ``folder`` would have them (:meth:`from_export`'s rule), so the pipeline is
+        the one that export gives, with no copy of the weights written anywhere."""
+        from vfm_models.export_paths import ExportPathError, check_export_paths
+
+        try:
+            meta = check_export_paths(folder, meta, weights_roots)
+        except ExportPathError as exc:
+            raise ExportError(f"export settings of {folder}: {exc}") from exc
+        return cls(model, meta, **kwargs)
+
     # --- checks ----------------------------------------------------------------------------------
 
     def make_sampler(self, name: str | None, steps: int, options: Mapping[str, Any]) -> Sampler:

@@ -159,12 +159,13 @@ def generate(
 
         from vfm_cli.checkpoint_export import looks_like_checkpoint
 
-        if looks_like_checkpoint(checkpoint):
-            checkpoint = _exported_checkpoint(ctx, checkpoint)
-        if is_external_folder(checkpoint):
-            pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
-        elif tokenizer is not None:
+        if tokenizer is not None and not is_external_folder(checkpoint):
             raise ValueError("--tokenizer applies to a diffusers model folder; an export names its own tokenizer")
+        if looks_like_checkpoint(checkpoint):
+            pipe = _checkpoint_pipeline(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
+                                        weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
+        elif is_external_folder(checkpoint):
+            pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
         else:
             pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                              weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
@@ -234,27 +235,31 @@ def generate(
         typer.echo(f"seconds per step: {_steady_step_seconds(step_seconds, compile_blocks)} "
                    f"{evaluations} denoiser evaluation{'s' * (evaluations != 1)} per video{_guidance_note(pipe, prepared)}, "
                    f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')}")
-
-    from vfm_parallel.process_group import leave_distributed
-
-    leave_distributed(0)  # a torchrun rank ends there
+    # a torchrun rank ends in ends_torchrun_rank, by every way out (this one, a stop's, an error's)
 
 
-def _exported_checkpoint(ctx: typer.Context, checkpoint: Path) -> Path:
-    """The export of a training checkpoint, written to a temporary folder that is removed when the
-    command ends (each rank its own under torchrun: no collective before the pipeline's). The same
-    files as ``vfm export CHECKPOINT --format vfm -o DIR``, so the same seed gives the same video."""
+def _checkpoint_pipeline(checkpoint: Path, *, device: str, weights_roots, **kwargs):
+    """The pipeline of a training checkpoint's export, built in memory: the model and settings that
+    ``vfm export CHECKPOINT --format vfm`` writes (so the same seed gives the same video), with nothing
+    written (no temporary copy of the weights to leave behind on an error, a Ctrl-C or a kill, nor to
+    share between nodes). Paths in the recorded settings resolve as in the run's own export
+    (:func:`export_origin`). Under torchrun every rank reads it: the process group starts here, so
+    the checkpoint is verified once, each rank hashing its share of the files, and each rank reads the
+    weights in place, as it would read an export's."""
     import os
-    import tempfile
 
-    from vfm_cli.checkpoint_export import describe, export_checkpoint
+    from vfm_infer.pipeline import VideoPipeline, resolve_device
+    from vfm_parallel.process_group import env_world_size, init_distributed
 
-    folder = tempfile.TemporaryDirectory(prefix="vfm-generate-")
-    ctx.call_on_close(folder.cleanup)
-    made = export_checkpoint(checkpoint, Path(folder.name) / "export")
+    from vfm_cli.checkpoint_export import describe, export_origin, read_checkpoint
+
+    if env_world_size() > 1:
+        init_distributed(resolve_device(device).type)
+    read = read_checkpoint(checkpoint)
     if int(os.environ.get("RANK", "0")) == 0:
-        typer.echo(f"generating from {describe(made, checkpoint)}", err=True)
-    return made.folder
+        typer.echo(f"generating from {describe(read, checkpoint)}", err=True)
+    return VideoPipeline.from_unsaved_export(read.model, read.meta, folder=export_origin(checkpoint),
+                                             weights_roots=weights_roots, device=device, **kwargs)
 
 
 class _Signal:
@@ -368,4 +373,6 @@ def _earlier_videos(out: Path, count: int) -> list[Path]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("generate", no_args_is_help=True)(generate)
+    from vfm_cli.torchrun_exit import ends_torchrun_rank
+
+    app.command("generate", no_args_is_help=True)(ends_torchrun_rank(generate))
