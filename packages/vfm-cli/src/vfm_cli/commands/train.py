@@ -101,9 +101,7 @@ def train(
              f"killed (torchrun's summary names it): {lost}")
     if rank0:
         _summary(result)
-    from vfm_parallel.process_group import leave_distributed
-
-    leave_distributed(0)  # a torchrun rank ends there
+    # a torchrun rank ends in ends_torchrun_rank, by every way out (this one, the stop's, an error's)
 
 
 def _close(sinks: list) -> None:
@@ -205,4 +203,6 @@ def _summary(result) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train")(train)
+    from vfm_cli.torchrun_exit import ends_torchrun_rank
+
+    app.command("train")(ends_torchrun_rank(train))

@@ -1,0 +1,73 @@
+"""How a rank of ``vfm train`` / ``vfm generate`` under torchrun ends once its process group is up:
+every way out (success, a stop, an ``error:`` line, a traceback) leaves through
+:mod:`vfm_parallel.process_group`, never through the interpreter's teardown, which gloo's worker
+threads can abort (SIGABRT and a core dump in place of exit 1: ``leave_distributed``'s docstring).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+
+def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a typer command: in a torchrun rank whose process group started, its end is handed to
+    vfm-parallel with the exit status the command meant: 0 after a barrier every rank reaches
+    (``leave_distributed``), any other status at once (``leave_distributed_on_error``: a failing rank
+    cannot know that its peers will reach a barrier). The command's context is closed first, so what
+    it registered with ``ctx.call_on_close`` (the output folder's lock) is released. Elsewhere (one
+    process, or before the group started) the command ends as it would unwrapped."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except BaseException as exc:
+            if not _group_started():
+                raise
+            code = _report(exc)
+        else:
+            if not _group_started():
+                return
+            code = 0
+        ctx = kwargs.get("ctx")
+        if ctx is not None:
+            ctx.close()
+        from vfm_parallel.process_group import leave_distributed, leave_distributed_on_error
+
+        if code == 0:
+            leave_distributed(0)
+        else:
+            leave_distributed_on_error(code)
+        raise SystemExit(code)  # not reached in a torchrun rank
+
+    return run
+
+
+def _group_started() -> bool:
+    import os
+
+    if os.environ.get("TORCHELASTIC_RUN_ID") is None:
+        return False
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def _report(exc: BaseException) -> int:
+    """The exit status ``exc`` stands for, after printing what click would have printed for it."""
+    import sys
+    import traceback
+
+    if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # a usage error raised inside the command
+        exc.show()
+        return int(exc.exit_code)
+    if hasattr(exc, "exit_code"):  # typer.Exit: the command said its status (its message is printed)
+        return int(exc.exit_code)
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else 1
+    if isinstance(exc, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        return 130
+    traceback.print_exception(exc)  # a bug: the traceback, as Python would print it, and exit 1
+    return 1
