@@ -1,7 +1,9 @@
 """``model.init_from``: a run that starts from a checkpoint's weights (fine-tuning a public model).
 
-The checkpoint is a vfm export, or anything ``vfm convert`` reads (a local diffusers model folder, a
-facebookresearch/DiT ``.pt``), converted in memory. Its family and formulation must be the config's;
+The checkpoint is a vfm export, a training checkpoint (``RUN/checkpoints/step_<N>``: its export, the
+EMA weights when the run had EMA, read as ``vfm export`` reads them, after the checkpoint is verified
+whole), or anything ``vfm convert`` reads (a local diffusers model folder, a facebookresearch/DiT ``.pt``),
+converted in memory. Its family and formulation must be the config's;
 its model options are the defaults that ``model.options`` overrides; its weights must fit the model
 built from the config key for key and shape for shape, and every option but a runtime one must be the
 checkpoint's (a head count or position embedding changed over the same shapes would load the weights
@@ -37,10 +39,47 @@ _CONVERTED: dict[tuple, tuple[dict[str, Any], dict[str, torch.Tensor]]] = {}  # 
 
 def _converts(path: Path) -> bool:
     """Whether the checkpoint's shapes and weights are a conversion (a bare file, a diffusers folder): a
-    vfm export's are read from disk, and a missing path is left to vfm_models to name."""
+    vfm export's are read from disk, a training checkpoint's from its tensors, and a missing path is left
+    to vfm_models to name."""
     from vfm_models.adapters.exports import is_vfm_export
 
-    return path.exists() and not is_vfm_export(path)
+    return path.exists() and not is_vfm_export(path) and not _is_training_checkpoint(path)
+
+
+# --- a training checkpoint ------------------------------------------------------------------------
+# Its settings and shapes come from its state.json and tensor headers (cheap, read while the config is
+# validated, in every process); its weights from read_checkpoint, which first verifies every file
+# against the manifest (collectively under torchrun: the files are hashed once between the ranks).
+
+def _is_training_checkpoint(path: Path) -> bool:
+    from vfm_cli.checkpoint_export import looks_like_checkpoint
+
+    return looks_like_checkpoint(path)
+
+
+def _checkpoint_meta(path: Path) -> dict[str, Any]:
+    """The export settings a training checkpoint records (refused, one line, when it is not committed,
+    its state does not read, or it records none)."""
+    from vfm_parallel import checkpoint as ckpt
+
+    from vfm_cli.checkpoint_export import recorded_meta
+
+    return recorded_meta(path, ckpt.read_state(path))
+
+
+def _checkpoint_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """The shapes of the weights a training checkpoint exports (EMA's when the run had EMA)."""
+    from vfm_parallel.checkpoint_integrity import saved_tensors
+
+    saved = saved_tensors(path)
+    prefix = "ema." if any(name.startswith("ema.") for name in saved) else "model."
+    return {name[len(prefix):]: tuple(shape) for name, (shape, _, _) in saved.items() if name.startswith(prefix)}
+
+
+def _checkpoint_weights(path: Path) -> dict[str, torch.Tensor]:
+    from vfm_cli.checkpoint_export import read_checkpoint
+
+    return read_checkpoint(path).model.state_dict()
 
 
 def _conversion(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -64,6 +103,14 @@ def source_meta(path: str) -> dict[str, Any]:
     p = Path(path)
     if p.is_file():
         return _conversion(p)[0]
+    if _is_training_checkpoint(p):
+        return _checkpoint_meta(p)
+    if p.is_dir() and not (p / "config.json").is_file() and not (p / "transformer" / "config.json").is_file():
+        from vfm_cli.checkpoint_export import run_checkpoints_hint
+
+        raise FileNotFoundError(f"{p} is no checkpoint to start from; accepted: a vfm export (config.json and "
+                                "model.safetensors), a training checkpoint (RUN/checkpoints/step_<N>), a diffusers "
+                                f"model folder or a DiT .pt file{run_checkpoints_hint(p)}")
     return read_meta(p)
 
 
@@ -72,6 +119,8 @@ def source_shapes(path: str) -> dict[str, tuple[int, ...]]:
     from vfm_models.adapters.exports import source_shapes as read_shapes
 
     p = Path(path)
+    if _is_training_checkpoint(p):
+        return _checkpoint_shapes(p)
     if not _converts(p):
         return read_shapes(p)
     return {k: tuple(v.shape) for k, v in _conversion(p)[1].items()}
@@ -82,6 +131,8 @@ def source_weights(path: str) -> dict[str, torch.Tensor]:
     from vfm_models.adapters.exports import source_weights as read_weights
 
     p = Path(path)
+    if _is_training_checkpoint(p):
+        return _checkpoint_weights(p)
     if not _converts(p):
         return read_weights(p)
     state = _conversion(p)[1]
