@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from vfm_cli.main import app
@@ -85,3 +86,20 @@ def test_a_packed_config_is_planned_only_with_layouts_vfm_train_accepts(tmp_path
     check = CliRunner().invoke(app, ["train", str(merged), "--validate", "--world-size", "2"])
     assert check.exit_code == 0, check.output
     assert parallel["strategies"] == ["fsdp"] and parallel["dp_shard"] == 2
+
+
+def test_a_measured_order_exactly_the_reverse_of_the_prediction_is_called_the_reverse_not_mostly():
+    from vfm_cli.commands.plan import measure_summary
+    from vfm_parallel.planner import ModelSpec, load_profile, plan
+    from vfm_parallel.planner.measure import measure
+
+    result = plan(ModelSpec(name="m", params=10_000_000, layers=4, hidden=256, heads=4, seq_len=256), 4,
+                  load_profile("cpu"), global_batch=16)
+    chosen = result.distinct()[:3]
+    rank = {id(p): i for i, p in enumerate(chosen, 1)}
+    reverse, rho = measure(chosen, lambda p: 1000.0 * rank[id(p)])  # the predicted best measures slowest
+    assert rho == pytest.approx(-1.0)
+    assert "over 3 layouts: the reverse order (" in measure_summary(reverse, rho, rank, result.hardware)[0]
+    partly, rho = measure(chosen, lambda p: {1: 2000.0, 2: 3000.0, 3: 1000.0}[rank[id(p)]])
+    assert rho > -0.999  # not exactly reversed: never "the reverse order"
+    assert "the reverse order (" not in measure_summary(partly, rho, rank, result.hardware)[0]

@@ -472,7 +472,7 @@ def measure_summary(measured, rho, predicted_rank: dict, hw) -> list[str]:
     if rho is None:
         return [f"spearman: fewer than two layouts ran ({len(ok)} of {len(measured)}); no order to compare"]
     verdict = ("the same order" if rho >= 0.999 else "mostly the same order" if rho >= 0.5 else
-               "little relation" if rho > -0.5 else "mostly the reverse order")
+               "little relation" if rho > -0.5 else "mostly the reverse order" if rho > -0.999 else "the reverse order")
     lines = [f"spearman(predicted, measured) = {rho:.3f} over {len(ok)} layouts: {verdict} "
              "(1 = the predicted order, 0 = no relation, -1 = reversed)"]
     failed_best = next((m for m in measured if m.error and predicted_rank[id(m.prediction)] == 1), None)

@@ -115,6 +115,16 @@ def device_memory_gib(device: str) -> float:
         return 16.0
 
 
+def ranks_sharing_memory(device: str) -> int:
+    """Ranks of this job whose memory is the one ``device_memory_gib`` reports: a GPU's is its own; on a
+    CPU every rank on this host shares it (torchrun's LOCAL_WORLD_SIZE)."""
+    import os
+
+    if device.startswith("cuda"):
+        return 1
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def calibrate(base: HardwareProfile, *, device: str | None = None, size: int | None = None) -> tuple[HardwareProfile, dict]:
     """Measure and return (profile, raw figures)."""
     import torch
@@ -123,4 +133,6 @@ def calibrate(base: HardwareProfile, *, device: str | None = None, size: int | N
     size = size or (8192 if device.startswith("cuda") else 768)
     measured = measure_compute(device, size=size, seq=4096 if device.startswith("cuda") else 512)
     measured.update(measure_collectives())
-    return profile_from(measured, base, device=device, memory_gib=device_memory_gib(device)), measured
+    # the planner counts memory per rank: K ranks on one CPU host each get 1/K of it, not all of it
+    memory = device_memory_gib(device) / ranks_sharing_memory(device)
+    return profile_from(measured, base, device=device, memory_gib=memory), measured
