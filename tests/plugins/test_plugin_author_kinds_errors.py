@@ -288,6 +288,49 @@ def test_a_strategy_whose_apply_returns_none_and_a_metric_returning_a_dict_are_n
                                 "return a vfm_infer.metrics.MetricResult(per_video, summary, notes)")
 
 
+def test_a_strategy_whose_apply_returns_a_tuple_or_lacks_mesh_and_plan_is_named_not_a_traceback(plugin):
+    # returned `(model, info)`: AttributeError 'tuple' object has no attribute 'parameters' deep in the
+    # trainer; apply(self, model): "apply() takes 2 positional arguments but 4 were given" from parallelize
+    plugin("vfm-oops-apply", {"oops_apply": """
+        from vfm_parallel.plugins import hookimpl
+
+        class Pair:
+            name = "oops-pair"
+            phase = "compile"
+            mesh_dims = ()
+
+            def apply(self, model, mesh, plan):
+                return model, {"touched": True}
+
+        class ModelOnly:
+            name = "oops-model-only"
+            phase = "compile"
+            mesh_dims = ()
+
+            def apply(self, model):
+                return model
+
+        @hookimpl
+        def vfm_parallel_register_strategies(register):
+            register("oops-pair", Pair)
+            register("oops-model-only", ModelOnly)
+    """}, {"vfm_parallel": "oops_apply"})
+    import vfm_models
+    from vfm_parallel import ParallelDims, parallelize
+    from vfm_plugins import PluginResultError
+
+    model = vfm_models.get_family("dit").create("tiny", hidden=32, depth=2, num_heads=2, in_channels=3, patch=(1, 2, 2))
+    with pytest.raises(PluginResultError) as error:
+        parallelize(model, ParallelDims(), ["oops-pair"])
+    assert str(error.value) == ("strategy 'oops-pair' (from vfm-oops-apply 0.0.1): apply returned a tuple, not an "
+                                "nn.Module; it must return the model (the one it was given, changed in place, or its wrapper)")
+    with pytest.raises(PluginLoadError) as error:
+        parallelize(model, ParallelDims(), ["oops-model-only"])
+    assert str(error.value) == ("strategy 'oops-model-only' (from vfm-oops-apply 0.0.1): its apply(model) cannot take "
+                                "(model, mesh, plan); a strategy's apply is apply(model, mesh, plan, **options), its "
+                                "options keyword parameters")
+
+
 def test_a_name_that_configs_and_options_cannot_write_is_refused_at_registration(plugin):
     plugin("vfm-oops-dotted", {"oops_dotted": """
         from vfm_infer.plugins import hookimpl

@@ -192,12 +192,13 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
     inner = model
     for strategy in chosen:
         model = strategy.apply(model, mesh, plan, **options.get(strategy.name, {}))
-        if model is None:  # a plugin's apply that changes the model in place and forgets `return model`
+        if not isinstance(model, nn.Module):  # a plugin's apply that forgets `return model`, or returns more
             from vfm_parallel.plugins import host
             from vfm_plugins import PluginResultError
 
             entry = host.entry("strategies", strategy.name)
-            raise PluginResultError(f"strategy {strategy.name!r} (from {entry.provider} {entry.version}): apply returned None; "
+            returned = "None" if model is None else f"a {type(model).__name__}, not an nn.Module"
+            raise PluginResultError(f"strategy {strategy.name!r} (from {entry.provider} {entry.version}): apply returned {returned}; "
                             "it must return the model (the one it was given, changed in place, or its wrapper)")
         if strategy.phase != "dp":
             inner = model
