@@ -257,6 +257,10 @@ def plan(
         _calibrate(hw, profile_out)
         if config is None:
             return
+        if int(os.environ.get("RANK", "0")) != 0:
+            # under torchrun rank 0 plans once, with the profile it wrote: each rank printed the table
+            # (and would start --measure's runs), and read the file whether or not rank 0 had written it
+            return
         hw = load_profile(profile_out)
     if config is None:
         raise typer.BadParameter("give a training config (or --calibrate alone)", param_hint="CONFIG")
