@@ -48,6 +48,19 @@ def _check_noise(noise: torch.Tensor, shape: Sequence[int], generator_given: boo
     return noise.to(torch.float32)
 
 
+def _constructor_keywords(cls: type) -> set[str] | None:
+    """The keyword names ``cls(...)`` accepts; None when it takes ``**kwargs`` (or cannot be read)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
 class Formulation:
     """Subclasses define ``sample_level`` (the training noise level per sample), ``network_inputs``
     (what the network sees for given levels and noise) and ``error`` (the weighted squared error of
@@ -61,7 +74,13 @@ class Formulation:
     default_guidance: float = 1.0
 
     def options(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.option_names}
+        """The constructor arguments an export records and ``vfm generate`` rebuilds this formulation with:
+        the :attr:`option_names` that this class's constructor takes. A subclass whose ``__init__`` fixes
+        some of its parent's (a plugin's ``RectifiedFlow`` with its own draws) inherits option names it
+        does not take; recording them made the export unloadable (``__init__() got an unexpected keyword
+        argument``) after the whole training run."""
+        accepted = _constructor_keywords(type(self))
+        return {k: getattr(self, k) for k in self.option_names if accepted is None or k in accepted}
 
     def sample_level(self, batch: int, generator: torch.Generator | None, device=None) -> torch.Tensor:
         raise NotImplementedError

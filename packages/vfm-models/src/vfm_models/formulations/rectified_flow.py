@@ -38,11 +38,11 @@ class RectifiedFlow(Formulation):
 
     def options(self) -> dict:
         """The constructor arguments for an export; ``uniform_fraction`` only when set, so an export of
-        a run without it reads as before, and a subclass whose own ``__init__`` does not take it (a
-        plugin formulation) is rebuilt from its export."""
+        a run without it reads as before (a subclass whose ``__init__`` does not take it never records it:
+        :meth:`Formulation.options`)."""
         options = super().options()
         if not self.uniform_fraction:
-            options.pop("uniform_fraction")
+            options.pop("uniform_fraction", None)
         return options
 
     # --- the path -------------------------------------------------------------------------------
