@@ -7,7 +7,7 @@ import functools
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from vfm_parallel.trainer.config.sections import ConfigError, TrainConfig
 from vfm_plugins.text import did_you_mean
@@ -26,18 +26,34 @@ def _field_type(cls: type, f: dataclasses.Field) -> Any:
     return _type_hints(cls)[f.name]
 
 
-def _coerce(key: str, value: Any, kind: Any) -> Any:
+#: What TOML read an unquoted value as, for a text key given one (``out_dir = 2024`` is an integer).
+_READ_AS = {bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "a table"}
+
+
+def _quote_hint(key: str, value: Any, given: Mapping[str, str]) -> str:
+    """How to give ``value`` as text: TOML reads ``2024``, ``true``, ``1e3`` or ``2024-01-01`` unquoted as a
+    number, boolean or date, both in the file and in ``--set`` (whose value is TOML too). ``given``: the
+    ``--set`` keys and their values as typed, so the hint quotes what the user wrote."""
+    read_as = next((words for kind, words in _READ_AS.items() if isinstance(value, kind)), "a date or time")
+    if key in given:
+        return f"; the value was read as {read_as}: quote it to keep it text, --set '{key}=\"{given[key]}\"'"
+    text = str(value).lower() if isinstance(value, bool) else value.isoformat() if hasattr(value, "isoformat") else value
+    return f"; the value was read as {read_as}: quote it to keep it text, {key.rsplit('.', 1)[-1]} = \"{text}\""
+
+
+def _coerce(key: str, value: Any, kind: Any, given: Mapping[str, str] = {}) -> Any:
     accepted = _SCALARS.get(kind)
     if accepted is None:
         return value
     # bool is an int subclass in Python; TOML keeps them apart and so do we.
     ok = isinstance(value, accepted) and (kind is bool) == isinstance(value, bool)
     if not ok:
-        raise ConfigError(key, f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+        hint = _quote_hint(key, value, given) if kind is str and not isinstance(value, (list, dict)) else ""
+        raise ConfigError(key, f"expected {kind.__name__}, got {type(value).__name__} {value!r}{hint}")
     return float(value) if kind is float else value
 
 
-def _build(cls: type, data: Any, prefix: str) -> Any:
+def _build(cls: type, data: Any, prefix: str, given: Mapping[str, str] = {}) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(prefix, f"expected a table, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -51,15 +67,16 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
         key = f"{prefix}.{name}" if prefix else name
         kind = _field_type(cls, fields[name])
         if dataclasses.is_dataclass(kind):
-            values[name] = _build(kind, value, key)
+            values[name] = _build(kind, value, key, given)
         else:
-            values[name] = _coerce(key, value, kind)
+            values[name] = _coerce(key, value, kind, given)
     return cls(**values)
 
 
-def from_dict(data: dict[str, Any], world_size: int | None = None) -> TrainConfig:
-    """A validated config from nested dicts (as TOML parses them)."""
-    return _build(TrainConfig, data, "").validate(world_size)
+def from_dict(data: dict[str, Any], world_size: int | None = None, given: Mapping[str, str] = {}) -> TrainConfig:
+    """A validated config from nested dicts (as TOML parses them); ``given``: the dotted keys that ``--set``
+    gave and their values as typed, so that a wrong value's hint is a ``--set`` item, not a file line."""
+    return _build(TrainConfig, data, "", given).validate(world_size)
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -131,4 +148,6 @@ def load(path: str | Path, overrides: list[str] = (), world_size: int | None = N
         raise ConfigFileError(f"cannot read the config file {path} ({exc.strerror or exc}); {_ACCEPTED}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(f"{path} is not valid TOML: {exc}") from None
-    return from_dict(apply_overrides(data, list(overrides)), world_size)
+    overrides = list(overrides)
+    given = {key.strip(): raw.strip() for key, _, raw in (item.partition("=") for item in overrides)}
+    return from_dict(apply_overrides(data, overrides), world_size, given)
