@@ -55,7 +55,13 @@ def convert_to_export(src: str | PathLike, out: str | PathLike, *, adapter: str 
     from vfm_models.export import save_export
 
     export_meta, state = converted(src, adapter, config)
-    return save_export(out, state, {**export_meta, **(meta or {})})
+    merged = {**export_meta, **(meta or {})}
+    shape, channels = merged.get("latent_shape"), merged["config"].get("in_channels")
+    if shape and channels is not None and int(shape[0]) != int(channels):
+        # written as given, it failed only when generating ("the tokenizer gives ... latent channels")
+        raise AdapterConfigError(f"latent_shape {list(shape)} has {shape[0]} channels but the model takes {channels} "
+                                 "(in_channels): the latent shape's C is the model's input channels")
+    return save_export(out, state, merged)
 
 
 def load_converted(src: str | PathLike, adapter: str | StateDictAdapter | None = None,
