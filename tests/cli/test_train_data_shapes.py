@@ -109,8 +109,8 @@ def test_the_2d_sincos_table_refuses_video_buckets(shards, tmp_path):
 
 def test_durations_longer_than_a_bucket_are_refused(shards, tmp_path):
     line = _one_error_line(_train(tmp_path, shards, "data.durations=[2]"))
-    assert line == (f"error: config key 'data.durations': {shards / 'small'}: latents of 1 frames are shorter than every "
-                    f"duration [2]; accepted: durations of at most 1 latent frames")
+    assert line == (f"error: config key 'data.durations': {shards / 'small'}: latents of 1 frame are shorter than every "
+                    f"duration [2]; accepted: durations of at most 1 latent frame")  # one frame, not "1 frames"
 
 
 def test_cp_must_divide_the_tokens_of_every_bucket_not_only_the_first(shards, tmp_path):

@@ -24,6 +24,7 @@ import torch
 from vfm_models.dtypes import float_dtype
 from vfm_models.families.plan import parallel_plan_of
 from vfm_models.seeded import build_seeded
+from vfm_plugins.text import counted
 
 from vfm_infer.conditioning import Conditioner, load_text_encoder
 from vfm_infer.decode import decode
@@ -335,11 +336,11 @@ class VideoPipeline:
             f = frames if frames is not None else self._default_frames(t_lat, channels)
             h, w = size if size is not None else (h_lat * tok.spatial_compression, w_lat * tok.spatial_compression)
             if min(f, h, w) < 1:
-                raise ValueError(f"frames and size must be positive; got {f} frames at {h}x{w}")
+                raise ValueError(f"frames and size must be positive; got {counted(f, 'frame')} at {h}x{w}")
             try:
                 c_lat, t_lat, h_lat, w_lat = tok.latent_shape((channels, f, h, w))
             except ValueError as exc:
-                raise ValueError(f"the {self.meta['tokenizer']!r} tokenizer cannot take {f} frames at {h}x{w}: {exc}") from None
+                raise ValueError(f"the {self.meta['tokenizer']!r} tokenizer cannot take {counted(f, 'frame')} at {h}x{w}: {exc}") from None
         if c_lat != cfg.in_channels:
             raise ValueError(f"the tokenizer gives {c_lat} latent channels but the model takes {cfg.in_channels}")
         made = getattr(tok, "latent_channels", None)  # the recorded latent_shape alone would pass, and decode fail
@@ -370,7 +371,7 @@ class VideoPipeline:
         sc = tok.spatial_compression
 
         def pixels(s: tuple[int, ...]) -> str:
-            return f"{self._default_frames(s[1], channels)} frames at {s[2] * sc}x{s[3] * sc}"
+            return f"{counted(self._default_frames(s[1], channels), 'frame')} at {s[2] * sc}x{s[3] * sc}"
 
         shapes = [trained, *sorted(known - {trained})]
         beyond = [name for name, i in (("frames", 1), ("height", 2), ("width", 3)) if shape[i] > max(s[i] for s in shapes)]
@@ -450,7 +451,7 @@ class VideoPipeline:
         free, where = memory.available(self.device)
         if need.total > free:
             c, t_px, h_px, w_px = pixels
-            raise ValueError(f"{t_px} frames at {h_px}x{w_px} (latent {'x'.join(map(str, shape))}) need {need.describe()} "
+            raise ValueError(f"{counted(t_px, 'frame')} at {h_px}x{w_px} (latent {'x'.join(map(str, shape))}) need {need.describe()} "
                              f"but {where}; ask for fewer frames or a smaller size")
 
     # --- generation ------------------------------------------------------------------------------

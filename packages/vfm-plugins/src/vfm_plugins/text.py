@@ -55,3 +55,9 @@ def exception_text(exc: BaseException) -> str:
     if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
         return exc.args[0]
     return str(exc)
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """``1 frame``, ``2 frames``, ``0 frames``: a count and its noun in the number the count takes
+    (``plural``: the word's plural where adding ``s`` is wrong)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"

@@ -17,6 +17,7 @@ from typing import Any
 
 from vfm_parallel.dims import divisors
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
+from vfm_plugins.text import counted
 
 from vfm_cli.recipe.resolution import Resolved
 
@@ -38,8 +39,8 @@ def data_shapes(cfg: TrainConfig, r: Resolved) -> list[tuple[str, Shape]]:
     for where, (c, t, h, w) in shapes:
         fitting = [d for d in durations if d <= t]
         if not fitting:
-            raise ConfigError("data.durations", f"{where}: latents of {t} frames are shorter than every duration "
-                                                f"{durations}; accepted: durations of at most {t} latent frames")
+            raise ConfigError("data.durations", f"{where}: latents of {counted(t, 'frame')} are shorter than every duration "
+                                                f"{durations}; accepted: durations of at most {counted(t, 'latent frame')}")
         out.append((where, (c, max(fitting), h, w)))
     return out
 

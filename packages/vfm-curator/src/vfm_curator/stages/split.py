@@ -7,6 +7,7 @@ import numpy as np
 from vfm_curator.shot_detectors.spans import fixed_stride, limit_lengths, split_at_pauses
 from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.tasks import Clip, VideoTask, clip_id
+from vfm_plugins.text import counted
 
 # Options of the ``content`` detector that the stage has always taken directly (older configs);
 # each goes to the chosen detector when it has an option of that name.
@@ -111,7 +112,7 @@ class SplitStage(Stage):
         task.clips = [make_clip(task, a, b) for a, b in limit_lengths(spans, min_len, max_len)]
         if not task.clips:
             longest = max((b - a for a, b in spans), default=0) / fps if fps > 0 else 0.0
-            raise LimitError(f"no clip: {len(spans)} shot(s) ({len(spans) - 1} cuts in {n} frames), the longest "
+            raise LimitError(f"no clip: {counted(len(spans), 'shot')} ({counted(len(spans) - 1, 'cut')} in {counted(n, 'frame')}), the longest "
                              f"{longest:.2f} s, all under min_clip_s={self.opt['min_clip_s']}")
 
     def _scores(self, task: VideoTask, n: int) -> np.ndarray:
