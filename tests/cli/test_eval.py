@@ -100,3 +100,11 @@ def test_videos_beyond_the_prompts_file_are_named_as_not_scored(tmp_path):
     (tmp_path / "0002.mp4").unlink()
     result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "two.txt")])
     assert "no line in the prompts file" not in result.output
+
+
+def test_an_out_path_that_is_a_folder_is_refused_before_any_video_is_scored(tmp_path):
+    prompts = _videos(tmp_path)
+    (tmp_path / "scores").mkdir()
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "-o", str(tmp_path / "scores")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {tmp_path / 'scores'} is a folder; name a file for the scores with -o", result.output

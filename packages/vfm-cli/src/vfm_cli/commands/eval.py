@@ -87,6 +87,9 @@ def eval_command(
     Other metrics (FVD, CLIP score, ...) plug in through the `vfm_infer_register_metrics` hook.
     """
     prompt_list = _read_prompts(prompts)
+    path = out or videos / "scores.json"
+    if path.is_dir() and not path.is_symlink():  # before scoring, which a metric such as FVD makes long
+        fail(f"{path} is a folder; name a file for the scores with -o")
     options = _parse_options(option, metric)
 
     from rich.console import Console
@@ -107,7 +110,6 @@ def eval_command(
                    f"({len(prompt_list)} prompts), not scored: {', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}; "
                    "is it the file given to vfm generate?", err=True)
     print_scores(results, Console())
-    path = out or videos / "scores.json"
     payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}
                for name, r in results.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,8 +122,6 @@ def _replace(path: Path, text: str) -> None:
     (a videos folder from elsewhere holding ``scores.json -> ~/.bashrc``) is replaced, never written through."""
     from vfm_plugins.files import replace_file
 
-    if path.is_dir() and not path.is_symlink():
-        fail(f"{path} is a folder; name a file for the scores with -o")
     replace_file(path, text)
 
 
