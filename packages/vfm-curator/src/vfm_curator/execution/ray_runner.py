@@ -20,6 +20,7 @@ from vfm_curator.execution.fusion import StageGroup
 from vfm_curator.execution.fusion import fuse as _fuse
 from vfm_curator.failures import classify_worker_error
 from vfm_curator.execution.spec import StageSpec, cached_stage
+from vfm_curator.stages.base import process_batch
 
 
 def _run_group(group: StageGroup, *batches: list) -> tuple[list, dict]:
@@ -40,7 +41,7 @@ def _run_group(group: StageGroup, *batches: list) -> tuple[list, dict]:
     seconds: dict[str, float] = {}
     for spec, stage in zip(group.specs, stages):
         t0 = time.perf_counter()
-        tasks = stage.process(tasks)
+        tasks = process_batch(stage, tasks)
         seconds[spec.name] = time.perf_counter() - t0
     return tasks, {"seconds": sum(seconds.values()), "items": items, "stages": seconds}
 

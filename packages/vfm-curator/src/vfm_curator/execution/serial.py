@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator
 
 from vfm_curator.execution.spec import StageSpec
+from vfm_curator.stages.base import process_batch
 
 
 class SerialRunner:
@@ -23,7 +24,7 @@ class SerialRunner:
         for task in tasks:
             batch = [task]
             for spec, stage in zip(self.specs, stages):
-                batch = stage.process(batch)
+                batch = process_batch(stage, batch)
                 if self.on_progress:
                     self.on_progress(spec.name, len(batch))
             yield from batch

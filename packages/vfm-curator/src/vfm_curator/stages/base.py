@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 from vfm_curator.errors import InputError, LimitError, StopRun
 from vfm_plugins import PluginError
 
-__all__ = ["InputError", "LimitError", "Resources", "Stage", "StageDefinitionError", "StageSetupError", "run_guarded"]
+__all__ = ["InputError", "LimitError", "Resources", "Stage", "StageDefinitionError", "StageSetupError", "process_batch",
+           "run_guarded"]
 
 
 class StageSetupError(ValueError):
@@ -68,6 +69,7 @@ class Stage:
         :meth:`process`. Runs when the driver builds the stage, before any work: else every video
         would fail with a bare ``NotImplementedError`` from the worker and the run write nothing."""
         if cls.process is not Stage.process or cls.process_one is not Stage.process_one:
+            cls._check_signature()
             return
         # a near miss (process_clip, process_task, processOne) is most likely the method meant
         near = sorted(attr for klass in cls.__mro__ if klass is not Stage and klass is not object
@@ -77,6 +79,28 @@ class Stage:
             f"stage {cls.name!r} (class {cls.__module__}.{cls.__qualname__}) defines neither process_one nor process: "
             f"define process_one(self, task) to work on one task in place, or process(self, tasks) returning the "
             f"tasks for real batching{hint}")
+
+    @classmethod
+    def _check_signature(cls) -> None:
+        """The overridden ``process_one(self, task)`` / ``process(self, tasks)`` takes its one argument:
+        ``def process_one(self)`` failed every video with Python's ``takes 1 positional argument but 2
+        were given``, recorded as the video's fault."""
+        import inspect
+
+        for method, argument in (("process_one", "task"), ("process", "tasks")):
+            function = getattr(cls, method)
+            if function is getattr(Stage, method):
+                continue
+            try:
+                signature = inspect.signature(function)
+            except (TypeError, ValueError):
+                continue
+            try:
+                signature.bind(None, None)
+            except TypeError:
+                raise StageDefinitionError(
+                    f"stage {cls.name!r} (class {cls.__module__}.{cls.__qualname__}): its {method}{signature} cannot "
+                    f"take the {argument}; define {method}(self, {argument})") from None
 
     def check_options(self) -> None:
         """Raise ``ValueError`` naming an option outside its accepted range (runs when the stage is
@@ -123,6 +147,22 @@ class Stage:
 
     def process_one(self, task: Any) -> None:
         raise NotImplementedError
+
+
+def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
+    """``stage.process(tasks)``, refusing what is not a list of tasks with a
+    :class:`~vfm_plugins.PluginResultError` naming the stage (a plugin's ``process`` that forgets
+    ``return tasks`` stopped ``vfm curate`` with ``object of type 'NoneType' has no len()``)."""
+    result = stage.process(tasks)
+    if not isinstance(result, list):
+        from vfm_plugins import PluginResultError
+
+        cls = type(stage)
+        raise PluginResultError(
+            f"stage {stage.name!r} (class {cls.__module__}.{cls.__qualname__}): process returned "
+            f"{'None' if result is None else 'a ' + type(result).__name__}; it must return the list of tasks (those "
+            f"it was given, changed in place: `return tasks`)")
+    return result
 
 
 def run_guarded(stage: str, task: Any, fn) -> None:

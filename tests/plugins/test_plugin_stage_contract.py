@@ -1,0 +1,67 @@
+"""A plugin stage whose process_one takes no task, or whose process returns no list, is named when
+`vfm curate` runs it (the first failed every video as the video's fault, with Python's `takes 1 positional
+argument but 2 were given`; the second stopped vfm curate with `object of type 'NoneType' has no len()`)."""
+
+from __future__ import annotations
+
+from tests.conftest import plugin_env
+from tests.plugins.conftest import vfm, write_plugin
+
+STAGES = """
+    from vfm_curator.plugins import hookimpl
+    from vfm_curator.stages.base import Resources, Stage
+
+
+    class NoTask(Stage):
+        name = "no-task"
+        resources = Resources(cpus=0.25, memory_mb=128)
+
+        def process_one(self):
+            pass
+
+
+    class NoReturn(Stage):
+        name = "no-return"
+        resources = Resources(cpus=0.25, memory_mb=128)
+
+        def process(self, tasks):
+            for task in tasks:
+                task.clips = task.clips[:1]  # and no `return tasks`
+
+
+    @hookimpl
+    def vfm_curator_register_stages(register):
+        register("no-task", NoTask)
+        register("no-return", NoReturn)
+"""
+
+
+def curate(tmp_path, stage: str, runner: str = "serial"):
+    from vfm_curator.synth import make_video
+
+    if not (tmp_path / "raw" / "a.mp4").exists():
+        make_video(tmp_path / "raw" / "a.mp4", [30, 30])
+    root = write_plugin(tmp_path / "plugin", "vfm-author-stages", {"author_stages": STAGES},
+                        {"vfm_curator": "author_stages"}) if not (tmp_path / "plugin").exists() else tmp_path / "plugin"
+    config = tmp_path / f"{stage}.toml"
+    config.write_text(f'stages = ["decode", "split", "{stage}", "transcode", "embed", "caption", "filter", "write"]\n'
+                      f'[run]\nrunner = "{runner}"\n')
+    return vfm("curate", str(tmp_path / "raw"), "-o", str(tmp_path / f"out-{stage}-{runner}"), "--config", str(config),
+               env={**plugin_env([root]), "COLUMNS": "300"})
+
+
+def test_a_stage_whose_process_one_takes_no_task_is_named_before_any_video_is_read(tmp_path):
+    result = curate(tmp_path, "no-task")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: stage 'no-task' (class author_stages.NoTask): its process_one(self) cannot take the task; "
+        "define process_one(self, task)")
+    assert not (tmp_path / "out-no-task-serial" / "failures.jsonl").exists(), "no video is blamed for it"
+
+
+def test_a_stage_whose_process_returns_none_is_named_not_a_traceback(tmp_path):
+    result = curate(tmp_path, "no-return")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: stage 'no-return' (class author_stages.NoReturn): process returned None; it must return the list "
+        "of tasks (those it was given, changed in place: `return tasks`)")
