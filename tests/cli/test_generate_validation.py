@@ -78,7 +78,8 @@ def test_an_output_path_that_is_a_file_fails_before_the_export_loads(export, tmp
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("--size", "18x16"), "latent 4x9x8 (T'xH'xW') is not divisible by the model's patch 1x2x2"),
+        (("--size", "18x16"), "size 18x16 is not accepted: this model takes height and width multiples of 4 (its "
+                              "tokenizer's spatial compression 2 x its patch 2x2); the nearest accepted sizes are 16x16 or 20x16"),
         (("--frames", "100000", "--size", "4096x4096"), "100000 frames at 4096x4096 (latent 12x100000x2048x2048) need about"),
     ],
 )

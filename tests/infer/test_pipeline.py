@@ -57,8 +57,8 @@ def test_guidance_changes_the_video_and_scale_one_is_unguided():
     [
         (GenerationSpec(sampler="nope"), "1", "unknown sampler 'nope'; available: .*edm-heun"),
         (GenerationSpec(sampler="flow-euler"), "1", "samples 'rectified-flow' but this model was trained with 'edm'; use one of: dpm-solver\\+\\+, edm-euler, edm-heun"),
-        (GenerationSpec(size=(15, 16)), "1", "pixel.*cannot take .* at 15x16"),
-        (GenerationSpec(size=(18, 16)), "1", "not divisible by the model's patch 1x2x2; accepted pixel sizes are multiples of 4x4"),
+        (GenerationSpec(size=(15, 16)), "1", "size 15x16 is not accepted: this model takes height and width multiples of 4"),
+        (GenerationSpec(size=(18, 16)), "1", "size 18x16 is not accepted: this model takes height and width multiples of 4"),
         (GenerationSpec(), "cat", "class-conditional: the prompt must be a class index in \\[0, 4\\)"),
         (GenerationSpec(), "9", "class index 9 is out of range"),
     ],

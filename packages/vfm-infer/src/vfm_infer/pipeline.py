@@ -337,6 +337,8 @@ class VideoPipeline:
             h, w = size if size is not None else (h_lat * tok.spatial_compression, w_lat * tok.spatial_compression)
             if min(f, h, w) < 1:
                 raise ValueError(f"frames and size must be positive; got {counted(f, 'frame')} at {h}x{w}")
+            if size is not None:
+                self._check_size(h, w)
             try:
                 c_lat, t_lat, h_lat, w_lat = tok.latent_shape((channels, f, h, w))
             except ValueError as exc:
@@ -358,6 +360,28 @@ class VideoPipeline:
         if h_pix % 2 or w_pix % 2:
             raise ValueError(f"H264 output needs an even height and width; the video would be {h_pix}x{w_pix}")
         return c_lat, t_lat, h_lat, w_lat
+
+    def _check_size(self, h: int, w: int) -> None:
+        """One error that states the whole rule for a pixel size: the tokenizer takes multiples of its
+        spatial compression, the model multiples of its patch in latents, and H264 even sizes; told one
+        at a time, 33x32 was "divisible by 2", then 34x32 "multiples of 4". Names the nearest sizes."""
+        sc, (_, ph, pw) = self.tokenizer.spatial_compression, self.model.config.patch
+        step_h, step_w = math.lcm(sc * ph, 2), math.lcm(sc * pw, 2)
+        if h % step_h == 0 and w % step_w == 0:
+            return
+
+        def near(v: int, step: int) -> tuple[int, int]:
+            below = max(step, v // step * step)
+            return below, below if v % step == 0 or v < step else below + step
+
+        (h_lo, h_hi), (w_lo, w_hi) = near(h, step_h), near(w, step_w)
+        nearest = (f"sizes are {h_lo}x{w_lo} or {h_hi}x{w_hi}" if (h_hi, w_hi) != (h_lo, w_lo) else
+                   f"size is {h_lo}x{w_lo}")
+        rule = (f"height and width multiples of {step_h}" if step_h == step_w else
+                f"heights that are multiples of {step_h} and widths that are multiples of {step_w}")
+        h264 = ", and even for H264" if (step_h, step_w) != (sc * ph, sc * pw) else ""
+        raise ValueError(f"size {h}x{w} is not accepted: this model takes {rule} (its tokenizer's spatial compression "
+                         f"{sc} x its patch {ph}x{pw}{h264}); the nearest accepted {nearest}")
 
     def untrained_shape(self, shape: tuple[int, int, int, int]) -> str | None:
         """A warning when ``shape`` (C', T', H', W') is none of the latent shapes the export records for
