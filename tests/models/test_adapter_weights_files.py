@@ -99,3 +99,22 @@ def test_a_pickle_dump_of_tensors_is_refused_without_torch_s_advice(tmp_path):
     text = str(info.value)
     assert "pickled.pth is not a torch.save file of plain tensors (" in text, text
     assert "safetensors.torch.save_file" in text and "weights_only` set to `False" not in text, text
+
+
+def test_a_shard_missing_from_its_folder_is_named_as_missing(tmp_path):
+    _dit_folder(tmp_path / "m")
+    (tmp_path / "m" / "diffusion_pytorch_model-00002-of-00003.safetensors").unlink()
+    with pytest.raises(AdapterConfigError, match=r"names 'diffusion_pytorch_model-00002-of-00003\.safetensors', which is "
+                                                 r"missing from .*m \(an incomplete copy or download\?\)"):
+        load_external(tmp_path / "m")
+
+
+def test_a_weights_link_that_leads_nowhere_is_named_with_its_target(tmp_path):
+    _dit_folder(tmp_path / "m")
+    folder = tmp_path / "m"
+    for f in folder.glob("*.safetensors*"):
+        f.unlink()
+    os.symlink(tmp_path / "blobs" / "gone", folder / "diffusion_pytorch_model.safetensors")  # a cache whose blob was removed
+    with pytest.raises(AdapterConfigError, match=r"diffusion_pytorch_model\.safetensors is a link to .*blobs/gone, "
+                                                 r"which does not exist"):
+        load_external(folder)

@@ -71,7 +71,11 @@ def _inside(folder: Path, name: str, what: str) -> Path:
     the name first refused every sharded model kept there."""
     parts = Path(name).parts
     path = folder / name
-    if not parts or Path(name).is_absolute() or ".." in parts or not path.is_file():
+    if not parts or Path(name).is_absolute() or ".." in parts:
+        raise AdapterConfigError(f"{what} names {name!r}, which is not a file inside {folder}")
+    if not path.exists() and not path.is_symlink():  # a link that leads nowhere is named by _load_safetensors
+        raise AdapterConfigError(f"{what} names {name!r}, which is missing from {folder} (an incomplete copy or download?)")
+    if path.exists() and not path.is_file():
         raise AdapterConfigError(f"{what} names {name!r}, which is not a file inside {folder}")
     return path
 
@@ -79,9 +83,14 @@ def _inside(folder: Path, name: str, what: str) -> Path:
 def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
     """A safetensors file's tensors; a file that is not whole (a copy or download cut short) is one
     error naming it, not safetensors' message alone."""
+    import os
+
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    if path.is_symlink() and not path.exists():  # safetensors said "No such file or directory" of the link
+        raise AdapterConfigError(f"{path} is a link to {os.readlink(path)}, which does not exist (a link loop, or a "
+                                 "cache whose file was removed)")
     try:
         return load_file(str(path))
     except SafetensorError as exc:
@@ -120,7 +129,7 @@ def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
         for shard in shards:
             state.update(_load_safetensors(_inside(folder, shard, str(index))))
         return state
-    if (folder / DIFFUSERS_WEIGHTS).is_file():
+    if (folder / DIFFUSERS_WEIGHTS).is_file() or (folder / DIFFUSERS_WEIGHTS).is_symlink():
         return _load_safetensors(folder / DIFFUSERS_WEIGHTS)
     found = sorted(p.name for p in folder.glob("*.safetensors"))
     if len(found) == 1:
