@@ -317,3 +317,14 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_planning(tmp_pa
         text = " ".join(result.output.replace("│", " ").split())
         assert option in text and message in text and "Traceback" not in text
         assert "tokens/s/GPU" not in result.output  # refused before planning
+
+
+def test_the_fewest_gpus_that_fit_are_suggested_with_the_gpu_and_node_size_they_were_found_for():
+    # on h200 dit-28b fits 4 GPUs; "vfm plan ... --gpus 4" alone plans h100s, on which it does not fit
+    result = _plan(str(CONFIGS / "dit-28b.toml"), "--gpus", "1", "--gpu", "h200", "--nodes-of", "4")
+    assert result.exit_code == 1
+    error = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert "4 GPUs fit it (vfm plan ... --gpus 4 --gpu h200 --nodes-of 4)" in error[0], error
+    again = _plan(str(CONFIGS / "dit-28b.toml"), "--gpus", "4", "--gpu", "h200", "--nodes-of", "4", "--top", "1")
+    assert again.exit_code == 0, again.output
+    assert "(vfm plan ... --gpus 2)" in " ".join(_plan(str(CONFIGS / "dit-7b.toml"), "--gpus", "1").output.split())

@@ -36,7 +36,7 @@ def model_spec(cfg, seq_len: int | None = None):
     r = recipe.resolve(cfg, probe=cfg.data.source == "shards" and recipe.data_available(cfg))
     with torch.device("meta"):
         model = vfm_models.get_family(cfg.model.family).build(r.mcfg)
-    plan = parallel_plan_of(model)  # a plugin's model without one: ParallelPlanMissingError naming its family
+    plan = parallel_plan_of(model, cfg.model.family)  # a plugin's model without one: ParallelPlanMissingError naming its family
     tokens = seq_len or recipe.seq_len(cfg, r)
     _, h, w = grid_of(r.latent_shape, r.mcfg)
     frames = tokens / (h * w)  # --seq-len: a longer (or shorter) clip of the same frame size
@@ -288,8 +288,12 @@ def plan(
     refuse_what_train_refuses(result, config, list(overrides or []))
     if not result.ranked:
         typer.echo(format_table(result, top=top, all_variants=all_variants), err=True)
+        import shlex
+
+        # the fewest GPUs were found for this --gpu and --nodes-of: the suggested command repeats them
+        same = (f" --gpu {shlex.quote(gpu)}" if gpu != "h100" else "") + (f" --nodes-of {nodes_of}" if nodes_of else "")
         fail(no_fit(result, batch_from, fewest_that_fit(result, lambda n: global_batch or default_global_batch(cfg, n)[0],
-                                                        ema=cfg.ema.enabled)))
+                                                        ema=cfg.ema.enabled), same))
     if as_json:
         data = json.loads(to_json(result, top, all_variants))
         data["global_batch_from"] = batch_from
@@ -369,7 +373,7 @@ def _check_writable(path: Path, option: str) -> None:
         raise typer.BadParameter(f"{path} cannot be written (permission denied)", param_hint=option)
 
 
-def no_fit(result, batch_from: str, fewest: int = 0) -> str:
+def no_fit(result, batch_from: str, fewest: int = 0, options: str = "") -> str:
     """Why no layout is left, in one line: what is out of memory (the least it needs, and the fewest
     GPUs that fit), what vfm refuses, and the data-parallel degrees the global batch rules out."""
     from vfm_parallel.planner.ranking import GIB
@@ -381,7 +385,7 @@ def no_fit(result, batch_from: str, fewest: int = 0) -> str:
         least = min(p.memory.total for p in oom)
         parts.append(f"{len(oom)} layouts run out of memory (the smallest needs {least / GIB:.1f} GiB per GPU, "
                      f"{hw.name} has {hw.usable_bytes / GIB:.1f} usable): "
-                     + (f"{fewest} GPUs fit it (vfm plan ... --gpus {fewest})" if fewest else "more GPUs")
+                     + (f"{fewest} GPUs fit it (vfm plan ... --gpus {fewest}{options})" if fewest else "more GPUs")
                      + ", or a GPU with more memory (--gpu)")
     refused = [p for p in result.others if p.rejected]
     if refused:
