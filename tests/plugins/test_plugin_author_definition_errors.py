@@ -174,3 +174,19 @@ def test_a_missing_parallel_plan_names_the_family_that_builds_the_class_not_othe
     with pytest.raises(ParallelPlanMissingError) as err:
         parallel_plan_of(model)
     assert str(err.value).startswith("family 'plain-net' builds plain_family.PlainNet, which does not define "), err.value
+
+
+def test_vfm_train_and_plan_name_a_family_whose_build_returns_no_module(tmp_path):
+    # a factory `build` that returns something else: the error told the author to define parallel_plan() in str
+    plugin = write_plugin(tmp_path / "plugin", "vfm-nomodule-family", {
+        "nomodule_family": PLAIN_FAMILY.replace("build=PlainNet", "build=lambda config: (PlainNet(config), config)"),
+        "nomodule_models": REGISTER.replace("author-dit", "plain-net").replace("author_family", "nomodule_family")},
+        {"vfm_models": "nomodule_models"})
+    config = write_config(tmp_path, "plain-net")
+    for args in (("train", str(config), "--validate"), ("plan", str(config), "--gpus", "2")):
+        result = vfm(*args, env=plugin_env([plugin]))
+        assert result.returncode == 1, result.stdout + result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            "error: family 'plain-net' (from vfm-nomodule-family 0.0.1): its build returned a builtins.tuple ((PlainNet("), (args[0], lines)
+        assert lines[0].endswith("not an nn.Module; build(config) must return the model"), lines

@@ -72,7 +72,7 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
     from vfm_models.families.plan import parallel_plan_of
 
     with torch.device("meta"):  # a plugin's model without parallel_plan(): one error naming its family
-        plan = parallel_plan_of(vfm_models.get_family(cfg.model.family).build(r.mcfg))
+        plan = parallel_plan_of(vfm_models.get_family(cfg.model.family).build(r.mcfg), cfg.model.family)
     sizes = cfg.parallel.resolved(world_size)
     dims = ParallelDims(**sizes)
     try:

@@ -86,9 +86,29 @@ class ParallelPlanMissingError(PluginError, NotImplementedError):
             f"vfm plan read it even in one process (docs/plugins.md)")
 
 
-def parallel_plan_of(model) -> ParallelPlan:
+class FamilyBuildError(PluginError, TypeError):
+    """A family's ``build(config)`` returned something other than an ``nn.Module``: the family author's
+    mistake (``vfm`` prints it as one ``error:`` line)."""
+
+
+def parallel_plan_of(model, family: str | None = None) -> ParallelPlan:
     """``model.parallel_plan()``; a model whose class has none (a family built on a plain ``nn.Module``,
-    where ``nn.Module.__getattr__`` would raise a bare AttributeError) is :class:`ParallelPlanMissingError`."""
+    where ``nn.Module.__getattr__`` would raise a bare AttributeError) is :class:`ParallelPlanMissingError`.
+    ``family``, the name ``model`` was built from, names it where ``model`` is no ``nn.Module`` at all
+    (:class:`FamilyBuildError`: the advice to define ``parallel_plan()`` in ``str`` misled)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        who = "a family's build"
+        if family is not None:
+            import vfm_models
+
+            entry = vfm_models.host.entry("families", family)
+            who = f"family {family!r} (from {entry.provider} {entry.version}): its build"
+        text = " ".join(repr(model).split())  # a module's repr spans lines: the error is one line
+        raise FamilyBuildError(f"{who} returned a {type(model).__module__}.{type(model).__qualname__} "
+                               f"({text[:60] + '...' if len(text) > 60 else text}), not an nn.Module; build(config) "
+                               "must return the model")
     if not callable(getattr(type(model), "parallel_plan", None)):
         raise ParallelPlanMissingError.of(model)
     return model.parallel_plan()
