@@ -35,7 +35,8 @@ def load_text_encoder(meta: Mapping[str, Any], device: torch.device | str = "cpu
     import vfm_models
     from vfm_models.seeded import build_seeded
 
-    encoder = build_seeded(vfm_models.get_text_encoder(name), meta.get("text_encoder_options"))
+    # host.build: an unknown option is named with the accepted ones
+    encoder = build_seeded(lambda **o: vfm_models.host.build("text_encoders", name, o), meta.get("text_encoder_options"))
     return encoder.to(device) if hasattr(encoder, "to") else encoder
 
 

@@ -59,7 +59,8 @@ def null_cond(cfg: TrainConfig, r: Resolved, device: torch.device | str = "cpu")
     if kind == "text":
         from vfm_models.seeded import build_seeded
 
-        encoder = build_seeded(vfm_models.get_text_encoder(r.text_encoder), dict(r.text_encoder_options))
+        encoder = build_seeded(lambda **o: vfm_models.host.build("text_encoders", r.text_encoder, o),
+                               dict(r.text_encoder_options))
     try:
         null = null_condition(r.mcfg, encoder)
     except ValueError as exc:

@@ -19,6 +19,7 @@ import torch
 
 from vfm_models.formulations._reduce import per_sample
 from vfm_models.formulations.base import Formulation, prediction
+from vfm_models.options import named_options
 
 BETA_SCHEDULES = ("linear", "scaled_linear", "squaredcos_cap_v2")
 #: how inference steps are spread over the training steps (diffusers' names and definitions)
@@ -43,6 +44,7 @@ def make_betas(schedule: str, num_train_timesteps: int, beta_start: float, beta_
     return torch.tensor([min(1 - f((i + 1) / T) / f(i / T), 0.999) for i in range(T)], dtype=torch.float64)
 
 
+@named_options("formulation")
 class DDPM(Formulation):
     """Epsilon prediction on the discrete DDPM chain; the network gets t = tau - 1 (integer scale).
 

@@ -10,8 +10,10 @@ import torch
 
 from vfm_models.formulations._reduce import per_sample
 from vfm_models.formulations.base import Formulation, prediction
+from vfm_models.options import named_options
 
 
+@named_options("formulation")
 class EDM(Formulation):
     """EDM preconditioning, log-normal training noise levels and the loss weight lambda(sigma).
 

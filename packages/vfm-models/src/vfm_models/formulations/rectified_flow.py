@@ -13,8 +13,10 @@ import torch
 
 from vfm_models.formulations._reduce import per_sample
 from vfm_models.formulations.base import Formulation, prediction
+from vfm_models.options import named_options
 
 
+@named_options("formulation")
 class RectifiedFlow(Formulation):
     """Velocity prediction on the straight path between data and noise.
 

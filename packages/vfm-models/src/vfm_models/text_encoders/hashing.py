@@ -12,12 +12,15 @@ import re
 
 import torch
 
+from vfm_models.options import named_options
+
 _WORDS = re.compile(r"\w+|[^\w\s]")
 #: The largest position table (dim * max_length values) the hash encoder builds: 64 MB in float32.
 MAX_TABLE = 1 << 24
 END = "</s>"  # appended like T5's end token, so that every text has at least one real token
 
 
+@named_options("text encoder")
 class HashTextEncoder:
     """Words -> hashed embeddings (B, L, dim) and mask (B, L); L is the longest text (<= max_length)."""
 

