@@ -22,6 +22,13 @@ def _ramp(n: int, overlap: int, at_start: bool, at_end: bool, device: torch.devi
     return w
 
 
+def _decoded(tokenizer, latent: torch.Tensor) -> torch.Tensor:
+    """``tokenizer.decode(latent)``, refusing what is not a tensor with an error naming the tokenizer."""
+    from vfm_models.tokenizers.contract import checked_tensor
+
+    return checked_tensor(tokenizer.decode(latent), tokenizer, "decode")
+
+
 def _starts(size: int, tile: int, overlap: int) -> list[int]:
     if tile >= size:
         return [0]
@@ -35,7 +42,7 @@ def decode_tiled(tokenizer, latent: torch.Tensor, tile: int | None = None, overl
     ``overlap``; ``tile=None`` decodes in one pass."""
     b, _, _, h, w = latent.shape
     if tile is None or (tile >= h and tile >= w):
-        return tokenizer.decode(latent)
+        return _decoded(tokenizer, latent)
     if not 0 <= overlap < tile:
         raise ValueError(f"tile overlap must be in [0, tile); got overlap {overlap} for tile {tile}")
     f = tokenizer.spatial_compression
@@ -43,7 +50,7 @@ def decode_tiled(tokenizer, latent: torch.Tensor, tile: int | None = None, overl
     for y in _starts(h, tile, overlap):
         for x in _starts(w, tile, overlap):
             th, tw = min(tile, h - y), min(tile, w - x)
-            pixels = tokenizer.decode(latent[..., y : y + th, x : x + tw]).float()
+            pixels = _decoded(tokenizer, latent[..., y : y + th, x : x + tw]).float()
             if out is None:
                 out = pixels.new_zeros((*pixels.shape[:3], h * f, w * f))
                 weight = pixels.new_zeros((h * f, w * f))
@@ -80,7 +87,7 @@ def decode(
         tokenizer.tile = tile if tile is not None else saved[0]
         tokenizer.chunk = chunk_frames if chunk_frames is not None else saved[1]
         try:
-            return tokenizer.decode(latent).float()
+            return _decoded(tokenizer, latent).float()
         finally:
             tokenizer.tile, tokenizer.chunk = saved
     if overlap is None:

@@ -85,9 +85,11 @@ class ShardTokenizeStage(ModelOnDeviceStage):
     def encode(self, frames: np.ndarray) -> np.ndarray:
         """(N, T, H, W, 3) uint8 -> (N, C, T', H', W') float32."""
         import torch
+        from vfm_models.tokenizers.contract import checked_tensor
 
         with torch.inference_mode():
             latent = self.tokenizer.encode(to_pixels(frames).to(self.opt["device"]))
+        latent = checked_tensor(latent, self.tokenizer, "encode")
         if latent.dim() != 5 or latent.shape[0] != len(frames):
             # the windows of several clips share a forward pass and are handed back by position: a
             # latent short of one would give a clip another clip's window, or none
