@@ -42,3 +42,22 @@ def test_calibrating_and_planning_under_torchrun_plans_once_with_the_profile_ran
     assert run.stdout.count("train the best:") == 1, run.stdout
     assert run.stdout.count("wrote the [parallel] block") + run.stderr.count("wrote the [parallel] block") == 1
     assert "2 x cpu-calibrated" in run.stdout and tomllib.loads(block.read_text())["parallel"]
+
+
+def test_calibrating_a_gpu_profile_on_a_machine_without_a_gpu_is_refused_naming_the_cpu_profile(tmp_path):
+    # `vfm plan --calibrate` (--gpu h100 by default) on a CPU wrote "h100-calibrated": the CPU's matmul
+    # rate as the peak, beside the H100's memory bandwidth and NVLink figures
+    import pytest
+    import torch
+    from typer.testing import CliRunner
+
+    from vfm_cli.main import app
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: --calibrate measures it")
+    out = tmp_path / "profile.toml"
+    result = CliRunner().invoke(app, ["plan", "--calibrate", "--profile-out", str(out)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "this machine has no CUDA GPU, so --calibrate measures its CPU" in text and "--gpu cpu" in text, text
+    assert not out.exists()

@@ -254,6 +254,7 @@ def plan(
     except ProfileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--gpu") from None
     if calibrate:
+        _check_calibration_device(hw)
         _calibrate(hw, profile_out)
         if config is None:
             return
@@ -395,6 +396,21 @@ def no_fit(result, batch_from: str, fewest: int = 0, options: str = "") -> str:
                      f"global batch of {result.global_batch} samples ({batch_from}) is not a multiple of it; --global-batch "
                      f"{-(-result.global_batch // result.world) * result.world} allows every degree")
     return f"no layout of {result.world} x {hw.name} fits {s.name} at {s.seq_len} tokens: " + "; ".join(parts)
+
+
+#: The built-in profiles of GPUs: calibrating one measures a CUDA device.
+GPU_PROFILES = ("a100", "h100", "h200")
+
+
+def _check_calibration_device(hw) -> None:
+    """Refuse to calibrate a GPU's profile where there is no GPU: the CPU's matmul rate would become
+    the peak of a profile that keeps the GPU's memory, HBM and NVLink figures, which plans neither."""
+    import torch
+
+    if not torch.cuda.is_available() and hw.name.removesuffix("-calibrated") in GPU_PROFILES:
+        raise typer.BadParameter(f"this machine has no CUDA GPU, so --calibrate measures its CPU, and {hw.name} is a GPU's "
+                                 "profile: give --gpu cpu to calibrate this CPU (or calibrate on the GPU machine)",
+                                 param_hint="--gpu")
 
 
 def _calibrate(hw, out: Path) -> None:
