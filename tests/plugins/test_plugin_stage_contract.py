@@ -65,3 +65,37 @@ def test_a_stage_whose_process_returns_none_is_named_not_a_traceback(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "error: stage 'no-return' (class author_stages.NoReturn): process returned None; it must return the list "
         "of tasks (those it was given, changed in place: `return tasks`)")
+
+
+DETECTOR = """
+    from vfm_curator.plugins import hookimpl
+    from vfm_curator.shot_detectors import ShotDetector
+
+
+    class CountingCuts(ShotDetector):
+        name = "counting-cuts"
+
+        def spans(self, scores, *, fps):
+            return len(scores)  # a count, where spans were meant
+
+
+    @hookimpl
+    def vfm_curator_register_shot_detectors(register):
+        register("counting-cuts", CountingCuts)
+"""
+
+
+def test_a_shot_detector_whose_spans_returns_no_spans_is_named_in_the_videos_failure(tmp_path):
+    from vfm_curator.synth import make_video
+
+    make_video(tmp_path / "raw" / "a.mp4", [30, 30])
+    root = write_plugin(tmp_path / "plugin", "vfm-author-detector", {"author_detector": DETECTOR},
+                        {"vfm_curator": "author_detector"})
+    config = tmp_path / "run.toml"
+    config.write_text('[run]\nrunner = "serial"\n[options.split]\nmethod = "counting-cuts"\n')
+    result = vfm("curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--config", str(config),
+                 env={**plugin_env([root]), "COLUMNS": "300"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert ("PluginResultError: shot detector 'counting-cuts' (class author_detector.CountingCuts): spans returned 60, "
+            "of type int; it must return a list of (start, end) frame spans, e.g. shots_from_cuts(cuts, len(scores))"
+            ) in result.stderr.strip().splitlines()[-1], result.stderr

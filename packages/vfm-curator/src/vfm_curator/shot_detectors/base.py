@@ -61,3 +61,28 @@ class ShotDetector:
     def spans(self, scores: np.ndarray, *, fps: float) -> list[tuple[int, int]]:
         """Shots as ``[start, end)`` frame spans in order, from the (T,) per-frame scores."""
         raise NotImplementedError
+
+
+def checked_spans(detector: ShotDetector, spans: Any) -> list[tuple[int, int]]:
+    """What ``detector.spans(...)`` returned as ``[(start, end), ...]`` ints, or a
+    :class:`~vfm_plugins.PluginResultError` naming the detector (a plugin's ``spans`` returning a count or
+    flat cut indices failed each video with ``'int' object is not iterable``)."""
+    def refuse(what: str):
+        from vfm_plugins import PluginResultError
+
+        cls = type(detector)
+        return PluginResultError(f"shot detector {detector.name!r} (class {cls.__module__}.{cls.__qualname__}): spans "
+                                 f"returned {what}; it must return a list of (start, end) frame spans, e.g. "
+                                 f"shots_from_cuts(cuts, len(scores)) (vfm_curator.shot_detectors.spans)")
+
+    if isinstance(spans, (str, bytes)) or not isinstance(spans, Iterable):
+        raise refuse("None" if spans is None else f"{spans!r:.40}, of type {type(spans).__name__}")
+    checked = []
+    for span in spans:
+        try:
+            a, b = span
+            checked.append((int(a), int(b)))
+        except (TypeError, ValueError):
+            raise refuse(f"the item {span!r:.40}") from None
+    return checked
+

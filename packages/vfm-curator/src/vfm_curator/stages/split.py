@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vfm_curator.shot_detectors.base import checked_spans
 from vfm_curator.shot_detectors.spans import fixed_stride, limit_lengths, split_at_pauses
 from vfm_curator.stages.base import LimitError, Resources, Stage
 from vfm_curator.tasks import Clip, VideoTask, clip_id
@@ -102,7 +103,8 @@ class SplitStage(Stage):
         if self.detector is None:
             spans = fixed_stride(n, round(float(self.opt["stride_s"]) * fps))
         else:
-            spans = [(int(a), min(int(b), n)) for a, b in self.detector.spans(self._scores(task, n), fps=fps) if a < n]
+            found = checked_spans(self.detector, self.detector.spans(self._scores(task, n), fps=fps))
+            spans = [(a, min(b, n)) for a, b in found if a < n]
             task.meta["cuts"] = [a for a, _ in spans[1:]]
         spans = split_at_pauses(spans, task.times)
         min_len = max(1, round(float(self.opt["min_clip_s"]) * fps))
