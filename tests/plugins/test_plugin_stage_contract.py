@@ -1,4 +1,5 @@
-"""A plugin stage whose process_one takes no task, or whose process returns no list, is named when
+"""Plugin curation classes that break their contract (a stage, a shot detector, a decoder) are named. A plugin stage
+whose process_one takes no task, or whose process returns no list, is named when
 `vfm curate` runs it (the first failed every video as the video's fault, with Python's `takes 1 positional
 argument but 2 were given`; the second stopped vfm curate with `object of type 'NoneType' has no len()`)."""
 
@@ -99,3 +100,42 @@ def test_a_shot_detector_whose_spans_returns_no_spans_is_named_in_the_videos_fai
     assert ("PluginResultError: shot detector 'counting-cuts' (class author_detector.CountingCuts): spans returned 60, "
             "of type int; it must return a list of (start, end) frame spans, e.g. shots_from_cuts(cuts, len(scores))"
             ) in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+DECODER = """
+    from vfm_curator.decoders import Decoder
+    from vfm_curator.plugins import hookimpl
+
+
+    class OnePath(Decoder):
+        name = "one-path"
+
+        @classmethod
+        def available(cls):
+            return True, "always"
+
+        def decode(self, path):  # the sizes argument left out
+            yield 0.0, []
+
+
+    @hookimpl
+    def vfm_curator_register_decoders(register):
+        register("one-path", OnePath)
+"""
+
+
+def test_a_decoder_whose_decode_takes_no_sizes_is_named_before_any_video_is_read(tmp_path):
+    from vfm_curator.synth import make_video
+
+    make_video(tmp_path / "raw" / "a.mp4", [30, 30])
+    root = write_plugin(tmp_path / "plugin", "vfm-author-decoder", {"author_decoder": DECODER},
+                        {"vfm_curator": "author_decoder"})
+    config = tmp_path / "run.toml"
+    config.write_text('[run]\nrunner = "serial"\n[options.decode]\ndecoder = "one-path"\n')
+    result = vfm("curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--config", str(config),
+                 env={**plugin_env([root]), "COLUMNS": "300"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: decoder 'one-path' (from vfm-author-decoder 0.0.1, class author_decoder.OnePath): its decode(self, path) "
+        "cannot take (path, sizes); a decoder defines decode(self, path, sizes) yielding (time_s, [one frame per size])")
+    assert not (tmp_path / "out" / "failures.jsonl").exists(), "no video is blamed for it"
