@@ -190,3 +190,20 @@ def test_vfm_train_and_plan_name_a_family_whose_build_returns_no_module(tmp_path
         assert len(lines) == 1 and lines[0].startswith(
             "error: family 'plain-net' (from vfm-nomodule-family 0.0.1): its build returned a builtins.tuple ((PlainNet("), (args[0], lines)
         assert lines[0].endswith("not an nn.Module; build(config) must return the model"), lines
+
+
+def test_vfm_train_names_a_family_whose_build_cannot_take_the_config(tmp_path):
+    # build() without the config: a TypeError traceback from vfm train, far from the ModelFamily(...) line
+    plugin = write_plugin(tmp_path / "plugin", "vfm-noconfig-family", {
+        "noconfig_family": PLAIN_FAMILY.replace("build=PlainNet", "build=make_net").replace(
+            "    FAMILY = ", "    def make_net():\n        return PlainNet(None)\n\n    FAMILY = "),
+        "noconfig_models": REGISTER.replace("author-dit", "plain-net").replace("author_family", "noconfig_family")},
+        {"vfm_models": "noconfig_models"})
+    result = vfm("train", str(write_config(tmp_path, "plain-net")), "--validate", env=plugin_env([plugin]))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines == [
+        "error: family 'plain-net' (from vfm-noconfig-family 0.0.1) cannot be loaded: importing noconfig_family (its "
+        "target 'noconfig_family:FAMILY') failed: FamilyDefinitionError: family 'plain-net': build = make_net() cannot "
+        "take the config; build(config) is called with the config alone and returns the model (a model class taking "
+        "the config, or a function of it)"], lines

@@ -15,6 +15,10 @@ class PresetError(PluginError):
     the user's options (so no ``TypeError``: ``vfm train`` must not report it as a bad ``model.options``)."""
 
 
+class FamilyDefinitionError(PluginError, TypeError):
+    """A ``ModelFamily`` whose ``build`` cannot be called as ``build(config)``: the family author's mistake."""
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """A named architecture with size presets.
@@ -56,6 +60,23 @@ class ModelFamily:
             raise TypeError(f"family {self.name!r} has no config key(s) {named}; keys: {', '.join(sorted(accepted))}")
         values.update(overrides)
         return self.config_cls(**values)
+
+    def __post_init__(self) -> None:
+        # vfm builds every model as build(config): a build that cannot take that one argument failed
+        # as a TypeError traceback from vfm train, far from the ModelFamily(...) that set it
+        import inspect
+
+        try:
+            signature = inspect.signature(self.build)
+        except (TypeError, ValueError):  # a builtin or C callable: nothing to read, the call decides
+            return
+        try:
+            signature.bind(None)
+        except TypeError:
+            raise FamilyDefinitionError(
+                f"family {self.name!r}: build = {getattr(self.build, '__qualname__', self.build)}{signature} cannot "
+                f"take the config; build(config) is called with the config alone and returns the model (a model "
+                f"class taking the config, or a function of it)") from None
 
     def _provider(self) -> str:
         """`` (from acme-vfm 0.3.0)`` where the family is registered under its name, else ``""``."""
