@@ -62,6 +62,25 @@ def test_same_seed_gives_the_same_video_from_the_cli(tmp_path):
         assert (read_mp4(tmp_path / "a" / name) == read_mp4(tmp_path / "b" / name)).all()
 
 
+def test_prompt_given_twice_generates_one_video_each_in_order_as_a_prompts_file_does(tmp_path):
+    from vfm_infer.video.mp4 import read_mp4
+
+    export = make_export(tmp_path / "export")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("1\n3\n")
+    flags = invoke("--checkpoint", export, "--prompt", "1", "--prompt", "3", "--steps", "2", "-o", tmp_path / "flags")
+    listed = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "2", "-o", tmp_path / "file")
+    assert flags.exit_code == 0 and listed.exit_code == 0, flags.output + listed.output
+    assert sorted(p.name for p in (tmp_path / "flags").glob("*.mp4")) == ["0000.mp4", "0001.mp4"]
+    for name in ("0000.mp4", "0001.mp4"):
+        assert (read_mp4(tmp_path / "flags" / name) == read_mp4(tmp_path / "file" / name)).all()
+
+
+def test_an_empty_prompts_device_says_it_holds_no_prompts_not_that_it_is_missing(tmp_path):
+    result = invoke("--checkpoint", make_export(tmp_path / "export"), "--prompts", "/dev/null", "-o", tmp_path / "out")
+    assert result.exit_code != 0 and "has no prompts" in result.output and "does not exist" not in result.output
+
+
 def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_error(tmp_path):
     export = make_export(tmp_path / "export")
     config = json.loads((export / "config.json").read_text())
@@ -79,7 +98,7 @@ def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_error(tmp_path):
         (("--sampler", "nope"), "unknown sampler 'nope'; available:"),
         (("--size", "15x16"), "cannot take"),
         (("--size", "big"), "expected HxW"),
-        (("--prompt", "x", "--prompts", "p.txt"), "exactly one of --prompt"),
+        (("--prompt", "x", "--prompts", "p.txt"), "--prompts FILE, not both"),
         (("--device", "tpu"), "unknown device 'tpu'; accepted: auto, cuda, cuda:N, cpu"),
         (("--dtype", "fp16"), "expected one of fp32, bf16"),
     ],

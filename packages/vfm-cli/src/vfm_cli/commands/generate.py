@@ -49,11 +49,13 @@ def _parse_sampler_options(items: List[str]) -> dict:
     return options
 
 
-def _read_prompts(prompt: Optional[str], prompts: Optional[Path]) -> List[str]:
-    if (prompt is None) == (prompts is None):
-        raise typer.BadParameter("give exactly one of --prompt TEXT or --prompts FILE", param_hint="--prompt/--prompts")
-    if prompt is not None:
-        return [prompt]
+def _read_prompts(prompt: Optional[List[str]], prompts: Optional[Path]) -> List[str]:
+    """``--prompt`` may be given several times (one video each, in order); ``--prompts`` is a file."""
+    if bool(prompt) == (prompts is not None):
+        raise typer.BadParameter("give --prompt TEXT (repeatable) or --prompts FILE, not both",
+                                 param_hint="--prompt/--prompts")
+    if prompt:
+        return list(prompt)
     return read_prompts_file(prompts)
 
 
@@ -63,7 +65,7 @@ def read_prompts_file(path: Path) -> List[str]:
     if path.is_dir():
         raise typer.BadParameter(f"prompts file {path} is a folder; give a text file with one prompt per line",
                                  param_hint="--prompts")
-    if not path.is_file():
+    if not path.exists():  # a pipe (--prompts <(...)) or a device is read like a file
         raise typer.BadParameter(f"prompts file {path} does not exist", param_hint="--prompts")
     try:  # utf-8-sig: a BOM would otherwise start the first prompt (and break a class index)
         text = path.read_text(encoding="utf-8-sig")
@@ -79,8 +81,8 @@ def read_prompts_file(path: Path) -> List[str]:
 
 def generate(
     ctx: typer.Context,
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json), a training checkpoint (RUN/checkpoints/step_<N>, any layout: exported to a temporary folder first, its EMA weights when the run had EMA), or a diffusers model folder (converted in memory; see vfm convert)."),
-    prompt: Optional[str] = typer.Option(None, "--prompt", help="One prompt (a class index for class-conditional models)."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Inference export folder (model.safetensors + config.json), a training checkpoint (RUN/checkpoints/step_<N>, any layout: verified whole and read in memory, its EMA weights when the run had EMA), or a diffusers model folder (converted in memory; see vfm convert)."),
+    prompt: Optional[List[str]] = typer.Option(None, "--prompt", help="A prompt (a class index for class-conditional models); give it several times for several videos, in order."),
     prompts: Optional[Path] = typer.Option(None, "--prompts", help="A UTF-8 text file with one prompt per line (blank lines and lines starting with # are skipped)."),
     negative_prompt: str = typer.Option("", "--negative-prompt", help="The unconditional prompt for guidance."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler name (see `vfm plugins --kind samplers`); default per formulation."),
