@@ -55,3 +55,40 @@ def test_a_tokenizer_returning_numpy_is_named_by_vfm_shards_stage_and_by_decodin
         assert str(error.value) == (
             "tokenizer 'numpy-pixels' (from vfm-author-tokenizer 0.0.1, class author_tokenizer.NumpyPixels): decode "
             "returned a numpy.ndarray; a tokenizer's decode returns a torch.Tensor of pixels (B, C, T, H, W) in [-1, 1]")
+
+
+NUMPY_TEXT_ENCODER = """
+    import numpy as np
+    from vfm_models.plugins import hookimpl
+
+
+    class NumpyText:
+        dim = 8
+        max_length = 4
+
+        def encode(self, texts):
+            return np.zeros((len(texts), 4, 8), np.float32), np.ones((len(texts), 4), bool)  # tensors were meant
+
+
+    @hookimpl
+    def vfm_models_register_text_encoders(register):
+        register("numpy-text", NumpyText)
+"""
+
+
+def test_a_text_encoder_returning_numpy_is_named_by_vfm_shards_stage_and_by_training_and_generation(plugin):
+    # vfm shard failed each clip with "'numpy.ndarray' object has no attribute 'dim'"; training's and
+    # generation's null caption with "... has no attribute 'float'"
+    plugin("vfm-author-text", {"author_text": NUMPY_TEXT_ENCODER}, {"vfm_models": "author_text"})
+    import vfm_models
+    from vfm_curator.stages.shard_text import encode_captions
+    from vfm_models.conditioning import encode_text
+
+    encoder = vfm_models.host.build("text_encoders", "numpy-text", {})
+    expected = ("text encoder 'numpy-text' (from vfm-author-text 0.0.1, class author_text.NumpyText): encode returned "
+                "its text as a numpy.ndarray; a text encoder's encode returns (text (B, L, D), mask (B, L) bool), both "
+                "torch.Tensor (or the text alone: every token real)")
+    for call in (encode_captions, encode_text):
+        with pytest.raises(PluginResultError) as error:
+            call(encoder, ["a red square", ""])
+        assert str(error.value) == expected

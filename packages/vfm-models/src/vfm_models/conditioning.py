@@ -61,6 +61,16 @@ def encode_text(encoder: Any, captions: list[str]) -> tuple[torch.Tensor, torch.
         text, mask = out
     else:
         text, mask = out, None
+    for what, value in (("text", text), ("mask", mask)):
+        if not isinstance(value, torch.Tensor) and not (what == "mask" and value is None):
+            # a plugin encoder's numpy arrays failed as "'numpy.ndarray' object has no attribute 'float'"
+            from vfm_models.registered import registered_as
+            from vfm_plugins import PluginResultError
+
+            raise PluginResultError(
+                f"{registered_as('text_encoders', 'text encoder', encoder)}: encode returned its {what} as a "
+                f"{type(value).__module__}.{type(value).__qualname__}; a text encoder's encode returns (text (B, L, D), "
+                f"mask (B, L) bool), both torch.Tensor (or the text alone: every token real)")
     if mask is None:
         mask = torch.ones(text.shape[:2], dtype=torch.bool)
     return text.float(), mask.bool()

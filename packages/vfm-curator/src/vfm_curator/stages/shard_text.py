@@ -15,12 +15,10 @@ def encode_captions(encoder, captions: list[str]) -> list[np.ndarray]:
     """One (L_i, D) float32 array of real tokens per caption. Encoders return ``(text (B, L, D),
     mask (B, L))`` (vfm-models' convention); a bare tensor means every token is real."""
     import torch
+    from vfm_models.conditioning import encode_text
 
-    with torch.inference_mode():
-        out = encoder.encode(captions)
-    text, mask = out if isinstance(out, tuple) else (out, None)
-    if mask is None:
-        mask = torch.ones(text.shape[:2], dtype=torch.bool)
+    with torch.inference_mode():  # read as training and generation read it (what is refused is named there)
+        text, mask = encode_text(encoder, captions)
     if text.dim() != 3 or text.shape[0] != len(captions) or tuple(mask.shape) != tuple(text.shape[:2]):
         # captions are handed back by position: one row short would give a clip another's caption
         raise ValueError(f"text encoder returned text of shape {tuple(text.shape)} (mask {tuple(mask.shape)}) for "

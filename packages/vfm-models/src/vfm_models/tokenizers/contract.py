@@ -14,22 +14,11 @@ def checked_tensor(value: Any, tokenizer: Any, method: str) -> Any:
 
     if isinstance(value, torch.Tensor):
         return value
+    from vfm_models.registered import registered_as
     from vfm_plugins import PluginResultError
 
     got = "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
     shapes = "latents (B, C', T', H', W')" if method == "encode" else "pixels (B, C, T, H, W) in [-1, 1]"
-    raise PluginResultError(f"{_registered_as(tokenizer)}: {method} returned {got}; a tokenizer's {method} returns a "
-                            f"torch.Tensor of {shapes}")
+    raise PluginResultError(f"{registered_as('tokenizers', 'tokenizer', tokenizer)}: {method} returned {got}; a tokenizer's "
+                            f"{method} returns a torch.Tensor of {shapes}")
 
-
-def _registered_as(tokenizer: Any) -> str:
-    """``tokenizer 'name' (from dist version, class module.Class)`` where a registered name's target is
-    the tokenizer's class, else ``tokenizer module.Class``."""
-    import vfm_models
-
-    cls = type(tokenizer)
-    path = f"{cls.__module__}.{cls.__qualname__}"
-    for name, entry in vfm_models.host.entries("tokenizers").items():
-        if entry.target is cls or entry.target == f"{cls.__module__}:{cls.__qualname__}":
-            return f"tokenizer {name!r} (from {entry.provider} {entry.version}, class {path})"
-    return f"tokenizer {path}"
