@@ -110,11 +110,12 @@ def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any],
     (the formulation's schedule options) are passed only where ``cls`` takes them (by name, or any name
     through ``**kwargs``): :func:`vfm_plugins.unknown_options` decides, as for every plugin's options."""
     unknown, accepted = unknown_options(cls, [*options, *defaults])
-    names = [k for k in accepted if k != "steps"]
+    steps_name = _steps_parameter(cls)  # `steps` in Sampler; a plugin's constructor may call it otherwise
+    names = [k for k in accepted if k != steps_name]
     defaults = {k: v for k, v in defaults.items() if k not in unknown}
     unknown = sorted(set(unknown) & set(options))
-    if "steps" in options or unknown:
-        bad = ", ".join(["steps (set by the steps of the request)"] * ("steps" in options) + unknown)
+    if steps_name in options or unknown:
+        bad = ", ".join([f"{steps_name} (set by the steps of the request)"] * (steps_name in options) + unknown)
         raise ValueError(f"sampler {name!r} has no option {bad}; its options: {', '.join(names) or 'none'}")
     from vfm_infer.samplers.option_types import option_type_problems
 
@@ -128,6 +129,19 @@ def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any],
         raise ValueError(f"sampler {name!r} cannot take the options {given}: {exc}") from None
     except ValueError as exc:  # its own range checks ("churn must be ... >= 0"): say whose option it is
         raise ValueError(_naming(name, str(exc))) from None
+
+
+def _steps_parameter(cls: type) -> str:
+    """The constructor parameter the step count goes to (``cls(steps, ...)``: the first positional one), so
+    an option of that name is refused as the step count (``n_steps=2`` was "got multiple values")."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return "steps"
+    first = next((p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), None)
+    return first.name if first is not None else "steps"
 
 
 def _naming(name: str, message: str) -> str:
