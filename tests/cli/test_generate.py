@@ -112,6 +112,19 @@ def test_bad_input_fails_before_any_work(tmp_path, args, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_tokenizer_decoding_four_channels_is_refused_before_sampling_naming_what_mp4_takes(tmp_path):
+    save_export = pytest.importorskip("vfm_models.export").save_export
+    from tests.infer.tiny import tiny_dit, tiny_meta
+
+    model = tiny_dit(in_channels=16)  # pixel tokenizer, 4 channels folded 2x2
+    save_export(tmp_path / "export", model, {**tiny_meta(), "config": model.config, "latent_shape": [16, 4, 8, 8],
+                                             "tokenizer_options": {"patch": 2, "channels": 4}})
+    result = invoke("--checkpoint", tmp_path / "export", "--prompt", "1", "--steps", "2", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert "decodes 4-channel video" in result.output and "1 (grey) or 3 (RGB)" in result.output
+    assert "Traceback" not in result.output and not list((tmp_path / "out").glob("*.mp4"))
+
+
 def test_a_folder_that_is_not_an_export_is_a_clear_error(tmp_path):
     result = invoke("--checkpoint", tmp_path, "--prompt", "1")
     assert result.exit_code == 1 and "is not an inference export: missing model.safetensors, config.json" in result.output

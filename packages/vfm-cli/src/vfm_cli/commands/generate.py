@@ -179,6 +179,7 @@ def generate(
         with warnings.catch_warnings():  # shown below as one plain line, once, by the writing rank
             warnings.simplefilter("ignore", GenerationWarning)
             prepared = pipe.prepare(spec, prompt_list, token_shards=token_shards, cfg_parallel=cfg_parallel)
+        _check_writable_channels(pipe)
         rank = setup_inference(pipe, prepared, cfg_parallel=cfg_parallel, cp_strategy=cp_strategy)
     except ValueError as exc:
         fail_once(str(exc))
@@ -268,6 +269,16 @@ class _Signal:
     """Which signal stopped the run (Ctrl-C's SIGINT unless SIGTERM was seen)."""
 
     name: str = "SIGINT"
+
+
+def _check_writable_channels(pipe) -> None:
+    """The videos are MP4s: grey or RGB. A tokenizer that decodes other channels (e.g. a pixel tokenizer
+    trained on 4-channel data) is refused before sampling, not after the first video's steps."""
+    channels = getattr(pipe.tokenizer, "channels", 3)
+    if channels not in (1, 3):
+        raise ValueError(f"the export's tokenizer {pipe.meta.get('tokenizer')!r} decodes {channels}-channel video; "
+                         "vfm generate writes MP4s, which take 1 (grey) or 3 (RGB) channels (VideoPipeline.generate "
+                         "returns the decoded tensor for other uses)")
 
 
 @contextlib.contextmanager
