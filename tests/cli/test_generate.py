@@ -96,7 +96,7 @@ def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_error(tmp_path):
     ("args", "message"),
     [
         (("--sampler", "nope"), "unknown sampler 'nope'; available:"),
-        (("--size", "15x16"), "cannot take"),
+        (("--size", "15x16"), "size 15x16 is not accepted: this model takes height and width multiples of 4"),
         (("--size", "big"), "expected HxW"),
         (("--prompt", "x", "--prompts", "p.txt"), "--prompts FILE, not both"),
         (("--device", "tpu"), "unknown device 'tpu'; accepted: auto, cuda, cuda:N, cpu"),

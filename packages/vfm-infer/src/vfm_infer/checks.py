@@ -74,9 +74,12 @@ def negative_guidance(kind: str, asked_guidance: float | None, guidance: float) 
 
 
 def prompt_tokens(encoder: Any, text: str) -> tuple[int, bool] | None:
-    """(tokens, exact) for ``text`` under ``encoder``: the untruncated count from a Hugging Face
-    tokenizer (exact), or the encoder's own (truncated) ``tokenize`` (not exact: it stops at the
-    limit); None when the encoder offers neither."""
+    """(tokens, exact) for ``text`` under ``encoder``: the untruncated count from the encoder's
+    ``count_tokens`` (vfm-models' encoders) or a Hugging Face tokenizer (exact), or the encoder's own
+    (truncated) ``tokenize`` (not exact: it stops at the limit); None when the encoder offers none."""
+    count = getattr(encoder, "count_tokens", None)
+    if callable(count):
+        return int(count(text)), True
     tokenizer = getattr(encoder, "tokenizer", None)
     if callable(tokenizer):
         return len(tokenizer(text, truncation=False)["input_ids"]), True
@@ -86,26 +89,33 @@ def prompt_tokens(encoder: Any, text: str) -> tuple[int, bool] | None:
     return None
 
 
-def truncated_prompts(encoder: Any, prompts: Sequence[str], negative_prompt: str = "") -> list[str]:
-    """One note per prompt (and the negative prompt) that reaches the encoder's ``max_length``."""
+def truncated_prompts(encoder: Any, prompts: Sequence[str], negative_prompt: str = "", shown: int = 3) -> list[str]:
+    """One note for all the prompts (and the negative prompt) past the encoder's ``max_length``, naming the
+    first ``shown`` of them with the tokens each keeps and drops (a prompts file of long lines gave one
+    line per prompt); none when every prompt fits."""
     limit = getattr(encoder, "max_length", None)
     if not isinstance(limit, int):  # also no encoder (None)
         return []
-    notes, seen = [], set()
+    cut, seen = [], set()
     named = [(f"prompt {i} (video {i:04d})", p) for i, p in enumerate(prompts)] + ([("--negative-prompt", negative_prompt)] if negative_prompt else [])
     for what, text in named:
         if text in seen:  # a text is counted (tokenized) and noted once, however often it is given
             continue
         seen.add(text)
-        counted = prompt_tokens(encoder, text)
-        if counted is None:
+        counted_tokens = prompt_tokens(encoder, text)
+        if counted_tokens is None:
             continue
-        tokens, exact = counted
-        if tokens > limit or (not exact and tokens >= limit):
-            size = f"is {tokens} tokens, more than" if exact else "reaches"
-            notes.append(f"{what} ({_short(text)}) {size} the {limit} tokens the text encoder reads "
-                         f"(its max_length); the model does not see the words past them")
-    return notes
+        tokens, exact = counted_tokens
+        if tokens > limit:
+            cut.append(f"{what} ({_short(text)}) is {tokens} tokens: it keeps {limit} and drops {tokens - limit}")
+        elif not exact and tokens >= limit:
+            cut.append(f"{what} ({_short(text)}) reaches the limit: it keeps {limit} and drops the rest")
+    if not cut:
+        return []
+    more = f"; and {len(cut) - shown} more" if len(cut) > shown else ""
+    head = (f"{len(cut)} prompts are" if len(cut) > 1 else "a prompt is") + " longer than"
+    return [f"{head} the {limit} tokens the text encoder reads (its max_length), and the model does not see the words "
+            f"past them: {'; '.join(cut[:shown])}{more}"]
 
 
 def check_spec_types(spec: Any) -> None:

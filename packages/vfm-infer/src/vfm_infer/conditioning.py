@@ -11,6 +11,8 @@ caption), recorded in the export as ``null_condition``; a negative prompt replac
 
 from __future__ import annotations
 
+import warnings
+
 from typing import Any, Mapping
 
 import torch
@@ -42,8 +44,13 @@ def load_text_encoder(meta: Mapping[str, Any], device: torch.device | str = "cpu
 
 def _encode_text(encoder, prompts: list[str], device) -> Cond:
     from vfm_models.conditioning import encode_text
+    from vfm_models.text_encoders.truncation import TextTruncatedWarning
 
-    text, mask = encode_text(encoder, prompts)
+    # the pipeline's check (checks.truncated_prompts) named the prompts past max_length in one note already;
+    # the encoder's own once-per-encoder warning would say it a second time, without the prompts' names
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TextTruncatedWarning)
+        text, mask = encode_text(encoder, prompts)
     return {"text": text.to(device), "text_mask": mask.to(device)}
 
 

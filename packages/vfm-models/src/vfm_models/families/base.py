@@ -7,10 +7,12 @@ so a packed forward equals running each sample alone.
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
+from vfm_plugins import Notice
 
 from vfm_models.blocks.adaln import AdaLN, AdaLNShared
 from vfm_models.blocks.context import BlockContext
@@ -210,17 +212,12 @@ class DiffusionTransformer(nn.Module):
                 raise TypeError(f"cond[{key!r}] must be a tensor; got a {type(value).__name__} "
                                 f"(this model takes cond = {self._cond_form()})")
         cfg = self.config
+        self._check_cond_keys(cond)
         if cfg.num_classes and "y" not in cond:
             raise ValueError(f"this class-conditional model needs cond={self._cond_form()}; got keys {sorted(cond)}")
         y = cond.get("y")
-        # Checked on the host only: on a GPU the check would cost a synchronisation per step (and an
-        # out-of-range label there is a device-side assert rather than this IndexError).
-        if cfg.num_classes and y is not None and y.device.type == "cpu" and y.numel() and not y.is_floating_point():
-            low, high = int(y.min()), int(y.max())
-            if low < 0 or high > cfg.num_classes:
-                bad = low if low < 0 else high
-                raise ValueError(f"class label {bad} is out of range: this model takes labels 0..{cfg.num_classes - 1} "
-                                 f"and {cfg.num_classes} for the null class (num_classes = {cfg.num_classes})")
+        if cfg.num_classes and y is not None and y.numel() and not y.is_floating_point():
+            self._check_labels(y)
         if cfg.text_dim:
             text = cond.get("text")
             if text is None or text.dim() != 3 or text.shape[-1] != cfg.text_dim:
@@ -238,6 +235,56 @@ class DiffusionTransformer(nn.Module):
             # must have the same dtype"); the noise level is cast the same way (TimestepEmbedder)
             cond["text"] = text.to(dtype)
         return cond
+
+
+    def cond_keys(self) -> frozenset[str]:
+        """The ``cond`` keys this model reads: ``y`` (class-conditional), ``text`` and ``text_mask``
+        (text-conditional), none (unconditional). A plugin family reading more extends it."""
+        if self.config.num_classes:
+            return frozenset({"y"})
+        if self.config.text_dim:
+            return frozenset({"text", "text_mask"})
+        return frozenset()
+
+    def _check_cond_keys(self, cond: Dict[str, torch.Tensor]) -> None:
+        """A key no conditioning reads (a typo: ``txt``, ``labels``) is an error naming the accepted keys. A
+        key another kind of model reads (``y`` given to an unconditional model, as the synthetic loader's
+        labels are) is ignored with one warning per model, naming it: a model cannot tell a caller's
+        mistake from data that carries more than this model uses."""
+        given = {k for k, v in cond.items() if v is not None}
+        accepted = self.cond_keys()
+        unknown = sorted(given - accepted - CONDITION_KEYS)
+        if unknown:
+            raise ValueError(f"cond has key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}, which this model "
+                             f"does not read; it takes cond = {self._cond_form()} (accepted keys: "
+                             f"{', '.join(map(repr, sorted(accepted))) or 'none'})")
+        ignored = sorted(given - accepted)
+        if ignored and not getattr(self, "_warned_ignored_cond", False):
+            self._warned_ignored_cond = True
+            warnings.warn(f"cond key{'s' * (len(ignored) > 1)} {', '.join(map(repr, ignored))} ignored: this model takes "
+                          f"cond = {self._cond_form()} (warned once per model)", IgnoredConditionWarning, stacklevel=2)
+
+    def _check_labels(self, y: torch.Tensor) -> None:
+        """Class labels in 0..num_classes (the last one is the null class). On the host the check is a
+        ValueError; on CUDA it is an asynchronous device assertion, so that it costs no synchronisation per
+        step (reading ``y.min()`` would) and still stops the run, with this message, rather than an
+        embedding lookup's out-of-bounds read."""
+        n = self.config.num_classes
+        message = f"this model takes labels 0..{n - 1} and {n} for the null class (num_classes = {n})"
+        if y.device.type == "cpu":
+            low, high = int(y.min()), int(y.max())
+            if low < 0 or high > n:
+                raise ValueError(f"class label {low if low < 0 else high} is out of range: {message}")
+        elif y.device.type == "cuda":
+            torch._assert_async(((y >= 0) & (y <= n)).all(), f"a class label is out of range: {message}")
+
+
+class IgnoredConditionWarning(Notice):
+    """A ``cond`` key this model does not read (another kind of model does): it cannot change the output."""
+
+
+#: The ``cond`` keys the built-in conditionings read (class labels; text embeddings and their mask).
+CONDITION_KEYS = frozenset({"y", "text", "text_mask"})
 
 
 def _check_levels(t) -> None:

@@ -13,6 +13,7 @@ import re
 import torch
 
 from vfm_models.options import named_options
+from vfm_models.text_encoders.truncation import warn_once_if_cut
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 #: The largest position table (dim * max_length values) the hash encoder builds: 64 MB in float32.
@@ -38,6 +39,10 @@ class HashTextEncoder:
         """Lower-cased words and punctuation, cut to ``max_length`` including the end token."""
         return _WORDS.findall(text.lower())[: self.max_length - 1] + [END]
 
+    def count_tokens(self, text: str) -> int:
+        """The tokens of ``text`` before the cut at ``max_length`` (its words and punctuation, and the end token)."""
+        return len(_WORDS.findall(text.lower())) + 1
+
     def _vector(self, word: str) -> torch.Tensor:
         if word not in self._cache:
             seed = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little") & (2**63 - 1)
@@ -49,6 +54,10 @@ class HashTextEncoder:
         if isinstance(texts, str):
             raise TypeError("encode takes a list of strings; wrap a single text as [text]")
         tokens = [self.tokenize(t) for t in texts]
+        if not getattr(self, "_truncation_warned", False) and any(len(t) == self.max_length for t in tokens):
+            # a text at max_length may have been cut: count those alone (warned once per encoder)
+            warn_once_if_cut(self, [self.count_tokens(text) if len(t) == self.max_length else len(t)
+                                    for text, t in zip(texts, tokens)], self.max_length)
         length = self.max_length if self.pad_to_max_length else max((len(t) for t in tokens), default=1)
         emb = torch.zeros(len(texts), length, self.dim)
         mask = torch.zeros(len(texts), length, dtype=torch.bool)

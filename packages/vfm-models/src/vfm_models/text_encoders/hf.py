@@ -15,6 +15,7 @@ import torch
 
 from vfm_models.dtypes import float_dtype
 from vfm_models.options import named_options
+from vfm_models.text_encoders.truncation import warn_once_if_cut
 
 
 def _transformers():
@@ -167,11 +168,20 @@ class HFTextEncoder:
             max_length=self.max_length,
             return_tensors="pt",
         )
+        real = batch["attention_mask"].sum(1).tolist()
+        if not getattr(self, "_truncation_warned", False) and max(real) == self.max_length:
+            # a text at max_length may have been cut (transformers cuts without a word): count those alone
+            warn_once_if_cut(self, [self.count_tokens(t) if n == self.max_length else n for t, n in zip(texts, real)],
+                             self.max_length)
         ids, mask = batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device)
         with torch.no_grad():
             hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
         mask = mask.bool()
         return hidden.float() * mask[..., None], mask
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of ``text`` (special tokens included) before the cut at ``max_length``."""
+        return len(self.tokenizer(text, truncation=False)["input_ids"])
 
     __call__ = encode
 
