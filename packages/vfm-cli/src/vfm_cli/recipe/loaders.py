@@ -15,13 +15,15 @@ from vfm_parallel.trainer.distributed import data_share_group
 from vfm_cli.recipe.resolution import Resolved
 
 
-def synthetic_loader(cfg: TrainConfig, ctx: RunContext):
-    """Class-conditional blobs (``data.source = "synthetic"``), this rank's share of them."""
+def synthetic_loader(cfg: TrainConfig, ctx: RunContext, labelled: bool = True):
+    """Class-conditional blobs (``data.source = "synthetic"``), this rank's share of them; without their
+    labels for a model that reads none (``labelled`` False: an unconditional one, which would warn that
+    it ignores them)."""
     from vfm_parallel.trainer.synthetic import SyntheticLoader, make_blobs
 
     d = cfg.data
     latents, labels = make_blobs(d.num_samples, tuple(d.latent_shape), d.num_classes)
-    return SyntheticLoader(latents, labels, d.micro_batch, ctx.coords.dp_rank, ctx.coords.dp_size)
+    return SyntheticLoader(latents, labels if labelled else None, d.micro_batch, ctx.coords.dp_rank, ctx.coords.dp_size)
 
 
 class ShardBatches:

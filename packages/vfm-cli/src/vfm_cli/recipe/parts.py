@@ -38,7 +38,8 @@ def build_parts(ctx: RunContext, r: Resolved) -> TrainParts:
     # What the device executes for a sample of the first bucket (per-sample linears once per sample).
     text_len = max(1, r.shards.text_len if r.shards is not None else 0) if r.mcfg.text_dim else 0
     executed = flops_per_token(model, grid_of(r.latent_shape, r.mcfg), text_len)
-    loader = synthetic_loader(cfg, ctx) if cfg.data.source == "synthetic" else shard_loader(cfg, ctx, r)
+    loader = (synthetic_loader(cfg, ctx, labelled=bool(getattr(r.mcfg, "num_classes", 0))) if cfg.data.source == "synthetic"
+              else shard_loader(cfg, ctx, r))
     patch = r.mcfg.patch
     return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops, executed_flops_per_token=executed,
                       count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens, patch=tuple(patch),

@@ -29,14 +29,16 @@ def make_blobs(num_samples: int, shape: tuple[int, int, int, int], num_classes: 
 
 
 class SyntheticLoader:
-    """Yields micro-batches ``{"x0": (B, C, T, H, W), "cond": {"y": (B,)}}`` for one DP rank, forever.
+    """Yields micro-batches ``{"x0": (B, C, T, H, W), "cond": {"y": (B,)}}`` for one DP rank, forever
+    (``cond`` is ``{}`` with ``labels`` None: an unconditional model reads no labels).
 
     Global micro-batch ``k`` holds samples ``k*B .. k*B+B-1`` (mod N); DP rank ``r`` of ``d`` takes
     global micro-batches ``r, r+d, r+2d, ...``. The state is the number of global micro-batches all
     ranks consumed together, so it resumes under any data-parallel size.
     """
 
-    def __init__(self, latents: torch.Tensor, labels: torch.Tensor, micro_batch: int, dp_rank: int = 0, dp_size: int = 1) -> None:
+    def __init__(self, latents: torch.Tensor, labels: torch.Tensor | None, micro_batch: int, dp_rank: int = 0,
+                 dp_size: int = 1) -> None:
         if not 0 <= dp_rank < dp_size:
             raise ValueError(f"dp_rank must be in [0, {dp_size}), got {dp_rank}")
         self.latents, self.labels = latents, labels
@@ -48,7 +50,7 @@ class SyntheticLoader:
             k = self.consumed + self.dp_rank
             idx = (torch.arange(self.micro_batch) + k * self.micro_batch) % len(self.latents)
             self.consumed += self.dp_size
-            yield {"x0": self.latents[idx], "cond": {"y": self.labels[idx]}}
+            yield {"x0": self.latents[idx], "cond": {} if self.labels is None else {"y": self.labels[idx]}}
 
     def state_dict(self) -> dict[str, Any]:
         return {"consumed_global_micro_batches": self.consumed}
