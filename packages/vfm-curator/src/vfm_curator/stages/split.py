@@ -114,8 +114,9 @@ class SplitStage(Stage):
         task.clips = [make_clip(task, a, b) for a, b in limit_lengths(spans, min_len, max_len)]
         if not task.clips:
             longest = max((b - a for a, b in spans), default=0) / fps if fps > 0 else 0.0
-            raise LimitError(f"no clip: {counted(len(spans), 'shot')} ({counted(len(spans) - 1, 'cut')} in {counted(n, 'frame')}), the longest "
-                             f"{longest:.2f} s, all under min_clip_s={self.opt['min_clip_s']}")
+            raise LimitError(f"no clip: {counted(len(spans), 'shot')} ({counted(len(spans) - 1, 'cut')} in "
+                             f"{counted(n, 'frame')}), the longest {longest:.2f} s, all under "
+                             f"min_clip_s={self.opt['min_clip_s']}")
 
     def _scores(self, task: VideoTask, n: int) -> np.ndarray:
         """The detector's per-frame scores: the decode stage's content change, or its own pass over
