@@ -73,7 +73,8 @@ def test_a_prompt_longer_than_the_text_encoder_reads_is_named_once_with_its_vide
     result = invoke("--checkpoint", export, "--prompts", prompts, "--steps", "1", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert result.output.count("the 6 tokens the text encoder reads") == 1, result.output
-    assert "warning: prompt 1 (video 0001) ('word0 word1" in result.output
+    assert "warning: a prompt is longer than the 6 tokens the text encoder reads" in result.output
+    assert "prompt 1 (video 0001) ('word0 word1" in result.output and "is 41 tokens: it keeps 6 and drops 35" in result.output
     assert sorted(p.name for p in (tmp_path / "out").glob("*.mp4")) == ["0000.mp4", "0001.mp4", "0002.mp4", "0003.mp4"]
 
 
