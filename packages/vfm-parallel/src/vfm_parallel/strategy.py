@@ -69,19 +69,12 @@ def get_strategy(name: str) -> Strategy:
 def _check_apply_signature(strategy: Strategy, where: str) -> None:
     """``apply`` takes ``(model, mesh, plan)`` positionally (its options come as keywords): one without them
     failed inside ``parallelize`` with Python's ``apply() takes 2 positional arguments but 4 were given``."""
-    import inspect
+    from vfm_plugins import PluginLoadError, refused_signature
 
-    from vfm_plugins import PluginLoadError
-
-    try:
-        signature = inspect.signature(strategy.apply)
-    except (TypeError, ValueError):  # a builtin or C callable: nothing to read, let the call decide
-        return
-    try:
-        signature.bind_partial(None, None, None)
-    except TypeError:
+    signature = refused_signature(strategy.apply, 3, partial=True)
+    if signature is not None:
         raise PluginLoadError(f"{where}: its apply{signature} cannot take (model, mesh, plan); a strategy's apply is "
-                              "apply(model, mesh, plan, **options), its options keyword parameters") from None
+                              "apply(model, mesh, plan, **options), its options keyword parameters")
 
 
 def order_strategies(strategies: list[Strategy]) -> list[Strategy]:

@@ -31,6 +31,7 @@ from vfm_plugins.host import (
     unknown_options,
 )
 from vfm_plugins.parent_watch import exit_with_parent
+from vfm_plugins.signatures import refused_signature
 from vfm_plugins.text import printable
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "parse_declaration",
     "printable",
     "read_declaration",
+    "refused_signature",
     "unknown_options",
 ]
 __version__ = "0.1.0"

@@ -79,22 +79,15 @@ def decoder_class(name: str) -> type[Decoder]:
 def _check_decode_signature(name: str, cls: type) -> None:
     """``decode(self, path, sizes)`` takes both arguments: ``def decode(self, path)`` failed every video, each
     blamed on the video, with Python's ``takes 2 positional arguments but 3 were given``."""
-    import inspect
-
     from vfm_curator.plugins import host
-    from vfm_plugins import PluginLoadError
+    from vfm_plugins import PluginLoadError, refused_signature
 
-    try:
-        signature = inspect.signature(cls.decode)
-    except (TypeError, ValueError):
-        return
-    try:
-        signature.bind(None, None, None)
-    except TypeError:
+    signature = refused_signature(cls.decode, 3)  # self, path, sizes
+    if signature is not None:
         entry = host.entry("decoders", name)
         raise PluginLoadError(f"decoder {name!r} (from {entry.provider} {entry.version}, class {cls.__module__}."
                               f"{cls.__qualname__}): its decode{signature} cannot take (path, sizes); a decoder "
-                              "defines decode(self, path, sizes) yielding (time_s, [one frame per size])") from None
+                              "defines decode(self, path, sizes) yielding (time_s, [one frame per size])")
 
 
 def availability() -> dict[str, tuple[bool, str]]:

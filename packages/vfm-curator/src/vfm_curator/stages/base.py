@@ -85,22 +85,17 @@ class Stage:
         """The overridden ``process_one(self, task)`` / ``process(self, tasks)`` takes its one argument:
         ``def process_one(self)`` failed every video with Python's ``takes 1 positional argument but 2
         were given``, recorded as the video's fault."""
-        import inspect
+        from vfm_plugins import refused_signature
 
         for method, argument in (("process_one", "task"), ("process", "tasks")):
             function = getattr(cls, method)
             if function is getattr(Stage, method):
                 continue
-            try:
-                signature = inspect.signature(function)
-            except (TypeError, ValueError):
-                continue
-            try:
-                signature.bind(None, None)
-            except TypeError:
+            signature = refused_signature(function, 2)  # self, the task(s)
+            if signature is not None:
                 raise StageDefinitionError(
                     f"stage {cls.name!r} (class {cls.__module__}.{cls.__qualname__}): its {method}{signature} cannot "
-                    f"take the {argument}; define {method}(self, {argument})") from None
+                    f"take the {argument}; define {method}(self, {argument})")
 
     def check_options(self) -> None:
         """Raise ``ValueError`` naming an option outside its accepted range (runs when the stage is

@@ -64,19 +64,14 @@ class ModelFamily:
     def __post_init__(self) -> None:
         # vfm builds every model as build(config): a build that cannot take that one argument failed
         # as a TypeError traceback from vfm train, far from the ModelFamily(...) that set it
-        import inspect
+        from vfm_plugins import refused_signature
 
-        try:
-            signature = inspect.signature(self.build)
-        except (TypeError, ValueError):  # a builtin or C callable: nothing to read, the call decides
-            return
-        try:
-            signature.bind(None)
-        except TypeError:
+        signature = refused_signature(self.build, 1)
+        if signature is not None:
             raise FamilyDefinitionError(
                 f"family {self.name!r}: build = {getattr(self.build, '__qualname__', self.build)}{signature} cannot "
                 f"take the config; build(config) is called with the config alone and returns the model (a model "
-                f"class taking the config, or a function of it)") from None
+                f"class taking the config, or a function of it)")
 
     def _provider(self) -> str:
         """`` (from acme-vfm 0.3.0)`` where the family is registered under its name, else ``""``."""
