@@ -86,16 +86,22 @@ DETECTOR = """
 """
 
 
-def test_a_shot_detector_whose_spans_returns_no_spans_is_named_in_the_videos_failure(tmp_path):
+def _curate_one_video_with(tmp_path, dist: str, module: str, source: str, options_toml: str):
+    """``vfm curate`` (serial runner) of one synthetic video, with the plugin ``dist`` (its ``module``
+    holding ``source``) installed and ``options_toml`` in the run config."""
     from vfm_curator.synth import make_video
 
     make_video(tmp_path / "raw" / "a.mp4", [30, 30])
-    root = write_plugin(tmp_path / "plugin", "vfm-author-detector", {"author_detector": DETECTOR},
-                        {"vfm_curator": "author_detector"})
+    root = write_plugin(tmp_path / "plugin", dist, {module: source}, {"vfm_curator": module})
     config = tmp_path / "run.toml"
-    config.write_text('[run]\nrunner = "serial"\n[options.split]\nmethod = "counting-cuts"\n')
-    result = vfm("curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--config", str(config),
-                 env={**plugin_env([root]), "COLUMNS": "300"})
+    config.write_text('[run]\nrunner = "serial"\n' + options_toml)
+    return vfm("curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--config", str(config),
+               env={**plugin_env([root]), "COLUMNS": "300"})
+
+
+def test_a_shot_detector_whose_spans_returns_no_spans_is_named_in_the_videos_failure(tmp_path):
+    result = _curate_one_video_with(tmp_path, "vfm-author-detector", "author_detector", DETECTOR,
+                                    '[options.split]\nmethod = "counting-cuts"\n')
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert ("PluginResultError: shot detector 'counting-cuts' (class author_detector.CountingCuts): spans returned 60, "
             "of type int; it must return a list of (start, end) frame spans, e.g. shots_from_cuts(cuts, len(scores))"
@@ -125,15 +131,8 @@ DECODER = """
 
 
 def test_a_decoder_whose_decode_takes_no_sizes_is_named_before_any_video_is_read(tmp_path):
-    from vfm_curator.synth import make_video
-
-    make_video(tmp_path / "raw" / "a.mp4", [30, 30])
-    root = write_plugin(tmp_path / "plugin", "vfm-author-decoder", {"author_decoder": DECODER},
-                        {"vfm_curator": "author_decoder"})
-    config = tmp_path / "run.toml"
-    config.write_text('[run]\nrunner = "serial"\n[options.decode]\ndecoder = "one-path"\n')
-    result = vfm("curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--config", str(config),
-                 env={**plugin_env([root]), "COLUMNS": "300"})
+    result = _curate_one_video_with(tmp_path, "vfm-author-decoder", "author_decoder", DECODER,
+                                    '[options.decode]\ndecoder = "one-path"\n')
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: decoder 'one-path' (from vfm-author-decoder 0.0.1, class author_decoder.OnePath): its decode(self, path) "
