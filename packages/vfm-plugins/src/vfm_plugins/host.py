@@ -141,8 +141,9 @@ _REGISTER_SIGNATURE = inspect.signature(_register_signature)
 
 def _returned_text(value: Any) -> str:
     """A hook's return value for a message: its type, and its first characters."""
-    text = repr(value)
-    return f"a {type(value).__name__} ({text[:60] + '...' if len(text) > 60 else text})"
+    from vfm_plugins.text import repr_start
+
+    return f"a {type(value).__name__} ({repr_start(value)})"
 
 
 def _call_text(args: tuple, kwargs: dict) -> str:

@@ -61,3 +61,10 @@ def counted(n: int, word: str, plural: str | None = None) -> str:
     """``1 frame``, ``2 frames``, ``0 frames``: a count and its noun in the number the count takes
     (``plural``: the word's plural where adding ``s`` is wrong)."""
     return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def repr_start(value: object, width: int = 60) -> str:
+    """``value``'s repr on one line (a module's repr spans many), cut to ``width`` characters and ``...``:
+    what a plugin's wrong return value looked like, for a one-line error."""
+    text = " ".join(repr(value).split())
+    return text[:width] + "..." if len(text) > width else text

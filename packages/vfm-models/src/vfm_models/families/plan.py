@@ -105,9 +105,10 @@ def parallel_plan_of(model, family: str | None = None) -> ParallelPlan:
 
             entry = vfm_models.host.entry("families", family)
             who = f"family {family!r} (from {entry.provider} {entry.version}): its build"
-        text = " ".join(repr(model).split())  # a module's repr spans lines: the error is one line
+        from vfm_plugins.text import repr_start
+
         raise FamilyBuildError(f"{who} returned a {type(model).__module__}.{type(model).__qualname__} "
-                               f"({text[:60] + '...' if len(text) > 60 else text}), not an nn.Module; build(config) "
+                               f"({repr_start(model)}), not an nn.Module; build(config) "
                                "must return the model")
     if not callable(getattr(type(model), "parallel_plan", None)):
         raise ParallelPlanMissingError.of(model)
