@@ -398,16 +398,16 @@ def no_fit(result, batch_from: str, fewest: int = 0, options: str = "") -> str:
     return f"no layout of {result.world} x {hw.name} fits {s.name} at {s.seq_len} tokens: " + "; ".join(parts)
 
 
-#: The built-in profiles of GPUs: calibrating one measures a CUDA device.
-GPU_PROFILES = ("a100", "h100", "h200")
-
-
 def _check_calibration_device(hw) -> None:
     """Refuse to calibrate a GPU's profile where there is no GPU: the CPU's matmul rate would become
     the peak of a profile that keeps the GPU's memory, HBM and NVLink figures, which plans neither."""
     import torch
 
-    if not torch.cuda.is_available() and hw.name.removesuffix("-calibrated") in GPU_PROFILES:
+    from vfm_parallel.planner.hardware import available
+
+    # the built-in profiles other than cpu are GPUs' (their list is the profiles/ folder, not a copy here)
+    gpu_profiles = set(available()) - {"cpu"}
+    if not torch.cuda.is_available() and hw.name.removesuffix("-calibrated") in gpu_profiles:
         raise typer.BadParameter(f"this machine has no CUDA GPU, so --calibrate measures its CPU, and {hw.name} is a GPU's "
                                  "profile: give --gpu cpu to calibrate this CPU (or calibrate on the GPU machine)",
                                  param_hint="--gpu")
