@@ -71,7 +71,7 @@ def test_a_component_taking_kwargs_and_a_subclass_with_more_options_keep_working
 
     made = Plugin(scale=2.0, patch=2)
     assert (made.scale, made.patch) == (2.0, 2)
-    with pytest.raises(PluginOptionError, match="tokenizer Plugin has no option bogus; accepted: patch$"):
+    with pytest.raises(PluginOptionError, match="tokenizer Plugin has no option bogus; accepted: scale, patch$"):
         Plugin(bogus=1)
 
 
@@ -83,3 +83,17 @@ def test_an_exports_unknown_formulation_option_is_named_by_the_pipeline():
     meta["formulation_options"] = {**meta["formulation_options"], "sigmadata": 0.5}
     with pytest.raises(PluginOptionError, match="formulation 'edm' .* has no option sigmadata; accepted: sigma_data"):
         VideoPipeline(tiny_dit(), meta)
+
+
+def test_a_plugin_subclass_forwarding_kwargs_lists_its_own_options_among_the_accepted():
+    # a plugin's RectifiedFlow subclass with an option of its own forwards the rest to the built-in: a typo
+    # reached the built-in's check, which listed only the built-in's options (not the subclass's `extra`)
+    class WithExtra(vfm_models.get_formulation("rectified-flow")):
+        def __init__(self, extra=1, **kwargs):
+            super().__init__(**kwargs)
+            self.extra = extra
+
+    with pytest.raises(PluginOptionError) as info:
+        WithExtra(extr=2)
+    assert str(info.value).startswith("formulation WithExtra has no option extr; accepted: extra, ")
+    assert WithExtra(extra=2).extra == 2

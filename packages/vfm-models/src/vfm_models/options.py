@@ -32,10 +32,22 @@ def named_options(kind: str) -> Callable[[C], C]:
             unknown = sorted(set(kwargs) - set(accepted))
             if unknown:
                 raise PluginOptionError(f"{kind} {type(self).__name__} has no option {', '.join(unknown)}; "
-                                        f"accepted: {', '.join(accepted) or '(none)'}")
+                                        f"accepted: {', '.join(_own_options(type(self), cls, accepted) + accepted) or '(none)'}")
             init(self, *args, **kwargs)
 
         cls.__init__ = __init__
         return cls
 
     return decorate
+
+
+def _own_options(made: type, decorated: type, accepted: list[str]) -> list[str]:
+    """The named options a subclass's own ``__init__`` adds before forwarding the rest (``**kwargs``) to the
+    decorated class: a typo reaches the decorated class's check, whose list alone would leave them out."""
+    own: list[str] = []
+    for klass in made.__mro__[:made.__mro__.index(decorated)]:
+        if "__init__" in vars(klass):
+            params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]
+            named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            own += [name for name in named if name not in own + accepted]
+    return own
