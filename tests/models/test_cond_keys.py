@@ -49,7 +49,8 @@ def test_a_cond_key_no_conditioning_reads_is_an_error_naming_the_accepted_keys(f
     with pytest.raises(ValueError) as info:
         model(X, T, cond)
     assert str(info.value).startswith(f"cond has key {extra!r}, which this model does not read; it takes cond = ")
-    assert str(info.value).endswith(f"(accepted keys: {accepted})")
+    assert str(info.value).endswith(f"(accepted keys: {accepted}; a family that reads more keys names them in its "
+                                    "cond_keys())")
 
 
 def test_a_key_another_kind_of_model_reads_is_ignored_with_one_warning_per_model():

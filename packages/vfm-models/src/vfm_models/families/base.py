@@ -257,7 +257,8 @@ class DiffusionTransformer(nn.Module):
         if unknown:
             raise ValueError(f"cond has key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}, which this model "
                              f"does not read; it takes cond = {self._cond_form()} (accepted keys: "
-                             f"{', '.join(map(repr, sorted(accepted))) or 'none'})")
+                             f"{', '.join(map(repr, sorted(accepted))) or 'none'}; a family that reads "
+                             "more keys names them in its cond_keys())")
         ignored = sorted(given - accepted)
         if ignored and not getattr(self, "_warned_ignored_cond", False):
             self._warned_ignored_cond = True
