@@ -18,6 +18,9 @@ import typer
 
 from vfm_cli.failing import fail
 
+#: the hardware profile `vfm plan` assumes without --gpu (a suggested command repeats any other)
+DEFAULT_GPU = "h100"
+
 
 def model_spec(cfg, seq_len: int | None = None):
     """The planner's plain-number description of the config's model (built on the meta device), read
@@ -228,7 +231,7 @@ def stop_tree(proc: subprocess.Popen, grace: float = 10.0) -> None:
 def plan(
     config: Optional[Path] = typer.Argument(None, help="TOML training config (its model and batch are planned for)."),
     gpus: int = typer.Option(0, "--gpus", show_default=False, help="Number of GPUs (ranks) to plan for: up to one node, or whole nodes (see --nodes-of)."),
-    gpu: str = typer.Option("h100", "--gpu", help="Hardware profile: h100, h200, a100, cpu, or a profile .toml path."),
+    gpu: str = typer.Option(DEFAULT_GPU, "--gpu", help="Hardware profile: h100, h200, a100, cpu, or a profile .toml path."),
     nodes_of: int = typer.Option(0, "--nodes-of", show_default=False, help="GPUs per node (default: the profile's, 8 for the GPUs)."),
     seq_len: int = typer.Option(0, "--seq-len", show_default=False, help="Tokens per sample (default: from the config's latent shape)."),
     global_batch: int = typer.Option(0, "--global-batch", show_default=False, help="Samples per optimizer step (default: the config's micro_batch x grad_accum x dp; x GPUs where the config's mesh does not divide them)."),
@@ -292,7 +295,7 @@ def plan(
         import shlex
 
         # the fewest GPUs were found for this --gpu and --nodes-of: the suggested command repeats them
-        same = (f" --gpu {shlex.quote(gpu)}" if gpu != "h100" else "") + (f" --nodes-of {nodes_of}" if nodes_of else "")
+        same = (f" --gpu {shlex.quote(gpu)}" if gpu != DEFAULT_GPU else "") + (f" --nodes-of {nodes_of}" if nodes_of else "")
         fail(no_fit(result, batch_from, fewest_that_fit(result, lambda n: global_batch or default_global_batch(cfg, n)[0],
                                                         ema=cfg.ema.enabled), same))
     if as_json:
