@@ -15,11 +15,14 @@ def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
     vfm-parallel with the exit status the command meant: 0 after a barrier every rank reaches
     (``leave_distributed``), any other status at once (``leave_distributed_on_error``: a failing rank
     cannot know that its peers will reach a barrier). The command's context is closed first, so what
-    it registered with ``ctx.call_on_close`` (the output folder's lock) is released. Elsewhere (one
-    process, or before the group started) the command ends as it would unwrapped."""
+    it registered with ``ctx.call_on_close`` (the output folder's lock) is released. In one process a
+    success leaves the single-rank group a mesh strategy started, as a rank leaves its group; an error
+    there, and anything before a torchrun rank's group started, ends as it would unwrapped."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
+        from vfm_parallel.process_group import leave_distributed, leave_distributed_on_error, shutdown_distributed
+
         try:
             command(*args, **kwargs)
         except BaseException as exc:
@@ -28,13 +31,12 @@ def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
             code = _report(exc)
         else:
             if not _group_started():
+                shutdown_distributed()  # one process: the single-rank group of a mesh strategy, if any
                 return
             code = 0
         ctx = kwargs.get("ctx")
         if ctx is not None:
             ctx.close()
-        from vfm_parallel.process_group import leave_distributed, leave_distributed_on_error
-
         if code == 0:
             leave_distributed(0)
         else:
