@@ -92,34 +92,42 @@ def read_checkpoint(checkpoint: str | Path) -> CheckpointWeights:
     from vfm_models.checkpoint import CheckpointMismatchError
     from vfm_models.export import check_build_fits, check_finite, _tuples
     from vfm_parallel import checkpoint as ckpt
-    from vfm_parallel.checkpoint_integrity import saved_tensors
 
     checkpoint = Path(checkpoint)
     state = ckpt.verify(checkpoint)  # whole or refused, before anything in it is believed
     step = state["step"]
     meta = recorded_meta(checkpoint, state)
-    saved = saved_tensors(checkpoint)
-    ema = any(name.startswith("ema.") for name in saved)
-    prefix = "ema." if ema else "model."
+    part, shapes = exported_part(checkpoint)
+    ema = part == "ema"
     family = vfm_models.get_family(meta["family"])  # an unknown name lists the registered ones
     try:
         config = family.config(**_tuples(meta["config"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointExportError(f"checkpoint {checkpoint}: the model config in its state.json 'export' does not "
                                     f"build family {meta['family']!r} ({type(exc).__name__}: {exc})") from None
-    shapes = {name[len(prefix):]: shape for name, (shape, _, _) in saved.items() if name.startswith(prefix)}
     try:  # on the meta device: a config that does not fit the tensors allocates nothing
         check_build_fits(lambda: family.build(config), shapes,
-                         f"checkpoint {checkpoint}: its {prefix[:-1]} tensors do not fit the model in its state.json")
+                         f"checkpoint {checkpoint}: its {part} tensors do not fit the model in its state.json")
     except CheckpointMismatchError as exc:
         raise ckpt.IncompatibleCheckpointError(" ".join(str(exc).split())) from None
     model = family.build(config)
     # what the trainer exports, read straight into the model: the EMA weights (else the model's), not
     # the other part nor an EMA copy beside it
-    ckpt.load_weights(checkpoint, model, prefix[:-1])  # names, shapes, dtypes checked
+    ckpt.load_weights(checkpoint, model, part)  # names, shapes, dtypes checked
     result = CheckpointWeights(model, {**meta, "source": {"step": step, "ema": ema}}, step, ema)
     check_finite(model.state_dict(), f"checkpoint {checkpoint} ({result.weights})")
     return result
+
+
+def exported_part(checkpoint: Path) -> tuple[str, dict[str, tuple[int, ...]]]:
+    """(part, shapes): the part of a training checkpoint its export takes, ``"ema"`` when the run had EMA
+    else ``"model"``, and that part's tensor shapes by model key, from the tensor headers (no weight read)."""
+    from vfm_parallel.checkpoint_integrity import saved_tensors
+
+    saved = saved_tensors(checkpoint)
+    part = "ema" if any(name.startswith("ema.") for name in saved) else "model"
+    prefix = part + "."
+    return part, {name[len(prefix):]: shape for name, (shape, _, _) in saved.items() if name.startswith(prefix)}
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExport:

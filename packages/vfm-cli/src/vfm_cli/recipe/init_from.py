@@ -69,11 +69,9 @@ def _checkpoint_meta(path: Path) -> dict[str, Any]:
 
 def _checkpoint_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """The shapes of the weights a training checkpoint exports (EMA's when the run had EMA)."""
-    from vfm_parallel.checkpoint_integrity import saved_tensors
+    from vfm_cli.checkpoint_export import exported_part
 
-    saved = saved_tensors(path)
-    prefix = "ema." if any(name.startswith("ema.") for name in saved) else "model."
-    return {name[len(prefix):]: tuple(shape) for name, (shape, _, _) in saved.items() if name.startswith(prefix)}
+    return exported_part(path)[1]
 
 
 def _checkpoint_weights(path: Path) -> dict[str, torch.Tensor]:
