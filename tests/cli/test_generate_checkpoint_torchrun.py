@@ -5,14 +5,12 @@ rank writes a temporary export; the paths its recorded settings name resolve as 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
 
+from tests.cli.probed_torchrun import rank_notes, run_probed_torchrun
 from tests.cli.test_export_checkpoint import _step_dir, one_process_run  # noqa: F401 - fixture
 from vfm_cli.main import app
 
@@ -39,23 +37,17 @@ if _WATCH and _OUT:
 
 def _notes(folder: Path, suffix: str) -> dict[str, list[str]]:
     """{rank: lines} of the ranks' notes (the launcher's own left out)."""
-    return {p.name.split("-")[0]: p.read_text().splitlines() for p in folder.glob(f"*.{suffix}")
-            if not p.name.startswith("launcher")}
+    return {name.split("-")[0]: text.splitlines() for name, text in rank_notes(folder, suffix).items()}
 
 
 def test_two_ranks_generating_from_a_checkpoint_verify_it_once_and_write_no_temporary_export(one_process_run, tmp_path):  # noqa: F811
     checkpoint = _step_dir(one_process_run)
-    probe, notes, tmp, out = tmp_path / "probe", tmp_path / "notes", tmp_path / "tmp", tmp_path / "out"
-    for folder in (probe, notes, tmp):
+    notes, tmp, out = tmp_path / "notes", tmp_path / "tmp", tmp_path / "out"
+    for folder in (notes, tmp):
         folder.mkdir()
-    (probe / "sitecustomize.py").write_text(PROBE)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp), "VFM_TEST_WATCH": str(checkpoint),
-           "VFM_TEST_PROBE_DIR": str(notes),
-           "PYTHONPATH": os.pathsep.join([str(probe), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "vfm_cli.main", "generate", "--checkpoint", str(checkpoint), "--prompt", "3",
-                           "--steps", "2", "--seed", "5", "-o", str(out)],
-                          capture_output=True, text=True, env=env, timeout=240)
+    done = run_probed_torchrun(tmp_path, PROBE, notes, "generate", "--checkpoint", str(checkpoint), "--prompt", "3",
+                               "--steps", "2", "--seed", "5", "-o", str(out),
+                               env={"TMPDIR": str(tmp), "VFM_TEST_WATCH": str(checkpoint)})
     assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert (out / "0000.mp4").is_file()
     opens = _notes(notes, "opens")

@@ -10,27 +10,16 @@ teardown. Each case also runs a few times, as a user would meet it."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.probed_torchrun import rank_notes, run_probed_torchrun
 from tests.cli.test_export_checkpoint import _step_dir, one_process_run  # noqa: F401 - fixture
 from tests.cli.test_train_torchrun_teardown import PROBE, QUICK, TINY
 
 RUNS = 3
-
-
-def _torchrun(tmp_path: Path, notes: Path, *args: str) -> subprocess.CompletedProcess:
-    probe = tmp_path / "probe"
-    probe.mkdir(exist_ok=True)
-    (probe / "sitecustomize.py").write_text(PROBE)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VFM_TEST_PROBE_DIR": str(notes),
-           "PYTHONPATH": os.pathsep.join([str(probe), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "vfm_cli.main", *args], capture_output=True, text=True, env=env, timeout=240)
 
 
 def _assert_exits_1_with(done: subprocess.CompletedProcess, notes: Path, error: str) -> None:
@@ -40,7 +29,7 @@ def _assert_exits_1_with(done: subprocess.CompletedProcess, notes: Path, error: 
     assert "terminate called" not in output and "Signal 6" not in output, output[-4000:]
     summary = output.split("Failures:", 1)[-1]  # torchrun's summary of each rank's exit: rank 0's is 1
     assert "exitcode  : 1 " in summary and "exitcode  : -6" not in summary, summary
-    alive = {p.name: int(p.read_text()) for p in notes.glob("*.teardown") if not p.name.startswith("launcher")}
+    alive = {name: int(text) for name, text in rank_notes(notes, "teardown").items()}
     assert all(count == 0 for count in alive.values()), f"gloo threads running at a rank's teardown: {alive}"
 
 
@@ -52,7 +41,7 @@ def test_a_2_rank_train_that_fails_after_its_process_group_started_exits_1_with_
         notes.mkdir()
         sets = [a for item in [*QUICK, f"train.out_dir={tmp_path / f'run{i}'}", f"checkpoint.resume={missing}"]
                 for a in ("--set", item)]
-        done = _torchrun(tmp_path, notes, "train", str(TINY), *sets)
+        done = run_probed_torchrun(tmp_path, PROBE, notes, "train", str(TINY), *sets)
         _assert_exits_1_with(done, notes, f"error: {missing} is not a committed checkpoint (no such folder)")
 
 
@@ -61,8 +50,8 @@ def test_a_2_rank_generate_that_fails_after_its_process_group_started_exits_1_wi
     for i in range(RUNS):
         notes = tmp_path / f"notes{i}"
         notes.mkdir()
-        done = _torchrun(tmp_path, notes, "generate", "--checkpoint", str(_step_dir(one_process_run)), "--prompt", "3",
-                         "--steps", "1", "--size", "17x24", "-o", str(tmp_path / f"out{i}"))
+        done = run_probed_torchrun(tmp_path, PROBE, notes, "generate", "--checkpoint", str(_step_dir(one_process_run)),
+                                   "--prompt", "3", "--steps", "1", "--size", "17x24", "-o", str(tmp_path / f"out{i}"))
         output = done.stdout + done.stderr
         errors = [line for line in output.splitlines() if line.startswith("error:")]
         assert len(errors) == 1, output[-4000:]

@@ -11,12 +11,11 @@ in the teardown, and notes that the atexit handlers ran."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli.probed_torchrun import rank_notes, run_probed_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -56,21 +55,15 @@ atexit.register(lambda: _note("atexit", "ran"))
 
 @pytest.mark.slow
 def test_no_rank_of_a_torchrun_run_tears_down_its_interpreter_with_gloo_threads_running(tmp_path):
-    probe, notes, out = tmp_path / "probe", tmp_path / "notes", tmp_path / "run"
-    probe.mkdir()
+    notes, out = tmp_path / "notes", tmp_path / "run"
     notes.mkdir()
-    (probe / "sitecustomize.py").write_text(PROBE)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VFM_TEST_PROBE_DIR": str(notes),
-           "PYTHONPATH": os.pathsep.join([str(probe), *filter(None, [os.environ.get("PYTHONPATH")])])}
     args = [a for item in [*QUICK, f"train.out_dir={out}"] for a in ("--set", item)]
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "vfm_cli.main", "train", str(TINY), *args],
-                          capture_output=True, text=True, env=env, timeout=240)
+    done = run_probed_torchrun(tmp_path, PROBE, notes, "train", str(TINY), *args)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows if "loss" in row] == [1, 2, 3]
 
-    ranks_done = sorted(p.name.split("-")[0] for p in notes.glob("*.atexit") if not p.name.startswith("launcher"))
+    ranks_done = sorted(name.split("-")[0] for name in rank_notes(notes, "atexit"))
     assert ranks_done == ["0", "1"]  # the probe ran in both ranks, and so did their atexit handlers
-    alive = {p.name: int(p.read_text()) for p in notes.glob("*.teardown") if not p.name.startswith("launcher")}
+    alive = {name: int(text) for name, text in rank_notes(notes, "teardown").items()}
     assert all(count == 0 for count in alive.values()), f"gloo threads running at a rank's teardown: {alive}"
