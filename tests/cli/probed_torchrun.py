@@ -12,12 +12,13 @@ from pathlib import Path
 
 def run_probed_torchrun(tmp_path: Path, probe: str, notes: Path, *args: str,
                         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The finished job (its output captured); ``env`` adds to the environment the probe reads."""
+    """The finished job (its output captured); ``env`` adds to the environment (the probe's folder goes
+    first on its ``PYTHONPATH``)."""
     folder = tmp_path / "probe"
     folder.mkdir(exist_ok=True)
     (folder / "sitecustomize.py").write_text(probe)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VFM_TEST_PROBE_DIR": str(notes), **(env or {}),
-           "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VFM_TEST_PROBE_DIR": str(notes), **(env or {})}
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                            "-m", "vfm_cli.main", *args], capture_output=True, text=True, env=env, timeout=240)
 

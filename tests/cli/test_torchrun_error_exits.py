@@ -18,6 +18,8 @@ import pytest
 from tests.cli.probed_torchrun import rank_notes, run_probed_torchrun
 from tests.cli.test_export_checkpoint import _step_dir, one_process_run  # noqa: F401 - fixture
 from tests.cli.test_train_torchrun_teardown import PROBE, QUICK, TINY
+from tests.conftest import plugin_env
+from tests.plugins.conftest import write_plugin
 
 RUNS = 3
 
@@ -56,3 +58,39 @@ def test_a_2_rank_generate_that_fails_after_its_process_group_started_exits_1_wi
         errors = [line for line in output.splitlines() if line.startswith("error:")]
         assert len(errors) == 1, output[-4000:]
         _assert_exits_1_with(done, notes, errors[0])
+
+
+#: a strategy plugin that forgets ``return model``: found when the model is parallelized, after the group started
+_RETURNS_NOTHING = """
+from vfm_parallel.plugins import hookimpl
+
+
+class InPlace:
+    name = "oops-inplace"
+    phase = "compile"
+    mesh_dims = ()
+
+    def apply(self, model, mesh, plan):
+        model.touched = True
+
+
+@hookimpl
+def vfm_parallel_register_strategies(register):
+    register("oops-inplace", InPlace)
+"""
+
+
+@pytest.mark.slow
+def test_a_2_rank_train_whose_plugin_breaks_its_contract_after_the_group_started_says_it_in_one_error_line(tmp_path):
+    root = write_plugin(tmp_path / "plugin", "vfm-oops-returns", {"oops_returns": _RETURNS_NOTHING},
+                        {"vfm_parallel": "oops_returns"})
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    sets = [a for item in [*QUICK, f"train.out_dir={tmp_path / 'run'}",
+                                 'parallel.strategies=["fsdp", "oops-inplace"]']
+            for a in ("--set", item)]
+    done = run_probed_torchrun(tmp_path, PROBE, notes, "train", str(TINY), *sets, env=plugin_env([root]))
+    assert "PluginResultError" not in done.stderr, done.stderr[-4000:]  # one process's line (vfm_cli.main), no traceback
+    _assert_exits_1_with(done, notes, "error: strategy 'oops-inplace' (from vfm-oops-returns 0.0.1): apply returned "
+                                      "None; it must return the model (the one it was given, changed in place, or its "
+                                      "wrapper)")

@@ -17,8 +17,13 @@ from vfm_plugins.text import printable
 
 def fail(message: object) -> NoReturn:
     """Print ``error: <message>`` on stderr and exit 1 (inside ``except``, the cause stays chained)."""
-    typer.echo(f"error: {printable(message)}", err=True)  # a reason may quote a file name: no terminal controls
+    error_line(message)
     raise typer.Exit(1)
+
+
+def error_line(message: object) -> None:
+    """Print ``error: <message>`` on stderr."""
+    typer.echo(f"error: {printable(message)}", err=True)  # a reason may quote a file name: no terminal controls
 
 
 def fail_once(exc: Exception) -> None:

@@ -107,12 +107,14 @@ _discover_commands()
 
 
 def main() -> None:
-    from vfm_plugins import PluginError, printable
+    from vfm_plugins import PluginError
+
+    from vfm_cli.failing import error_line
 
     try:
         app()
     except PluginError as exc:  # a name clash, a plugin target that cannot load: one line, not a traceback
-        typer.echo(f"error: {printable(exc)}", err=True)
+        error_line(exc)  # (a torchrun rank whose group started says it in vfm_cli.torchrun_exit)
         raise SystemExit(1) from None
 
 

@@ -57,7 +57,8 @@ def _group_started() -> bool:
 
 
 def _report(exc: BaseException) -> int:
-    """The exit status ``exc`` stands for, after printing what click would have printed for it."""
+    """The exit status ``exc`` stands for, after printing what one process prints for it (click, or
+    :func:`vfm_cli.main.main` for a plugin error)."""
     import sys
     import traceback
 
@@ -68,6 +69,14 @@ def _report(exc: BaseException) -> int:
         return int(exc.exit_code)
     if isinstance(exc, SystemExit):
         return exc.code if isinstance(exc.code, int) else 1
+    from vfm_plugins import PluginError
+
+    from vfm_cli.failing import error_line, wait_for_local_rank_0
+
+    if isinstance(exc, PluginError):  # a plugin that breaks its contract: one line, as vfm_cli.main says it
+        wait_for_local_rank_0()  # every rank meets it alike (a strategy's apply): one line per node
+        error_line(exc)
+        return 1
     if isinstance(exc, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
         return 130
