@@ -101,7 +101,8 @@ def train(
              f"killed (torchrun's summary names it): {lost}")
     if rank0:
         _summary(result)
-    # a torchrun rank ends in ends_torchrun_rank, by every way out (this one, the stop's, an error's)
+    # a torchrun rank ends in ends_torchrun_rank, from here and from an error; a stop leaves above, through
+    # the barrier every stopped rank reaches (ends_torchrun_rank takes a non-zero status for an error: no barrier)
 
 
 def _close(sinks: list) -> None:
