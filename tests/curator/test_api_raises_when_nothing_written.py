@@ -77,3 +77,18 @@ def test_the_error_crosses_processes_whole():
     error = NothingWrittenError("no sample written", ShardSummary(out="x", clips=3), Path("x/failures.jsonl"))
     again = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own object, as Ray moves it
     assert (str(again), again.summary, again.failures) == (str(error), error.summary, error.failures)
+
+
+def test_shard_after_a_curation_where_every_video_failed_names_how_many_failed_and_where_to_read_why(tmp_path):
+    make_video(tmp_path / "in" / "short.mp4", [12], seed=1)  # 0.5 s, under min_clip_s
+    make_video(tmp_path / "in" / "short2.mp4", [10], seed=2)
+    (tmp_path / "in" / "broken.mp4").write_bytes(b"\x00" * 64)  # not a video
+    clips = tmp_path / "clips"
+    with pytest.raises(NothingWrittenError):
+        vfm_curator.curate(tmp_path / "in", clips, {**SERIAL, "options": {"split": {"min_clip_s": 1.0}}})
+    shard = {**SERIAL, "shard": {"tokenizer": "pixel", "text_encoder": "hash", "resolutions": [[16, 16]], "frames": [8]}}
+    with pytest.raises(NothingWrittenError) as caught:
+        vfm_curator.shard(clips, tmp_path / "shards", shard)
+    assert str(caught.value) == (
+        "no sample written: the clip table lists no clips: vfm curate gave none, 3 of its videos failed "
+        f"(too-short 2, unusable-input 1); why: {clips / 'failures.jsonl'}, {clips / 'report.html'}")

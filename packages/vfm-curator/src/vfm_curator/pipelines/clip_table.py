@@ -34,6 +34,27 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
     return tasks
 
 
+def curation_failures(clips_dir: Path) -> dict[str, int]:
+    """Reason kind -> how many videos of ``vfm curate``'s folder gave no clip (its failures.jsonl),
+    most first; {} without that file. Read when the clip table is empty, to say why it is."""
+    import json
+
+    counts: dict[str, int] = {}
+    path = clips_dir / "failures.jsonl"
+    if not path.is_file():
+        return counts
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                kind = json.loads(line).get("kind") or "error"
+            except (ValueError, AttributeError):  # a line edited by hand still counts as a failed video
+                kind = "error"
+            counts[str(kind)] = counts.get(str(kind), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 _WINDOW_KEY = re.compile(r"^(.+)-w[0-9]+$")
 
 

@@ -18,6 +18,8 @@ class ShardSummary(FailureReport):
 
     out: str
     clips: int = 0  # rows in the clip table
+    clips_dir: str = ""  # the vfm curate folder read
+    curation_failures: dict[str, int] = field(default_factory=dict)  # with no clips: its failures.jsonl, kind -> videos
     skipped: int = 0  # already in finished shards
     topped_up: int = 0  # already in finished shards, given the windows a raised ``windows`` adds
     failed_before: int = 0  # failed in an earlier run and not run again (see vfm_curator.failures)
@@ -58,7 +60,7 @@ class ShardSummary(FailureReport):
         """One line when the run left nothing to train on: the shards hold no sample, or none of
         the clips this run tried was written. ``vfm shard`` exits non-zero with it."""
         if not self.clips:
-            return "no sample written: the clip table lists no clips"
+            return "no sample written: the clip table lists no clips" + self._why_no_clips()
         if self.samples and not (self.tried and not self.written):
             return None
         what = "no sample written" if not self.samples else f"none of the {self.tried} clips tried was written"
@@ -67,6 +69,17 @@ class ShardSummary(FailureReport):
             return f"{what}; see {Path(self.out) / 'failures.jsonl'}"
         kind, f = top
         return f"{what}: {f['count']} of {self.clips} clips failed ({kind}): {f['reason']}"
+
+    def _why_no_clips(self) -> str:
+        """Where an empty clip table comes from when its curation failed every video: how many failed
+        and which files say why (the user ran vfm shard, so they may never have read curate's report)."""
+        if not self.curation_failures:
+            return ""
+        kinds = ", ".join(f"{kind} {n}" for kind, n in self.curation_failures.items())
+        n = sum(self.curation_failures.values())
+        where = [Path(self.clips_dir) / name for name in ("failures.jsonl", "report.html")]
+        return (f": vfm curate gave none, {n} of its videos failed ({kinds}); "
+                f"why: {', '.join(str(p) for p in where if p.is_file())}")
 
     def warning(self) -> str | None:
         """One line when most clips of the table failed for one reason (and :meth:`problem` is None)."""

@@ -30,7 +30,7 @@ from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, options_hash, should_retry
 from vfm_curator.io.paths import check_not_other_output, check_out_folder, disk_full
 from vfm_curator.pipelines import shard_state
-from vfm_curator.pipelines.clip_table import read_clip_table
+from vfm_curator.pipelines.clip_table import curation_failures, read_clip_table
 from vfm_curator.pipelines.shard_changes import changed_and_removed, drop_clips, note_sharded
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
 from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
@@ -91,7 +91,8 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     finished = finished_keys(out)  # bucket -> sample keys in its finished shards
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
-    summary = ShardSummary(out=str(out), clips=len(tasks))
+    summary = ShardSummary(out=str(out), clips=len(tasks), clips_dir=str(clips_dir),
+                           curation_failures={} if tasks else curation_failures(clips_dir))
     changed, removed = changed_and_removed(out, tasks, done, clips_dir)
     if redo_changed and (changed or removed):
         summary.samples_dropped = drop_clips(out, changed | removed)
