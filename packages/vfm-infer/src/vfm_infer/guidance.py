@@ -38,10 +38,15 @@ def concat_conditions(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tenso
     """The batch [a; b] of two condition dicts with the same keys.
 
     Sequence-shaped entries (text (B, L, D), text_mask (B, L)) of different lengths are padded with
-    zeros / False to the longer one, so an empty negative prompt batches with a long prompt.
+    zeros / False to the longer one, so an empty negative prompt batches with a long prompt. Texts
+    given without masks get them here (True for every given token), so the padding is masked too.
     """
     if set(a) != set(b):
         raise ValueError(f"conditional and unconditional inputs need the same keys; got {sorted(a)} and {sorted(b)}")
+    if _text_lengths_differ(a, b) and "text_mask" not in a:
+        # zeros without a mask were attended as tokens by every family
+        a, b = ({**c, "text_mask": torch.ones(c["text"].shape[:2], dtype=torch.bool, device=c["text"].device)}
+                for c in (a, b))
     out = {}
     for key in a:
         x, y = a[key], b[key]
@@ -50,6 +55,11 @@ def concat_conditions(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tenso
             x, y = (_pad_dim1(t, length) for t in (x, y))
         out[key] = torch.cat([x, y])
     return out
+
+
+def _text_lengths_differ(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> bool:
+    x, y = a.get("text"), b.get("text")
+    return x is not None and y is not None and x.dim() >= 2 and y.dim() >= 2 and x.shape[1] != y.shape[1]
 
 
 def _batch(condition: Mapping[str, torch.Tensor]) -> int | None:
@@ -77,17 +87,25 @@ def _pad_dim1(t: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def classifier_free(
-    net: ConditionalDenoiser, cond: Mapping[str, torch.Tensor], uncond: Mapping[str, torch.Tensor] | None, scale: float
+    net: ConditionalDenoiser, cond: Mapping[str, torch.Tensor], uncond: Mapping[str, torch.Tensor] | None, scale: float,
+    *, masks_text_padding: bool = False,
 ) -> Denoiser:
     """A sampler denoiser with CFG computed in one batched pass; ``scale == 1`` or no ``uncond``
     skips the unconditional branch, ``scale == 0`` the conditional one (its weight is 0). An
-    ``uncond`` of batch 1 (the null condition) serves every sample of ``cond``."""
+    ``uncond`` of batch 1 (the null condition) serves every sample of ``cond``.
+
+    Batching pads the shorter of two texts with masked zeros. ``masks_text_padding`` (the model's
+    ``parallel_plan().masks_text_padding``) says those change no output; a model that attends to its
+    text padding (Wan as trained, and the default for a model not known to mask) runs the two branches
+    as separate passes when their texts differ in length, so the result never depends on batching."""
     if uncond is not None:
         uncond = match_batch(cond, uncond)
     if uncond is None or scale == 1.0:
         return lambda x, level: net(x, level, cond)
     if scale == 0.0:
         return lambda x, level: net(x, level, uncond)
+    if not masks_text_padding and _text_lengths_differ(cond, uncond):
+        return lambda x, level: combine(net(x, level, cond), net(x, level, uncond), scale)
     both = concat_conditions(cond, uncond)
 
     def guided(x: torch.Tensor, level: torch.Tensor) -> torch.Tensor:

@@ -487,6 +487,16 @@ class VideoPipeline:
         model = self.parallel.model or self.model
         return lambda x, level, cond: self.formulation.denoise(model, x, level, cond)
 
+    def _masks_text_padding(self) -> bool:
+        """Whether the model's text attention ignores padding (its plan says so), so CFG may batch a
+        prompt with a negative prompt of another length; a model without a plan is not assumed to."""
+        from vfm_models.families.plan import ParallelPlanMissingError
+
+        try:
+            return bool(parallel_plan_of(self.model).masks_text_padding)
+        except ParallelPlanMissingError:
+            return False
+
     def synchronize(self) -> None:
         """Wait for the device's queued work (for timing: CUDA runs asynchronously)."""
         if self.device.type == "cuda":
@@ -507,7 +517,8 @@ class VideoPipeline:
         if self.parallel.cfg_group is not None:
             denoiser = cfg_parallel(self._net(), cond, uncond, spec.guidance, self.parallel.cfg_group)
         else:
-            denoiser = classifier_free(self._net(), cond, uncond, spec.guidance)
+            denoiser = classifier_free(self._net(), cond, uncond, spec.guidance,
+                                       masks_text_padding=self._masks_text_padding())
         # Drawn on the host, then moved: the same seed gives the same starting noise on every device.
         generator = torch.Generator().manual_seed(spec.seed + index)
         noise = torch.randn((1, *prepared.latent_shape), generator=generator).to(self.device)
