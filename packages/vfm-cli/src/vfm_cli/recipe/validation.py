@@ -37,6 +37,7 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
         raise ConfigError("train.out_dir", problem)
     probed = require_data or data_available(cfg)
     r = resolve(cfg, probe=probed)
+    _check_text_encoder_wanted(cfg, r)
     check_name("formulations", cfg.model.formulation, "model.formulation")
     check_formulation_options(cfg)
     check_blender(cfg)
@@ -62,6 +63,19 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     if world_size is not None:
         _check_mesh(cfg, r, world_size, hardware)
     return r
+
+
+def _check_text_encoder_wanted(cfg: TrainConfig, r: Resolved) -> None:
+    """A text encoder, or its options, configured for a model that takes no text would be dropped
+    without a word (the export records none): refused, naming the family and the key."""
+    if r.mcfg.text_dim:
+        return
+    for key, value in (("model.text_encoder", cfg.model.text_encoder),
+                       ("model.text_encoder_options", cfg.model.text_encoder_options)):
+        if value:
+            raise ConfigError(key, f"{value!r}, but this model of family {cfg.model.family!r} takes no text (text_dim 0), "
+                                   "so it would be ignored; remove it, or choose a text-conditional family "
+                                   "(e.g. dit-cross) or model.options.text_dim > 0")
 
 
 def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list | None = None) -> None:
