@@ -1,4 +1,4 @@
-from vfm_curator.plugins import hookimpl
+from vfm_curator import hookimpl
 from vfm_curator.stages.base import Resources, Stage
 
 

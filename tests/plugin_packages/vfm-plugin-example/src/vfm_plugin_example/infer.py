@@ -1,4 +1,4 @@
-from vfm_infer.plugins import hookimpl
+from vfm_infer import hookimpl
 from vfm_infer.samplers import Sampler
 from vfm_infer.samplers.flow import shifted_levels
 

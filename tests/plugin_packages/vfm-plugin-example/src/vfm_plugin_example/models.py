@@ -1,4 +1,4 @@
-from vfm_models.plugins import hookimpl
+from vfm_models import hookimpl
 
 
 @hookimpl
