@@ -35,6 +35,7 @@ from typing import Any, Iterator
 
 import torch
 from vfm_plugins import exit_with_parent
+from vfm_plugins.formats import check_format_version
 
 from vfm_data.blend_file import dataset_folders
 from vfm_data.blenders import get_blender, groups_batches
@@ -381,8 +382,9 @@ class ResumableLoader:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly after the step the state was taken at (any number of workers)."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"loader state version {state.get('version')!r}, expected {STATE_VERSION}")
+        # a newer vfm-data's state may mean another position: refused (a FormatVersionError, a ValueError)
+        check_format_version(state.get("version"), where="this loader state", what="vfm-data loader state",
+                             current=STATE_VERSION, package="vfm-data")
         for name, mine in (("streams", self.spec.streams), ("dp_world", self.spec.dp_world),
                            ("dp_rank", self.spec.dp_rank)):
             if state[name] != mine:

@@ -23,9 +23,14 @@ from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive
 from vfm_models.export_paths import check_export_paths
 from vfm_plugins import Notice
 from vfm_plugins.files import fresh_file
+from vfm_plugins.formats import check_format_version, ignore_unknown_keys
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
+#: ``config.json``'s ``format_version``: bumped when an older vfm would misread an export (a key renamed or
+#: given another meaning), not for a key an older vfm may ignore. An export without it (written before the
+#: field) is format 1.
+EXPORT_FORMAT = 1
 REQUIRED = ("family", "config")
 OPTIONAL = (
     "formulation",
@@ -41,6 +46,7 @@ OPTIONAL = (
     "guidance",  # the default classifier-free guidance scale (1 = off)
     "source",  # {"step": N, "ema": bool} when written from a training checkpoint (vfm export CHECKPOINT): its step, and
     # whether the weights are the EMA ones (true) or the model's own (a run without EMA)
+    "converted_from",  # {"adapter": name} when written by vfm convert (vfm_models.adapters.exports)
 )
 
 
@@ -123,6 +129,7 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
     check_finite(state, f"refusing to export to {folder}")
     plain = _plain(dict(meta))
     plain["vfm_models_version"] = __version__
+    plain["format_version"] = EXPORT_FORMAT  # this writer's, also where meta came from an older export's config.json
     try:
         text = json.dumps(plain, indent=2, sort_keys=True)
     except TypeError as exc:
@@ -146,8 +153,18 @@ def read_meta(folder: str | PathLike) -> dict[str, Any]:
     meta = strict_json(own_file(folder, CONFIG).read_text(), str(path))
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: expected a JSON object (family, config, ...), got {type(meta).__name__}")
+    # the version first: a newer export's keys may mean something else, so it is refused before they are read
+    check_format_version(meta.get("format_version"), where=str(path), what="vfm export", current=EXPORT_FORMAT,
+                         package="vfm-models", missing=1, writer=_writer(meta))
     _check_meta(meta, str(path))
+    ignore_unknown_keys(meta, (*REQUIRED, *OPTIONAL, "vfm_models_version", "format_version"), where=str(path),
+                        what="vfm export", stacklevel=3)
     return meta
+
+
+def _writer(meta: Mapping[str, Any]) -> str:
+    version = meta.get("vfm_models_version")
+    return f"vfm-models {version}" if isinstance(version, str) and version.isprintable() and len(version) < 64 else ""
 
 
 class InvalidJSONError(json.JSONDecodeError):

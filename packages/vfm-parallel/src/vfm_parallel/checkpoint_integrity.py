@@ -25,10 +25,13 @@ from typing import Any, Iterable
 
 import torch.distributed as dist
 from vfm_plugins.files import replace_file
+from vfm_plugins.formats import FormatVersionError, check_format_version
 
 from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
 
 MANIFEST = "manifest.json"
+#: The checkpoint's format version, kept in its manifest (written last, read first): bumped when an older
+#: vfm would misread the folder (state.json, ranks/, tensors/ or the manifest changing meaning).
 MANIFEST_FORMAT = 1
 _SHOWN = 3  # names listed per kind of difference
 
@@ -70,6 +73,18 @@ class LinkInCheckpointError(DamagedCheckpointError):
 
 class IncompatibleCheckpointError(CheckpointError):
     """An intact checkpoint that does not fit this model or run (names, shapes, dtypes, settings)."""
+
+
+class CheckpointFormatError(IncompatibleCheckpointError, FormatVersionError):
+    """A checkpoint of a format version this vfm does not read (saved by a newer vfm). Not a damaged one:
+    ``resume = "auto"`` stops at it instead of passing over it to an older checkpoint (whose run would
+    then save over the newer one)."""
+
+
+def _writer() -> str:
+    from vfm_parallel import __version__
+
+    return f"vfm-parallel {__version__}"
 
 
 def _rank_world() -> tuple[int, int]:
@@ -203,7 +218,8 @@ def write_manifest(folder: str | Path, step: int) -> Path:
         raise UnreadableFileError(f"cannot commit checkpoint {folder}: {name} is unreadable{on} ({why})", name, why, rank)
     path = folder / MANIFEST
     if _rank_world()[0] == 0:
-        manifest = {"format": MANIFEST_FORMAT, "step": step, "files": {n: hashed[n] for n in names}}
+        manifest = {"format": MANIFEST_FORMAT, "step": step, "files": {n: hashed[n] for n in names},
+                    "written_by": _writer()}  # named when a later vfm refuses the format
         replace_file(path, json.dumps(manifest, indent=1), durable=True)  # a link at the name is replaced, not followed
     return path
 
@@ -219,6 +235,12 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {MANIFEST} is not readable JSON ({exc})") from None
+    version = manifest.get("format") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version != MANIFEST_FORMAT:
+        written_by = manifest.get("written_by")
+        check_format_version(version, where=str(path), what="vfm checkpoint", current=MANIFEST_FORMAT,
+                             package="vfm-parallel", error=CheckpointFormatError,
+                             writer=written_by if isinstance(written_by, str) and written_by.isprintable() else "")
     files = manifest.get("files") if isinstance(manifest, dict) else None
     well_formed = (
         isinstance(files, dict) and manifest.get("format") == MANIFEST_FORMAT and valid_step(manifest.get("step"))

@@ -79,6 +79,7 @@ def export(
     from vfm_models.export import NonFiniteWeightsError, load_export, read_meta, save_export
     from vfm_models.export_paths import OPTION_SECTIONS, ExportPathError
     from vfm_plugins import UnknownNameError
+    from vfm_plugins.formats import FormatVersionError
 
     from vfm_cli.checkpoint_export import CheckpointExportError, describe, export_checkpoint, looks_like_checkpoint
     from vfm_parallel.checkpoint import CheckpointError
@@ -107,7 +108,7 @@ def export(
                 fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
             written = save_export(out, model, meta)
     except (FileNotFoundError, AdapterConfigError, AdapterKeyError, CheckpointMismatchError, NonFiniteWeightsError,
-            ExportPathError, UnknownNameError, CheckpointError, CheckpointExportError) as exc:
+            ExportPathError, UnknownNameError, CheckpointError, CheckpointExportError, FormatVersionError) as exc:
         fail(str(exc))
     typer.echo(f"{fmt}: {written}")
 

@@ -1,0 +1,83 @@
+"""Format versions of the files vfm writes and another vfm version reads back (an export, a checkpoint's
+manifest, a loader state): one check, so every format refuses a file it cannot read in the same words.
+
+The rule every format follows (docs/contracts.md, "Persisted formats"): a format's version is a whole
+number, bumped when a reader of the previous version would misread or fail on the new files. A file
+without the field predates it and reads as the version the caller names. A newer version is refused
+(upgrade vfm), an older one that is no longer read is refused (the caller says what re-makes it).
+Keys added without a bump are ones an older reader may skip: it ignores them with one :class:`Notice`
+(:func:`ignore_unknown_keys`), since refusing them would lock older vfms out of files they read correctly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from typing import Any
+
+from vfm_plugins.errors import Notice
+
+
+class FormatVersionError(ValueError):
+    """A file in a format version this vfm does not read. One line: the file, its version (and the vfm that
+    wrote it when the file says), the versions this vfm reads, and what to do."""
+
+
+class UnknownKeysNotice(Notice):
+    """A file of a version this vfm reads holds keys it does not know (written by a newer vfm, or edited by
+    hand): they are ignored."""
+
+
+def _installed(package: str) -> str:
+    try:
+        return f"{package} {metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        return package
+
+
+def _is_version(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_format_version(found: Any, *, where: str, what: str, current: int, package: str, oldest: int = 1,
+                         missing: int | None = None, writer: str = "", older_fix: str = "",
+                         error: type[FormatVersionError] = FormatVersionError) -> int:
+    """The version ``found`` in file ``where`` (a ``what``: "vfm export", "checkpoint", ...) when this
+    ``package`` reads it (``oldest``..``current``); else :class:`FormatVersionError`.
+
+    ``found`` None (the file has no version field) reads as ``missing``, the version files had before
+    the field was written; with ``missing`` None the field is required. ``writer`` (the vfm version the
+    file names as its writer, when it names one) goes into the message; ``older_fix`` is what to do
+    with a file older than ``oldest``. ``error``: the package's own subclass of :class:`FormatVersionError`
+    to raise (a checkpoint's is also one of its checkpoint errors).
+    """
+    reads = f"{oldest}" if oldest == current else f"{oldest} to {current}"
+    this = f"this vfm ({_installed(package)}) reads version {reads}"
+    if found is None:
+        if missing is not None:
+            return missing
+        raise error(f"{where} has no {what} format version; {this}: it is not a {what} that vfm wrote, "
+                                 "or it is damaged")
+    if not _is_version(found):
+        raise error(f"{where}: the {what} format version must be a whole number >= 1, got {found!r}; {this}")
+    by = f" ({writer})" if writer else ""
+    if found > current:
+        raise error(f"{where} is a {what} of format version {found}, written by a newer vfm{by}; {this}: "
+                                 f"upgrade it (pip install -U {package}) to read it")
+    if found < oldest:
+        fix = older_fix or "re-make it with this vfm"
+        raise error(f"{where} is a {what} of format version {found}, written by an older vfm{by}; "
+                                 f"{this}: {fix}")
+    return found
+
+
+def ignore_unknown_keys(data: Mapping[str, Any], known: Iterable[str], *, where: str, what: str,
+                        stacklevel: int = 2) -> list[str]:
+    """The keys of ``data`` not in ``known``, sorted; when there are any, one :class:`UnknownKeysNotice`
+    naming them and ``where``. The caller reads the rest as usual."""
+    unknown = sorted(set(map(str, data)) - set(known))
+    if unknown:
+        warnings.warn(f"{where}: ignoring {', '.join(map(repr, unknown))}, not part of the {what} format this vfm "
+                      "reads (written by a newer vfm, or by hand)", UnknownKeysNotice, stacklevel=stacklevel + 1)
+    return unknown

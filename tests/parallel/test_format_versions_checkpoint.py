@@ -1,0 +1,65 @@
+"""A checkpoint's format version lives in its manifest (written last, read first). A checkpoint from a
+newer vfm is refused in one line naming the file, its version and the upgrade, as an incompatible
+checkpoint, not a damaged one: ``resume = "auto"`` stops there instead of passing over it to an older
+checkpoint and saving over the newer one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from torch import nn
+
+from tests.parallel.trainer_helpers import run_config, tiny_config
+from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
+from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.checkpoint_integrity import MANIFEST, MANIFEST_FORMAT, CheckpointFormatError
+from vfm_plugins.formats import FormatVersionError
+
+
+def _bump(folder, **extra) -> None:
+    """The manifest as a newer vfm writes it: a higher format (the files it lists unchanged)."""
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest.update(format=MANIFEST_FORMAT + 1, **extra)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_checkpoint_names_its_format_and_writer_in_its_manifest(tmp_path):
+    path = ckpt.save(tmp_path, 1, model=nn.Linear(2, 2))
+    manifest = json.loads((path / MANIFEST).read_text())
+    assert manifest["format"] == MANIFEST_FORMAT and manifest["written_by"].startswith("vfm-parallel ")
+
+
+def test_a_checkpoint_without_written_by_still_loads(tmp_path):
+    path = ckpt.save(tmp_path, 1, model=nn.Linear(2, 2))
+    manifest = json.loads((path / MANIFEST).read_text())
+    del manifest["written_by"]
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    state, _ = ckpt.load(path, model=nn.Linear(2, 2))
+    assert state["step"] == 1
+
+
+def test_a_checkpoint_of_a_newer_format_is_refused_as_incompatible_naming_the_file_version_and_upgrade(tmp_path):
+    path = ckpt.save(tmp_path, 1, model=nn.Linear(2, 2))
+    _bump(path, written_by="vfm-parallel 9.0.0")
+    with pytest.raises(CheckpointFormatError) as info:
+        ckpt.load(path, model=nn.Linear(2, 2))
+    assert isinstance(info.value, ckpt.IncompatibleCheckpointError) and isinstance(info.value, FormatVersionError)
+    assert not isinstance(info.value, ckpt.DamagedCheckpointError)
+    message = str(info.value)
+    assert "\n" not in message
+    for part in (str(path / MANIFEST), f"format version {MANIFEST_FORMAT + 1}", "vfm-parallel 9.0.0", "newer vfm",
+                 f"reads version {MANIFEST_FORMAT}", "pip install -U vfm-parallel"):
+        assert part in message, (part, message)
+
+
+def test_auto_resume_stops_at_a_newer_format_checkpoint_instead_of_saving_over_it(tmp_path):
+    cfg = tiny_config(tmp_path, train={"steps": 6, "stop_at": 4}, checkpoint={"interval": 2, "keep": 3})
+    run_config(cfg)
+    cfg["train"]["stop_at"] = 0
+    newest = tmp_path / "checkpoints" / "step_00000004"
+    _bump(newest)
+    before = (newest / MANIFEST).read_bytes()
+    with pytest.raises(CheckpointFormatError, match="step_00000004"):
+        run_config(cfg)
+    assert (newest / MANIFEST).read_bytes() == before  # still the newer vfm's checkpoint

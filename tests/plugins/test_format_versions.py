@@ -1,0 +1,59 @@
+"""The one format-version check every persisted format uses (vfm_plugins.formats): a newer version is
+refused in one line naming the file, its version, the versions read and what to do; a missing one reads
+as the version files had before the field; unknown keys of a readable file are named and ignored."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from vfm_plugins.formats import FormatVersionError, UnknownKeysNotice, check_format_version, ignore_unknown_keys
+
+
+def _check(found, **kw):
+    return check_format_version(found, where="/x/config.json", what="vfm export", current=2, package="vfm-models", **kw)
+
+
+def test_a_newer_format_version_is_refused_naming_the_file_its_version_the_versions_read_and_the_upgrade():
+    with pytest.raises(FormatVersionError) as info:
+        _check(3, writer="vfm-models 9.0")
+    message = str(info.value)
+    assert "\n" not in message
+    for part in ("/x/config.json", "format version 3", "vfm-models 9.0", "reads version 1 to 2", "newer vfm",
+                 "pip install -U vfm-models"):
+        assert part in message, (part, message)
+
+
+def test_a_missing_format_version_reads_as_the_version_files_had_before_the_field():
+    assert _check(None, missing=1) == 1
+    with pytest.raises(FormatVersionError, match="has no vfm export format version"):
+        _check(None)
+
+
+def test_an_older_format_version_no_longer_read_says_what_remakes_it():
+    with pytest.raises(FormatVersionError, match="older vfm.*re-export it"):
+        _check(1, oldest=2, older_fix="re-export it")
+    assert _check(1) == 1
+
+
+@pytest.mark.parametrize("found", [0, -1, True, 1.0, "1", [1]])
+def test_a_format_version_that_is_not_a_whole_number_from_1_is_refused(found):
+    with pytest.raises(FormatVersionError, match="must be a whole number >= 1"):
+        _check(found)
+
+
+def test_the_error_class_can_be_a_packages_own_subclass():
+    class Mine(FormatVersionError):
+        pass
+
+    with pytest.raises(Mine):
+        _check(5, error=Mine)
+
+
+def test_unknown_keys_are_named_in_one_notice_and_ignored():
+    with pytest.warns(UnknownKeysNotice, match=r"/x/config.json: ignoring 'b', 'c'"):
+        assert ignore_unknown_keys({"a": 1, "c": 2, "b": 3}, ["a"], where="/x/config.json", what="vfm export") == ["b", "c"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ignore_unknown_keys({"a": 1}, ["a", "z"], where="w", what="x") == []
