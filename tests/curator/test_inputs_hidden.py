@@ -31,6 +31,7 @@ def test_a_folder_without_videos_is_an_error_naming_the_names_searched_for(tmp_p
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "notes.txt").write_text("no video here")
     (tmp_path / "in" / "take1.video").write_bytes(b"\0" * 16)
-    with pytest.raises(ValueError, match=r"no video found in .*in: a folder is searched .* \(\.mp4, \.mov, .* more\); "
-                                         r"name other files one by one or in a \.jsonl/\.csv manifest"):
+    with pytest.raises(ValueError, match=r"no video found in .*in; left out: 2 files not named like a video \(\.txt 1, "
+                                         r"\.video 1\); .*: a folder is searched .* \(\.mp4, \.mov, .* more, any letter "
+                                         r"case\); name other files one by one or in a \.jsonl/\.csv manifest"):
         curate([str(tmp_path / "in")], tmp_path / "out", {"run": {"runner": "serial"}})

@@ -151,6 +151,13 @@ def curate(
         from vfm_plugins.text import printable
 
         typer.echo(printable(f"copies: {summary.copies_line()}"))  # it names two files: no terminal controls
+    if summary.folders_not_read or summary.left_out:
+        from vfm_plugins.text import printable
+
+        for line in summary.not_read_lines():  # a folder name is the user's text: no terminal controls
+            typer.echo(printable(f"not read: {line}"), err=True)
+        if summary.left_out:
+            typer.echo(printable(f"left out: {summary.left_out}"))
     if summary.changed_while_curated_line():
         typer.echo(f"changed while curated: {summary.changed_while_curated_line()}")
     if summary.decoded_short:

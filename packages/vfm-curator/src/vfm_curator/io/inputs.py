@@ -8,7 +8,7 @@ import glob
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 VIDEO_EXTENSIONS = {
@@ -17,6 +17,9 @@ VIDEO_EXTENSIONS = {
     # formats, and raw elementary streams (FFmpeg finds the codec from the bytes)
     ".m2ts", ".m2t", ".mxf", ".dv", ".vob", ".mod", ".tod", ".3g2", ".f4v", ".asf", ".divx", ".rm", ".rmvb",
     ".mk3d", ".nut", ".y4m", ".ivf", ".m2v", ".h264", ".264", ".h265", ".265", ".hevc", ".obu",
+    # QuickTime's old name, MPEG-1/2 program streams and elementary video (DVD-VR .vro), OGM, motion JPEG.
+    # Not GoPro's .lrv: a low-resolution copy of the .mp4 beside it (it would be clipped twice)
+    ".qt", ".mpe", ".m1v", ".mpv", ".m2p", ".vro", ".ogm", ".mjpeg", ".mjpg",
 }
 MANIFEST_EXTENSIONS = {".jsonl", ".csv"}
 
@@ -27,7 +30,33 @@ class Source:
     caption: str | None = None
 
 
-def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]:
+@dataclass
+class LeftOut:
+    """What folder inputs held that a walk did not take, so that a run names it instead of a silent
+    skip (a user whose camera writes another extension, or whose folder the run may not list, learns it)."""
+
+    not_read: dict[str, str] = field(default_factory=dict)  # folder -> why it could not be listed
+    not_video: dict[str, int] = field(default_factory=dict)  # extension, lower case ("" for none) -> files
+    hidden: int = 0  # dot-files and dot-folders (a dot-folder counts once, its contents unread)
+
+    def line(self) -> str | None:
+        """``N files not named like a video (.txt 2, .json 1) and M hidden ...``, or None when nothing was left out."""
+        parts = []
+        n = sum(self.not_video.values())
+        if n:
+            exts = sorted(self.not_video.items(), key=lambda kv: (-kv[1], kv[0]))
+            shown = ", ".join(f"{ext or '(no extension)'} {count}" for ext, count in exts[:8])
+            more = f", {len(exts) - 8} other extensions" if len(exts) > 8 else ""
+            parts.append(f"{n} file{'s' if n != 1 else ''} not named like a video ({shown}{more})")
+        if self.hidden:
+            parts.append(f"{self.hidden} hidden file{'s' if self.hidden != 1 else ''} or folder{'s' if self.hidden != 1 else ''} "
+                         "(names starting with '.')")
+        if not parts:
+            return None
+        return " and ".join(parts) + "; name such a file as an input (or in a .jsonl/.csv manifest) to read it"
+
+
+def expand(inputs: list[str], exclude: str | Path | None = None, left_out: LeftOut | None = None) -> list[Source]:
     """Every source named by ``inputs``, deduplicated, in a stable order.
 
     A directory contributes its video files (by extension, recursively, dot-files and dot-folders
@@ -39,11 +68,14 @@ def expand(inputs: list[str], exclude: str | Path | None = None) -> list[Source]
 
     ``exclude`` (the output folder) and everything under it is never input: directories and globs
     skip it, and a file named there explicitly is an error (it would read a run's clips back as input).
+    ``left_out`` collects what folders held and the walk did not take: folders it could not list
+    (with why), files not named like videos (sidecar captions of a video taken are not counted), hidden ones.
     """
     out: dict[str, Source] = {}
     skip = os.path.realpath(exclude) if exclude is not None else None
+    left_out = left_out if left_out is not None else LeftOut()
     for item in inputs:
-        for source in _expand_one(str(item), skip):
+        for source in _expand_one(str(item), skip, left_out):
             out.setdefault(source.path, source)
     return list(out.values())
 
@@ -55,10 +87,10 @@ def _inside(path: str | Path, folder: str | None) -> bool:
     return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Source]:
+def _expand_one(item: str, skip: str | None, left_out: LeftOut, explicit: bool = True) -> list[Source]:
     path = Path(item)
     if path.is_dir():
-        return [Source(_resolve(p)) for p in _walk(path) if not _inside(p, skip)]
+        return [Source(_resolve(p)) for p in _walk(path, left_out, skip) if not _inside(p, skip)]
     if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
         sources = read_manifest(path)
         for source in sources:
@@ -82,29 +114,48 @@ def _expand_one(item: str, skip: str | None, explicit: bool = True) -> list[Sour
         if not matches:
             raise ValueError(f"input glob {item!r} matches no file")
         return [s for m in matches if Path(m).is_file() or (Path(m).is_symlink() and not Path(m).exists())
-                for s in _expand_one(m, skip, explicit=False)]
+                for s in _expand_one(m, skip, left_out, explicit=False)]
     raise ValueError(f"input {item!r} does not exist (accepted: video files, directories, globs, .jsonl/.csv manifests)")
 
 
-def _walk(root: Path) -> list[Path]:
+#: Caption sidecars (:func:`vfm_curator.stages.caption.sidecar_caption`): used with their video, not left out.
+_SIDECAR_EXTENSIONS = {".txt", ".json"}
+
+
+def _walk(root: Path, left_out: LeftOut, skip: str | None = None) -> list[Path]:
     """The video files under ``root`` (by extension; dot-files and dot-folders left out), sorted.
     Symbolic links to folders are followed (a dataset is often a folder of links), every real
     folder is read once (a link back up the tree, or two links to one folder, add nothing), so is
     every file (a symbolic or hard link to a file listed already adds nothing; the name kept is
     the first in sorted order that is not a symbolic link), and a link whose target is missing is listed (opening it fails with that
-    reason: not a silent skip)."""
+    reason: not a silent skip). What it leaves out goes into ``left_out``: a folder it cannot list
+    (no permission, gone while walked...) with its reason, the walk going on with the others; files
+    not named like videos by extension; dot-files and dot-folders. The output folder ``skip`` is not walked."""
     found: dict[object, Path] = {}
     seen: set[str] = set()
-    for folder, dirs, files in os.walk(root, followlinks=True):
+
+    def not_read(exc: OSError) -> None:
+        folder = str(exc.filename) if exc.filename is not None else str(root)
+        left_out.not_read.setdefault(_resolve(Path(folder)), exc.strerror or str(exc))
+
+    for folder, dirs, files in os.walk(root, followlinks=True, onerror=not_read):
         real = os.path.realpath(folder)
         if real in seen:
             dirs[:] = []
             continue
         seen.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        left_out.hidden += sum(d.startswith(".") for d in dirs) + sum(f.startswith(".") for f in files)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _inside(Path(folder, d), skip))
+        videos = {name for name in files if not name.startswith(".") and Path(name).suffix.lower() in VIDEO_EXTENSIONS}
+        stems = {Path(name).stem for name in videos} | videos
         for name in files:
+            if name.startswith("."):
+                continue
             p = Path(folder, name)
-            if name.startswith(".") or p.suffix.lower() not in VIDEO_EXTENSIONS:
+            if name not in videos:
+                if not (p.suffix.lower() in _SIDECAR_EXTENSIONS and p.stem in stems):
+                    ext = p.suffix.lower()
+                    left_out.not_video[ext] = left_out.not_video.get(ext, 0) + 1
                 continue
             try:
                 st = p.stat()  # one stat (through links): is it a file, and which one

@@ -233,7 +233,7 @@ def figures(data: ReportData, summary: Any) -> str:
                     for label, value, note in items)
     advice = (f"<p class=\"advice\" id=\"uncaptioned\">{uncaptioned} kept clip{'s have' if uncaptioned != 1 else ' has'} "
               f"no caption. {e(UNCAPTIONED_ADVICE)}.</p>") if uncaptioned else ""
-    return f"<ul class=\"figures\">{cells}</ul>{advice}{_rerun_note(summary)}{_short_note(data.ok)}"
+    return f"<ul class=\"figures\">{cells}</ul>{advice}{_rerun_note(summary)}{_left_out_note(summary)}{_short_note(data.ok)}"
 
 
 def _rerun_note(summary: Any) -> str:
@@ -244,6 +244,15 @@ def _rerun_note(summary: Any) -> str:
                                                    "changed_while_curated_line")
              if callable(getattr(summary, name, None))]
     return "".join(f"<p class=\"advice\">{e(line)}.</p>" for line in lines if line)
+
+
+def _left_out_note(summary: Any) -> str:
+    """What the input folders held that this run did not read: folders it could not list (``not
+    read: FOLDER: REASON``), files not named like videos, hidden ones; as `vfm curate` prints it."""
+    lines = [f"not read: {line}" for line in (summary.not_read_lines() if hasattr(summary, "not_read_lines") else [])]
+    if getattr(summary, "left_out", None):
+        lines.append(f"left out: {summary.left_out}")
+    return "".join(f"<p class=\"advice\">{e(line)}.</p>" for line in lines)
 
 
 def _short_note(ok: list[dict]) -> str:

@@ -20,7 +20,7 @@ from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
 from vfm_curator.io import attempts, input_index, staging, state
 from vfm_curator.io.fingerprint import caption_digest, fingerprint
-from vfm_curator.io.inputs import Source, expand
+from vfm_curator.io.inputs import LeftOut, Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, output_path, safe_join
 from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, uncaptioned
@@ -66,17 +66,22 @@ def run_clipping(
     check_out_folder(out)
     check_not_other_output(out, "vfm curate")
     specs = stage_specs(config, out)
-    sources = expand(list(inputs), exclude=out)
+    left_out = LeftOut()
+    sources = expand(list(inputs), exclude=out, left_out=left_out)
     if not sources:
         from vfm_curator.io.inputs import VIDEO_EXTENSIONS
 
         common = [".mp4", ".mov", ".mkv", ".avi", ".webm", ".ts", ".m2ts", ".mxf"]
-        raise ValueError(f"no video found in {', '.join(map(str, inputs))}: a folder is searched (subfolders too) for files "
-                         f"named like videos ({', '.join(common)} and {len(VIDEO_EXTENSIONS - set(common))} more); name "
-                         f"other files one by one or in a .jsonl/.csv manifest (the output folder {out} is never read as input)")
+        found = "".join(f"; not read: {folder}: {why}" for folder, why in list(left_out.not_read.items())[:3])
+        found += f"; left out: {left_out.line()}" if left_out.line() else ""
+        raise ValueError(f"no video found in {', '.join(map(str, inputs))}{found}: a folder is searched (subfolders too) for "
+                         f"files named like videos ({', '.join(common)} and {len(VIDEO_EXTENSIONS - set(common))} more, "
+                         f"any letter case); name other files one by one or in a .jsonl/.csv manifest (the output folder "
+                         f"{out} is never read as input)")
     try:
         with FolderLock(out):
-            return _run_clipping(sources, out, specs, config, progress=progress, retry=retry, redo_changed=redo_changed)
+            return _run_clipping(sources, out, specs, config, progress=progress, retry=retry, redo_changed=redo_changed,
+                                 left_out=left_out)
     except OSError as exc:  # the lock file, the table...: a full disk is one line wherever it shows
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(out) from exc
@@ -84,7 +89,8 @@ def run_clipping(
 
 
 def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], config: CurateConfig, *,
-                  progress: Progress | None, retry: str | None, redo_changed: bool = False) -> Summary:
+                  progress: Progress | None, retry: str | None, redo_changed: bool = False,
+                  left_out: LeftOut | None = None) -> Summary:
     # Half-written files (never under a final name). We hold the folder's lock and have not started
     # any work, so none is a live run's or our own: each is left by a run that died (the kernel freed
     # its lock). Workers of a dead driver are ended with it (Ray ends a job's workers with its driver).
@@ -93,6 +99,8 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
         remove_leftover(leftover)
     attempts.clear(out)  # attempts a killed run never took back
     summary = Summary(out=str(out), videos=len(sources))
+    if left_out is not None:
+        summary.folders_not_read, summary.left_out = dict(left_out.not_read), left_out.line()
     hashes = _options_hashes(specs)
     todo: list[VideoTask] = []
     this_run: dict[tuple, str] = {}  # (fingerprint, caption digest) -> path, of this run's new paths

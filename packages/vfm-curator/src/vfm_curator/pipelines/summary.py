@@ -77,6 +77,10 @@ class Summary(FailureReport):
     changed_while_curated: list[str] = field(default_factory=list)
     # the folder's failed videos by failures.jsonl 'kind': {count, reason (the first one's), cause}
     failure_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # folders among the inputs' that could not be listed (their videos were not read): folder -> why
+    folders_not_read: dict[str, str] = field(default_factory=dict)
+    # what the input folders held that was not taken as video (io.inputs.LeftOut.line), or None
+    left_out: str | None = None
 
     def problem(self) -> str | None:
         """One line when the output folder holds no clip (every video failed, or the filters kept
@@ -154,6 +158,13 @@ class Summary(FailureReport):
                 f"grew or was rewritten: a copy still going?), e.g. {first!r}; {'their' if n != 1 else 'its'} clips hold "
                 f"what the file held when it was read. Once the file is complete, re-run with --redo-changed "
                 f"(the clips are replaced); all are listed in summary.json ('changed_while_curated')")
+
+    def not_read_lines(self, most: int = 10) -> list[str]:
+        """``FOLDER: REASON`` for each input folder that could not be listed, up to ``most``, then how many more."""
+        lines = [f"{folder}: {why} (its videos were not read)" for folder, why in list(self.folders_not_read.items())[:most]]
+        if len(self.folders_not_read) > most:
+            lines.append(f"{len(self.folders_not_read) - most} more folders, all listed in summary.json ('folders_not_read')")
+        return lines
 
     def _kinds(self) -> str:
         return ", ".join(f"{k} {f['count']}" for k, f in sorted(self.failure_kinds.items(), key=lambda kv: -kv[1]["count"]))
