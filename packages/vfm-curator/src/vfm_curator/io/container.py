@@ -104,37 +104,47 @@ def _playable(container) -> bool:
 
 
 def video_stream(container):
-    """The video stream to read: not cover art or a thumbnail (a file's first video stream often is,
-    e.g. an mp4 or mkv with its poster picture), then the one with the most frames (the container's
-    count), the longest (its duration), FFmpeg's pick (``av_find_best_stream``), the default one, the
-    first. Every reader of a source uses this stream."""
-    from av.stream import Disposition
-
+    """The video stream to read, as the ``ffmpeg`` command line picks it: the highest resolution, ties
+    the first; never a picture (cover art or a thumbnail by its disposition, e.g. an mp4's poster,
+    nor a one-frame still among streams that move, e.g. an mkv's cover without the flag). Every
+    reader of a source uses this stream."""
     candidates = [s for s in container.streams.video if not _is_picture(s)] or list(container.streams.video)
-    if len(candidates) == 1:
-        return candidates[0]
+    if len(candidates) > 1:
+        frames = _frame_counts(container, candidates)
+        if max(frames.values()) > 1:  # a stream with one frame beside moving ones is a picture
+            candidates = [s for s in candidates if frames[s.index] > 1]
+    return max(candidates, key=lambda s: (s.codec_context.width * s.codec_context.height, -s.index))
+
+
+#: Packets of a file read to tell stills from moving streams where its container keeps no frame count.
+_PACKETS_LOOKED_AT = 512
+
+
+def _frame_counts(container, streams) -> dict[int, int]:
+    """Frames of each stream, at least up to 2: the container's counts when it keeps them (mp4), else
+    the packets among the file's first :data:`_PACKETS_LOOKED_AT` (mkv, ts), read from a second
+    opening so the caller's container stays at its start (a raw stream cannot seek back)."""
+    import av
+
+    counts = {s.index: int(s.frames or 0) for s in streams}
+    if all(counts.values()):
+        return counts
+    counts = dict.fromkeys(counts, 0)
     try:
-        best = container.streams.best("video")
-    except Exception:  # noqa: BLE001 - no pick is a tie, not an error
-        best = None
+        with av.open(container.name) as again:
+            for k, packet in enumerate(again.demux(*(again.streams.video[i] for i in _positions(again, counts)))):
+                if packet.size and packet.stream.index in counts:
+                    counts[packet.stream.index] += 1
+                if k >= _PACKETS_LOOKED_AT or min(counts.values()) >= 2:
+                    break
+    except (av.FFmpegError, OSError, ValueError):  # unreadable here: no stream is taken for a still
+        return dict.fromkeys(counts, 2)
+    return counts
 
-    def rank(stream):
-        return (int(stream.frames or 0), _stream_seconds(stream), best is not None and stream.index == best.index,
-                bool(stream.disposition & Disposition.default), -stream.index)
 
-    return max(candidates, key=rank)
-
-
-def _stream_seconds(stream) -> float:
-    """A stream's duration: its own, else Matroska's ``DURATION`` tag (``HH:MM:SS.nnnnnnnnn``), else 0."""
-    if stream.duration and stream.time_base:
-        return float(stream.duration * stream.time_base)
-    tag = (stream.metadata or {}).get("DURATION") or (stream.metadata or {}).get("duration") or ""
-    try:
-        h, m, sec = tag.split(":")
-        return int(h) * 3600 + int(m) * 60 + float(sec)
-    except ValueError:
-        return 0.0
+def _positions(container, indexes: dict[int, int]) -> list[int]:
+    """Positions in ``container.streams.video`` of the streams with these (file-wide) indexes."""
+    return [k for k, s in enumerate(container.streams.video) if s.index in indexes]
 
 
 _HWACCEL_REFUSED: set[str] = set()

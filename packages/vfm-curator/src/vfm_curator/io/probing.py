@@ -24,6 +24,8 @@ class Probe:
     codec: str
     has_audio: bool
     sar: float = 1.0  # sample aspect ratio of the coded pixels (width/height is already scaled by it)
+    stream: int = 0  # the file's index of the stream read (video_stream's pick)
+    video_streams: int = 1  # video streams in the file, pictures included
 
 
 def sample_aspect(stream) -> float:
@@ -72,7 +74,7 @@ def probe(path: str, *, max_pixels: int | None = None) -> Probe:
             width, height = height, width
         has_audio = bool(container.streams.audio)
         return Probe(fps, int(stream.frames or 0), width, height, duration, rotation, stream.codec_context.name,
-                     has_audio, sar)
+                     has_audio, sar, stream.index, len(container.streams.video))
 
 
 def _stream_rotation(container, stream) -> int:

@@ -162,6 +162,8 @@ class DecodeStage(Stage):
             "duration": float(times[-1] - times[0] + frame_s),
             "rotation": info.rotation,
             "codec": info.codec,
+            "stream": info.stream,  # which of the file's streams (a file may hold several videos and pictures)
+            "video_streams": info.video_streams,
             # variable frame rate: frame intervals that differ from each other by more than 10 %
             "vfr": bool(len(times) > 2 and np.ptp(np.diff(times)) > 0.1 * np.median(np.diff(times))),
             "decoder": decoder.name,
