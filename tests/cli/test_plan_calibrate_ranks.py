@@ -24,7 +24,8 @@ def test_ranks_calibrated_on_one_cpu_host_each_get_their_share_of_its_memory(tmp
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     profile = tomllib.loads(out.read_text())
-    assert profile["gpus_per_node"] == 2
+    assert profile["gpus_per_node"] == 2 and profile["device"] == "cpu"
+    assert "gpus_per_node = 2: the ranks calibrated together on this host" in profile["description"]
     assert abs(profile["memory_gib"] - device_memory_gib("cpu") / 2) < 0.05, profile["memory_gib"]
 
 

@@ -188,3 +188,38 @@ def test_calibrated_gpu_efficiency_reproduces_the_measured_matmul_through_the_sh
     modelled = prof.calibration.matmul_efficiency * prof.peak_bf16_tflops / (1 + ridge * 3 / 4096)
     assert modelled == pytest.approx(600.0, rel=1e-2)
     assert prof.calibration.matmul_efficiency > 600.0 / h100.peak_bf16_tflops
+
+
+def test_cpu_calibration_clamps_an_attention_efficiency_above_1_and_says_why():
+    """On a CPU the measured matmul rate is the peak; attention measured faster stored an efficiency
+    above 1 (the planner then timed attention faster than the peak)."""
+    from vfm_parallel.planner.calibrate import profile_from
+    from vfm_parallel.planner.hardware import from_dict, to_toml
+
+    measured = {"matmul_tflops": 0.02, "attention_tflops": 0.05, "matmul_size": 768, "attention_seq": 512}
+    profile = profile_from(measured, load_profile("cpu"), device="cpu", memory_gib=8.0)
+    assert profile.calibration.attention_efficiency == 1.0
+    assert "attention_efficiency 2.5 clamped to 1" in profile.calibration.source
+    assert from_dict(tomllib.loads(to_toml(profile))).calibration.attention_efficiency == 1.0
+
+
+def test_a_calibrated_profile_says_what_its_gpus_per_node_counts():
+    from vfm_parallel.planner.calibrate import profile_from
+
+    measured = {"matmul_tflops": 0.02, "attention_tflops": 0.01, "all_reduce_gbps": 0.5, "ranks": 2}
+    cpu = profile_from(measured, load_profile("cpu"), device="cpu", memory_gib=8.0, per_node=2)
+    assert (cpu.gpus_per_node, cpu.device) == (2, "cpu")
+    assert "gpus_per_node = 2: the ranks calibrated together on this host" in cpu.description
+    gpu = profile_from({"matmul_tflops": 600.0, "attention_tflops": 400.0}, load_profile("h100"), device="cuda",
+                       memory_gib=79.6, per_node=4)
+    assert (gpu.gpus_per_node, gpu.device) == (4, "cuda")
+    assert "gpus_per_node = 4: this machine's GPU count" in gpu.description
+
+
+def test_a_profile_device_other_than_cuda_or_cpu_is_refused_naming_the_accepted():
+    from vfm_parallel.planner.hardware import ProfileError, from_dict
+
+    data = {"name": "x", "peak_bf16_tflops": 1.0, "memory_gib": 8.0, "intra_node_gbps": 1.0, "inter_node_gbps": 1.0,
+            "device": "tpu"}
+    with pytest.raises(ProfileError, match="'device' must be one of 'cuda', 'cpu'"):
+        from_dict(data)

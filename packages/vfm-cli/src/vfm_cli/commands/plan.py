@@ -402,18 +402,32 @@ def no_fit(result, batch_from: str, fewest: int = 0, options: str = "") -> str:
 
 
 def _check_calibration_device(hw) -> None:
-    """Refuse to calibrate a GPU's profile where there is no GPU: the CPU's matmul rate would become
-    the peak of a profile that keeps the GPU's memory, HBM and NVLink figures, which plans neither."""
+    """Refuse to calibrate a profile of another kind of device than the one --calibrate measures, as the
+    profile says (its ``device``), whatever its name: a CPU's matmul rate would become the peak of a
+    profile that keeps a GPU's memory, HBM and NVLink figures (and a GPU's efficiencies would be
+    fractions of a CPU's peak), which plans neither."""
     import torch
 
-    from vfm_parallel.planner.hardware import available
+    from vfm_parallel.planner.hardware import available, load_profile
 
-    # the built-in profiles other than cpu are GPUs' (their list is the profiles/ folder, not a copy here)
-    gpu_profiles = set(available()) - {"cpu"}
-    if not torch.cuda.is_available() and hw.name.removesuffix("-calibrated") in gpu_profiles:
-        raise typer.BadParameter(f"this machine has no CUDA GPU, so --calibrate measures its CPU, and {hw.name} is a GPU's "
-                                 "profile: give --gpu cpu to calibrate this CPU (or calibrate on the GPU machine)",
+    here = "cuda" if torch.cuda.is_available() else "cpu"
+    if hw.device == here:
+        return
+    where = f"{hw.name} ({hw.path})" if hw.path and not hw.path.startswith(str(_profiles_dir())) else hw.name
+    if here == "cpu":
+        raise typer.BadParameter(f"this machine has no CUDA GPU, so --calibrate measures its CPU, and {where} is a GPU's "
+                                 "profile (device = \"cuda\"): give --gpu cpu to calibrate this CPU (or calibrate on the GPU machine)",
                                  param_hint="--gpu")
+    gpus = ", ".join(n for n in available() if load_profile(n).device == "cuda")
+    raise typer.BadParameter(f"this machine has a CUDA GPU, so --calibrate measures it, and {where} is a CPU's profile "
+                             f"(device = \"cpu\"): give the GPU's datasheet profile ({gpus}) or one calibrated on a GPU",
+                             param_hint="--gpu")
+
+
+def _profiles_dir() -> Path:
+    from vfm_parallel.planner.hardware import PROFILES_DIR
+
+    return PROFILES_DIR
 
 
 def _calibrate(hw, out: Path) -> None:

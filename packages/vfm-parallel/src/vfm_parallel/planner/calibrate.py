@@ -75,10 +75,16 @@ def _large_shape_efficiency(tflops: float, peak_tflops: float, seconds_per_flop_
     return 1 / (rest * peak_tflops * 1e12) if rest > 0 else tflops / peak_tflops
 
 
-def profile_from(measured: dict[str, float], base: HardwareProfile, *, device: str, memory_gib: float) -> HardwareProfile:
+def profile_from(measured: dict[str, float], base: HardwareProfile, *, device: str, memory_gib: float,
+                 per_node: int | None = None) -> HardwareProfile:
     """A profile holding the measurements. On CPU the measured matmul rate is the peak (efficiency 1);
-    on a GPU the base profile's datasheet peak stays and the efficiencies become measured fractions."""
+    on a GPU the base profile's datasheet peak stays and the efficiencies become measured fractions.
+
+    ``per_node``: the profile's ``gpus_per_node``, which its description states the meaning of: on a
+    GPU the machine's GPU count; on a CPU (no GPUs to count) the ranks calibrated together on this
+    host, whose memory share and intra-node bandwidth were measured; None keeps the base profile's."""
     mm, attn = measured["matmul_tflops"], measured["attention_tflops"]
+    notes = []
     if device.startswith("cuda"):
         peak = base.peak_bf16_tflops
         # the model's efficiencies are the large-shape ones, before the shape roofline (timing.py):
@@ -90,15 +96,32 @@ def profile_from(measured: dict[str, float], base: HardwareProfile, *, device: s
         cal = dataclasses.replace(base.calibration, matmul_efficiency=round(mm_eff, 3), attention_efficiency=round(attn_eff, 3))
     else:
         peak = mm
-        cal = dataclasses.replace(base.calibration, matmul_efficiency=1.0, attention_efficiency=round(attn / mm, 3))
+        attn_eff = attn / mm
+        if attn_eff > 1:
+            # the matmul rate is this CPU's peak: attention cannot run above it (a small or busy
+            # measurement, e.g. one thread's SDPA beside a matmul slowed by another job)
+            notes.append(f"attention_efficiency {attn_eff:.3g} clamped to 1 (attention measured faster than the "
+                         "matmul rate taken as the peak)")
+            attn_eff = 1.0
+        cal = dataclasses.replace(base.calibration, matmul_efficiency=1.0, attention_efficiency=round(attn_eff, 3))
     bw = measured.get("all_reduce_gbps")
-    cal = dataclasses.replace(cal, source=f"vfm plan --calibrate on {device}: " + ", ".join(f"{k}={v:.4g}" for k, v in measured.items()))
+    cal = dataclasses.replace(cal, source=f"vfm plan --calibrate on {device}: "
+                              + ", ".join([*(f"{k}={v:.4g}" for k, v in measured.items()), *notes]))
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    if not per_node:
+        per_node = base.gpus_per_node
+        counted = f"gpus_per_node = {per_node}: the base profile's"
+    elif kind == "cuda":
+        counted = f"gpus_per_node = {per_node}: this machine's GPU count"
+    else:
+        counted = f"gpus_per_node = {per_node}: the ranks calibrated together on this host (a CPU has no GPUs to count)"
     return dataclasses.replace(
-        base, name=f"{base.name}-calibrated", description=f"measured on this machine ({device})", peak_bf16_tflops=round(peak, 4),
+        base, name=f"{base.name}-calibrated", description=f"measured on this machine ({device}; {counted})",
+        device=kind, peak_bf16_tflops=round(peak, 4),
         peak_fp8_tflops=round(max(peak, base.peak_fp8_tflops if device.startswith("cuda") else peak), 4),
         memory_gib=round(memory_gib, 2), intra_node_gbps=round(bw, 3) if bw else base.intra_node_gbps,
         inter_node_gbps=round(min(bw, base.inter_node_gbps), 3) if bw else base.inter_node_gbps,
-        gpus_per_node=int(measured.get("ranks", base.gpus_per_node)) if not device.startswith("cuda") else base.gpus_per_node,
+        gpus_per_node=per_node,
         calibration=cal, path="")
 
 
@@ -135,4 +158,8 @@ def calibrate(base: HardwareProfile, *, device: str | None = None, size: int | N
     measured.update(measure_collectives())
     # the planner counts memory per rank: K ranks on one CPU host each get 1/K of it, not all of it
     memory = device_memory_gib(device) / ranks_sharing_memory(device)
-    return profile_from(measured, base, device=device, memory_gib=memory), measured
+    if device.startswith("cuda"):
+        per_node = torch.cuda.device_count()
+    else:  # the ranks on this host (LOCAL_WORLD_SIZE), not the job's: under torchrun on several hosts they differ
+        per_node = ranks_sharing_memory(device) if measured.get("ranks") else None
+    return profile_from(measured, base, device=device, memory_gib=memory, per_node=per_node), measured

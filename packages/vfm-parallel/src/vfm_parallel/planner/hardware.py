@@ -56,6 +56,10 @@ class HardwareProfile:
     #: One direction, per GPU, between nodes (InfiniBand / RoCE NIC per GPU), as collectives achieve it.
     inter_node_gbps: float
     gpus_per_node: int = 8
+    #: The kind of device the figures describe, ``"cuda"`` or ``"cpu"``: what ``vfm plan --calibrate``
+    #: checks against the device it would measure (a GPU's memory and NVLink figures beside a CPU's
+    #: measured peak plan neither). ``--calibrate`` writes the device it measured.
+    device: str = "cuda"
     #: Fixed cost of one collective call (launch + latency), microseconds.
     collective_latency_us: float = 20.0
     calibration: Calibration = field(default_factory=Calibration)
@@ -74,6 +78,9 @@ class HardwareProfile:
         data.pop("path")
         return data
 
+
+#: The kinds of device a profile describes (its ``device``).
+DEVICES = ("cuda", "cpu")
 
 _REQUIRED = ("name", "peak_bf16_tflops", "memory_gib", "intra_node_gbps", "inter_node_gbps")
 
@@ -103,7 +110,12 @@ def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile
     if bad:
         raise ProfileError(f"{where}: unknown key 'calibration.{bad[0]}'{did_you_mean(bad[0], cal_known, quote=True)}; "
                            f"accepted: {', '.join(sorted(cal_known))}")
+    if values.get("device", "cuda") not in DEVICES:
+        raise ProfileError(f"{where}: 'device' must be one of {', '.join(map(repr, DEVICES))} (the kind of device the "
+                           f"profile describes), got {values['device']!r}")
     for key, value in values.items():
+        if key == "device":
+            continue
         if key in ("name", "description"):
             if not isinstance(value, str) or (key == "name" and not value):
                 raise ProfileError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
