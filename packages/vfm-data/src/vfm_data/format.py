@@ -5,7 +5,7 @@ A sample ``<key>`` in a shard (docs/design.md section 5):
 - ``<key>.latent.npy`` or ``<key>.latent.pth``: the video latent, (C, T, H, W); images have T = 1.
 - ``<key>.text.npy`` or ``<key>.text.pth``: text-encoder embeddings, (L, D); only the first
   ``meta["text_length"]`` rows are real tokens, the rest is padding.
-- ``<key>.json``: :class:`SampleMeta` as a JSON object.
+- ``<key>.json``: :class:`SampleMeta` as a JSON object, with the shard format's ``format_version``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 from vfm_plugins.archives import check_stored_zip
+from vfm_plugins.formats import FormatVersionError, check_format_version
 
 #: The tar member suffixes (energon "parts") of one sample.
 LATENT_PARTS = ("latent.npy", "latent.pth")
@@ -27,6 +28,15 @@ META_PART = "json"
 #: Floating dtypes accepted for latents and text embeddings.
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MODALITIES = ("image", "video")
+#: ``format_version`` in every ``<key>.json``: bumped when an older vfm would misread a sample (a member or
+#: key changing meaning), not for a key an older vfm may ignore (those go in ``extra``). A sample without it
+#: (written before the field) is format 1. Per sample, not per folder: a blend mixes folders of any writer.
+SAMPLE_FORMAT = 1
+
+
+class SampleFormatError(FormatVersionError):
+    """A sample written in a shard format this vfm does not read: not skipped as corrupt (every sample of
+    that writer would be) but an error that stops the loader, naming the shard and the upgrade."""
 
 
 @dataclass
@@ -70,6 +80,9 @@ class SampleMeta:
         """From a parsed ``<key>.json``; a missing or mistyped field is a ``KeyError`` / ``ValueError`` naming it."""
         if not isinstance(data, dict):
             raise ValueError(f"metadata must be a JSON object, got {type(data).__name__}")
+        # first: a newer sample's keys may mean something else
+        check_format_version(data.get("format_version"), where="its metadata", what="vfm shard sample",
+                             current=SAMPLE_FORMAT, package="vfm-data", missing=1, error=SampleFormatError)
         names = {f.name for f in dataclasses.fields(cls)}
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in data and f.name not in ("text_length", "extra")]
         if missing:

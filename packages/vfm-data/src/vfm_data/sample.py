@@ -20,7 +20,8 @@ from megatron.energon.source_info import SourceInfo
 
 from vfm_data.errors import DataError, ShardError
 from vfm_data.foreign import member_parts, raw_media_hint, unprepared_hint
-from vfm_data.format import FLOAT_DTYPES, LATENT_PARTS, META_PART, TEXT_PARTS, SampleMeta, decode_array
+from vfm_data.format import (FLOAT_DTYPES, LATENT_PARTS, META_PART, TEXT_PARTS, SampleFormatError, SampleMeta,
+                             decode_array)
 from vfm_data.skips import SkipLog, shard_label
 from vfm_data.tar_guard import UNREADABLE, tar_head_problem
 
@@ -36,6 +37,11 @@ class VideoSample(Sample):
     nbytes: int  # bytes read from the shard for this sample
     num_tokens: int = 0  # patch tokens, set by the task encoder
     grid: tuple = ()  # (T', H', W') patch grid, set by the task encoder
+
+
+class ShardFormatError(ShardError, SampleFormatError):
+    """A sample in a shard format this vfm does not read (a newer writer's): stops the loader, naming the
+    shard, the sample, the version and the upgrade."""
 
 
 class ChannelMismatchError(DataError):
@@ -106,6 +112,8 @@ class SampleDecoder:
         _, meta_bytes = self._part(raw, (META_PART,))
         try:
             meta = SampleMeta.from_json(json.loads(meta_bytes)).to_json()
+        except SampleFormatError as exc:  # a newer writer's: skipped as corrupt, its every sample would go
+            raise ShardFormatError(f"shard {shard_of(raw)}, sample {raw.get('__key__')!r}: {exc}") from None
         except Exception as exc:
             self._skip("corrupt", raw, META_PART, f"{type(exc).__name__}: {exc}")
         if meta["text_length"] > text.shape[0]:

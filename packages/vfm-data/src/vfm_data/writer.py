@@ -23,7 +23,7 @@ import torch
 import yaml
 from vfm_plugins.files import rename_into_place, replace_file, temporary_file
 
-from vfm_data.format import FLOAT_DTYPES, SampleMeta, encode_array
+from vfm_data.format import FLOAT_DTYPES, SAMPLE_FORMAT, SampleMeta, encode_array
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
 #: dataset.yaml of a vfm dataset: energon's crude webdataset, cooked by vfm_data's task encoder.
@@ -118,7 +118,7 @@ class ShardWriter:
         members = {
             f"{key}.latent.{fmt}": encode_array(latent, fmt),
             f"{key}.text.{fmt}": encode_array(text, fmt),
-            f"{key}.json": json.dumps(meta.to_json()).encode(),
+            f"{key}.json": json.dumps({"format_version": SAMPLE_FORMAT, **meta.to_json()}).encode(),
         }
         size = sum(len(b) + 1024 for b in members.values())  # + tar headers and padding
         if self._tar is not None and self._bytes + size > self.max_shard_bytes and self._bytes > 0:

@@ -9,6 +9,11 @@ SCHEMA_FIELDS = (
     "id", "video_id", "source", "path", "start_frame", "end_frame", "start_s", "end_s", "fps",
     "width", "height", "num_frames", "embedding", "caption", "scores", "caption_by",
 )
+#: The clip table's format version, in the parquet schema's metadata under :data:`FORMAT_KEY`: bumped when
+#: an older vfm shard would misread the table (a column renamed or given another meaning), not for a column
+#: it may ignore. A table without it (written before the field, or by another tool) is format 1.
+TABLE_FORMAT = 1
+FORMAT_KEY = b"vfm_clip_table_format"
 
 
 def schema():
@@ -33,8 +38,23 @@ def schema():
             ("scores", pa.map_(pa.string(), pa.float64())),
             # where the caption came from: captioner (manifest, sidecar or its name), model, prompt
             ("caption_by", pa.map_(pa.string(), pa.string())),
-        ]
+        ],
+        metadata={FORMAT_KEY: str(TABLE_FORMAT).encode()},
     )
+
+
+def table_format(parquet_schema, where: str) -> int:
+    """The clip table format of a table with ``parquet_schema`` (read from ``where``), checked: a newer
+    one is refused (:class:`~vfm_plugins.formats.FormatVersionError`) naming the file and the upgrade."""
+    from vfm_plugins.formats import check_format_version
+
+    raw = (parquet_schema.metadata or {}).get(FORMAT_KEY)
+    try:
+        found = None if raw is None else int(raw.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        found = raw  # named as it is by the refusal
+    return check_format_version(found, where=where, what="vfm clip table", current=TABLE_FORMAT,
+                                package="vfm-curator", missing=1)
 
 
 def table(rows: list[dict[str, Any]]):

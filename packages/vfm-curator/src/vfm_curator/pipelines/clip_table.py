@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import Path
 
+from vfm_curator.io.metadata import table_format
 from vfm_curator.io.paths import safe_join
 from vfm_curator.stages.shard_task import ShardTask
 
@@ -22,8 +23,13 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
     if not table_path.is_file():
         raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
     try:
-        rows = pq.read_table(table_path).to_pylist()
+        table = pq.read_table(table_path)
     except Exception as exc:  # pyarrow raises several types for a broken file
+        raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
+    table_format(table.schema, str(table_path))  # before any row: a newer table's columns may mean something else
+    try:
+        rows = table.to_pylist()
+    except Exception as exc:
         raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
     tasks = []
     for i, row in enumerate(rows):
