@@ -78,7 +78,12 @@ def video_record(task: Any, **extra: Any) -> dict[str, Any]:
             "options_hash": hashes.get(task.failure.get("stage"), hashes.get("*")),
             "input_stamp": ctx.get("input_stamp"),
         }
+    extra_failed = {}
+    if failure and task.context.get("replaces"):
+        # the finished video this one was to replace (moved here, recaptioned): a retry goes on with it
+        extra_failed["replaces"] = task.context["replaces"]
     return {
+        **extra_failed,
         "video_id": task.vid,
         "source": display_name(task.source),
         "status": "failed" if failure else "ok",

@@ -105,6 +105,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     todo: list[VideoTask] = []
     this_run: dict[tuple, str] = {}  # (fingerprint, caption digest) -> path, of this run's new paths
     claimed: set[str] = set()  # finished videos found moved (and recaptioned) to a path of this run
+    changed_seen: set[str] = set()  # finished videos counted as moved and recaptioned (two copies: one video)
     for source in sources:
         task = VideoTask(source.path, caption=source.caption)
         if not _encodable(source.path):
@@ -138,11 +139,20 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
             if earlier is not None:  # moved, and its caption changed: that video's input changed
                 if not redo_changed:
                     summary.skipped += 1
-                    summary.changed_inputs["caption"] = summary.changed_inputs.get("caption", 0) + 1
+                    if earlier[0] not in changed_seen:
+                        changed_seen.add(earlier[0])
+                        summary.changed_inputs["caption"] = summary.changed_inputs.get("caption", 0) + 1
                     continue
                 claimed.add(earlier[0])
                 replaces, summary.redone = {"video_id": earlier[0], "source": earlier[1]["source"]}, summary.redone + 1
             this_run[key] = source.path
+        elif record is not None and record.get("status") != "ok":
+            # a failed attempt to clip a moved video again in place of its old record (the attempt
+            # died before the write stage, which replaces it): this retry goes on replacing it, else
+            # its success would leave both in the table
+            replaces = _still_replaced(out, record, given, claimed)
+            if replaces is not None:
+                claimed.add(replaces["video_id"])
         summary.retried += record is not None and not (changed or what)
         task.context = {"attempt": attempt, "input_stamp": given["stamp"], "input": given, "options_hashes": hashes}
         if replaces is not None:
@@ -214,6 +224,23 @@ def _earlier_video(out: Path, given: dict, claimed: set[str]) -> tuple[str, dict
         if moved is None and isinstance(source, str) and video_id(source) == vid and not os.path.lexists(source):
             moved = vid, record
     return moved
+
+
+def _still_replaced(out: Path, record: dict, given: dict, claimed: set[str]) -> dict | None:
+    """The ``replaces`` a failed record keeps (:func:`vfm_curator.io.state.video_record`) when the
+    video it names is still finished with the bytes this path holds now; None otherwise."""
+    replaces = record.get("replaces")
+    if not isinstance(replaces, dict) or not isinstance(replaces.get("video_id"), str) or replaces["video_id"] in claimed:
+        return None
+    vid = replaces["video_id"]
+    if not state.VIDEO_ID.fullmatch(vid):
+        return None
+    earlier = state.load_record(out, vid)
+    kept = (earlier or {}).get("input")
+    if (earlier is None or earlier.get("status") != "ok" or not isinstance(kept, dict) or given["fingerprint"] is None
+            or kept.get("fingerprint") != given["fingerprint"]):
+        return None
+    return {"video_id": vid, "source": earlier.get("source")}
 
 
 def _options_hashes(specs: list[StageSpec]) -> dict[str, str]:
@@ -344,6 +371,19 @@ def _settle(out: Path, task: VideoTask) -> dict:
     return task.failure or {}
 
 
+def _remove_orphans(out: Path, records: list[dict]) -> list[str]:
+    """The clip files that no finished video's clips name (left by a run killed while it replaced a
+    video's clips), deleted; read from the table just merged, before the review takes rows out of it
+    (a near-duplicate's file stays). Filtered clips keep their thumbnails."""
+    import pyarrow.parquet as pq
+
+    from vfm_curator.io.orphans import remove_orphan_clips
+
+    named = set(pq.read_table(safe_join(out, "clips.parquet"), columns=["id"]).column("id").to_pylist())
+    filtered = {str(e.get("id")) for r in records for e in (r.get("filtered") or []) if isinstance(e, dict)}
+    return remove_orphan_clips(out, named, filtered)
+
+
 def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) -> None:
     """Rebuild ``clips.parquet`` from every finished video of the folder (the union of all runs),
     apply the whole-folder checks (caption QA thresholds, dedup: vfm_curator.pipelines.review), and
@@ -355,6 +395,7 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     failed = [r for r in records if r.get("status") != "ok"]
     parts = [state.part_path(out, r["video_id"]) for r in ok]
     summary.clips = merge(parts, output_path(out, "clips.parquet"))
+    summary.orphans_removed = len(_remove_orphans(out, records))
     from vfm_curator.pipelines.review import review_folder
 
     review = review_folder(out, config)

@@ -1,0 +1,101 @@
+"""A video moved and recaptioned since it was clipped is one video: clipped again in place of its
+old record (``redo_changed``) it is in the table once, also when its first attempts at the new path
+died before the write stage; two copies of it are one changed video; and a run killed between
+forgetting the old record and writing the new leaves no clip file that no record names (the next
+run removes them). Real H264 files (PyAV), real runs; the kill is a real SIGKILL of a curating
+process at that step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+import vfm_curator
+from vfm_curator.synth import make_video
+
+SERIAL = {"run": {"runner": "serial"}}
+
+
+def _moved_and_recaptioned(tmp_path: Path) -> tuple[Path, Path, int]:
+    """``in/a.mp4`` (captioned) and ``in/b.mp4`` clipped into ``out``, then the folder moved to
+    ``moved/`` and a's caption changed. Returns (moved folder, out, clips of the first run)."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    (tmp_path / "in" / "a.txt").write_text("a red square")
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    shutil.move(tmp_path / "in", tmp_path / "moved")
+    (tmp_path / "moved" / "a.txt").write_text("a red square moves left")
+    return tmp_path / "moved", out, first.clips
+
+
+def _table(out: Path) -> list[dict]:
+    return pq.read_table(out / "clips.parquet", columns=["id", "source", "caption"]).to_pylist()
+
+
+def _clip_files(out: Path) -> set[str]:
+    return {p.stem for p in (out / "clips").glob("*.mp4")}
+
+
+def test_a_moved_recaptioned_video_whose_attempts_died_before_the_write_stage_is_in_the_table_once(tmp_path, ray_session):
+    moved, out, clips = _moved_and_recaptioned(tmp_path)
+    # every stage call takes longer than 1 ms: the attempt times out (cause machine) before the write stage
+    tight = {"run": {"runner": "ray", "stage_timeout_s": 0.001, "max_attempts": 1}}
+    died = vfm_curator.curate(moved, out, tight, redo_changed=True)
+    assert (died.failures, died.failure_kinds["timeout"]["count"]) == (1, 1)
+    redo = vfm_curator.curate(moved, out, {"run": {"runner": "ray"}})  # max_attempts 3: the timed-out video again
+    assert (redo.retried, redo.failures) == (1, 0)
+    table = _table(out)
+    a_rows = [r for r in table if r["source"].endswith("a.mp4")]
+    assert len(table) == clips and len(a_rows) == 2  # not the old path's two clips beside the new ones
+    assert {(r["source"], r["caption"]) for r in a_rows} == {(str(moved.resolve() / "a.mp4"), "a red square moves left")}
+    assert _clip_files(out) == {r["id"] for r in table}
+
+
+def test_two_copies_of_a_moved_recaptioned_video_count_as_one_changed_video(tmp_path):
+    moved, out, _ = _moved_and_recaptioned(tmp_path)
+    shutil.copy(moved / "a.mp4", moved / "a copy.mp4")
+    (moved / "a copy.txt").write_text("a red square moves left")
+    again = vfm_curator.curate(moved, out, SERIAL)
+    assert again.changed_inputs == {"caption": 1}
+    assert "1 finished video changed since it was clipped (caption changed 1)" in again.changed_inputs_line()
+
+
+# Runs the curation in a process that SIGKILLs itself right after the write stage forgot the moved
+# video's record and before it wrote the new one: the crash the write stage's order has to survive.
+KILLED_AFTER_FORGET = """
+import os, signal, sys
+import vfm_curator
+import vfm_curator.stages.write as write
+
+forget = write.forget_video
+
+def forget_then_die(*args, **kwargs):
+    forget(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+write.forget_video = forget_then_die
+vfm_curator.curate(sys.argv[1], sys.argv[2], {"run": {"runner": "serial"}}, redo_changed=True)
+"""
+
+
+def test_a_run_killed_between_forgetting_a_moved_video_and_writing_it_leaves_no_orphan_clip_after_the_next(tmp_path):
+    moved, out, clips = _moved_and_recaptioned(tmp_path)
+    old_ids = {r["id"] for r in _table(out) if r["source"].endswith("a.mp4")}
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_FORGET, str(moved), str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    records = [json.loads(p.read_text()) for p in (out / ".state" / "videos").glob("*.json")]
+    named = {r["video_id"] for r in records}
+    assert old_ids <= _clip_files(out) and len(named) == 1  # the old a's clips are there, its record is not
+    again = vfm_curator.curate(moved, out, SERIAL, redo_changed=True)
+    table = _table(out)
+    assert len(table) == clips and again.orphans_removed == len(old_ids)
+    assert _clip_files(out) == {r["id"] for r in table}  # no clip file that no record names
+    assert not any((out / "thumbs" / f"{i}.jpg").exists() for i in old_ids)
+    assert {r["caption"] for r in table if r["source"].endswith("a.mp4")} == {"a red square moves left"}
