@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from vfm_cli.export_folder import out_folder_problem, written_whole
 from vfm_cli.failing import fail
 
 FORMATS = ("diffusers", "vfm")
@@ -70,8 +71,9 @@ def export(
     problem = folder_problem(out)
     if problem:
         fail(f"--out {problem}")
-    if (out / "config.json").exists():
-        fail(f"--out {out} already holds a config.json; name a new folder")
+    problem = out_folder_problem(out)
+    if problem:
+        fail(problem)
 
     from vfm_models.adapters import AdapterConfigError, AdapterKeyError
     from vfm_models.adapters.exports import export_to_external
@@ -87,30 +89,34 @@ def export(
     try:
         if looks_like_checkpoint(src):
             if fmt == "vfm":  # the trainer's export, written whole from the checkpoint
-                made = export_checkpoint(src, out)
+                with written_whole(out) as target:
+                    made = export_checkpoint(src, target)
                 typer.echo(f"{fmt}: {out} ({describe(made, src)})")
                 return
             import tempfile
 
             with tempfile.TemporaryDirectory(prefix="vfm-export-") as tmp:
                 made = export_checkpoint(src, Path(tmp) / "export")
-                written = export_to_external(made.folder, out, adapter=adapter)
-            typer.echo(f"{fmt}: {written} ({describe(made, src)})")
+                with written_whole(out) as target:
+                    export_to_external(made.folder, target, adapter=adapter)
+            typer.echo(f"{fmt}: {out} ({describe(made, src)})")
             return
         folder = find_export(src)
         if fmt == "diffusers":
-            written = export_to_external(folder, out, adapter=adapter)
+            with written_whole(out) as target:
+                export_to_external(folder, target, adapter=adapter)
         else:  # rebuilt and loaded first: only weights that fit their config are written
             model, checked = load_export(folder)
             meta = read_meta(folder)
             named = [k for k in OPTION_SECTIONS if checked.get(k) != meta.get(k)]  # paths were made absolute
             if named:
                 fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
-            written = save_export(out, model, meta)
+            with written_whole(out) as target:
+                save_export(target, model, meta)
     except (FileNotFoundError, AdapterConfigError, AdapterKeyError, CheckpointMismatchError, NonFiniteWeightsError,
             ExportPathError, UnknownNameError, CheckpointError, CheckpointExportError, FormatVersionError) as exc:
         fail(str(exc))
-    typer.echo(f"{fmt}: {written}")
+    typer.echo(f"{fmt}: {out}")
 
 
 def register(app: typer.Typer) -> None:

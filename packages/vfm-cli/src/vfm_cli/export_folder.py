@@ -1,0 +1,67 @@
+"""The folder ``vfm export -o`` writes: new, empty, or one an earlier export wrote, which is replaced
+whole; never a folder with other files, which the export would sit beside."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+#: The files of each folder ``vfm export`` writes: a vfm export, a diffusers model folder.
+EXPORT_FILES = (frozenset({"config.json", "model.safetensors"}),
+                frozenset({"config.json", "diffusion_pytorch_model.safetensors"}))
+
+
+def is_previous_export(folder: Path) -> bool:
+    """``folder`` holds exactly the plain files of one kind of export (none of them a link)."""
+    entries = list(folder.iterdir())
+    if any(e.is_symlink() or not e.is_file() for e in entries):
+        return False
+    return frozenset(e.name for e in entries) in EXPORT_FILES
+
+
+def out_folder_problem(out: Path) -> str | None:
+    """Why ``out`` cannot take an export, or None: a folder with other files than an export's."""
+    if not out.is_dir() or not any(out.iterdir()) or is_previous_export(out):
+        return None
+    names = sorted(e.name for e in out.iterdir())
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"--out {out} is not empty and not an earlier export (it holds {shown}): the export would sit beside those "
+            "files; name a new or empty folder, or one that vfm export wrote before (it is then replaced whole)")
+
+
+@contextlib.contextmanager
+def written_whole(out: Path) -> Iterator[Path]:
+    """A new sibling folder of ``out`` to write the export into; on success it takes ``out``'s place
+    (an earlier export there is removed after the rename), on failure it is removed and ``out`` is as
+    it was. Beside ``out``, so the rename stays on one file system."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    target = _new_sibling(out, "writing")
+    try:
+        yield target
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    old = None
+    if out.exists():
+        # a directory cannot be renamed over a non-empty one: the earlier export steps aside first
+        old = _new_sibling(out, "replaced")
+        out.rename(old / out.name)
+    target.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _new_sibling(out: Path, what: str) -> Path:
+    """A new hidden folder beside ``out``, made with the usual permissions (mkdtemp's are 0700, which
+    the export would keep after the rename)."""
+    while True:
+        folder = out.parent / f".{out.name}.{what}-{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
