@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from torch import nn
 
 from tests.parallel.trainer_helpers import run_config, tiny_config
@@ -63,3 +64,20 @@ def test_auto_resume_stops_at_a_newer_format_checkpoint_instead_of_saving_over_i
     with pytest.raises(CheckpointFormatError, match="step_00000004"):
         run_config(cfg)
     assert (newest / MANIFEST).read_bytes() == before  # still the newer vfm's checkpoint
+
+
+def test_a_state_json_without_its_optimizer_entry_is_a_damaged_checkpoint_not_a_key_error(tmp_path):
+    from vfm_parallel.checkpoint_integrity import hash_file
+
+    model = nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    path = ckpt.save(tmp_path, 1, model=model, optimizer=optimizer)
+    state = json.loads((path / "state.json").read_text())
+    del state["optimizer"]
+    (path / "state.json").write_text(json.dumps(state))
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["files"]["state.json"] = hash_file(path / "state.json")  # resealed: the checksum is not what refuses it
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    fresh = nn.Linear(2, 2)
+    with pytest.raises(ckpt.DamagedCheckpointError, match="state.json has no 'optimizer'"):
+        ckpt.load(path, model=fresh, optimizer=torch.optim.AdamW(fresh.parameters()))

@@ -313,8 +313,9 @@ def read_state(path: str | Path) -> dict[str, Any]:
     if not valid_step(step) or step != manifest["step"] or (named is not None and step != named):
         want = f"{named}, as the folder name says" if named is not None else f"{manifest['step']}, as the manifest says"
         raise DamagedCheckpointError(f"checkpoint {path}: state.json has step {step!r}; expected {want}")
-    if not isinstance(state.get("optimizer", {}), dict):
-        raise DamagedCheckpointError(f"checkpoint {path} is damaged: state.json 'optimizer' is not an object")
+    if not isinstance(state.get("optimizer"), dict):  # every save writes it ({} without an optimizer)
+        what = "has no 'optimizer'" if "optimizer" not in state else "'optimizer' is not an object"
+        raise DamagedCheckpointError(f"checkpoint {path} is damaged: state.json {what}")
     return state
 
 
