@@ -13,15 +13,16 @@ from typing import Any, Callable
 def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a typer command: in a torchrun rank whose process group started, its end is handed to
     vfm-parallel with the exit status the command meant: 0 after a barrier every rank reaches
-    (``leave_distributed``), any other status at once (``leave_distributed_on_error``: a failing rank
-    cannot know that its peers will reach a barrier). The command's context is closed first, so what
-    it registered with ``ctx.call_on_close`` (the output folder's lock) is released. In one process a
+    (``leave_distributed``), any other status at once (as ``leave_distributed_on_error``: a failing
+    rank cannot know that its peers will reach a barrier). The command's context is closed first, so
+    what it registered with ``ctx.call_on_close`` (the output folder's lock) is released; a callback
+    that raises, or a barrier that fails, is reported and the rank still leaves this way (status 1). In one process a
     success leaves the single-rank group a mesh strategy started, as a rank leaves its group; an error
     there, and anything before a torchrun rank's group started, ends as it would unwrapped."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
-        from vfm_parallel.process_group import leave_distributed, leave_distributed_on_error, shutdown_distributed
+        from vfm_parallel.process_group import exit_before_teardown, leave_distributed, shutdown_distributed
 
         try:
             command(*args, **kwargs)
@@ -34,16 +35,31 @@ def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
                 shutdown_distributed()  # one process: the single-rank group of a mesh strategy, if any
                 return
             code = 0
-        ctx = kwargs.get("ctx")
-        if ctx is not None:
-            ctx.close()
+        code = _close(kwargs.get("ctx"), code)
         if code == 0:
-            leave_distributed(0)
-        else:
-            leave_distributed_on_error(code)
-        raise SystemExit(code)  # not reached in a torchrun rank
+            try:
+                leave_distributed(0)
+            except BaseException as exc:  # its barrier failed (a peer is gone): leave as a failing rank does
+                code = _report(exc) or 1
+        # as leave_distributed_on_error: no barrier (the peers may never reach it), no teardown; called
+        # directly, because a barrier that failed above may have left the group half torn down
+        exit_before_teardown(code)
 
     return run
+
+
+def _close(ctx: Any, code: int) -> int:
+    """Close the command's context (its ``call_on_close`` callbacks); the exit status after it. A
+    callback that raises is reported as the command's errors are and makes a success exit 1, but never
+    skips the exit that follows: the interpreter teardown it would reach races gloo's threads."""
+    if ctx is None:
+        return code
+    try:
+        ctx.close()
+    except BaseException as exc:
+        closing = _report(exc)
+        return code or closing or 1
+    return code
 
 
 def _group_started() -> bool:
