@@ -55,3 +55,14 @@ def test_a_clip_table_format_that_is_no_number_is_refused_naming_it(tmp_path):
     pq.write_table(_with_format(table([_row(0)]), b"two"), tmp_path / "clips.parquet")
     with pytest.raises(FormatVersionError, match="whole number >= 1, got b'two'"):
         read_clip_table(tmp_path)
+
+
+def test_merging_a_part_of_a_newer_format_is_refused_naming_the_part(tmp_path):
+    old, new = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    old.write_bytes(to_parquet_bytes([_row(0)]))
+    pq.write_table(_with_format(table([_row(1)]), str(TABLE_FORMAT + 1).encode()), new)
+    with pytest.raises(FormatVersionError, match=f"{new} is a vfm clip table of format version {TABLE_FORMAT + 1}"):
+        merge([old, new], tmp_path / "clips.parquet")
+    assert not (tmp_path / "clips.parquet").exists()
+    pq.write_table(_with_format(table([_row(1)]), None), new)  # a part written before the field
+    assert merge([old, new], tmp_path / "clips.parquet") == 2

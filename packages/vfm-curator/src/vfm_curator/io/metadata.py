@@ -79,6 +79,8 @@ def merge(parts: list[Path], dest: Path) -> int:
     import pyarrow.parquet as pq
     from vfm_plugins.files import fresh_file
 
+    for p in parts:  # read with this version's schema, a newer part's renamed column would come back empty
+        table_format(pq.read_schema(p), str(p))
     tables = [pq.read_table(p, schema=schema()) for p in parts]
     merged = pa.concat_tables(tables) if tables else table([])
     merged = merged.sort_by([("source", "ascending"), ("start_frame", "ascending")])
