@@ -18,6 +18,7 @@ SELF_CONTAINED = [
     ("packages/vfm-models/README.md", "import torch, vfm_models\n"),
     ("packages/vfm-data/README.md", "import torch\nfrom vfm_data import"),
     ("packages/vfm-parallel/README.md", "from vfm_parallel.planner import"),
+    ("packages/vfm-infer/README.md", "import torch, vfm_infer, vfm_models\n"),
 ]
 
 
