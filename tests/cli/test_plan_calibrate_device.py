@@ -30,7 +30,7 @@ def test_a_gpu_profile_saved_under_another_name_is_refused_on_a_machine_without_
     result = _calibrate(mine, out)
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.replace("│", " ").split())
-    assert "and my-cluster (" in text and "is a GPU's profile (device = \"cuda\")" in text and "--gpu cpu" in text, text
+    assert "and my-cluster (" in text and "is a GPU's profile (device = \"cuda\"" in text and "--gpu cpu" in text, text
     assert not out.exists()
 
 
