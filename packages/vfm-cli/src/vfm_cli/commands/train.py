@@ -147,17 +147,22 @@ def _warn_idle_strategies(cfg, world: int) -> None:
 
 
 def _shard_paths(cfg, *, require: bool) -> None:
-    """``data.blend`` naming the output folder of ``vfm shard`` means its ``blend.yaml`` (the folder
-    itself is no energon dataset). A blend or shard folder that does not exist is one line saying so
-    (``require``: not for ``--validate``, which may run away from the shards), before the trust check
-    would call it untrusted metadata and suggest --trust-dataset-code."""
+    """``data.blend`` (and ``validation.blend``) naming the output folder of ``vfm shard`` means its
+    ``blend.yaml`` (the folder itself is no energon dataset). A blend or shard folder that does not
+    exist is one line saying so (``require``: not for ``--validate``, which may run away from the
+    shards), before the trust check would call it untrusted metadata and suggest --trust-dataset-code."""
     from vfm_parallel.trainer.config import ConfigError
 
+    held_out = Path(cfg.validation.blend) if cfg.validation.interval and cfg.validation.blend else None
+    if held_out is not None:  # the held-out shards: the same rule, whatever the training data's source
+        cfg.validation.blend = str(_blend_file(held_out))
+        if require and not held_out.exists():
+            raise ConfigError("validation.blend", f"{held_out} does not exist; accepted: the blend.yaml that `vfm shard` "
+                                                  "writes, its output folder, or a prepared dataset folder (with .nv-meta/)")
     if cfg.data.source != "shards":
         return
-    blend = Path(cfg.data.blend) if cfg.data.blend else None
-    if blend is not None and blend.is_dir() and not (blend / ".nv-meta").is_dir() and (blend / "blend.yaml").is_file():
-        cfg.data.blend = str(blend / "blend.yaml")
+    if cfg.data.blend:
+        cfg.data.blend = str(_blend_file(Path(cfg.data.blend)))
     if not require:
         return
     key, paths = ("data.blend", [cfg.data.blend]) if cfg.data.blend else ("data.shards", list(cfg.data.shards))
@@ -165,6 +170,13 @@ def _shard_paths(cfg, *, require: bool) -> None:
         if not Path(path).exists():
             raise ConfigError(key, f"{path} does not exist; accepted: the blend.yaml that `vfm shard` writes, its output "
                                    f"folder, or prepared dataset folders (with .nv-meta/)")
+
+
+def _blend_file(path: Path) -> Path:
+    """The output folder of ``vfm shard`` means its ``blend.yaml``; anything else is itself."""
+    if path.is_dir() and not (path / ".nv-meta").is_dir() and (path / "blend.yaml").is_file():
+        return path / "blend.yaml"
+    return path
 
 
 def _sinks(cfg) -> list:

@@ -13,6 +13,7 @@ from vfm_parallel.trainer.batches import count_tokens
 from vfm_cli.recipe.export import exporter, null_cond, recorded_meta
 from vfm_cli.recipe.loaders import shard_loader, synthetic_loader
 from vfm_cli.recipe.resolution import Resolved, grid_of, seq_len
+from vfm_cli.recipe.watching import held_out_clips, previewer
 
 
 def parts_builder(r: Resolved) -> Callable[[RunContext], TrainParts]:
@@ -44,4 +45,5 @@ def build_parts(ctx: RunContext, r: Resolved) -> TrainParts:
     return TrainParts(model=model, formulation=formulation, loader=loader, flops_per_token=flops, executed_flops_per_token=executed,
                       count_tokens=lambda batch: count_tokens(batch, patch), seq_len=tokens, patch=tuple(patch),
                       export=exporter(cfg, r, formulation), export_meta=recorded_meta(cfg, r, formulation),
-                      null_cond=null_cond(cfg, r, ctx.device))
+                      null_cond=null_cond(cfg, r, ctx.device), held_out=held_out_clips(cfg, r),
+                      preview=previewer(cfg, r, formulation, ctx.device))

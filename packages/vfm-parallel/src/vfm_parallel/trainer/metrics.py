@@ -24,9 +24,9 @@ class Sink(Protocol):
 
 def format_metrics(step: int, total: int, metrics: dict[str, float]) -> str:
     parts = [f"step {step}/{total}"]
-    labels = {"mfu": "MFU(6N+12LhS)", "mfu_executed": "MFU(executed)"}
-    for key, fmt in (("loss", ".5f"), ("grad_norm", ".3f"), ("lr", ".2e"), ("tokens_per_s", ".1f"), ("mfu", ".2%"),
-                     ("mfu_executed", ".2%")):
+    labels = {"mfu": "MFU(6N+12LhS)", "mfu_executed": "MFU(executed)", "val_loss": "val", "preview_s": "preview s"}
+    for key, fmt in (("loss", ".5f"), ("val_loss", ".5f"), ("grad_norm", ".3f"), ("lr", ".2e"), ("tokens_per_s", ".1f"),
+                     ("mfu", ".2%"), ("mfu_executed", ".2%"), ("preview_s", ".1f")):
         if key in metrics:
             parts.append(f"{labels.get(key, key)} {metrics[key]:{fmt}}")
     return "  ".join(parts)
@@ -67,8 +67,17 @@ class JsonlSink:
         self.file.close()
 
 
+def board_tag(key: str) -> str:
+    """A metric's TensorBoard tag: the held-out figures under ``val/``, the previews' under ``preview/``, the
+    rest under ``train/`` (``val_loss`` -> ``val/loss``, ``val_loss_level_3`` -> ``val/loss_level_3``)."""
+    for prefix in ("val", "preview"):
+        if key.startswith(prefix + "_"):
+            return f"{prefix}/{key[len(prefix) + 1:]}"
+    return f"train/{key}"
+
+
 class TensorBoardSink:
-    """Scalars under ``train/<name>`` in TensorBoard event files (needs the ``[train]`` extra).
+    """Scalars in TensorBoard event files, tagged by :func:`board_tag` (needs the ``[train]`` extra).
 
     ``purge_step``: a resumed run's first step. The run before may have logged steps past the
     checkpoint it resumes from (it was killed after them); TensorBoard drops those from that step on,
@@ -85,15 +94,15 @@ class TensorBoardSink:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():
-            self.writer.add_scalar(f"train/{key}", value, step)
+            self.writer.add_scalar(board_tag(key), value, step)
 
     def close(self) -> None:
         self.writer.close()
 
 
-def read_history(path: Path) -> tuple[list[int], list[float]]:
-    """(steps, losses) from a metrics.jsonl. A resumed run appends from its checkpoint's step on: a
-    step at or below the one before starts it, and what earlier runs logged from there on is theirs
+def read_history(path: Path, key: str = "loss") -> tuple[list[int], list[float]]:
+    """(steps, values of ``key``) from a metrics.jsonl (the steps whose row has it). A resumed run appends
+    from its checkpoint's step on: a step at or below the one before starts it, and what earlier runs logged from there on is theirs
     (steps a killed run took past its checkpoint, or a rolled-back run's abandoned ones), dropped as
     TensorBoard drops them by its purge step."""
     by_step: dict[int, float] = {}
@@ -105,8 +114,8 @@ def read_history(path: Path) -> tuple[list[int], list[float]]:
             if step <= last:  # a resume: the history goes on from here
                 by_step = {s: v for s, v in by_step.items() if s < step}
             last = step
-            if "loss" in row:
-                by_step[step] = float(row["loss"])
+            if key in row:
+                by_step[step] = float(row[key])
     steps = sorted(by_step)
     return steps, [by_step[s] for s in steps]
 
@@ -146,9 +155,13 @@ def plot_loss_curve(jsonl: Path, png: Path) -> Path:
     if window > 1:
         ax.plot(steps, smoothed(losses, window), linewidth=1.6, label=f"mean of {window} steps")
         ax.legend()
+    val_steps, val_losses = read_history(jsonl, "val_loss")
+    if val_steps:  # the held-out loss at fixed levels and noise: the curve to compare runs by
+        ax.plot(val_steps, val_losses, marker="o", markersize=3, linewidth=1.4, label="held-out (val_loss)")
+        ax.legend()
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
-    finite = [v for v in losses if math.isfinite(v)]
+    finite = [v for v in losses + val_losses if math.isfinite(v)]
     ax.set_yscale("log" if finite and min(finite) > 0 else "linear")  # min() of a list holding NaN is arbitrary
     ax.set_title("training loss")
     ax.grid(True, alpha=0.3)

@@ -76,6 +76,10 @@ class Throughput:
         self.seconds = 0.0
         self.mark = time.perf_counter()
 
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` just spent on other work (a held-out loss, a preview) out of the next flush's time."""
+        self.mark += seconds
+
     def flush(self, tokens: float, counted: bool) -> float:
         """Seconds since the last flush (the device is idle now); counted unless ``counted`` is False."""
         now = time.perf_counter()

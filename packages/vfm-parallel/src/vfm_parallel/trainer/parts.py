@@ -65,6 +65,11 @@ class TrainParts:
     #: under "export", so that a checkpoint alone makes an export (``vfm export CHECKPOINT``), shards or not
     export_meta: dict[str, Any] | None = None
     null_cond: batches_mod.NullCond | None = None  # condition dropout's substitute (None: unconditional)
+    #: the held-out clips of ``[validation]``, each ``{"x0": (C, T, H, W), "cond": {key: (1, ...)}}``, in a fixed
+    #: order, the same on every rank (called once, when validation.interval > 0)
+    held_out: Callable[[], list[dict[str, Any]]] | None = None
+    #: ``preview(folder, full weights, step)``: rank 0 writes ``[preview]``'s videos of those weights into folder
+    preview: Callable[[Path, dict[str, torch.Tensor], int], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Everything model- or data-specific arrives by injection (:class:`~vfm_parallel.t
 vfm-parallel never imports vfm-models or vfm-data; ``vfm_cli.recipe`` builds the parts from a config.
 The pieces a step uses live beside it: ``optimizer`` (AdamW, gradient norm), ``streams`` (random
 draws), ``health`` (non-finite steps), ``saving`` (checkpoints, export weights), ``resume``, ``mfu``,
-``stopping`` (SIGTERM / Ctrl-C: stop after the step with a checkpoint).
+``stopping`` (SIGTERM / Ctrl-C: stop after the step with a checkpoint), ``watching`` (held-out loss, previews).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpo
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.stopping import StopRequests, TrainingStopped
 from vfm_parallel.trainer.streams import cond_dropout_generator, draws
+from vfm_parallel.trainer.watching import Watching
 
 
 def _autocast(cfg: TrainConfig, device: torch.device):
@@ -137,6 +138,9 @@ class _Run:
         self.throughput = Throughput()
         self.pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []  # (step, [loss, tokens, holders], grad norm, lr)
         self.health = NonFiniteGuard(cfg.train.max_nonfinite_steps, self.rank, self.world, on_device=is_fused(self.optimizer))
+        self.watching = Watching(cfg, self.parts, self.out_dir, self.rank, self.coords.dp_rank, self.coords.dp_size,
+                                 self.device, lambda: _autocast(cfg, self.device))
+        self.watched: dict[int, dict[str, float]] = {}  # step -> held-out / preview figures for its metrics row
         self.model.train()
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -214,9 +218,13 @@ class _Run:
                 self.ema.update(self.named)
         self.optimizer.zero_grad(set_to_none=True)
         self.pending.append((done, stats[:3], grad_norm.to(stats.device, torch.float64), lr))
+        watch = self.watching.due(done)
+        if watch:  # every rank (collective); its time is not training time
+            self.watched[done], seconds = self.watching.at(done, self.model, self.named, self.ema, self.export_weights)
+            self.throughput.exclude(seconds)
         interval = cfg.checkpoint.interval
         save = (interval and done % interval == 0) or done == self.last
-        due = done == self.start + 1 or save or done % cfg.logging.interval == 0
+        due = done == self.start + 1 or save or watch or done % cfg.logging.interval == 0
         # The stop flag is read where the host syncs anyway: every step on the host-skip path, at the
         # flushes on the fused path (which avoids a sync per step).
         # A signal at the last step changes nothing: the run is complete.
@@ -280,7 +288,8 @@ class _Run:
             result.losses[done] = loss_total / holders  # mean over the ranks that hold a loss
             result.final_step = done
             final = done == self.last or (self.stopped_by is not None and done == self.pending[-1][0])  # a stop's step too
-            if not (done % self.cfg.logging.interval == 0 or final):
+            watched = self.watched.pop(done, {})
+            if not (done % self.cfg.logging.interval == 0 or final or watched):
                 continue
             # on every rank: a loader whose ranks share the reading of a batch sums their counts (collective)
             data = getattr(self.parts.loader, "metrics", dict)()  # e.g. vfm-data's skip counts
@@ -289,6 +298,7 @@ class _Run:
                        "tokens_per_s_per_device": tps / world, "step_time_s": seconds / len(self.pending)}
                 row.update(self._mfu(tps))
                 row.update(data)
+                row.update(watched)
                 result.last_metrics = row
                 for sink in list(self.sinks):
                     try:
@@ -327,10 +337,7 @@ class _Run:
             result.mean_mfu, result.mean_mfu_executed = figures["mfu"], figures.get("mfu_executed", 0.0)
         complete = self.last == self.cfg.train.steps and self.stopped_by is None
         if self.cfg.checkpoint.export and self.parts.export is not None and complete:
-            ema, named = self.ema, self.named
-            weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
-            if self.pipelined:  # each stage holds its blocks: rank 0 collects the others'
-                weights = merge_stages(weights, self.stage_group)
+            weights = self.export_weights()
             if self.rank == 0:
                 result.export = self.out_dir / "export"
                 try:
@@ -340,6 +347,15 @@ class _Run:
                         f"writing the inference export {result.export} failed ({exc.strerror or exc}); the checkpoint "
                         f"of step {self.last} is complete. Free space or fix the folder's permissions, then run the "
                         "same command again: it writes the export without training") from exc
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """The full weights an export takes, the EMA ones when the run has EMA, as CPU tensors under their
+        single-process names (collective: FSDP/TP gather them, each pipeline stage adds its blocks)."""
+        ema, named = self.ema, self.named
+        weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
+        if self.pipelined:  # each stage holds its blocks: rank 0 collects the others'
+            weights = merge_stages(weights, self.stage_group)
+        return weights
 
     def close_sinks(self) -> None:
         for sink in self.sinks:

@@ -12,8 +12,10 @@ from vfm_parallel.trainer.config.sections import (
     OptimConfig,
     ParallelConfig,
     PrecisionConfig,
+    PreviewConfig,
     TrainConfig,
     TrainSection,
+    ValidationConfig,
 )
 from vfm_parallel.trainer.config.validation import (
     DTYPES,
@@ -29,7 +31,7 @@ from vfm_parallel.trainer.config.validation import (
 
 __all__ = [
     "CheckpointConfig", "ConfigError", "DataConfig", "EMAConfig", "LoggingConfig", "ModelConfig", "OptimConfig",
-    "ParallelConfig", "PrecisionConfig", "TrainConfig", "TrainSection", "apply_overrides", "from_dict", "load",
+    "ParallelConfig", "PrecisionConfig", "PreviewConfig", "TrainConfig", "TrainSection", "ValidationConfig", "apply_overrides", "from_dict", "load",
     "parse_override", "DTYPES", "OPTIMIZERS", "PP_SCHEDULES", "RESUME_CHANGES", "SOURCES", "check_finite",
     "check_pipeline", "check_strategies", "validate",
 ]

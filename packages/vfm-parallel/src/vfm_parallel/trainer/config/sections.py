@@ -184,6 +184,45 @@ class LoggingConfig:
     peak_tflops: float = 0.0  # 0 = the device table (GPU) or a measured matmul peak (CPU)
 
 
+#: What ``validation.weights`` accepts: whose loss ``val_loss`` is (auto: the EMA's when ema.enabled).
+VALIDATION_WEIGHTS = ("auto", "ema", "model", "both")
+
+
+@dataclass
+class ValidationConfig:
+    """A held-out loss every ``interval`` steps, at fixed noise levels and fixed noise draws, so that it is
+    comparable from step to step and run to run (the training loss jumps with its random levels)."""
+
+    interval: int = 0  # steps between validations; 0 = off
+    # the held-out clips: a blend file or prepared dataset folder (shards), or "" = the training
+    # data's `split` part (shards) / held-out blobs of the same distribution (synthetic)
+    blend: str = ""
+    split: str = "val"  # the split part read from `blend` (or from the training data when blend is "")
+    samples: int = 8  # held-out clips, the first ones of the split in shard and file order
+    levels: int = 8  # noise levels: evenly spaced quantiles of the formulation's training distribution
+    seed: int = 0  # of the noise drawn per (clip, level)
+    # whose loss: "auto" (the EMA weights when ema.enabled, else the model's), "ema", "model", or
+    # "both" (val_loss of the EMA weights and val_loss_model of the model's)
+    weights: str = "auto"
+
+
+@dataclass
+class PreviewConfig:
+    """Videos generated from the EMA weights every ``interval`` steps with fixed prompts and seed, written
+    to RUN/previews/step_N/ (MP4s and a contact sheet) so a person can watch the model learn."""
+
+    interval: int = 0  # steps between previews; 0 = off
+    prompts: list = field(default_factory=list)  # [] = one unconditional video (or class 0 .. n-1: see `count`)
+    count: int = 4  # videos when prompts is []: class labels 0 .. count-1 of a class model, else unconditional seeds
+    seed: int = 0  # video i draws its noise with seed + i
+    steps: int = 16  # sampler steps
+    sampler: str = ""  # "" = the formulation's default sampler
+    guidance: float = -1.0  # classifier-free guidance scale; -1 = the export's default
+    size: list = field(default_factory=list)  # [H, W] in pixels; [] = the training data's
+    frames: int = 0  # 0 = the training data's
+    fps: float = 8.0
+
+
 @dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -195,6 +234,8 @@ class TrainConfig:
     ema: EMAConfig = field(default_factory=EMAConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    preview: PreviewConfig = field(default_factory=PreviewConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

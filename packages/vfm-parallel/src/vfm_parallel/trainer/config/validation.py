@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
-from vfm_parallel.trainer.config.sections import ConfigError, TrainConfig
+from vfm_parallel.trainer.config.sections import VALIDATION_WEIGHTS, ConfigError, TrainConfig
 
 
 DTYPES = ("auto", "fp32", "bf16")
@@ -69,6 +69,8 @@ def validate(cfg: TrainConfig, world_size: int | None = None) -> None:
     check_train(cfg)  # before optim: the warm-up is checked against train.steps, which must be valid first
     check_optim(cfg)
     check_rest(cfg)
+    check_validation(cfg)
+    check_preview(cfg)
 
 
 def check_parallel(cfg: TrainConfig, world_size: int | None) -> None:
@@ -199,3 +201,40 @@ def check_pipeline(cfg: TrainConfig) -> None:
     _require(d.micro_batch % n_micro == 0, "data.micro_batch",
              f"{d.micro_batch} samples do not split into {n_micro} pipeline microbatches (parallel.pp_microbatches, "
              f"default pp = {p.pp}); use a multiple of {n_micro}")
+
+
+def check_validation(cfg: TrainConfig) -> None:
+    """The held-out loss: its schedule, clip and level counts, whose weights, and what it cannot run under."""
+    v = cfg.validation
+    _require(v.interval >= 0, "validation.interval", f"must be >= 0 (steps between validations; 0 = off), got {v.interval}")
+    _require(v.samples >= 1, "validation.samples", f"must be >= 1 (held-out clips), got {v.samples}")
+    _require(v.levels >= 1, "validation.levels", f"must be >= 1 (fixed noise levels), got {v.levels}")
+    _require(v.seed >= 0, "validation.seed", f"must be >= 0, got {v.seed}")
+    _require(bool(v.split), "validation.split", "must name a split part (e.g. \"val\")")
+    _require(v.weights in VALIDATION_WEIGHTS, "validation.weights",
+             f"must be one of {', '.join(VALIDATION_WEIGHTS)}, got {v.weights!r}")
+    _require(cfg.ema.enabled or v.weights not in ("ema", "both"), "validation.weights",
+             f"{v.weights!r} needs the EMA weights, but ema.enabled is false; accepted: \"auto\" or \"model\" "
+             "(or ema.enabled = true)")
+    # The pipeline schedule runs forward and backward together; a forward-only pass over the stages
+    # is not wired in yet, so the loss would have to be gathered another way: refused, not faked.
+    _require(v.interval == 0 or cfg.parallel.pp == 1, "validation.interval",
+             f"the held-out loss does not run under pipeline parallelism yet (parallel.pp = {cfg.parallel.pp}); "
+             "accepted: validation.interval = 0 with pp > 1, or pp = 1 (previews run under any layout)")
+
+
+def check_preview(cfg: TrainConfig) -> None:
+    """The preview videos: schedule, prompts, sampler settings and size."""
+    v = cfg.preview
+    _require(v.interval >= 0, "preview.interval", f"must be >= 0 (steps between previews; 0 = off), got {v.interval}")
+    _require(all(isinstance(p, str) for p in v.prompts), "preview.prompts",
+             f"must be a list of prompts (strings; a class model's: class indices as text, \"3\"), got {v.prompts!r}")
+    _require(v.count >= 1, "preview.count", f"must be >= 1 (videos when preview.prompts is []), got {v.count}")
+    _require(v.seed >= 0, "preview.seed", f"must be >= 0, got {v.seed}")
+    _require(v.steps >= 1, "preview.steps", f"must be >= 1 (sampler steps), got {v.steps}")
+    _require(v.guidance == -1.0 or v.guidance >= 0, "preview.guidance",
+             f"must be >= 0 (1 = no guidance) or -1 (the export's default), got {v.guidance}")
+    _require(v.size == [] or (len(v.size) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v.size)),
+             "preview.size", f"must be [] (the training data's) or [H, W] in pixels, got {v.size!r}")
+    _require(v.frames >= 0, "preview.frames", f"must be >= 0 (0 = the training data's), got {v.frames}")
+    _require(v.fps > 0, "preview.fps", f"must be > 0, got {v.fps}")

@@ -1,0 +1,165 @@
+"""What the trainer's ``[validation]`` and ``[preview]`` need from the other packages: the held-out clips
+(vfm-data's ``held_out_samples``, or held-out synthetic blobs) and the preview writer (vfm-infer's
+pipeline of the in-memory export, the one ``vfm generate --checkpoint`` builds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from vfm_parallel.trainer.config import ConfigError, TrainConfig
+
+from vfm_cli.recipe.resolution import Resolved
+
+#: the seed of the held-out synthetic blobs (the training blobs are make_blobs' default 1234)
+HELD_OUT_BLOBS_SEED = 4321
+
+
+def held_out_clips(cfg: TrainConfig, r: Resolved) -> Callable[[], list[dict[str, Any]]] | None:
+    """``TrainParts.held_out``: the ``validation.samples`` clips as ``{"x0": (C, T, H, W), "cond": {...}}``
+    (the condition as a training batch of one carries it), or None when validation is off."""
+    v = cfg.validation
+    if not v.interval:
+        return None
+    if cfg.data.source == "synthetic" and not v.blend:
+        return lambda: _held_out_blobs(cfg, r)
+    return lambda: [_clip(sample, r.mcfg) for sample in held_out_samples(cfg, r, v.samples)]
+
+
+def _held_out_blobs(cfg: TrainConfig, r: Resolved) -> list[dict[str, Any]]:
+    """Blobs of the training distribution that training never draws (another seed)."""
+    from vfm_parallel.trainer.synthetic import make_blobs
+
+    d = cfg.data
+    latents, labels = make_blobs(cfg.validation.samples, tuple(d.latent_shape), d.num_classes, seed=HELD_OUT_BLOBS_SEED)
+    labelled = bool(getattr(r.mcfg, "num_classes", 0))
+    return [{"x0": latents[i], "cond": {"y": labels[i : i + 1]} if labelled else {}} for i in range(len(latents))]
+
+
+def held_out_samples(cfg: TrainConfig, r: Resolved, count: int) -> list[Any]:
+    """The first ``count`` samples of ``validation.split`` of ``validation.blend``, or of the training
+    data (its blend, else its folders in turn) when that is ""."""
+    from vfm_data.blend_file import SplitNotFoundError
+    from vfm_data.held_out import held_out_samples as read
+
+    v, d = cfg.validation, cfg.data
+    key = "validation.blend" if v.blend else "validation.split"
+    paths = [v.blend] if v.blend else [d.blend] if d.blend else list(d.shards)
+    pt, ph, _ = r.mcfg.patch
+    samples: list[Any] = []
+    for path in paths:
+        try:
+            samples += read(path, count - len(samples), split_part=v.split, patch_size=ph, temporal_patch=pt,
+                            latent_channels=r.mcfg.in_channels, trust_dataset_code=d.trust_dataset_code)
+        except SplitNotFoundError as exc:
+            raise ConfigError(key, f"{exc}; accepted: validation.split naming a split the data has, or validation.blend "
+                                   "naming held-out shards (validation.split = \"train\" reads a folder of them whole)") from None
+        if len(samples) == count:
+            break
+    return samples
+
+
+def _clip(sample: Any, mcfg: Any) -> dict[str, Any]:
+    """A vfm-data sample as a held-out clip: its latent and, for a text model, its text as a batch of one."""
+    cond: dict[str, torch.Tensor] = {}
+    if mcfg.text_dim:  # as the training loader passes it (vfm_cli.recipe.loaders.ShardBatches)
+        length = sample.text.shape[0]
+        cond = {"text": sample.text.float()[None], "text_mask": (torch.arange(length) < sample.text_length)[None]}
+    return {"x0": sample.latent.float(), "cond": cond}
+
+
+def preview_prompts(cfg: TrainConfig, r: Resolved) -> list[str]:
+    """``preview.prompts``, else ``preview.count`` of: class indices 0, 1, ... (a class model), the held-out
+    clips' captions (a text model with a validation split), or the empty prompt (unconditional)."""
+    p = cfg.preview
+    if p.prompts:
+        return list(p.prompts)
+    from vfm_models.conditioning import kind_of
+
+    kind = kind_of(r.mcfg)
+    if kind == "class":
+        return [str(i) for i in range(min(p.count, r.mcfg.num_classes))]
+    if kind == "text" and cfg.data.source == "shards":
+        from vfm_data.blend_file import SplitNotFoundError
+
+        try:
+            return [s.meta.get("caption", "") for s in held_out_samples(cfg, r, p.count)]
+        except (ConfigError, SplitNotFoundError):  # no held-out split: nothing to take captions from
+            pass
+    return [""] * p.count
+
+
+def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.device):
+    """``TrainParts.preview``: ``preview(folder, weights, step)`` writes ``0000.mp4`` ... (one per prompt),
+    ``contact_sheet.png`` and ``prompts.json`` (what each video shows) of the weights into folder; None when previews are off. The pipeline (its
+    tokenizer and text encoder) is built on the first call and given new weights on the next ones."""
+    if not cfg.preview.interval:
+        return None
+    import vfm_models
+
+    from vfm_cli.recipe.export import recorded_meta
+
+    family = vfm_models.get_family(cfg.model.family)
+    meta = recorded_meta(cfg, r, formulation)
+    built: dict[str, Any] = {}
+
+    def preview(folder: Path, weights: dict[str, torch.Tensor], step: int) -> list[Path]:
+        from vfm_infer.pipeline import GenerationSpec, VideoPipeline
+        from vfm_infer.video.frames import to_uint8_frames
+        from vfm_infer.video.mp4 import write_mp4
+        from vfm_plugins.files import replace_file
+
+        if "pipe" not in built:
+            model = family.build(r.mcfg)
+            model.load_state_dict(weights, strict=True)
+            # paths in the settings resolve as in the run's export (RUN/export), as vfm generate --checkpoint does
+            built["pipe"] = VideoPipeline.from_unsaved_export(model, meta, folder=Path(cfg.train.out_dir) / "export",
+                                                              device=device)
+            built["prompts"] = preview_prompts(cfg, r)
+        else:
+            built["pipe"].model.load_state_dict(weights, strict=True)
+        pipe, prompts, p = built["pipe"], built["prompts"], cfg.preview
+        spec = GenerationSpec(sampler=p.sampler or None, steps=p.steps, seed=p.seed,
+                              guidance=None if p.guidance == -1.0 else p.guidance,
+                              frames=p.frames or None, size=tuple(p.size) if p.size else None)
+        videos, files = [], []
+        for i, prompt in enumerate(prompts):
+            frames = to_uint8_frames(pipe.generate(prompt, spec, index=i))  # (T, H, W, 3)
+            files.append(write_mp4(folder / f"{i:04d}.mp4", frames, fps=p.fps))
+            videos.append(frames)
+        files.append(write_sheet(folder / "contact_sheet.png", videos))
+        # what each video shows: video i is prompt i at seed + i
+        settings = {"step": step, "prompts": prompts, "seed": p.seed, "steps": p.steps, "guidance": spec.guidance,
+                    "sampler": p.sampler or "default"}
+        replace_file(folder / "prompts.json", json.dumps(settings, indent=2) + "\n")
+        return [*files, folder / "prompts.json"]
+
+    return preview
+
+
+def write_sheet(path: Path, videos: list, *, frames: int = 8, min_height: int = 64, gap: int = 2) -> Path:
+    """A PNG with a row per video (in prompt order) of up to ``frames`` evenly spaced frames, enlarged
+    (nearest neighbour) to at least ``min_height`` pixels high so that a tiny model's videos can be seen."""
+    import numpy as np
+
+    from vfm_infer.video.contact_sheet import write_png
+
+    rows = []
+    for video in videos:  # (T, H, W, 3) uint8
+        picks = np.unique(np.linspace(0, len(video) - 1, num=min(len(video), frames)).round().astype(int))
+        scale = max(1, -(-min_height // video.shape[1]))
+        shown = video[picks].repeat(scale, axis=1).repeat(scale, axis=2)
+        t, h, w, _ = shown.shape
+        row = np.full((h, t * w + (t - 1) * gap, 3), 255, dtype=np.uint8)
+        for j, frame in enumerate(shown):
+            row[:, j * (w + gap) : j * (w + gap) + w] = frame
+        rows.append(row)
+    sheet = np.full((sum(r.shape[0] for r in rows) + gap * (len(rows) - 1), max(r.shape[1] for r in rows), 3), 255,
+                    dtype=np.uint8)
+    top = 0
+    for row in rows:
+        sheet[top : top + row.shape[0], : row.shape[1]] = row
+        top += row.shape[0] + gap
+    return write_png(path, sheet)

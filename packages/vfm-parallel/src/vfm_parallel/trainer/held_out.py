@@ -1,0 +1,121 @@
+"""The held-out loss: the formulation's loss on fixed clips at fixed noise levels with fixed noise, so
+that it is comparable from step to step and run to run (the training loss jumps with its random levels).
+
+Levels: evenly spaced quantiles of the formulation's own training distribution (``sample_level``), so
+they cover the levels the model trains on, for any formulation (a plugin's too), without a table per
+formulation. Noise: one Gaussian draw per (clip, level), seeded by (seed, clip, level) and drawn on the
+host, so it is the same on every device and in every layout. Each forward is one clip at all levels (a
+batch of ``levels``); data-parallel ranks take clips in turn and the sums are all-reduced, so the loss of
+a 2-rank run equals the single-process one (up to the order of a float64 sum).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+from typing import Any, Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+
+from vfm_parallel.trainer.ema import EMA, clean_fqn
+
+#: draws of the training level distribution whose quantiles are the fixed levels (deterministic, on the host)
+LEVEL_DRAWS = 1 << 16
+
+
+def fixed_levels(formulation: Any, count: int, seed: int = 0) -> torch.Tensor:
+    """(count,) float32 levels, increasing: the (i + 0.5) / count quantiles of :data:`LEVEL_DRAWS` draws
+    of the formulation's training levels (the nearest draw, so a discrete schedule such as DDPM's gets
+    levels it trains on)."""
+    drawn = formulation.sample_level(LEVEL_DRAWS, torch.Generator().manual_seed(seed), "cpu").to(torch.float64)
+    q = (torch.arange(count, dtype=torch.float64) + 0.5) / count
+    return torch.quantile(drawn, q, interpolation="nearest").to(torch.float32)
+
+
+def noise_seed(seed: int, clip: int, level: int) -> int:
+    """The 63-bit seed of the noise of ``clip`` at level index ``level``."""
+    key = f"{seed}|validation|{clip}|{level}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") >> 1
+
+
+def fixed_noise(shape: Sequence[int], seed: int, clip: int, levels: int) -> torch.Tensor:
+    """(levels, *shape) float32 host noise of one clip, draw ``j`` seeded by (seed, clip, j)."""
+    return torch.stack([torch.randn(tuple(shape), generator=torch.Generator().manual_seed(noise_seed(seed, clip, j)))
+                        for j in range(levels)])
+
+
+def _repeat(cond: dict, n: int) -> dict:
+    """A one-sample condition as a batch of ``n`` copies (one per level)."""
+    return {k: v.repeat(n, *([1] * (v.dim() - 1))) if isinstance(v, torch.Tensor) else v for k, v in cond.items()}
+
+
+def clip_losses(formulation: Any, model: torch.nn.Module, x0: torch.Tensor, cond: dict, levels: torch.Tensor,
+                noise: torch.Tensor) -> torch.Tensor:
+    """(L,) the formulation's loss of one clip x0 (C, T, H, W) at each of ``levels`` (L,) with ``noise``
+    (L, C, T, H, W): what ``formulation.loss`` computes per sample, with given levels instead of drawn ones."""
+    y = x0.to(torch.float32).unsqueeze(0).expand(len(levels), *x0.shape)  # (L, C, T, H, W)
+    x, net_x, t = formulation.network_inputs(y, levels, noise)
+    out = model(net_x.to(x0.dtype), t, _repeat(cond, len(levels)))
+    out = out[:, : x0.shape[0]].to(torch.float32)  # a learned-sigma output counts with its prediction half
+    return formulation.error(out, x, y, levels, noise).flatten(1).mean(1)
+
+
+def held_out_loss(formulation: Any, model: torch.nn.Module, clips: Sequence[dict], levels: torch.Tensor, seed: int,
+                  dp_rank: int, dp_size: int, device: torch.device) -> tuple[float, list[float]]:
+    """(mean loss, mean loss per level) over ``clips`` (each ``{"x0": (C, T, H, W), "cond": {k: (1, ...)}}``).
+
+    Collective over the whole process group: clip ``i`` is run by data-parallel rank ``i % dp_size`` (its
+    TP/CP/PP peers run it with it), every rank runs the same number of forwards (a rank past the end runs
+    a clip again and drops it: FSDP gathers weights in each forward), and the per-level sums and the
+    count are all-reduced (a clip's copies on its peers count in both, so the mean is unchanged)."""
+    n, count = len(clips), len(levels)
+    sums = torch.zeros(count + 1, dtype=torch.float64, device=device)  # per-level sums, then clips counted
+    levels = levels.to(device)
+    for r in range(math.ceil(n / dp_size)):
+        i = r * dp_size + dp_rank
+        clip = clips[i % n]
+        noise = fixed_noise(clip["x0"].shape, seed, i % n, count).to(device)
+        losses = clip_losses(formulation, model, clip["x0"].to(device), {k: v.to(device) for k, v in clip["cond"].items()},
+                             levels, noise)
+        if i < n:
+            sums[:count] += losses.to(torch.float64)
+            sums[count] += 1
+    if dist.is_initialized():
+        dist.all_reduce(sums)
+    per_level = (sums[:count] / sums[count]).tolist()
+    return sum(per_level) / count, per_level
+
+
+@contextlib.contextmanager
+def ema_weights(model: torch.nn.Module, ema: EMA) -> Iterator[None]:
+    """The model holding the EMA weights inside the block, its own ones again after (copied back
+    exactly). Each rank swaps its own shards (FSDP/TP: the shadow has the parameters' placements)."""
+    params = [(p, ema.shadow[clean_fqn(name)]) for name, p in model.named_parameters()]
+    with torch.no_grad():
+        saved = [p.detach().clone() for p, _ in params]
+        for p, shadow in params:
+            p.copy_(shadow)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for (p, _), own in zip(params, saved):
+                p.copy_(own)
+
+
+def evaluation_mode(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """No gradients and eval mode for the block; the mode the model was in after."""
+
+    @contextlib.contextmanager
+    def block() -> Iterator[None]:
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            model.train(was_training)
+
+    return block()
