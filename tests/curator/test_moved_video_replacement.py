@@ -99,3 +99,20 @@ def test_a_run_killed_between_forgetting_a_moved_video_and_writing_it_leaves_no_
     assert _clip_files(out) == {r["id"] for r in table}  # no clip file that no record names
     assert not any((out / "thumbs" / f"{i}.jpg").exists() for i in old_ids)
     assert {r["caption"] for r in table if r["source"].endswith("a.mp4")} == {"a red square moves left"}
+
+
+def test_the_end_of_a_run_deletes_only_the_clips_of_videos_it_forgot_never_other_files_in_clips(tmp_path):
+    """A file in ``clips/`` that the table does not name is not the run's to delete unless it is a
+    clip of a video the folder forgot (moved, clipped again): a file a user put there, one named like
+    a clip, and the clips of a finished video whose metadata part is gone this run all stay."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    ids = {r["id"] for r in _table(out)}
+    (out / "clips" / "holiday.mp4").write_bytes(b"a user's own file")
+    (out / "clips" / ("0" * 20 + ".mp4")).write_bytes(b"named like a clip, by nothing this folder forgot")
+    next((out / ".state" / "parts").glob("*.parquet")).unlink()  # its video's clips are not in the table this run
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert again.orphans_removed == 0
+    assert _clip_files(out) == ids | {"holiday", "0" * 20}

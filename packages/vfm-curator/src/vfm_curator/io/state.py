@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 
@@ -45,14 +45,17 @@ def write_part(out: str | Path, vid: str, data: bytes) -> None:
     atomic_write(output_path(out, STATE, "parts", f"{vid}.parquet"), data)
 
 
-def forget_video(out: str | Path, vid: str, moved_to: str) -> None:
+def forget_video(out: str | Path, vid: str, moved_to: str, clips: Iterable[str] = ()) -> None:
     """Delete a video's record, then its metadata part (the folder no longer has that video: it was
     clipped again at the path it moved to). Names not resolved: a link there is left alone, never its target.
     First ``.state/moved/<vid>`` names where it went, so the folder still knows it curated that video
-    (:func:`was_curated`: ``vfm shard`` takes the old path's samples for this folder's, removed)."""
+    (:func:`was_curated`: ``vfm shard`` takes the old path's samples for this folder's, removed), and
+    ``clips``, the ids of its clip files: a run killed before they are deleted leaves them to the end
+    of the next (:func:`vfm_curator.io.orphans.remove_forgotten_clips`)."""
     from vfm_plugins.files import remove_leftover
 
-    atomic_write(output_path(out, STATE, "moved", vid), json.dumps({"moved_to": moved_to}).encode())
+    marker = {"moved_to": moved_to, "clips": sorted(clips)}
+    atomic_write(output_path(out, STATE, "moved", vid), json.dumps(marker).encode())
     remove_leftover(output_path(out, STATE, "videos", f"{vid}.json"))
     remove_leftover(output_path(out, STATE, "parts", f"{vid}.parquet"))
 
@@ -60,8 +63,18 @@ def forget_video(out: str | Path, vid: str, moved_to: str) -> None:
 def was_curated(out: str | Path, vid: str) -> bool:
     """Whether the folder keeps a record of video ``vid`` (ok or failed) or of its move
     (:func:`forget_video`): one or two stats. A link out of the folder there counts as neither."""
+    if was_recurated(out, vid):
+        return True
     try:
-        return record_path(out, vid).is_file() or safe_join(out, STATE, "moved", vid).is_file()
+        return safe_join(out, STATE, "moved", vid).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def was_recurated(out: str | Path, vid: str) -> bool:
+    """Whether video ``vid`` has a record (ok or failed), readable or not: a link out of the folder counts as none."""
+    try:
+        return record_path(out, vid).is_file()
     except (OSError, ValueError):
         return False
 

@@ -372,16 +372,16 @@ def _settle(out: Path, task: VideoTask) -> dict:
 
 
 def _remove_orphans(out: Path, records: list[dict]) -> list[str]:
-    """The clip files that no finished video's clips name (left by a run killed while it replaced a
-    video's clips), deleted; read from the table just merged, before the review takes rows out of it
-    (a near-duplicate's file stays). Filtered clips keep their thumbnails."""
+    """The clip files of forgotten videos that no finished video's clips name (left by a run killed
+    while it replaced a video's clips), deleted; named is read from the table just merged, before
+    the review takes rows out of it (a near-duplicate's file stays). Filtered clips keep their thumbnails."""
     import pyarrow.parquet as pq
 
-    from vfm_curator.io.orphans import remove_orphan_clips
+    from vfm_curator.io.orphans import remove_forgotten_clips
 
     named = set(pq.read_table(safe_join(out, "clips.parquet"), columns=["id"]).column("id").to_pylist())
     filtered = {str(e.get("id")) for r in records for e in (r.get("filtered") or []) if isinstance(e, dict)}
-    return remove_orphan_clips(out, named, filtered)
+    return remove_forgotten_clips(out, named, filtered)
 
 
 def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) -> None:

@@ -81,7 +81,7 @@ class Summary(FailureReport):
     folders_not_read: dict[str, str] = field(default_factory=dict)
     # what the input folders held that was not taken as video (io.inputs.LeftOut.line), or None
     left_out: str | None = None
-    # clip files no finished video names (a run killed while it replaced a video's clips), deleted
+    # a moved video's old clip files that no finished video names (a run killed while it replaced them), deleted
     orphans_removed: int = 0
 
     def problem(self) -> str | None:

@@ -45,8 +45,8 @@ class WriteStage(Stage):
                     if current:
                         before = clip_ids_of(self.opt["out"], task.vid, task.source)  # a video clipped again (redo_changed)
                         moved = _moved_from(task)  # the record of this video at the path it was moved from
-                        if moved is not None:
-                            before |= clip_ids_of(self.opt["out"], *moved)
+                        moved_clips = clip_ids_of(self.opt["out"], *moved) if moved is not None else set()
+                        before |= moved_clips
                         if task.failure is None:
                             run_guarded(self.name, task, self.process_one)
                         elif task.clips:
@@ -54,7 +54,7 @@ class WriteStage(Stage):
                         if moved is not None:
                             # before this video's record: a kill in between leaves neither in the
                             # table (clipped again next run), never the video twice
-                            forget_video(self.opt["out"], moved[0], task.source)
+                            forget_video(self.opt["out"], moved[0], task.source, moved_clips)
                         self._record(task)
                         self._drop_replaced(before, task)
             finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
