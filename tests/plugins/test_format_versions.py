@@ -57,3 +57,16 @@ def test_unknown_keys_are_named_in_one_notice_and_ignored():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ignore_unknown_keys({"a": 1}, ["a", "z"], where="w", what="x") == []
+
+
+def test_a_readable_format_version_is_checked_without_looking_up_the_installed_package(monkeypatch):
+    # shards check every sample's version: importlib.metadata scans the installed packages (~0.2 ms a call),
+    # so it is looked up only for the message of a refusal
+    from vfm_plugins import formats
+
+    looked_up = []
+    monkeypatch.setattr(formats.metadata, "version", lambda name: looked_up.append(name) or "0.0")
+    assert _check(None, missing=1) == 1 and _check(2) == 2 and _check(1) == 1
+    assert looked_up == []
+    with pytest.raises(FormatVersionError, match=r"vfm-models 0\.0"):
+        _check(3)
