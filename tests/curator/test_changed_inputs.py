@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 import vfm_curator
+from tests.curator.moved_folder import moved_and_recaptioned
 from vfm_cli.main import app
 from vfm_curator.synth import make_video
 
@@ -207,21 +208,15 @@ def test_a_moved_folder_whose_captions_changed_is_the_same_videos_with_a_changed
     input like any other (named, skipped; --redo-changed clips them again in place of the old)."""
     import json
 
-    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
-    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
-    (tmp_path / "in" / "a.txt").write_text("a red square")
-    out = tmp_path / "out"
-    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    shutil.move(tmp_path / "in", tmp_path / "moved")
-    (tmp_path / "moved" / "a.txt").write_text("a red square moves left")
-    again = vfm_curator.curate(tmp_path / "moved", out, SERIAL)
+    moved, out, clips = moved_and_recaptioned(tmp_path)
+    again = vfm_curator.curate(moved, out, SERIAL)
     assert (again.processed, again.changed_inputs, len(again.copies)) == (0, {"caption": 1}, 1)
-    assert _rows(out) == first.clips
+    assert _rows(out) == clips
     redo = vfm_curator.curate(tmp_path / "moved", out, SERIAL, redo_changed=True)
     assert (redo.processed, redo.redone, redo.changed_inputs) == (1, 1, {})
     table = pq.read_table(out / "clips.parquet").to_pylist()
     a_rows = [r for r in table if r["source"].endswith("a.mp4")]
-    assert len(table) == first.clips and len(a_rows) == 2
+    assert len(table) == clips and len(a_rows) == 2
     assert {r["caption"] for r in a_rows} == {"a red square moves left"}
     assert {r["source"] for r in a_rows} == {str((tmp_path / "moved" / "a.mp4").resolve())}
     assert _files(out, "clips", "mp4") == {r["id"] for r in table}  # the old path's clip files are gone

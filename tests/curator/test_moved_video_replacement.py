@@ -16,22 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 import vfm_curator
+from tests.curator.moved_folder import SERIAL, moved_and_recaptioned
 from vfm_curator.synth import make_video
-
-SERIAL = {"run": {"runner": "serial"}}
-
-
-def _moved_and_recaptioned(tmp_path: Path) -> tuple[Path, Path, int]:
-    """``in/a.mp4`` (captioned) and ``in/b.mp4`` clipped into ``out``, then the folder moved to
-    ``moved/`` and a's caption changed. Returns (moved folder, out, clips of the first run)."""
-    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
-    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
-    (tmp_path / "in" / "a.txt").write_text("a red square")
-    out = tmp_path / "out"
-    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    shutil.move(tmp_path / "in", tmp_path / "moved")
-    (tmp_path / "moved" / "a.txt").write_text("a red square moves left")
-    return tmp_path / "moved", out, first.clips
 
 
 def _table(out: Path) -> list[dict]:
@@ -43,7 +29,7 @@ def _clip_files(out: Path) -> set[str]:
 
 
 def test_a_moved_recaptioned_video_whose_attempts_died_before_the_write_stage_is_in_the_table_once(tmp_path, ray_session):
-    moved, out, clips = _moved_and_recaptioned(tmp_path)
+    moved, out, clips = moved_and_recaptioned(tmp_path)
     # every stage call takes longer than 1 ms: the attempt times out (cause machine) before the write stage
     tight = {"run": {"runner": "ray", "stage_timeout_s": 0.001, "max_attempts": 1}}
     died = vfm_curator.curate(moved, out, tight, redo_changed=True)
@@ -58,7 +44,7 @@ def test_a_moved_recaptioned_video_whose_attempts_died_before_the_write_stage_is
 
 
 def test_two_copies_of_a_moved_recaptioned_video_count_as_one_changed_video(tmp_path):
-    moved, out, _ = _moved_and_recaptioned(tmp_path)
+    moved, out, _ = moved_and_recaptioned(tmp_path)
     shutil.copy(moved / "a.mp4", moved / "a copy.mp4")
     (moved / "a copy.txt").write_text("a red square moves left")
     again = vfm_curator.curate(moved, out, SERIAL)
@@ -85,7 +71,7 @@ vfm_curator.curate(sys.argv[1], sys.argv[2], {"run": {"runner": "serial"}}, redo
 
 
 def test_a_run_killed_between_forgetting_a_moved_video_and_writing_it_leaves_no_orphan_clip_after_the_next(tmp_path):
-    moved, out, clips = _moved_and_recaptioned(tmp_path)
+    moved, out, clips = moved_and_recaptioned(tmp_path)
     old_ids = {r["id"] for r in _table(out) if r["source"].endswith("a.mp4")}
     killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_FORGET, str(moved), str(out)],
                             capture_output=True, text=True, timeout=300)
