@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
@@ -70,3 +71,18 @@ def test_an_export_that_fails_leaves_the_earlier_export_and_no_temporary_folder(
     assert result.exit_code == 1, result.output
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "bad", "out"]
+
+
+@pytest.mark.parametrize("fmt", ["diffusers", "vfm"])
+def test_exporting_a_run_into_its_own_export_folder_is_refused_and_keeps_the_export(tmp_path, fmt):
+    """A run's export/ holds exactly an export's files, so it passed as an earlier export: written
+    over with a diffusers folder, the run's vfm export was gone."""
+    model = tiny_dit(0, in_channels=3, pos_embed="sincos2d", timestep_freq_shift=1)  # one a diffusers DiT takes
+    export = tmp_path / "run" / "export"
+    save_export(export, model, tiny_meta(config=model.config, latent_shape=[3, 1, 8, 8]))
+    before = {p.name: p.read_bytes() for p in export.iterdir()}
+    result = _export(tmp_path / "run", export, fmt)
+    assert result.exit_code == 1, result.output
+    assert f"error: --out {export} is the export being read" in " ".join(result.output.split())
+    assert {p.name: p.read_bytes() for p in export.iterdir()} == before
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["export"]

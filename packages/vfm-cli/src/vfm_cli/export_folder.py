@@ -32,6 +32,15 @@ def out_folder_problem(out: Path) -> str | None:
             "files; name a new or empty folder, or one that vfm export wrote before (it is then replaced whole)")
 
 
+def source_problem(out: Path, source: Path) -> str | None:
+    """Why ``out`` cannot take the export of ``source`` (the export folder read), or None: it is that
+    folder, which holds an export's files and so would pass as an earlier export to replace."""
+    if not (out.exists() and out.samefile(source)):
+        return None
+    return (f"--out {out} is the export being read ({source}): writing it would replace the source whole; "
+            "name another folder")
+
+
 @contextlib.contextmanager
 def written_whole(out: Path) -> Iterator[Path]:
     """A new sibling folder of ``out`` to write the export into; on success it takes ``out``'s place

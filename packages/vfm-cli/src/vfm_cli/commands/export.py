@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from vfm_cli.export_folder import out_folder_problem, written_whole
+from vfm_cli.export_folder import out_folder_problem, source_problem, written_whole
 from vfm_cli.failing import fail
 
 FORMATS = ("diffusers", "vfm")
@@ -102,6 +102,9 @@ def export(
             typer.echo(f"{fmt}: {out} ({describe(made, src)})")
             return
         folder = find_export(src)
+        problem = source_problem(out, folder)
+        if problem:
+            fail(problem)
         if fmt == "diffusers":
             with written_whole(out) as target:
                 export_to_external(folder, target, adapter=adapter)
