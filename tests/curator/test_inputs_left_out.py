@@ -72,6 +72,23 @@ def test_files_not_named_like_videos_and_hidden_ones_are_counted_by_extension_si
     assert f"left out: {expected}." in html.unescape((out / "report.html").read_text())
 
 
+def test_a_file_named_like_a_sidecar_that_the_caption_stage_does_not_read_is_counted_as_left_out(tmp_path):
+    """Only the names the caption stage reads (``a.txt``, ``a.mp4.json``...) go unnamed as sidecars:
+    ``a.TXT`` is not read as a.mp4's caption (names are case-sensitive), so the run says it left it out."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    make_video(src / "a.mp4", [24], seed=1)
+    (src / "a.TXT").write_text("a caption in a file the caption stage does not read")
+    (src / "a.mp4.json").write_text('{"caption": "a red square"}')
+    left_out = LeftOut()
+    expand([str(src)], left_out=left_out)
+    assert left_out.not_video == {".txt": 1}
+    summary = curate(src, out, SERIAL)
+    import pyarrow.parquet as pq
+
+    assert set(pq.read_table(out / "clips.parquet", columns=["caption"]).column("caption").to_pylist()) == {"a red square"}
+    assert summary.left_out.startswith("1 file not named like a video (.txt 1)")
+
+
 def test_an_output_folder_inside_the_input_folder_is_not_counted_as_left_out(tmp_path):
     make_video(tmp_path / "a.mp4", [24], seed=1)
     curate(tmp_path, tmp_path / "out", SERIAL)

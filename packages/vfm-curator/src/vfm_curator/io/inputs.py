@@ -118,8 +118,14 @@ def _expand_one(item: str, skip: str | None, left_out: LeftOut, explicit: bool =
     raise ValueError(f"input {item!r} does not exist (accepted: video files, directories, globs, .jsonl/.csv manifests)")
 
 
-#: Caption sidecars (:func:`vfm_curator.stages.caption.sidecar_caption`): used with their video, not left out.
-_SIDECAR_EXTENSIONS = {".txt", ".json"}
+def sidecar_names(video: str, suffix: str) -> tuple[str, str]:
+    """The names of ``video``'s caption sidecar of ``suffix`` (``.txt``, ``.json``), in the order
+    :func:`vfm_curator.stages.caption.sidecar_caption` tries them: ``a.txt`` and ``a.mp4.txt``
+    beside ``a.mp4``. The walk does not count them as left out: they are used with their video."""
+    return str(Path(video).with_suffix(suffix)), f"{video}{suffix}"
+
+
+SIDECAR_SUFFIXES = (".txt", ".json")
 
 
 def _walk(root: Path, left_out: LeftOut, skip: str | None = None) -> list[Path]:
@@ -147,13 +153,13 @@ def _walk(root: Path, left_out: LeftOut, skip: str | None = None) -> list[Path]:
         left_out.hidden += sum(d.startswith(".") for d in dirs) + sum(f.startswith(".") for f in files)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _inside(Path(folder, d), skip))
         videos = {name for name in files if not name.startswith(".") and Path(name).suffix.lower() in VIDEO_EXTENSIONS}
-        stems = {Path(name).stem for name in videos} | videos
+        sidecars = {n for v in videos for suffix in SIDECAR_SUFFIXES for n in sidecar_names(v, suffix)}
         for name in files:
             if name.startswith("."):
                 continue
             p = Path(folder, name)
             if name not in videos:
-                if not (p.suffix.lower() in _SIDECAR_EXTENSIONS and p.stem in stems):
+                if name not in sidecars:
                     ext = p.suffix.lower()
                     left_out.not_video[ext] = left_out.not_video.get(ext, 0) + 1
                 continue

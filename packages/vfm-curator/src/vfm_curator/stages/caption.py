@@ -15,19 +15,19 @@ from typing import Iterable
 
 from vfm_curator.errors import InputError, StopRun
 from vfm_curator.failures import classify
+from vfm_curator.io.inputs import sidecar_names
 from vfm_curator.stages.base import Resources, Stage
 from vfm_curator.tasks import VideoTask
 
 
 def sidecar_caption(source: str) -> str | None:
     """``<video>.txt`` (the whole text) or ``<video>.json`` (its ``"caption"``) next to the video."""
-    path = Path(source)
-    for candidate in (path.with_suffix(".txt"), Path(f"{source}.txt")):
+    for candidate in map(Path, sidecar_names(source, ".txt")):
         if _is_file(candidate):
             text = candidate.read_text(encoding="utf-8", errors="replace").strip()
             if text:
                 return text
-    for candidate in (path.with_suffix(".json"), Path(f"{source}.json")):
+    for candidate in map(Path, sidecar_names(source, ".json")):
         if _is_file(candidate):
             try:
                 value = json.loads(candidate.read_text(encoding="utf-8")).get("caption")
