@@ -43,3 +43,17 @@ def test_a_cpu_calibrated_profile_calibrates_again_whatever_its_name(tmp_path):
     result = _calibrate(renamed, tmp_path / "again.toml")
     assert result.exit_code == 0, result.output
     assert tomllib.loads((tmp_path / "again.toml").read_text())["device"] == "cpu"
+
+
+def test_a_cpu_profile_calibrated_before_profiles_said_their_device_calibrates_again(tmp_path):
+    """A file an older vfm plan --calibrate wrote has no 'device'; its calibration.source says what it
+    measured (older versions went by the name, cpu-calibrated), so it is a CPU's, not a GPU's."""
+    first = tmp_path / "first.toml"
+    assert _calibrate("cpu", first).exit_code == 0
+    old = tmp_path / "old.toml"
+    old.write_text("".join(line for line in first.read_text().splitlines(keepends=True)
+                           if not line.startswith("device = ")))
+    assert "device" not in tomllib.loads(old.read_text())
+    result = _calibrate(old, tmp_path / "again.toml")
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads((tmp_path / "again.toml").read_text())["device"] == "cpu"

@@ -416,8 +416,8 @@ def _check_calibration_device(hw) -> None:
     where = f"{hw.name} ({hw.path})" if hw.path and not hw.path.startswith(str(_profiles_dir())) else hw.name
     if here == "cpu":
         raise typer.BadParameter(f"this machine has no CUDA GPU, so --calibrate measures its CPU, and {where} is a GPU's "
-                                 "profile (device = \"cuda\", also the default of a file without the key; a CPU's says "
-                                 "device = \"cpu\"): give --gpu cpu to calibrate this CPU (or calibrate on the GPU machine)",
+                                 "profile (device = \"cuda\", also what a file without the key is unless its name or calibration.source "
+                                 "says cpu; a CPU's says device = \"cpu\"): give --gpu cpu to calibrate this CPU (or calibrate on the GPU machine)",
                                  param_hint="--gpu")
     gpus = ", ".join(n for n in available() if load_profile(n).device == "cuda")
     raise typer.BadParameter(f"this machine has a CUDA GPU, so --calibrate measures it, and {where} is a CPU's profile "

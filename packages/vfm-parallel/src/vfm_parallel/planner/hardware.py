@@ -58,7 +58,8 @@ class HardwareProfile:
     gpus_per_node: int = 8
     #: The kind of device the figures describe, ``"cuda"`` or ``"cpu"``: what ``vfm plan --calibrate``
     #: checks against the device it would measure (a GPU's memory and NVLink figures beside a CPU's
-    #: measured peak plan neither). ``--calibrate`` writes the device it measured.
+    #: measured peak plan neither). ``--calibrate`` writes the device it measured; a file without the
+    #: key (written before it) is read as :func:`_device_before_the_key` says.
     device: str = "cuda"
     #: Fixed cost of one collective call (launch + latency), microseconds.
     collective_latency_us: float = 20.0
@@ -110,7 +111,8 @@ def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile
     if bad:
         raise ProfileError(f"{where}: unknown key 'calibration.{bad[0]}'{did_you_mean(bad[0], cal_known, quote=True)}; "
                            f"accepted: {', '.join(sorted(cal_known))}")
-    if values.get("device", "cuda") not in DEVICES:
+    values.setdefault("device", _device_before_the_key(values["name"], cal.get("source", "")))
+    if values["device"] not in DEVICES:
         raise ProfileError(f"{where}: 'device' must be one of {', '.join(map(repr, DEVICES))} (the kind of device the "
                            f"profile describes), got {values['device']!r}")
     for key, value in values.items():
@@ -145,6 +147,15 @@ def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile
     if values.get("reserved_gib", 0) >= values["memory_gib"]:
         raise ProfileError(f"{where}: 'reserved_gib' ({values['reserved_gib']}) must be less than 'memory_gib' ({values['memory_gib']})")
     return HardwareProfile(**values, calibration=Calibration(**cal), path=where)
+
+
+def _device_before_the_key(name: str, source: Any) -> str:
+    """The device of a profile written before profiles said it: a CPU's where older versions took it
+    for one (its name, ``cpu`` or ``cpu-calibrated``) or where ``--calibrate`` measured a CPU (its
+    ``calibration.source``), else a GPU's, as every other built-in profile was."""
+    measured_cpu = isinstance(source, str) and source.startswith("vfm plan --calibrate on cpu")
+    named_cpu = isinstance(name, str) and name.removesuffix("-calibrated") == "cpu"
+    return "cpu" if measured_cpu or named_cpu else "cuda"
 
 
 def available() -> list[str]:
