@@ -40,3 +40,20 @@ def test_a_loader_state_without_a_version_is_refused_as_not_a_vfm_loader_state(s
     del state["version"]
     with pytest.raises(FormatVersionError, match="has no vfm-data loader state format version"):
         make_loader(small_dataset, **OPTIONS).load_state_dict(state)
+
+
+def test_resuming_a_checkpoint_whose_loader_state_is_newer_is_a_checkpoint_format_error_naming_the_rank_file(
+        small_dataset, state, tmp_path):
+    # not "does not fit this run's loader": the run fits, this vfm-data is too old to read the state
+    from vfm_data import make_loader
+    from vfm_parallel.checkpoint_integrity import CheckpointFormatError
+    from vfm_parallel.trainer.resume import restore_loader
+
+    state["version"] = STATE_VERSION + 1
+    with pytest.raises(CheckpointFormatError) as info:
+        restore_loader(tmp_path / "step_00000004", make_loader(small_dataset, **OPTIONS), 0, {"loader": state})
+    message = str(info.value)
+    assert "\n" not in message and "does not fit" not in message
+    for part in (f"checkpoint {tmp_path / 'step_00000004'}", "ranks/rank_00000.json", f"format version {STATE_VERSION + 1}",
+                 "pip install -U vfm-data"):
+        assert part in message, (part, message)

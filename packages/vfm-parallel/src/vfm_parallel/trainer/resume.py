@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch.distributed as dist
+from vfm_plugins.formats import FormatVersionError
 
 from vfm_parallel import checkpoint as ckpt
-from vfm_parallel.checkpoint_integrity import folder_step
+from vfm_parallel.checkpoint_integrity import CheckpointFormatError, folder_step
 from vfm_parallel.trainer.config import TrainConfig
 
 _DP_DEGREE = "data-parallel degree (parallel.dp_replicate x dp_shard)"
@@ -233,6 +234,8 @@ def restore_loader(path: Path, loader: Any, key: int, rank_state: dict[str, Any]
                                           f"data-parallel rank {key}, without which the data would restart at sample 0")
     try:
         loader.load_state_dict(rank_state["loader"])
+    except FormatVersionError as exc:  # the run fits; this vfm-data cannot read the state (a newer one wrote it)
+        raise CheckpointFormatError(f"checkpoint {path}, {name}: {exc}") from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise ckpt.IncompatibleCheckpointError(f"checkpoint {path}: the loader state in {name} does not fit this "
                                                f"run's loader ({exc})") from exc
