@@ -13,10 +13,6 @@ from vfm_infer.guidance import classifier_free, combine, concat_conditions
 TEXT_FAMILIES = ["dit-cross", "moviegen", "stdit", "wan"]
 
 
-def _random_model(name: str) -> torch.nn.Module:
-    return _random_model_of(name)
-
-
 def _random_model_of(name: str, **options) -> torch.nn.Module:
     torch.manual_seed(0)
     model = vfm_models.get_family(name).create("tiny", **options).eval()
@@ -39,7 +35,7 @@ def _texts(text_dim: int, lengths: tuple[int, int], masks: bool):
 @pytest.mark.parametrize("masks", [True, False], ids=["with-masks", "text-alone"])
 @pytest.mark.parametrize("name", TEXT_FAMILIES)
 def test_batched_cfg_equals_separate_passes_for_texts_of_different_lengths(name, masks):
-    model = _random_model(name)
+    model = _random_model_of(name)
     cond, uncond = _texts(model.config.text_dim, (7, 2), masks)
     channels = model.config.in_channels
     x, level = torch.randn(1, channels, 2, 4, 4, generator=torch.Generator().manual_seed(2)), torch.full((1,), 0.6)
@@ -59,15 +55,11 @@ def test_concat_conditions_masks_the_padding_of_texts_given_without_masks():
 
 def test_a_wan_pipeline_guides_a_prompt_and_a_shorter_negative_prompt_as_two_separate_passes():
     """Wan attends to its text padding: the pipeline's batched CFG must not pad the negative prompt."""
-    from vfm_infer.pipeline import GenerationSpec, VideoPipeline
-    from vfm_models.conditioning import describe
+    from vfm_infer.pipeline import GenerationSpec
 
-    from tests.infer.tiny import LATENT_SHAPE, tiny_meta
+    from tests.infer.tiny import LATENT_SHAPE
 
-    model = _random_model_of("wan", in_channels=LATENT_SHAPE[0], patch=(1, 2, 2))
-    meta = tiny_meta(family="wan", formulation="rectified-flow", config=model.config,
-                     null_condition=describe(model.config), text_encoder="hash", text_encoder_options={"dim": 16})
-    pipe = VideoPipeline(model, meta)
+    pipe = _pipeline(_random_model_of("wan", in_channels=LATENT_SHAPE[0], patch=(1, 2, 2)), "wan")
     spec = GenerationSpec(steps=2, guidance=4.0, seed=3, negative_prompt="fog")
     prompt = "a red fox jumps over a sleeping dog"
     prepared = pipe.prepare(spec, [prompt])
@@ -79,3 +71,35 @@ def test_a_wan_pipeline_guides_a_prompt_and_a_shorter_negative_prompt_as_two_sep
         separate = prepared.sampler.sample(lambda x, level: combine(net(x, level, cond), net(x, level, uncond), 4.0),
                                            noise)
     torch.testing.assert_close(pipe.sample_latent(prepared, prompt), separate, rtol=1e-5, atol=1e-5)
+
+
+def _pipeline(model: torch.nn.Module, family: str):
+    """A pipeline of ``model`` with the hash text encoder, whose texts are as long as their words."""
+    from vfm_infer.pipeline import VideoPipeline
+    from vfm_models.conditioning import describe
+
+    from tests.infer.tiny import tiny_meta
+
+    meta = tiny_meta(family=family, formulation="rectified-flow", config=model.config, null_condition=describe(model.config),
+                     text_encoder="hash", text_encoder_options={"dim": model.config.text_dim})
+    return VideoPipeline(model, meta)
+
+
+@pytest.mark.parametrize("name", ["dit-cross", "moviegen", "stdit"])
+def test_a_pipeline_whose_model_masks_its_text_padding_guides_texts_of_different_lengths_in_one_batched_pass(name):
+    """The default families' plans say they mask text padding: CFG against the (one-token) null
+    condition stays one forward pass of batch 2 per step, not two passes."""
+    from vfm_infer.pipeline import GenerationSpec
+
+    from tests.infer.tiny import LATENT_SHAPE
+
+    pipe = _pipeline(_random_model_of(name, in_channels=LATENT_SHAPE[0]), name)
+    batches = []
+    net = pipe._net()
+    pipe._net = lambda: lambda x, level, cond: batches.append(x.shape[0]) or net(x, level, cond)
+    spec = GenerationSpec(steps=2, guidance=4.0, seed=3)
+    prompt = "a red fox jumps over a sleeping dog"
+    cond, uncond = pipe.conditioner(prompt, spec.negative_prompt)
+    assert cond["text"].shape[1] != uncond["text"].shape[1]
+    pipe.sample_latent(pipe.prepare(spec, [prompt]), prompt)
+    assert batches == [2, 2]
