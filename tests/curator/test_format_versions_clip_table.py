@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
+from tests.format_versions import assert_one_line_naming
 from vfm_curator.io.metadata import FORMAT_KEY, TABLE_FORMAT, merge, table, to_parquet_bytes
 from vfm_curator.pipelines.clip_table import read_clip_table
 from vfm_plugins.formats import FormatVersionError
@@ -45,10 +46,8 @@ def test_a_clip_table_of_a_newer_format_is_refused_naming_the_file_its_version_a
     with pytest.raises(FormatVersionError) as info:
         read_clip_table(tmp_path)
     message = str(info.value)
-    assert "\n" not in message
-    for part in (str(path), f"format version {TABLE_FORMAT + 1}", "newer vfm", f"reads version {TABLE_FORMAT}",
-                 "pip install -U vfm-curator"):
-        assert part in message, (part, message)
+    assert_one_line_naming(message, str(path), f"format version {TABLE_FORMAT + 1}", "newer vfm",
+                           f"reads version {TABLE_FORMAT}", "pip install -U vfm-curator")
 
 
 def test_a_clip_table_format_that_is_no_number_is_refused_naming_it(tmp_path):

@@ -4,14 +4,14 @@ its version and the upgrade, instead of every sample being skipped as corrupt (o
 
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from tests.data.helpers import quiet, write_dataset
+from tests.format_versions import assert_one_line_naming
+from tests.data.helpers import quiet, rewrite_shard, write_dataset
 from vfm_data import make_loader, prepare_dataset
 from vfm_data.format import SAMPLE_FORMAT
 from vfm_data.sample import ShardFormatError
@@ -22,20 +22,16 @@ OPTIONS = dict(patch_size=2, batch_size=2, max_seq_len=16, packing_buffer=8)
 
 def _rewrite_metadata(folder: Path, change) -> None:
     """Each sample's json as another vfm version writes it (the tars rewritten, the index made again)."""
+
+    def member(name: str, data: bytes) -> bytes:
+        if not name.endswith(".json"):
+            return data
+        meta = json.loads(data)
+        change(meta)
+        return json.dumps(meta).encode()
+
     for shard in sorted(folder.glob("*.tar")):
-        members = []
-        with tarfile.open(shard) as tar:
-            for info in tar.getmembers():
-                data = tar.extractfile(info).read()
-                if info.name.endswith(".json"):
-                    meta = json.loads(data)
-                    change(meta)
-                    data = json.dumps(meta).encode()
-                members.append((info, data))
-        with tarfile.open(shard, "w") as tar:
-            for info, data in members:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+        rewrite_shard(shard, member)
     quiet(prepare_dataset, folder)
 
 
@@ -73,7 +69,5 @@ def test_a_sample_of_a_newer_shard_format_stops_the_loader_naming_the_shard_vers
     error = info.value
     assert isinstance(error, ShardFormatError), type(error)
     message = str(error)
-    assert "\n" not in message
-    for part in (".tar", "sample 'k0", f"format version {SAMPLE_FORMAT + 1}", "newer vfm",
-                 f"reads version {SAMPLE_FORMAT}", "pip install -U vfm-data"):
-        assert part in message, (part, message)
+    assert_one_line_naming(message, ".tar", "sample 'k0", f"format version {SAMPLE_FORMAT + 1}", "newer vfm",
+                           f"reads version {SAMPLE_FORMAT}", "pip install -U vfm-data")

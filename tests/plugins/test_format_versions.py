@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 
+from tests.format_versions import assert_one_line_naming
 from vfm_plugins.formats import FormatVersionError, UnknownKeysNotice, check_format_version, ignore_unknown_keys
 
 
@@ -19,10 +20,8 @@ def test_a_newer_format_version_is_refused_naming_the_file_its_version_the_versi
     with pytest.raises(FormatVersionError) as info:
         _check(3, writer="vfm-models 9.0")
     message = str(info.value)
-    assert "\n" not in message
-    for part in ("/x/config.json", "format version 3", "vfm-models 9.0", "reads version 1 to 2", "newer vfm",
-                 "pip install -U vfm-models"):
-        assert part in message, (part, message)
+    assert_one_line_naming(message, "/x/config.json", "format version 3", "vfm-models 9.0", "reads version 1 to 2",
+                           "newer vfm", "pip install -U vfm-models")
 
 
 def test_a_missing_format_version_reads_as_the_version_files_had_before_the_field():
