@@ -94,3 +94,18 @@ def test_resuming_with_another_tokenizer_setting_is_refused(clips, tmp_path):
     vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, **OPTIONS)
     with pytest.raises(ValueError, match=r"tokenizer_options: \{\} there, \{'patch': 2\} now"):
         vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, **{**OPTIONS, "tokenizer_options": {"patch": 2}})
+
+
+def test_a_run_that_wrote_no_shard_does_not_bind_the_folder_to_its_settings(clips, tmp_path):
+    """A first `vfm shard` whose text encoder cannot be set up (`t5` without its `path`, as the README's
+    command line gives it) writes no sample; the corrected command into the same folder was refused as
+    'holds shards made with other settings', though the folder held none."""
+    out = tmp_path / "shards"
+    with pytest.raises(Exception, match="needs the option path"):
+        vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, **{**OPTIONS, "text_encoder": "t5"})
+    assert not list(out.glob("*/shard-*.tar"))
+    summary = vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, **OPTIONS)
+    assert summary.samples == summary.clips
+    # once a shard is written, the folder is bound to the settings that wrote it
+    with pytest.raises(ValueError, match=r"holds shards made with other settings \(text_encoder: 'hash' there, 't5' now\)"):
+        vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, **{**OPTIONS, "text_encoder": "t5"})
