@@ -69,3 +69,11 @@ def test_a_readable_format_version_is_checked_without_looking_up_the_installed_p
     assert looked_up == []
     with pytest.raises(FormatVersionError, match=r"vfm-models 0\.0"):
         _check(3)
+
+
+@pytest.mark.parametrize("writer", ["vfm-models 9.0\nTraceback", "x" * 200, 9, None])
+def test_a_writer_the_file_names_unfit_for_one_line_is_left_out_of_the_refusal(writer):
+    # the writer comes from the file (a manifest's written_by, an export's vfm_models_version): anything at all
+    with pytest.raises(FormatVersionError) as info:
+        _check(3, writer=writer)
+    assert_one_line_naming(str(info.value), "format version 3", "written by a newer vfm;", "pip install -U vfm-models")

@@ -164,7 +164,7 @@ def read_meta(folder: str | PathLike) -> dict[str, Any]:
 
 def _writer(meta: Mapping[str, Any]) -> str:
     version = meta.get("vfm_models_version")
-    return f"vfm-models {version}" if isinstance(version, str) and version.isprintable() and len(version) < 64 else ""
+    return f"vfm-models {version}" if isinstance(version, str) else ""
 
 
 class InvalidJSONError(json.JSONDecodeError):

@@ -237,10 +237,8 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {MANIFEST} is not readable JSON ({exc})") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and version != MANIFEST_FORMAT:
-        written_by = manifest.get("written_by")
         check_format_version(version, where=str(path), what="vfm checkpoint", current=MANIFEST_FORMAT,
-                             package="vfm-parallel", error=CheckpointFormatError,
-                             writer=written_by if isinstance(written_by, str) and written_by.isprintable() else "")
+                             package="vfm-parallel", error=CheckpointFormatError, writer=manifest.get("written_by"))
     files = manifest.get("files") if isinstance(manifest, dict) else None
     well_formed = (
         isinstance(files, dict) and manifest.get("format") == MANIFEST_FORMAT and valid_step(manifest.get("step"))

@@ -40,15 +40,20 @@ def _is_version(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def _fit_for_one_line(text: Any) -> bool:
+    # a file may hold anything where its writer is named: a newline or a page of text would break the one line
+    return isinstance(text, str) and 0 < len(text) <= 64 and text.isprintable()
+
+
 def check_format_version(found: Any, *, where: str, what: str, current: int, package: str, oldest: int = 1,
-                         missing: int | None = None, writer: str = "", older_fix: str = "",
+                         missing: int | None = None, writer: Any = "", older_fix: str = "",
                          error: type[FormatVersionError] = FormatVersionError) -> int:
     """The version ``found`` in file ``where`` (a ``what``: "vfm export", "checkpoint", ...) when this
     ``package`` reads it (``oldest``..``current``); else :class:`FormatVersionError`.
 
     ``found`` None (the file has no version field) reads as ``missing``, the version files had before
     the field was written; with ``missing`` None the field is required. ``writer`` (the vfm version the
-    file names as its writer, when it names one) goes into the message; ``older_fix`` is what to do
+    file names as its writer, when it names one, as read: checked here) goes into the message; ``older_fix`` is what to do
     with a file older than ``oldest``. ``error``: the package's own subclass of :class:`FormatVersionError`
     to raise (a checkpoint's is also one of its checkpoint errors).
     """
@@ -64,7 +69,7 @@ def check_format_version(found: Any, *, where: str, what: str, current: int, pac
                     "or it is damaged")
     if not _is_version(found):
         raise error(f"{where}: the {what} format version must be a whole number >= 1, got {found!r}; {this}")
-    by = f" ({writer})" if writer else ""
+    by = f" ({writer})" if _fit_for_one_line(writer) else ""
     if found > current:
         raise error(f"{where} is a {what} of format version {found}, written by a newer vfm{by}; {this}: "
                     f"upgrade it (pip install -U {package}) to read it")
