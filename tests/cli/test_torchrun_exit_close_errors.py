@@ -1,21 +1,21 @@
 """A torchrun rank of a command wrapped by ``ends_torchrun_rank`` leaves through
 ``exit_before_teardown`` even when a ``ctx.call_on_close`` callback raises: the exception skipped the
 exit, and the rank reached the interpreter teardown with gloo's threads running (the race that
-aborts it, tests/cli/test_train_torchrun_teardown.py). Two real gloo ranks under torchrun; each rank's
-``__main__`` holds an object whose ``__del__`` notes a teardown."""
+aborts it, tests/cli/test_train_torchrun_teardown.py). Two real gloo ranks under torchrun, each with
+that file's teardown probe."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.cli.probed_torchrun import rank_notes, run_probed_torchrun
+from tests.cli.test_train_torchrun_teardown import PROBE
+
 RANK_SCRIPT = textwrap.dedent('''
-    import os
     import sys
 
     import click
@@ -23,17 +23,7 @@ RANK_SCRIPT = textwrap.dedent('''
 
     from vfm_cli.torchrun_exit import ends_torchrun_rank
 
-    NOTES, FAIL = sys.argv[1], sys.argv[2] == "fail"
-    WHO = os.environ["RANK"]
-
-
-    class AtTeardown:
-        def __del__(self, open=open, join=os.path.join):  # runs when the teardown clears __main__
-            with open(join(NOTES, WHO + ".teardown"), "w") as fh:
-                fh.write("reached")
-
-
-    probe = AtTeardown()
+    FAIL = sys.argv[1] == "fail"
 
 
     def broken_close():
@@ -58,10 +48,8 @@ def _run(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess, list[s
     script.write_text(RANK_SCRIPT)
     notes = tmp_path / f"notes-{mode}"
     notes.mkdir()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(script), str(notes), mode], capture_output=True, text=True, env=env, timeout=180)
-    return done, sorted(p.name for p in notes.iterdir())
+    done = run_probed_torchrun(tmp_path, PROBE, notes, mode, script=script)
+    return done, sorted(rank_notes(notes, "teardown"))
 
 
 @pytest.mark.parametrize("mode, status", [("succeed", 1), ("fail", 3)])
