@@ -182,3 +182,20 @@ def test_a_failing_preview_is_a_warning_and_the_run_goes_on(tmp_path):
                     for s in (3, 6)]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "preview_s" in r] == [3, 6]
+
+
+def test_the_held_out_loss_is_the_same_whatever_the_forwards_the_levels_are_cut_into():
+    from tests.parallel.trainer_helpers import SHAPE, tiny_model
+    from vfm_parallel.trainer.held_out import held_out_loss
+
+    torch.manual_seed(0)
+    model = tiny_model().eval()
+    formulation = vfm_models.get_formulation("edm")()
+    latents, labels = make_blobs(3, SHAPE, 4, seed=99)
+    clips = [{"x0": latents[i], "cond": {"y": labels[i : i + 1]}} for i in range(3)]
+    levels = fixed_levels(formulation, 6)
+    with torch.no_grad():
+        whole = held_out_loss(formulation, model, clips, levels, 0, 0, 1, torch.device("cpu"))
+        in_pieces = held_out_loss(formulation, model, clips, levels, 0, 0, 1, torch.device("cpu"), batch=4)
+    assert in_pieces[0] == pytest.approx(whole[0], rel=1e-6)
+    assert in_pieces[1] == pytest.approx(whole[1], rel=1e-6)

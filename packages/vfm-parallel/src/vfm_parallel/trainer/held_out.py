@@ -63,8 +63,10 @@ def clip_losses(formulation: Any, model: torch.nn.Module, x0: torch.Tensor, cond
 
 
 def held_out_loss(formulation: Any, model: torch.nn.Module, clips: Sequence[dict], levels: torch.Tensor, seed: int,
-                  dp_rank: int, dp_size: int, device: torch.device) -> tuple[float, list[float]]:
-    """(mean loss, mean loss per level) over ``clips`` (each ``{"x0": (C, T, H, W), "cond": {k: (1, ...)}}``).
+                  dp_rank: int, dp_size: int, device: torch.device, batch: int | None = None) -> tuple[float, list[float]]:
+    """(mean loss, mean loss per level) over ``clips`` (each ``{"x0": (C, T, H, W), "cond": {k: (1, ...)}}``),
+    a clip's levels in forwards of at most ``batch`` (default: all at once; the trainer's micro-batch size,
+    so a forward holds no more than a training one).
 
     Collective over the whole process group: clip ``i`` is run by data-parallel rank ``i % dp_size`` (its
     TP/CP/PP peers run it with it), every rank runs the same number of forwards (a rank past the end runs
@@ -72,13 +74,14 @@ def held_out_loss(formulation: Any, model: torch.nn.Module, clips: Sequence[dict
     count are all-reduced (a clip's copies on its peers count in both, so the mean is unchanged)."""
     n, count = len(clips), len(levels)
     sums = torch.zeros(count + 1, dtype=torch.float64, device=device)  # per-level sums, then clips counted
-    levels = levels.to(device)
+    levels, step = levels.to(device), batch or count
     for r in range(math.ceil(n / dp_size)):
         i = r * dp_size + dp_rank
         clip = clips[i % n]
-        noise = fixed_noise(clip["x0"].shape, seed, i % n, count).to(device)
-        losses = clip_losses(formulation, model, clip["x0"].to(device), {k: v.to(device) for k, v in clip["cond"].items()},
-                             levels, noise)
+        x0, cond = clip["x0"].to(device), {k: v.to(device) for k, v in clip["cond"].items()}
+        noise = fixed_noise(x0.shape, seed, i % n, count).to(device)
+        losses = torch.cat([clip_losses(formulation, model, x0, cond, levels[j : j + step], noise[j : j + step])
+                            for j in range(0, count, step)])
         if i < n:
             sums[:count] += losses.to(torch.float64)
             sums[count] += 1

@@ -102,7 +102,7 @@ class Watching:
             swap = ema_weights(named, ema) if weights == "ema" else contextlib.nullcontext()
             with swap, evaluation_mode(model), self.autocast():  # the precision the step trains in
                 mean, per_level = held_out_loss(self.parts.formulation, model, self.clips, self.levels, v.seed,
-                                                self.dp_rank, self.dp_size, self.device)
+                                                self.dp_rank, self.dp_size, self.device, self.cfg.data.micro_batch)
             suffix = "_model" if which == "both" and weights == "model" else ""
             out[f"val_loss{suffix}"] = mean
             out.update({f"val_loss{suffix}_level_{j}": value for j, value in enumerate(per_level)})
