@@ -41,3 +41,26 @@ def test_no_option_shows_a_default_tag_that_contradicts_its_help(command):
         tag = re.search(r"\[default: ([^\]]*)\]", line)
         if said and tag:
             assert tag.group(1).lower() in said.group(1).lower(), f"vfm {command}: {line.strip()}"
+
+
+def test_every_option_the_docs_give_a_vfm_command_is_one_it_takes():
+    """A page that writes `vfm shard ... --max-crop 0.3` sends a reader to an option: each `--flag` after
+    `vfm <command>` (in code spans and code blocks of the READMEs and docs/) is in that command's --help."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pages = [root / "README.md", *sorted(root.glob("packages/*/README.md")), *sorted(root.glob("docs/*.md"))]
+    taken = {command: set(re.findall(r"--[a-z][a-z0-9-]*", vfm_help(command))) | {"--help"} for command in COMMANDS}
+    named, wrong = 0, []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for span in re.findall(r"`([^`\n]+)`", text) + text.replace("\\\n", " ").splitlines():
+            for match in re.finditer(rf"(?:\bvfm|vfm_cli\.main)\s+({'|'.join(COMMANDS)})\b([^`#;|]*)", span):
+                command = match.group(1)
+                args = re.split(r"\bvfm\b|torchrun|\)\s", match.group(2))[0]  # up to the next command
+                for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", args):
+                    named += 1
+                    if flag not in taken[command]:
+                        wrong.append(f"{page.relative_to(root)}: vfm {command} {flag}  ({span.strip()[:120]})")
+    assert named > 200, f"the scan found only {named} options: the pattern no longer matches the pages"
+    assert wrong == []
