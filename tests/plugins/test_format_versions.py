@@ -77,3 +77,14 @@ def test_a_writer_the_file_names_unfit_for_one_line_is_left_out_of_the_refusal(w
     with pytest.raises(FormatVersionError) as info:
         _check(3, writer=writer)
     assert_one_line_naming(str(info.value), "format version 3", "written by a newer vfm;", "pip install -U vfm-models")
+
+
+def test_the_unknown_keys_of_one_file_are_named_once_however_often_it_is_read(tmp_path):
+    # vfm export and train's init_from read an export's config.json more than once
+    where = str(tmp_path / "config.json")
+    with pytest.warns(UnknownKeysNotice) as caught:
+        for _ in range(3):
+            assert ignore_unknown_keys({"a": 1, "b": 2}, ["a"], where=where, what="vfm export") == ["b"]
+    assert len(caught) == 1
+    with pytest.warns(UnknownKeysNotice, match="'c'"):  # other keys in it (the file changed): named again
+        ignore_unknown_keys({"a": 1, "c": 2}, ["a"], where=where, what="vfm export")

@@ -24,6 +24,11 @@ class FormatVersionError(ValueError):
     wrote it when the file says), the versions this vfm reads, and what to do."""
 
 
+#: (file, its unknown keys) already named: a command may read a file more than once (vfm export, train's
+#: model.init_from), and Python's own once-per-location filter sees each reader as another location.
+_NAMED: set[tuple[str, tuple[str, ...]]] = set()
+
+
 class UnknownKeysNotice(Notice):
     """A file of a version this vfm reads holds keys it does not know (written by a newer vfm, or edited by
     hand): they are ignored."""
@@ -80,9 +85,10 @@ def check_format_version(found: Any, *, where: str, what: str, current: int, pac
 def ignore_unknown_keys(data: Mapping[str, Any], known: Iterable[str], *, where: str, what: str,
                         stacklevel: int = 2) -> list[str]:
     """The keys of ``data`` not in ``known``, sorted; when there are any, one :class:`UnknownKeysNotice`
-    naming them and ``where``. The caller reads the rest as usual."""
+    naming them and ``where``, once per process for those keys of that file. The caller reads the rest as usual."""
     unknown = sorted(set(map(str, data)) - set(known))
-    if unknown:
+    if unknown and (where, tuple(unknown)) not in _NAMED:
+        _NAMED.add((where, tuple(unknown)))
         warnings.warn(f"{where}: ignoring {', '.join(map(repr, unknown))}, not part of the {what} format this vfm "
                       "reads (written by a newer vfm, or by hand)", UnknownKeysNotice, stacklevel=stacklevel + 1)
     return unknown

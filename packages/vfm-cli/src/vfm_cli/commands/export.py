@@ -3,7 +3,6 @@ or a vfm export."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -82,7 +81,7 @@ def export(
     from vfm_models.export import NonFiniteWeightsError, load_export, read_meta, save_export
     from vfm_models.export_paths import OPTION_SECTIONS, ExportPathError
     from vfm_plugins import UnknownNameError
-    from vfm_plugins.formats import FormatVersionError, UnknownKeysNotice
+    from vfm_plugins.formats import FormatVersionError
 
     from vfm_cli.checkpoint_export import CheckpointExportError, describe, export_checkpoint, looks_like_checkpoint
     from vfm_parallel.checkpoint import CheckpointError
@@ -111,9 +110,7 @@ def export(
                 export_to_external(folder, target, adapter=adapter)
         else:  # rebuilt and loaded first: only weights that fit their config are written
             model, checked = load_export(folder)
-            with warnings.catch_warnings():  # the same file again: load_export named its unknown keys
-                warnings.simplefilter("ignore", UnknownKeysNotice)
-                meta = read_meta(folder)
+            meta = read_meta(folder)
             named = [k for k in OPTION_SECTIONS if checked.get(k) != meta.get(k)]  # paths were made absolute
             if named:
                 fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
