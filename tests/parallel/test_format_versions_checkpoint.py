@@ -80,3 +80,13 @@ def test_a_state_json_without_its_optimizer_entry_is_a_damaged_checkpoint_not_a_
     fresh = nn.Linear(2, 2)
     with pytest.raises(ckpt.DamagedCheckpointError, match="state.json has no 'optimizer'"):
         ckpt.load(path, model=fresh, optimizer=torch.optim.AdamW(fresh.parameters()))
+
+
+@pytest.mark.parametrize("format_", [0, -1])
+def test_a_manifest_format_below_1_is_a_damaged_checkpoint_not_a_newer_one(tmp_path, format_):
+    # no vfm wrote it: resume = "auto" passes over a damaged checkpoint, it stops only at a newer vfm's
+    path = ckpt.save(tmp_path, 1, model=nn.Linear(2, 2))
+    manifest = json.loads((path / MANIFEST).read_text())
+    (path / MANIFEST).write_text(json.dumps({**manifest, "format": format_}))
+    with pytest.raises(ckpt.DamagedCheckpointError):
+        ckpt.load(path, model=nn.Linear(2, 2))

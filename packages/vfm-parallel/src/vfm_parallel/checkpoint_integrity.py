@@ -236,7 +236,8 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {MANIFEST} is not readable JSON ({exc})") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
-    if isinstance(version, int) and not isinstance(version, bool) and version != MANIFEST_FORMAT:
+    # a newer format is incompatible (resume = "auto" stops there); one below 1 no vfm wrote: damaged, below
+    if isinstance(version, int) and not isinstance(version, bool) and version > MANIFEST_FORMAT:
         check_format_version(version, where=str(path), what="vfm checkpoint", current=MANIFEST_FORMAT,
                              package="vfm-parallel", error=CheckpointFormatError, writer=manifest.get("written_by"))
     files = manifest.get("files") if isinstance(manifest, dict) else None
