@@ -19,11 +19,15 @@ from vfm_parallel.checkpoint_integrity import MANIFEST, MANIFEST_FORMAT, Checkpo
 from vfm_plugins.formats import FormatVersionError
 
 
+def _edit_manifest(folder, change) -> None:
+    manifest = json.loads((folder / MANIFEST).read_text())
+    change(manifest)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+
 def _bump(folder, **extra) -> None:
     """The manifest as a newer vfm writes it: a higher format (the files it lists unchanged)."""
-    manifest = json.loads((folder / MANIFEST).read_text())
-    manifest.update(format=MANIFEST_FORMAT + 1, **extra)
-    (folder / MANIFEST).write_text(json.dumps(manifest))
+    _edit_manifest(folder, lambda m: m.update(format=MANIFEST_FORMAT + 1, **extra))
 
 
 def test_a_checkpoint_names_its_format_and_writer_in_its_manifest(tmp_path):
@@ -34,9 +38,7 @@ def test_a_checkpoint_names_its_format_and_writer_in_its_manifest(tmp_path):
 
 def test_a_checkpoint_without_written_by_still_loads(tmp_path):
     path = ckpt.save(tmp_path, 1, model=nn.Linear(2, 2))
-    manifest = json.loads((path / MANIFEST).read_text())
-    del manifest["written_by"]
-    (path / MANIFEST).write_text(json.dumps(manifest))
+    _edit_manifest(path, lambda m: m.pop("written_by"))
     state, _ = ckpt.load(path, model=nn.Linear(2, 2))
     assert state["step"] == 1
 
@@ -74,9 +76,8 @@ def test_a_state_json_without_its_optimizer_entry_is_a_damaged_checkpoint_not_a_
     state = json.loads((path / "state.json").read_text())
     del state["optimizer"]
     (path / "state.json").write_text(json.dumps(state))
-    manifest = json.loads((path / MANIFEST).read_text())
-    manifest["files"]["state.json"] = hash_file(path / "state.json")  # resealed: the checksum is not what refuses it
-    (path / MANIFEST).write_text(json.dumps(manifest))
+    # resealed: the checksum is not what refuses it
+    _edit_manifest(path, lambda m: m["files"].update({"state.json": hash_file(path / "state.json")}))
     fresh = nn.Linear(2, 2)
     with pytest.raises(ckpt.DamagedCheckpointError, match="state.json has no 'optimizer'"):
         ckpt.load(path, model=fresh, optimizer=torch.optim.AdamW(fresh.parameters()))
@@ -86,7 +87,6 @@ def test_a_state_json_without_its_optimizer_entry_is_a_damaged_checkpoint_not_a_
 def test_a_manifest_format_below_1_is_a_damaged_checkpoint_not_a_newer_one(tmp_path, format_):
     # no vfm wrote it: resume = "auto" passes over a damaged checkpoint, it stops only at a newer vfm's
     path = ckpt.save(tmp_path, 1, model=nn.Linear(2, 2))
-    manifest = json.loads((path / MANIFEST).read_text())
-    (path / MANIFEST).write_text(json.dumps({**manifest, "format": format_}))
+    _edit_manifest(path, lambda m: m.update(format=format_))
     with pytest.raises(ckpt.DamagedCheckpointError):
         ckpt.load(path, model=nn.Linear(2, 2))
