@@ -156,3 +156,25 @@ def test_plan_md_names_the_nodes_of_values_vfm_plan_offers_for_12_gpus():
     assert result.exit_code != 0
     offered = re.search(r"such as ([\d, ]+)\)", " ".join(result.output.split())).group(1)
     assert re.findall(r"\d+", named) == re.findall(r"\d+", offered), (named, offered)
+
+
+# --- captioning.md: captions added after curation ------------------------------------------------------
+
+
+def test_a_sidecar_caption_added_after_curation_reaches_the_same_folder_with_redo_changed(tmp_path):
+    """captioning.md said finished videos are never redone, so captions added later needed a new output
+    folder; `vfm curate` itself says to run again with --redo-changed, which clips a video whose caption
+    changed again into the same folder. The page now says so; this checks it does."""
+    import pyarrow.parquet as pq
+
+    text = " ".join(page("captioning.md").split())
+    assert "run `vfm curate` into the same folder again with `--redo-changed`" in text
+    make_video(tmp_path / "raw" / "a.mp4", [30, 30], width=96, height=64)
+    args = ["curate", str(tmp_path / "raw"), "-o", str(tmp_path / "out"), "--runner", "serial", "--no-progress"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0 and "--redo-changed" in " ".join(first.output.split()), first.output
+    (tmp_path / "raw" / "a.txt").write_text("a shape crossing the frame")
+    assert CliRunner().invoke(app, args).exit_code == 0  # without the flag: named, kept as it was
+    assert set(pq.read_table(tmp_path / "out" / "clips.parquet").column("caption").to_pylist()) == {None}
+    assert CliRunner().invoke(app, [*args, "--redo-changed"]).exit_code == 0
+    assert set(pq.read_table(tmp_path / "out" / "clips.parquet").column("caption").to_pylist()) == {"a shape crossing the frame"}
