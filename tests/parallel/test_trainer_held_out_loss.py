@@ -199,3 +199,22 @@ def test_the_held_out_loss_is_the_same_whatever_the_forwards_the_levels_are_cut_
         in_pieces = held_out_loss(formulation, model, clips, levels, 0, 0, 1, torch.device("cpu"), batch=4)
     assert in_pieces[0] == pytest.approx(whole[0], rel=1e-6)
     assert in_pieces[1] == pytest.approx(whole[1], rel=1e-6)
+
+
+def _fsdp_losses_with_and_without_validation(rank, world, root):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
+    from vfm_parallel.trainer import train
+
+    fsdp = {"dp_shard": 2}
+    plain = train(from_dict(tiny_config(root / "plain", parallel=fsdp, train={"steps": 4}), world), with_held_out)
+    watched = train(from_dict(validated(root / "watched", parallel=fsdp, train={"steps": 4},
+                                        validation={"interval": 1, "samples": CLIPS, "weights": "ema"}), world),
+                    with_held_out)
+    return plain.losses, watched.losses
+
+
+def test_an_fsdp_run_trains_the_same_after_a_held_out_loss_of_the_ema_weights(tmp_path):
+    # FSDP keeps the root's and the last block's gathered weights after a forward without backward: the
+    # EMA weights of the held-out forward, which the next training step would have used
+    plain, watched = spawn(_fsdp_losses_with_and_without_validation, 2, tmp_path)[0]
+    assert watched == plain

@@ -4,8 +4,8 @@ that it is comparable from step to step and run to run (the training loss jumps 
 Levels: evenly spaced quantiles of the formulation's own training distribution (``sample_level``), so
 they cover the levels the model trains on, for any formulation (a plugin's too), without a table per
 formulation. Noise: one Gaussian draw per (clip, level), seeded by (seed, clip, level) and drawn on the
-host, so it is the same on every device and in every layout. Each forward is one clip at all levels (a
-batch of ``levels``); data-parallel ranks take clips in turn and the sums are all-reduced, so the loss of
+host, so it is the same on every device and in every layout. A forward is one clip at up to
+``data.micro_batch`` of its levels; data-parallel ranks take clips in turn and the sums are all-reduced, so the loss of
 a 2-rank run equals the single-process one (up to the order of a float64 sum).
 """
 
@@ -109,7 +109,8 @@ def ema_weights(model: torch.nn.Module, ema: EMA) -> Iterator[None]:
 
 
 def evaluation_mode(model: torch.nn.Module) -> contextlib.AbstractContextManager:
-    """No gradients and eval mode for the block; the mode the model was in after."""
+    """No gradients and eval mode for the block; after it, the mode the model was in and its FSDP
+    modules resharded (see :func:`reshard`)."""
 
     @contextlib.contextmanager
     def block() -> Iterator[None]:
@@ -119,6 +120,19 @@ def evaluation_mode(model: torch.nn.Module) -> contextlib.AbstractContextManager
             with torch.no_grad():
                 yield
         finally:
+            reshard(model)
             model.train(was_training)
 
     return block()
+
+
+def reshard(model: torch.nn.Module) -> None:
+    """Free the weights FSDP gathered for a forward without backward. FSDP keeps the root's and the last
+    block's (reshard_after_forward False: training's backward needs them next) until a backward reshards
+    them; the next training forward would run on those copies, the EMA weights of an EMA swap. Local: no
+    communication."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
