@@ -91,14 +91,18 @@ class ReportData:
     ok: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     review: list[dict] = field(default_factory=list)  # review.jsonl: removed and flagged clips
+    listed: list[dict] = field(default_factory=list)  # the failures shown: failed, and failed redos that kept clips
 
 
-def write_report(out: Path, summary: Any, ok: list[dict], failed: list[dict]) -> Path:
+def write_report(out: Path, summary: Any, ok: list[dict], failed: list[dict], listed: list[dict] | None = None) -> Path:
     """Write ``out/report.html`` from the folder's records (``ok``, ``failed``), its ``clips.parquet``
-    and the run's ``summary``; returns the path."""
+    and the run's ``summary``; returns the path. ``listed``: the failures to show (default ``failed``;
+    with the failed redos that kept a finished video's clips:
+    :func:`vfm_curator.pipelines.summary.listed_failures`)."""
     out = Path(out)
     entries = review.read_review(out)
-    data = ReportData(clips=collect_clips(out, ok, failed, entries), ok=ok, failed=failed, review=entries)
+    data = ReportData(clips=collect_clips(out, ok, failed, entries), ok=ok, failed=failed, review=entries,
+                      listed=failed if listed is None else listed)
     page = render(data, summary, title=out.name, out=out)
     path = output_path(out, "report.html")
     atomic_write(path, page.encode("utf-8"))
@@ -182,7 +186,7 @@ def render(data: ReportData, summary: Any, *, title: str, out: Path | None = Non
         *[charts.histogram([c.scores[n] for c in data.clips if n in c.scores], title=f"score: {n}") for n in score_names],
         "</div>",
         "<h2>Time per stage</h2>", stage_chart(data, summary),
-        f"<h2>Failures <span class=\"muted\">({len(data.failed)} videos)</span></h2>", failures(data.failed),
+        f"<h2>Failures <span class=\"muted\">({len(data.listed)} videos)</span></h2>", failures(data.listed),
         review_sections(data, out),
         f"<h2>Clips <span class=\"muted\">({len(data.clips)})</span></h2>", clip_table(data.clips, score_names),
     ])

@@ -116,6 +116,21 @@ def video_record(task: Any, **extra: Any) -> dict[str, Any]:
     }
 
 
+def record_failure(out: str | Path, task: Any, **extra: Any) -> bool:
+    """Write a failed task's record; returns whether the video's finished (ok) record was kept instead.
+    A failed redo (``redo_changed``: a changed file, caption or options) replaces nothing: the ok
+    record stays, its clips and part with it, and carries the failure as ``redo_failure`` (listed in
+    failures.jsonl and the report: :func:`vfm_curator.pipelines.summary.listed_failures`); the next
+    record of a redo that succeeds drops it."""
+    failed = video_record(task, **extra)
+    finished = load_record(out, task.vid)
+    if finished is not None and finished.get("status") == "ok":
+        write_record(out, task.vid, {**finished, "redo_failure": {**failed["failure"], "source": failed["source"]}})
+        return True
+    write_record(out, task.vid, failed)
+    return False
+
+
 def display_name(path: str) -> str:
     """``path`` as text that encodes to UTF-8 (bytes that are not UTF-8 shown as ``\\udcXX``, as repr does)."""
     try:

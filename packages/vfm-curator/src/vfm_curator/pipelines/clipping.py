@@ -23,7 +23,7 @@ from vfm_curator.io.fingerprint import caption_digest, fingerprint
 from vfm_curator.io.inputs import LeftOut, Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, output_path, safe_join
-from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, uncaptioned
+from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, listed_failures, uncaptioned
 from vfm_curator.stages.caption import sidecar_caption
 from vfm_curator.tasks import VideoTask, video_id
 from vfm_plugins import FolderLock
@@ -366,8 +366,8 @@ def _settle(out: Path, task: VideoTask) -> dict:
         record = state.load_record(out, task.vid)
         if record is not None and record.get("attempt_id") == task.context.get("fence"):
             return record.get("failure") or {}
-        if task.failure is not None:
-            state.write_record(out, task.vid, state.video_record(task))
+        if task.failure is not None:  # a failed redo of a finished video keeps its ok record
+            state.record_failure(out, task)
     return task.failure or {}
 
 
@@ -404,10 +404,11 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.captions_dropped = review.count("caption_qa", "removed")
     summary.clips -= len(review.removed)
     summary.uncaptioned = uncaptioned(safe_join(out, "clips.parquet"))
-    lines = [json.dumps(failure_line(r), sort_keys=True) for r in failed]
+    listed = listed_failures(ok, failed)  # and the failed redos of finished videos, which kept their clips
+    lines = [json.dumps(failure_line(r), sort_keys=True) for r in listed]
     atomic_write(output_path(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
-    summary.failures = len(failed)
-    summary.failure_kinds = failure_kinds(failed)
+    summary.failures = len(listed)
+    summary.failure_kinds = failure_kinds(listed)
     summary.videos_total = len(records)
     summary.decoded_short = sum(1 for r in ok if (r.get("meta") or {}).get("decoded_short"))
     summary.hours_in = sum(r.get("duration_s", 0.0) for r in ok) / 3600
@@ -416,4 +417,4 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.hours_out = (sum(r.get("clip_seconds", 0.0) for r in ok) - removed_s) / 3600
     summary.throughput = summary.video_s_processed / summary.wall_s if summary.wall_s > 0 else 0.0
     atomic_write(output_path(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
-    write_report(out, summary, ok, failed)
+    write_report(out, summary, ok, failed, listed)

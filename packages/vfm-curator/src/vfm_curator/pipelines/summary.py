@@ -49,7 +49,7 @@ class Summary(FailureReport):
     processed: int = 0  # videos run this time
     skipped: int = 0  # finished (or failed for good) in an earlier run
     retried: int = 0  # failed before and run again this time (--retry-failed, machine cause, changed config/input)
-    failures: int = 0  # failed videos in the output folder
+    failures: int = 0  # failed videos in the output folder, and failed redos of finished ones (their clips kept)
     clips: int = 0  # clips in clips.parquet (every finished video of the folder)
     uncaptioned: int = 0  # of those, clips without a caption (`vfm shard` fails them unless --no-require-captions)
     hours_in: float = 0.0  # video hours of every finished input (ok ones)
@@ -192,7 +192,34 @@ def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def failure_line(record: dict[str, Any]) -> dict[str, Any]:
-    """A record's line in failures.jsonl: source, stage, reason, cause, kind, attempts."""
+    """A record's line in failures.jsonl: source, stage, reason, cause, kind, attempts, and for a
+    failed redo what it kept (:func:`listed_failures`)."""
     failure = record.get("failure") or {}
     keep = ("stage", "reason", "cause", "kind", "attempts")
-    return {"source": record.get("source", ""), **{k: failure[k] for k in keep if k in failure}}
+    kept = {"kept": record["kept"]} if record.get("kept") else {}
+    return {"source": record.get("source", ""), **{k: failure[k] for k in keep if k in failure}, **kept}
+
+
+def listed_failures(ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The failures a folder lists (failures.jsonl, the report, the summary's count): the failed
+    records, and the failed redos of finished videos (``--redo-changed``), which replaced nothing
+    (:func:`vfm_curator.io.state.record_failure`): an ok record's ``redo_failure``, or a failed
+    record of a moved video whose ``replaces`` names a video still finished. Those say in ``kept``
+    which clips stayed, also in the reason the report shows."""
+    finished = {r.get("video_id"): r for r in ok}
+    listed = []
+    for record in failed:
+        replaced = finished.get((record.get("replaces") or {}).get("video_id"))
+        listed.append(_kept_by(record, record.get("failure") or {}, replaced) if replaced else record)
+    for record in ok:
+        redo = record.get("redo_failure")
+        if isinstance(redo, dict):
+            listed.append(_kept_by({**record, "status": "failed", "source": redo.get("source", record.get("source"))},
+                                   redo, record))
+    return listed
+
+
+def _kept_by(record: dict[str, Any], failure: dict[str, Any], finished: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as a listed failure that kept ``finished``'s clips."""
+    kept = f"the redo failed; the earlier clips ({int(finished.get('clips') or 0)}) are kept, of {finished.get('source', '')}"
+    return {**record, "failure": {**failure, "reason": f"{failure.get('reason', '')} ({kept})"}, "kept": kept}

@@ -5,7 +5,9 @@ from __future__ import annotations
 from vfm_curator.io import attempts, input_index, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, output_path
-from vfm_curator.io.state import forget_video, load_record, part_path, video_record, write_part, write_record
+from vfm_curator.io.state import (
+    forget_video, load_record, part_path, record_failure, video_record, write_part, write_record,
+)
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask, clip_id, video_id
@@ -43,25 +45,36 @@ class WriteStage(Stage):
                 # timeout may still be running: vfm_curator.io.attempts)
                 with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
                     if current:
-                        before = clip_ids_of(self.opt["out"], task.vid, task.source)  # a video clipped again (redo_changed)
-                        moved = _moved_from(task)  # the record of this video at the path it was moved from
-                        moved_clips = clip_ids_of(self.opt["out"], *moved) if moved is not None else set()
-                        before |= moved_clips
-                        if task.failure is None:
-                            run_guarded(self.name, task, self.process_one)
-                        elif task.clips:
-                            run_guarded(self.name, task, self._filtered_thumbs)
-                        if moved is not None:
-                            # before this video's record: a kill in between leaves neither in the
-                            # table (clipped again next run), never the video twice
-                            forget_video(self.opt["out"], moved[0], task.source, moved_clips)
-                        self._record(task)
-                        self._drop_replaced(before, task)
+                        self._write(task)
             finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
                 for clip in task.clips:
                     staging.discard(clip)
             strip(task)
         return tasks
+
+    def _write(self, task: VideoTask) -> None:
+        out = self.opt["out"]
+        before = clip_ids_of(out, task.vid, task.source)  # a video clipped again (redo_changed)
+        moved = _moved_from(task)  # the record of this video at the path it was moved from
+        moved_clips = clip_ids_of(out, *moved) if moved is not None else set()
+        redo_of_finished = (load_record(out, task.vid) or {}).get("status") == "ok"
+        if task.failure is None:
+            run_guarded(self.name, task, self.process_one)
+        elif task.clips and not redo_of_finished:  # a kept record's report shows its own filtered clips
+            run_guarded(self.name, task, self._filtered_thumbs)
+        if task.failure is None:
+            if moved is not None:
+                # before this video's record: a kill in between leaves neither in the
+                # table (clipped again next run), never the video twice
+                forget_video(out, moved[0], task.source, moved_clips)
+            self._record(task)
+            self._drop_replaced(before | moved_clips, task)
+            return
+        # a failed redo replaces nothing: the finished video (at this path, or the one it moved
+        # from) keeps its record and clips; only clip files this attempt wrote that no record names go
+        kept = self._record(task)
+        written = {c.id for c in task.clips if c.rejected is None and c.encoded}
+        self._drop_replaced((written | (set() if kept else before)) - moved_clips - (before if kept else set()), task)
 
     def process_one(self, task: VideoTask) -> None:
         out = self.opt["out"]
@@ -104,18 +117,23 @@ class WriteStage(Stage):
             if clip_id not in shown:
                 remove_leftover(output_path(self.opt["out"], "thumbs", f"{clip_id}.jpg"))
 
-    def _record(self, task: VideoTask) -> None:
+    def _record(self, task: VideoTask) -> bool:
+        """Write the video's record; returns whether a failed redo kept the finished record instead
+        (:func:`vfm_curator.io.state.record_failure`)."""
         kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
-        if task.failure is None:  # before the record: a record of an ok video is always in the index
-            input_index.note(self.opt["out"], (task.context.get("input") or {}).get("fingerprint"), task.vid)
-        write_record(self.opt["out"], task.vid, video_record(
-            task,
+        extra = dict(
             clips=len(kept),
             clip_seconds=sum(c.end_s - c.start_s for c in kept),
             rejected=sum(c.rejected is not None for c in task.clips),
             thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.has_samples],
             filtered=[filtered_entry(c) for c in task.clips if c.rejected is not None],
-        ))
+        )
+        if task.failure is not None:
+            return record_failure(self.opt["out"], task, **extra)
+        # before the record: a record of an ok video is always in the index
+        input_index.note(self.opt["out"], (task.context.get("input") or {}).get("fingerprint"), task.vid)
+        write_record(self.opt["out"], task.vid, video_record(task, **extra))
+        return False
 
 
 def _moved_from(task: VideoTask) -> tuple[str, str] | None:

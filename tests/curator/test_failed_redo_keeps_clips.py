@@ -1,0 +1,71 @@
+"""A finished video clipped again (``--redo-changed``) keeps its clips and its ok record when the redo
+fails: only a redo that succeeds replaces them. The failure is still listed (failures.jsonl, the
+report, the summary's count) and says that the earlier clips were kept. Real H264 files (PyAV),
+real runs: the file is truncated between the runs, or the redo's options let no clip through."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+import vfm_curator
+from tests.curator.moved_folder import SERIAL, moved_and_recaptioned
+from vfm_curator.synth import make_video
+
+
+def _table(out: Path) -> list[dict]:
+    return pq.read_table(out / "clips.parquet", columns=["id", "source", "caption"]).to_pylist()
+
+
+def _clip_files(out: Path) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in (out / "clips").glob("*.mp4")}
+
+
+def _failure_lines(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines() if line]
+
+
+def test_a_redo_of_a_finished_video_that_fails_on_its_truncated_file_keeps_its_clips_and_ok_record(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    table, files = _table(out), _clip_files(out)
+    a = tmp_path / "in" / "a.mp4"
+    a.write_bytes(a.read_bytes()[: a.stat().st_size // 2])  # its index (moov, at the end) lost: unreadable
+    redo = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
+    assert (redo.redone, redo.failures, redo.clips) == (1, 1, first.clips)
+    assert _table(out) == table and _clip_files(out) == files  # nothing that was done is lost
+    records = {r["source"]: r for r in map(json.loads, (p.read_text() for p in (out / ".state" / "videos").glob("*.json")))}
+    kept = records[str(a.resolve())]
+    assert kept["status"] == "ok" and kept["redo_failure"]["stage"] == "decode"
+    [line] = _failure_lines(out)
+    assert line["source"] == str(a.resolve()) and "earlier clips (2) are kept" in line["kept"]
+    assert "earlier clips (2) are kept" in (out / "report.html").read_text()
+    # the next run without --redo-changed lists it still; one with it that succeeds replaces the clips
+    make_video(a, [24, 24, 24], seed=3)
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
+    assert (again.failures, again.clips) == (0, first.clips + 1)
+    assert "redo_failure" not in json.loads((out / ".state" / "videos" / f"{kept['video_id']}.json").read_text())
+    assert _failure_lines(out) == []
+
+
+def test_a_failed_redo_of_a_moved_recaptioned_video_keeps_the_old_path_s_clips_and_record(tmp_path):
+    moved, out, clips = moved_and_recaptioned(tmp_path)
+    table, files = _table(out), _clip_files(out)
+    # no clip of the moved a passes (b moved with its caption: the same video, not clipped again)
+    never = {**SERIAL, "options": {"split": {"min_clip_s": 10.0, "max_clip_s": 20.0}}}
+    redo = vfm_curator.curate(moved, out, never, redo_changed=True)
+    assert (redo.redone, redo.failures, redo.clips) == (1, 1, clips)
+    assert _table(out) == table and _clip_files(out) == files
+    assert not (out / ".state" / "moved").exists()  # the old path's video was not forgotten
+    [line] = _failure_lines(out)
+    assert line["source"] == str(moved.resolve() / "a.mp4")
+    assert "earlier clips (2) are kept" in line["kept"] and str(tmp_path / "in" / "a.mp4") in line["kept"]
+    # a redo that succeeds then replaces the old path's clips: the video is in the table once
+    again = vfm_curator.curate(moved, out, SERIAL, retry_failed="all")
+    a_rows = [r for r in _table(out) if r["source"].endswith("a.mp4")]
+    assert (again.failures, len(_table(out)), len(a_rows)) == (0, clips, 2)
+    assert {r["source"] for r in a_rows} == {str(moved.resolve() / "a.mp4")}
