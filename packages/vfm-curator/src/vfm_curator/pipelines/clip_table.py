@@ -9,6 +9,7 @@ from pathlib import Path
 
 from vfm_curator.io.metadata import table_format
 from vfm_curator.io.paths import safe_join
+from vfm_curator.io.state_format import check_state_format
 from vfm_curator.stages.shard_task import ShardTask
 
 
@@ -22,6 +23,8 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
         raise ValueError(f"{clips_dir} does not exist; expected the output folder of `vfm curate` (clips/ + clips.parquet)")
     if not table_path.is_file():
         raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
+    # a curation a newer vfm made: its records (which clips a moved video left, ...) may mean something else
+    check_state_format(clips_dir)
     try:
         table = pq.read_table(table_path)
     except Exception as exc:  # pyarrow raises several types for a broken file

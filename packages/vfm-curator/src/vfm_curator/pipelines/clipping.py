@@ -23,6 +23,7 @@ from vfm_curator.io.fingerprint import caption_digest, fingerprint
 from vfm_curator.io.inputs import LeftOut, Source, expand
 from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, output_path, safe_join
+from vfm_curator.io.state_format import check_state_format, mark_state_format
 from vfm_curator.pipelines.summary import Progress, Summary, failure_kinds, failure_line, listed_failures, uncaptioned
 from vfm_curator.stages.caption import sidecar_caption
 from vfm_curator.tasks import VideoTask, video_id
@@ -65,6 +66,7 @@ def run_clipping(
     retry = check_retry(retry_failed)
     check_out_folder(out)
     check_not_other_output(out, "vfm curate")
+    check_state_format(out)  # a folder a newer vfm curated: refused before anything is written
     specs = stage_specs(config, out)
     left_out = LeftOut()
     sources = expand(list(inputs), exclude=out, left_out=left_out)
@@ -98,6 +100,7 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     for leftover in out.rglob(".*.tmp"):
         remove_leftover(leftover)
     attempts.clear(out)  # attempts a killed run never took back
+    mark_state_format(out)
     summary = Summary(out=str(out), videos=len(sources))
     if left_out is not None:
         summary.folders_not_read, summary.left_out = dict(left_out.not_read), left_out.line()
