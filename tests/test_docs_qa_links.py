@@ -82,3 +82,42 @@ def test_a_missing_file_a_wrong_anchor_and_a_duplicate_heading_are_caught(tmp_pa
     )
     problems = broken_links(page)
     assert [p.split(":")[0] for p in problems] == ["missing.md", "other.md#plugin-hooks", "#nowhere", "other.md#usage-2"]
+
+
+#: names the pages use as made-up examples of a reader's own code (architecture.md's new plugin kind)
+EXAMPLE_NAMES = {"vfm_models.widgets"}
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``a.b.c`` is a module, or an attribute reached from the longest importable prefix."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if hasattr(obj, attr):
+                obj = getattr(obj, attr)
+                continue
+            try:  # a submodule that its package does not import
+                obj = importlib.import_module(f"{obj.__name__}.{attr}")
+            except (ImportError, AttributeError):
+                return False
+        return True
+    return False
+
+
+def test_every_vfm_module_function_and_class_a_page_names_exists():
+    """The pages send readers to code by dotted name (`vfm_curator.shot_detectors.torch_scorer.TorchFrameScorer`,
+    `vfm_plugins.formats.check_format_version`): each must import, so that a rename shows up here."""
+    named = {}
+    for page in PAGES:
+        for name in re.findall(r"\b(vfm_(?:models|parallel|data|curator|infer|cli|plugins)(?:\.[A-Za-z_]\w*)+)",
+                               page.read_text(encoding="utf-8")):
+            named.setdefault(name, str(page.relative_to(ROOT)))
+    assert len(named) > 100, f"only {len(named)} dotted names found: the pattern no longer matches the pages"
+    missing = [f"{page}: {name}" for name, page in sorted(named.items()) if name not in EXAMPLE_NAMES and not _resolves(name)]
+    assert missing == []
