@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 
 import pytest
@@ -218,3 +219,27 @@ def test_an_fsdp_run_trains_the_same_after_a_held_out_loss_of_the_ema_weights(tm
     # EMA weights of the held-out forward, which the next training step would have used
     plain, watched = spawn(_fsdp_losses_with_and_without_validation, 2, tmp_path)[0]
     assert watched == plain
+
+
+def _run_with_a_preview_longer_than_the_group_timeout(rank, world, root):
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    from vfm_parallel.trainer import train
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
+    _set_pg_timeout(timedelta(seconds=2), dist.group.WORLD)  # a training collective's timeout, made short
+
+    def with_slow_preview(ctx):
+        parts = build_parts(ctx)
+        parts.preview = lambda folder, weights, step: time.sleep(5)  # longer than a collective waits
+        return parts
+
+    cfg = tiny_config(root, parallel={"dp_replicate": 2, "dp_shard": 1}, train={"steps": 3}, preview={"interval": 2})
+    return train(from_dict(cfg, world), with_slow_preview).final_step
+
+
+def test_the_other_ranks_wait_for_rank_0s_preview_however_long_the_training_collectives_timeout(tmp_path):
+    assert spawn(_run_with_a_preview_longer_than_the_group_timeout, 2, tmp_path) == [3, 3]

@@ -12,10 +12,12 @@ import contextlib
 import json
 import time
 import warnings
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
 from vfm_plugins.files import replace_file
 
 from vfm_parallel.checkpoint_names import step_dir
@@ -28,6 +30,11 @@ from vfm_parallel.trainer.parts import TrainParts
 
 class PreviewWarning(TrainingWarning):
     """A preview that failed: the run goes on without it."""
+
+
+#: how long the other ranks wait for rank 0's preview: far longer than a training collective's timeout
+#: (NCCL's default is 10 minutes), which a large model's videos can outlast
+PREVIEW_WAIT = timedelta(hours=2)
 
 
 def _due(interval: int, done: int) -> bool:
@@ -64,6 +71,11 @@ class Watching:
         if cfg.preview.interval and parts.preview is None:
             raise ConfigError("preview.interval", f"is {cfg.preview.interval} but this run's parts cannot generate "
                                                   "(TrainParts.preview); set preview.interval = 0")
+        # the ranks wait for rank 0's preview in a barrier of their own (gloo: on the host, so no device
+        # collective sits waiting on its timeout); created here, as every rank makes it (collective)
+        self.preview_wait = None
+        if cfg.preview.interval and dist.is_initialized() and dist.get_world_size() > 1:
+            self.preview_wait = dist.new_group(backend="gloo", timeout=PREVIEW_WAIT)
 
     def _record_levels(self) -> None:
         """``RUN/validation.json``: what ``val_loss_level_<j>`` means (the level j) and what it is measured on."""
@@ -91,6 +103,7 @@ class Watching:
             weights = export_weights()  # collective (FSDP/TP gathers, PP merges the stages)
             if self.rank == 0:
                 self._preview(done, weights)
+            self._wait_for_preview(done)
             row["preview_s"] = time.perf_counter() - begin
         return row, time.perf_counter() - start
 
@@ -107,6 +120,17 @@ class Watching:
             out[f"val_loss{suffix}"] = mean
             out.update({f"val_loss{suffix}_level_{j}": value for j, value in enumerate(per_level)})
         return out
+
+    def _wait_for_preview(self, done: int) -> None:
+        """Every rank: on from here together once rank 0's preview of step ``done`` is written."""
+        if self.preview_wait is None:
+            return
+        try:
+            dist.barrier(group=self.preview_wait)
+        except RuntimeError as exc:  # gloo's timeout, or a peer gone
+            raise RuntimeError(f"rank {self.rank}: rank 0's preview of step {done} did not end within {PREVIEW_WAIT} "
+                               f"(or rank 0 left): {exc}; accepted: fewer or smaller previews (preview.count, steps, "
+                               "size, frames) or a longer preview.interval") from exc
 
     def _preview(self, done: int, weights: dict[str, torch.Tensor]) -> None:
         """Rank 0: the videos of step ``done`` under RUN/previews/step_<N>/; a failure is one warning."""
