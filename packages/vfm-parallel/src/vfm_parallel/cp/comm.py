@@ -63,10 +63,22 @@ def _all_to_all_raw(send, recv_shapes, dtype, group, layer):
     send = [s.contiguous() for s in send]
     comm_stats.record("all_to_all", layer, sum(comm_stats.tensor_bytes(s) for s in send))
     if len({tuple(s.shape) for s in send} | {tuple(r.shape) for r in recv}) == 1:
-        dist.all_to_all(recv, send, group=group)
+        _equal_all_to_all(send, recv, group)
     else:  # gloo's all_to_all takes equal chunks only: uneven ones go pairwise, sizes known both sides
         _pairwise_exchange(send, recv, group)
     return recv
+
+
+def _equal_all_to_all(send, recv, group) -> None:
+    if dist.get_backend(group) != "gloo":
+        dist.all_to_all(recv, send, group=group)
+        return
+    # gloo's list all_to_all is missing in torch 2.11 and older ("Backend gloo does not support
+    # alltoall"; 2.13 has it); all_to_all_single, gloo's alltoall_base, is there in every release.
+    out = torch.empty((len(recv), *recv[0].shape), dtype=recv[0].dtype, device=recv[0].device)
+    dist.all_to_all_single(out, torch.stack(send), group=group)
+    for r, chunk in zip(recv, out):
+        r.copy_(chunk)
 
 
 def _pairwise_exchange(send, recv, group) -> None:
