@@ -75,16 +75,12 @@ def export(
     if problem:
         fail(problem)
 
-    from vfm_models.adapters import AdapterConfigError, AdapterKeyError
     from vfm_models.adapters.exports import export_to_external
-    from vfm_models.checkpoint import CheckpointMismatchError
-    from vfm_models.export import NonFiniteWeightsError, load_export, read_meta, save_export
-    from vfm_models.export_paths import OPTION_SECTIONS, ExportPathError
+    from vfm_models.export import load_export, read_meta, save_export
+    from vfm_models.export_paths import OPTION_SECTIONS
     from vfm_plugins import UnknownNameError
-    from vfm_plugins.formats import FormatVersionError
 
-    from vfm_cli.checkpoint_export import CheckpointExportError, describe, export_checkpoint, looks_like_checkpoint
-    from vfm_parallel.checkpoint import CheckpointError
+    from vfm_cli.checkpoint_export import describe, export_checkpoint, looks_like_checkpoint
 
     try:
         if looks_like_checkpoint(src):
@@ -116,8 +112,10 @@ def export(
                 fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
             with written_whole(out) as target:
                 save_export(target, model, meta)
-    except (FileNotFoundError, AdapterConfigError, AdapterKeyError, CheckpointMismatchError, NonFiniteWeightsError,
-            ExportPathError, UnknownNameError, CheckpointError, CheckpointExportError, FormatVersionError) as exc:
+    except (ValueError, OSError, UnknownNameError) as exc:
+        # every refusal of the input (a config.json missing a key, weights that do not fit it, a newer
+        # format, a damaged checkpoint: ValueErrors) and a file that cannot be read or written is one
+        # line, as the other commands print them; any other exception is a bug and keeps its traceback
         fail(str(exc))
     typer.echo(f"{fmt}: {out}")
 
