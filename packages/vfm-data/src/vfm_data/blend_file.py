@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 from vfm_plugins.files import replace_file
@@ -42,15 +42,20 @@ def write_blend(
     datasets: Sequence[tuple[str | os.PathLike, float]],
     *,
     split_part: str = "train",
+    more_splits: Mapping[str, Sequence[tuple[str | os.PathLike, float]]] | None = None,
 ) -> Path:
     """Write a blend of ``(dataset folder, weight)`` pairs as an energon metadataset YAML.
 
     Datasets inside the blend file's folder are written as relative paths (energon resolves them
     against the file's folder), so a folder of shards plus its blend file can be moved or copied.
+    ``more_splits``: other split parts, each its own pairs (e.g. ``{"val": [...]}``, read with
+    ``split_part="val"``; every dataset named there must have that split part).
     """
-    if not datasets:
-        raise ValueError("a blend needs at least one (path, weight) pair")
-    for path, weight in datasets:
+    splits = {split_part: datasets, **(more_splits or {})}
+    for name, pairs in splits.items():
+        if not pairs:
+            raise ValueError(f"a blend needs at least one (path, weight) pair per split (split {name!r} has none)")
+    for path, weight in (pair for pairs in splits.values() for pair in pairs):
         # the rule the loader applies to a blend file (vfm_data.trust): never write one it refuses
         if not is_blend_weight(weight):
             raise ValueError(f"blend weight of {path} must be a positive finite number, got {weight!r}; weights are "
@@ -62,7 +67,8 @@ def write_blend(
         "__module__": "megatron.energon",
         "__class__": "MetadatasetV2",
         "splits": {
-            split_part: {"blend": [{"weight": float(w), "path": _relative_if_inside(p, file)} for p, w in datasets]}
+            name: {"blend": [{"weight": float(w), "path": _relative_if_inside(p, file)} for p, w in pairs]}
+            for name, pairs in splits.items()
         },
     }
     replace_file(file, yaml.safe_dump(doc, sort_keys=False))  # a link planted at `file` is replaced, not written through

@@ -44,6 +44,11 @@ def shard(
         None, "--max-crop", metavar="F",
         help="Refuse clips whose centre crop to their bucket would cut more than F of the frame (0.3: 30%). Default: no "
              "limit, a warning past 0.25."),
+    val_fraction: Optional[float] = typer.Option(
+        None, "--val-fraction", metavar="F",
+        help="Hold out about this share of the clips (0 <= F < 1) in a val split (val-*.tar shards, blend.yaml's "
+             "splits.val) for vfm train's [validation]; a clip's split follows from its id, so it never moves on a "
+             "re-run. Default: the config's, else 0 (every clip trains)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
@@ -82,6 +87,13 @@ def shard(
         raise typer.BadParameter(_missing_models(tokenizer, text_encoder))
     apply_run_options(cfg.execution, runner, ray_address, num_cpus)
     buckets_given = _bucket_options(resolution, frames, frame_stride, max_upscale, max_crop, windows)
+    if val_fraction is not None:
+        from vfm_curator.pipelines.shard_split import check_val_fraction
+
+        try:
+            buckets_given["val_fraction"] = check_val_fraction(val_fraction)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--val-fraction") from exc
     before = shard_files(out)  # what a Ctrl-C line counts against
     try:
         summary = run(clips_dir, out, cfg, tokenizer=tokenizer, text_encoder=text_encoder, require_captions=require_captions,
@@ -109,6 +121,7 @@ def shard(
         ("skipped (failed before)", summary.failed_before),
         ("failed before, run again", summary.retried),
         ("failures", summary.failures),
+        *((("held out for val (clips, samples)", _held_out(summary)),) if summary.val_fraction or summary.val_samples else ()),
         ("upscaled now (most)", f"{summary.upscaled} ({summary.most_upscale:.2f}x)" if summary.upscaled else 0),
         ("cropped now (most)", f"{summary.cropped} ({summary.most_crop:.0%} of the frame)" if summary.cropped else 0),
         ("cut short now (windows = 0 frame cap)", summary.cut_short),
@@ -147,6 +160,14 @@ def _written_now(summary) -> int | str:
     if summary.topped_up:
         clips.append(f"{summary.topped_up} topped up (windows added)")
     return f"{' + '.join(clips)}, {summary.samples_written} samples"
+
+
+def _held_out(summary) -> str:
+    """The val split of the whole output against the fraction asked for."""
+    clips = summary.val_clips + summary.train_clips
+    share = f"{summary.val_clips / clips:.0%}" if clips else "-"
+    return (f"{summary.val_clips} of {clips} clips ({share}, val_fraction {summary.val_fraction:g}), "
+            f"{summary.val_samples} of {summary.samples} samples")
 
 
 _HXW = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")

@@ -17,6 +17,10 @@ IDENTITY = ("tokenizer", "tokenizer_options", "text_encoder", "text_encoder_opti
 #: Which bucket a clip goes to and how it is fitted: a re-run may change them, but clips sharded
 #: before stay where they are, which the run says (see shard_settings._bucketing_notice).
 BUCKETING = ("resolutions", "frames", "frame_stride", "windows", "max_upscale", "max_crop")
+#: Which split a clip goes to: a folder is only resumed or topped up with the same values (a clip
+#: must never move between train and val), each compared as its default where an older folder's
+#: shard_config.json lacks it (those folders were made before the option, with the default).
+SPLITTING = {"val_fraction": 0.0}
 
 
 @dataclass
@@ -31,6 +35,7 @@ class ShardConfig:
         windows = 0                               # samples per clip: 0 = every window of frames that fits
         max_upscale = 2.0                         # refuse clips a bucket would enlarge more (default: no limit)
         max_crop = 0.3                            # refuse clips whose centre crop cuts more of the frame
+        val_fraction = 0.05                       # clips held out in val shards (by a hash of the clip id)
         [shard.tokenizer_options]
         weights = "causal3d.safetensors"
         [run]                                      # as for vfm curate
@@ -52,6 +57,9 @@ class ShardConfig:
     windows: int = 0
     max_upscale: float | None = None  # refuse a clip its bucket would enlarge more than this (None: any)
     max_crop: float | None = None  # refuse a clip whose centre crop cuts more of its frame than this (None: any)
+    # the share of clips held out for validation, in the val split part: a clip goes there when the
+    # SHA-256 of its id, as a fraction in [0, 1), is below it (0: none, every clip trains)
+    val_fraction: float = 0.0
     require_captions: bool = True
     max_shard_bytes: int = 1 << 30
     array_format: str = "npy"
@@ -82,7 +90,8 @@ class ShardConfig:
         return cls.from_dict(read_config_file(path))
 
     def identity(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in IDENTITY}
+        """What ``shard_config.json`` records and a re-run must match (:data:`IDENTITY`, :data:`SPLITTING`)."""
+        return {k: getattr(self, k) for k in (*IDENTITY, *SPLITTING)}
 
     def stage_specs(self) -> list[StageSpec]:
         """The configured stages, each given the ``[shard]`` values it has an option for."""

@@ -14,10 +14,12 @@ import tarfile
 from pathlib import Path
 
 from vfm_curator.io.paths import safe_join
+from vfm_curator.pipelines.shard_split import PREFIXES, TRAIN, split_of
 from vfm_curator.stages.shard_task import ShardTask
 
-SHARD_PREFIX = "shard"
-_SHARD_RE = re.compile(rf"^{SHARD_PREFIX}-(\d+)\.tar$")
+SHARD_PREFIX = PREFIXES[TRAIN]
+# a finished shard of either split (train ``shard-N.tar``, val ``val-N.tar``, see shard_split)
+_SHARD_RE = re.compile(rf"^({'|'.join(PREFIXES.values())})-(\d+)\.tar$")
 _BUCKET_RE = re.compile(r"^\d+x\d+x\d+$")
 LATENT_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -28,8 +30,14 @@ def bucket_dirs(out: Path) -> list[Path]:
 
 
 def shards(folder: Path) -> list[Path]:
-    """Finished shards of one bucket folder, in order."""
-    return sorted(p for p in folder.glob(f"{SHARD_PREFIX}-*.tar") if _SHARD_RE.match(p.name))
+    """Finished shards of one bucket folder, of both splits (train's first), in order."""
+    return [p for split in PREFIXES for p in split_shards(folder, split)]
+
+
+def split_shards(folder: Path, split: str) -> list[Path]:
+    """Finished shards of one split part (``"train"``, ``"val"``) of a bucket folder, in order."""
+    prefix = PREFIXES[split]
+    return sorted(p for p in folder.glob(f"{prefix}-*.tar") if (m := _SHARD_RE.match(p.name)) and m.group(1) == prefix)
 
 
 def shard_keys(shard: Path) -> set[str]:
@@ -52,17 +60,19 @@ def remove_leftovers(out: Path) -> int:
 
     removed = 0
     for folder in bucket_dirs(out):
-        for tmp in folder.glob(temporary_prefix(f"{SHARD_PREFIX}-*.tar") + "*"):
-            removed += remove_leftover(tmp)
+        for prefix in PREFIXES.values():
+            for tmp in folder.glob(temporary_prefix(f"{prefix}-*.tar") + "*"):
+                removed += remove_leftover(tmp)
     return removed
 
 
 class BucketWriters:
-    """One vfm-data :class:`ShardWriter` per bucket folder, opened on the bucket's first sample and
-    numbered after the shards earlier runs finished there."""
+    """One vfm-data :class:`ShardWriter` per bucket folder and split part (``val_fraction``: which
+    clips go to val, see :mod:`.shard_split`), opened on its first sample and numbered after the
+    shards of that split earlier runs finished there."""
 
     def __init__(self, out: Path, *, max_shard_bytes: int, array_format: str = "npy", latent_dtype: str = "float32",
-                 tokenizer: str, text_encoder: str, extra: dict | None = None) -> None:
+                 tokenizer: str, text_encoder: str, extra: dict | None = None, val_fraction: float = 0.0) -> None:
         if latent_dtype not in LATENT_DTYPES:
             raise ValueError(f"latent_dtype must be one of {', '.join(LATENT_DTYPES)}, got {latent_dtype!r}")
         if latent_dtype == "bfloat16" and array_format != "pth":
@@ -70,18 +80,19 @@ class BucketWriters:
         self.out = Path(out)
         self.max_shard_bytes, self.array_format, self.latent_dtype = max_shard_bytes, array_format, latent_dtype
         self.tokenizer, self.text_encoder, self.extra = tokenizer, text_encoder, dict(extra or {})
-        self.writers: dict[str, object] = {}
+        self.val_fraction = val_fraction
+        self.writers: dict[tuple[str, str], object] = {}
         self.written: dict[str, int] = {}
 
-    def _writer(self, bucket: str):
+    def _writer(self, bucket: str, split: str):
         from vfm_data import ShardWriter
 
-        if bucket not in self.writers:
+        if (bucket, split) not in self.writers:
             folder = safe_join(self.out, bucket)
-            done = [int(_SHARD_RE.match(p.name).group(1)) for p in shards(folder)] if folder.is_dir() else []
-            self.writers[bucket] = ShardWriter(folder, prefix=SHARD_PREFIX, max_shard_bytes=self.max_shard_bytes,
-                                               array_format=self.array_format, start_index=max(done, default=-1) + 1)
-        return self.writers[bucket]
+            done = [int(_SHARD_RE.match(p.name).group(2)) for p in split_shards(folder, split)] if folder.is_dir() else []
+            self.writers[bucket, split] = ShardWriter(folder, prefix=PREFIXES[split], max_shard_bytes=self.max_shard_bytes,
+                                                      array_format=self.array_format, start_index=max(done, default=-1) + 1)
+        return self.writers[bucket, split]
 
     def write(self, task: ShardTask, *, done: frozenset[str] | set[str] = frozenset()) -> int:
         """Write the clip's samples (one per window) and return how many. The first window, whose key
@@ -93,6 +104,7 @@ class BucketWriters:
         from vfm_data import SampleMeta
 
         latents, text = task.latents(), torch.tensor(task.text)
+        split = split_of(task.id, self.val_fraction)  # by the clip id: every window of the clip in one split
         written = 0
         for k in reversed(range(len(latents))):
             key = task.sample_key(k)
@@ -108,7 +120,7 @@ class BucketWriters:
             )
             # arrays from Ray's object store are read-only: copy into tensors
             latent = torch.tensor(latents[k], dtype=getattr(torch, self.latent_dtype))
-            self._writer(task.bucket).write(key, latent, text, meta)
+            self._writer(task.bucket, split).write(key, latent, text, meta)
             written += 1
         self.written[task.bucket] = self.written.get(task.bucket, 0) + written
         return written

@@ -13,7 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
-from vfm_curator.pipelines.shard_files import shard_keys, shards
+from vfm_curator.pipelines.shard_files import shard_keys, shards, split_shards
+from vfm_curator.pipelines.shard_split import PREFIXES, split_pattern
 
 META = ".nv-meta"
 #: Files a complete index has (energon writes .info.json, index.sqlite, split.yaml; vfm-data dataset.yaml).
@@ -38,10 +39,27 @@ def indexed_counts(folder: Path) -> dict[str, int] | None:
         return None
 
 
+def split_parts(folder: Path) -> list[tuple[str, str]]:
+    """The energon split parts of a bucket folder: (split, pattern) for each split that has shards
+    there (energon refuses a pattern that matches no shard)."""
+    return [(split, split_pattern(split)) for split in PREFIXES if split_shards(folder, split)]
+
+
+def indexed_splits(folder: Path) -> list[str] | None:
+    """The split parts the index names (None: no readable split.yaml)."""
+    try:
+        from vfm_data.blend_file import read_yaml
+
+        return sorted(str(name) for name in read_yaml(folder / META / "split.yaml")["split_parts"])
+    except Exception:  # noqa: BLE001 - unreadable or of another shape: not this run's index
+        return None
+
+
 def index_is_current(folder: Path, on_disk: dict[str, int] | None = None) -> bool:
-    """Whether the index lists exactly the shards on disk with their sample counts."""
+    """Whether the index lists exactly the shards on disk with their sample counts, in the split
+    parts the shards' names give (an index made before val shards existed names train alone)."""
     on_disk = disk_counts(folder) if on_disk is None else on_disk
-    return indexed_counts(folder) == on_disk
+    return indexed_counts(folder) == on_disk and indexed_splits(folder) == sorted(s for s, _ in split_parts(folder))
 
 
 def rebuild_index(folder: Path) -> None:
@@ -53,7 +71,7 @@ def rebuild_index(folder: Path) -> None:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            prepare_dataset(folder)
+            prepare_dataset(folder, split_parts=split_parts(folder))
     except SystemExit as exc:
         raise ValueError(f"energon could not index {folder}: {_said(captured, exc)}") from None
     except (OSError, ValueError, RuntimeError, AssertionError) as exc:

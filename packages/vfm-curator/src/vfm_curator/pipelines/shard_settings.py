@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_state
-from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, ShardConfig
+from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SPLITTING, ShardConfig
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
 
 
@@ -22,14 +22,17 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
     mine = json.loads(json.dumps(config.identity()))
     if path.exists():
         theirs = json.loads(path.read_text(encoding="utf-8"))
-        diff = sorted(k for k in IDENTITY if theirs.get(k) != mine[k])
+        theirs = {**SPLITTING, **theirs}  # a folder made before val_fraction was made with its default
+        diff = sorted(k for k in (*IDENTITY, *SPLITTING) if theirs.get(k) != mine[k])
         # a run that wrote no shard (e.g. its text encoder could not be set up) binds nothing: the
         # corrected command into the same folder takes it over with its own settings
         if diff and not _holds_shards(out):
             atomic_write(output_path(out, "shard_config.json"), json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
         elif diff:
+            moves = (" (a changed val_fraction would move clips between the train and val splits)"
+                     if "val_fraction" in diff else "")
             raise ValueError(
-                f"{out} holds shards made with other settings ({', '.join(f'{k}: {theirs.get(k)!r} there, {mine[k]!r} now' for k in diff)}); "
+                f"{out} holds shards made with other settings ({', '.join(f'{k}: {theirs.get(k)!r} there, {mine[k]!r} now' for k in diff)}){moves}; "
                 "use the same settings to resume, or a new output folder"
             )
     else:

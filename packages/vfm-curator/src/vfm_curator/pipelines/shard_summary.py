@@ -55,6 +55,11 @@ class ShardSummary(FailureReport):
     removed_since: int = 0
     resharded: int = 0  # changed clips whose old samples were taken out to shard them again (redo_changed)
     samples_dropped: int = 0  # samples taken out of the shards (redo_changed: changed and removed clips)
+    # the held-out split (val_fraction: the share of clips asked for), of the whole output
+    val_fraction: float = 0.0
+    val_clips: int = 0
+    val_samples: int = 0
+    train_clips: int = 0
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of
@@ -149,3 +154,21 @@ def _cut_short_notice(summary: ShardSummary) -> list[str]:
     return [f"{summary.cut_short} of the {summary.written + summary.topped_up} clips written now filled more windows than "
             f"they got: windows = 0 keeps at most {ALL_WINDOWS_BYTES / 2**20:g} MiB of frames per clip; set windows "
             "(--windows N) to take N windows of every clip, or cut shorter clips (vfm curate's split max_clip_s)"]
+
+
+def _val_notice(summary: ShardSummary) -> list[str]:
+    """One line when ``val_fraction`` asked for held-out clips and a split got none: too few clips
+    for the fraction (the split is by clip id, so a few clips may all fall on one side)."""
+    if not summary.val_fraction or not summary.samples:
+        return []
+    total = summary.val_clips + summary.train_clips
+    if not summary.val_clips:
+        return [f"val_fraction {summary.val_fraction:g} put none of the {total} sharded clips in the val split (about "
+                f"{summary.val_fraction * total:.1f} expected): vfm train's [validation] on split \"val\" has no clip to "
+                "read; shard more clips, or shard into a new folder with a larger --val-fraction, or name held-out "
+                "shards in validation.blend"]
+    if not summary.train_clips:
+        return [f"val_fraction {summary.val_fraction:g} put all {total} sharded clips in the val split: the train split "
+                "is empty and vfm train has nothing to train on; shard more clips, or shard into a new folder with a "
+                "smaller --val-fraction"]
+    return []

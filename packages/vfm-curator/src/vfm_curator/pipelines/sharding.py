@@ -5,7 +5,8 @@ the same runners as the clipping pipeline; the driver writes each finished sampl
 vfm-data shard writer (see :mod:`vfm_curator.pipelines.shard_files`). Output::
 
     SHARDS/<H>x<W>x<T>/shard-000000.tar ... + .nv-meta/   one energon dataset per bucket
-    SHARDS/blend.yaml      energon metadataset listing every bucket, weight = its sample count
+    SHARDS/<H>x<W>x<T>/val-000000.tar ...   its val split part (val_fraction > 0: clips held out by id)
+    SHARDS/blend.yaml      energon metadataset listing every bucket, weight = its sample count (per split)
     SHARDS/buckets.json    per bucket: shape, samples, tokens, bytes, shards
     SHARDS/failures.jsonl  clips that failed (decode, missing caption, ...), one JSON object per line
     SHARDS/summary.json
@@ -37,6 +38,7 @@ from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remo
 from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
+from vfm_curator.pipelines.shard_split import check_val_fraction
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _changed_notice, _count_resize, _cut_short_notice,
     _resize_notices,
@@ -67,6 +69,7 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
     were sharded out of the shards, and shard the changed ones again (:mod:`.shard_changes`)."""
     out = Path(out).resolve()
     config = config or ShardConfig()
+    config = replace(config, val_fraction=check_val_fraction(config.val_fraction))
     retry = check_retry(retry_failed)
     check_out_folder(out)
     check_not_other_output(out, "vfm shard")
@@ -91,7 +94,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     finished = finished_keys(out)  # bucket -> sample keys in its finished shards
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
-    summary = ShardSummary(out=str(out), clips=len(tasks), clips_dir=str(clips_dir),
+    summary = ShardSummary(out=str(out), clips=len(tasks), clips_dir=str(clips_dir), val_fraction=config.val_fraction,
                            curation_failures={} if tasks else curation_failures(clips_dir))
     changed, removed = changed_and_removed(out, tasks, done, clips_dir)
     if redo_changed and (changed or removed):
@@ -173,7 +176,8 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
     with open_runner(specs, config.execution, out, advance) as runner:
         writers = BucketWriters(out, max_shard_bytes=config.max_shard_bytes, array_format=config.array_format,
                                 latent_dtype=config.latent_dtype, tokenizer=config.tokenizer, text_encoder=config.text_encoder,
-                                extra={"tokenizer_options": config.tokenizer_options, "text_encoder_options": config.text_encoder_options})
+                                extra={"tokenizer_options": config.tokenizer_options, "text_encoder_options": config.text_encoder_options},
+                                val_fraction=config.val_fraction)
         if progress is not None:
             progress.start([s.name for s in specs] + ["write"], len(todo))
         def write(task: ShardTask) -> None:

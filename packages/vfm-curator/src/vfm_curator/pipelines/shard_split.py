@@ -1,0 +1,37 @@
+"""Which split a clip's samples go to (``val_fraction``): a function of the clip id alone, so a clip
+never moves between train and val on a re-run or top-up, whatever the order or the worker count,
+and all windows of a clip stay together (no leakage). Each split has its own shard name prefix in a
+bucket folder, and the bucket's energon split parts list a prefix only where it has shards (energon
+refuses a split pattern that matches no shard)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+TRAIN, VAL = "train", "val"
+#: split part -> shard name prefix in a bucket folder (``shard-000000.tar``, ``val-000000.tar``)
+PREFIXES = {TRAIN: "shard", VAL: "val"}
+
+
+def check_val_fraction(value: object) -> float:
+    """``value`` as a fraction in [0, 1), else a ValueError naming what is accepted."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value < 1:
+        raise ValueError(f"val_fraction must be a number with 0 <= val_fraction < 1 (the share of clips held out "
+                         f"for validation; 0: none), got {value!r}")
+    return float(value)
+
+
+def clip_fraction(clip_id: str) -> float:
+    """The clip id's SHA-256 as a number in [0, 1) (its first 8 bytes)."""
+    return int.from_bytes(hashlib.sha256(clip_id.encode("utf-8")).digest()[:8], "big") / 2.0**64
+
+
+def split_of(clip_id: str, val_fraction: float) -> str:
+    """``"val"`` when the clip id's fraction is below ``val_fraction``, else ``"train"``."""
+    return VAL if clip_fraction(clip_id) < val_fraction else TRAIN
+
+
+def split_pattern(split: str) -> str:
+    """The energon split part pattern (a regular expression over shard file names) of ``split``."""
+    return rf"^{PREFIXES[split]}-\d+\.tar$"

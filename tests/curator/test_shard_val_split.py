@@ -1,0 +1,188 @@
+"""``val_fraction``: a clip goes to the val split when the SHA-256 of its id, as a fraction, is below
+it, with every window of it (no leakage); val shards have their own prefix per bucket, energon's split
+parts and blend.yaml list val only where it has shards; a re-run or top-up never moves a clip, and a
+changed fraction is refused. Real H264 clips from vfm curate, sharded with the pixel tokenizer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+import vfm_curator
+from vfm_curator.pipelines.shard_split import clip_fraction, split_of
+from vfm_curator.synth import make_video
+
+SIZE, FRAMES = (32, 48), 5  # 12-frame shots: two windows of 5 frames per clip
+FRACTION = 0.3
+
+
+def curate(inputs: Path, clips: Path) -> list[str]:
+    """Curate ``inputs`` into ``clips`` (a re-run adds new videos' clips); the clip ids of its table."""
+    vfm_curator.curate(inputs, clips, {"run": {"runner": "serial"},
+                                       "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}})
+    return [row["id"] for row in pq.read_table(clips / "clips.parquet").to_pylist()]
+
+
+def add_video(inputs: Path, n: int) -> None:
+    make_video(inputs / f"v{n}.mp4", [12] * 6, width=SIZE[1], height=SIZE[0], seed=10 + n)
+    (inputs / f"v{n}.txt").write_text(f"video {n}: six short shots")
+
+
+def curated_with_both_splits(root: Path, fraction: float = FRACTION) -> tuple[Path, Path, list[str]]:
+    """(inputs, clips, clip ids) with at least one clip on each side of ``fraction``: the ids hash the
+    videos' absolute paths, so a tmp folder's clips are added to, a video at a time, until they do."""
+    inputs, clips = root / "in", root / "clips"
+    ids: list[str] = []
+    for n in range(6):
+        add_video(inputs, n)
+        ids = curate(inputs, clips)
+        if n and {split_of(i, fraction) for i in ids} == {"train", "val"}:
+            return inputs, clips, ids
+    raise AssertionError(f"no val/train mix at {fraction} in {len(ids)} clips")  # (0.7^60: never)
+
+
+@pytest.fixture(scope="module")
+def curated(tmp_path_factory) -> tuple[Path, Path, list[str]]:
+    return curated_with_both_splits(tmp_path_factory.mktemp("valsplit"))
+
+
+def shard(clips: Path, out: Path, **options):
+    return vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, tokenizer="pixel", text_encoder="hash",
+                             resolutions=[list(SIZE)], frames=[FRAMES], windows=2, **options)
+
+
+def keys_by_prefix(out: Path) -> dict[str, str]:
+    """sample key -> the name prefix of the shard holding it (``shard`` or ``val``)."""
+    found = {}
+    for tar_path in sorted(out.glob("*/*.tar")):
+        with tarfile.open(tar_path) as tar:
+            for name in tar.getnames():
+                found[name.split(".", 1)[0]] = tar_path.name.split("-", 1)[0]
+    return found
+
+
+def clip_of(key: str) -> str:
+    return key.rsplit("-w", 1)[0] if "-w" in key else key
+
+
+def test_a_clip_goes_to_val_exactly_when_its_id_hashes_below_the_fraction_with_all_its_windows(curated, tmp_path):
+    _, clips, ids = curated
+    summary = shard(clips, tmp_path / "s", val_fraction=FRACTION)
+    where = keys_by_prefix(tmp_path / "s")
+    assert {clip_of(k) for k in where} == set(ids) and len(where) == 2 * len(ids)  # two windows each
+    for key, prefix in where.items():
+        assert prefix == {"train": "shard", "val": "val"}[split_of(clip_of(key), FRACTION)], key
+    val = [i for i in ids if clip_fraction(i) < FRACTION]
+    assert (summary.val_clips, summary.train_clips, summary.val_samples) == (len(val), len(ids) - len(val), 2 * len(val))
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["val_clips"] == len(val)
+    assert not summary.notices
+
+
+def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_clips(curated, tmp_path):
+    from vfm_data import make_loader
+    from vfm_data.held_out import held_out_samples
+
+    _, clips, ids = curated
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    (bucket,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    parts = yaml.safe_load((bucket / ".nv-meta" / "split.yaml").read_text())["split_parts"]
+    assert sorted(parts) == ["train", "val"]
+    assert all(n.startswith("val-") for n in parts["val"]) and all(n.startswith("shard-") for n in parts["train"])
+    blend = yaml.safe_load((out / "blend.yaml").read_text())["splits"]
+    n_val = sum(clip_fraction(i) < FRACTION for i in ids)
+    assert [e["weight"] for e in blend["val"]["blend"]] == [2.0 * n_val]
+    assert [e["weight"] for e in blend["train"]["blend"]] == [2.0 * (len(ids) - n_val)]
+    held = {clip_of(s.__key__) for s in held_out_samples(out / "blend.yaml", 1000, split_part="val")}
+    loader = make_loader(out / "blend.yaml", patch_size=2, batch_size=1, seed=0)
+    trained = set()
+    for _, batch in zip(range(8 * len(ids)), loader):  # several epochs of the train split
+        trained |= {clip_of(k) for k in batch.keys}
+    assert held == {i for i in ids if split_of(i, FRACTION) == "val"}
+    assert trained == set(ids) - held  # every train clip read, and no val clip
+
+
+def test_a_top_up_with_more_clips_keeps_every_old_clip_in_its_split(tmp_path):
+    inputs, clips, ids = curated_with_both_splits(tmp_path)
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    before = keys_by_prefix(out)
+    add_video(inputs, 9)
+    more = curate(inputs, clips)
+    summary = shard(clips, out, val_fraction=FRACTION)
+    after = keys_by_prefix(out)
+    assert set(more) > set(ids) and summary.skipped == len(ids) and summary.written == len(more) - len(ids)
+    assert {k: after[k] for k in before} == before  # no old sample moved
+    assert all(p == ("val" if split_of(clip_of(k), FRACTION) == "val" else "shard") for k, p in after.items())
+
+
+def test_a_changed_val_fraction_is_refused_naming_both_values_and_a_new_folder(curated, tmp_path):
+    _, clips, _ = curated
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    before = keys_by_prefix(out)
+    for now in (0.2, 0.0):
+        with pytest.raises(ValueError) as refused:
+            shard(clips, out, val_fraction=now)
+        assert f"val_fraction: {FRACTION} there, {now} now" in str(refused.value)
+        assert "move clips between the train and val splits" in str(refused.value) and "new output folder" in str(refused.value)
+    assert keys_by_prefix(out) == before
+
+
+def test_a_folder_sharded_before_val_fraction_existed_resumes_as_fraction_0(curated, tmp_path):
+    _, clips, _ = curated
+    out = tmp_path / "s"
+    shard(clips, out)
+    settings = out / "shard_config.json"
+    older = {k: v for k, v in json.loads(settings.read_text()).items() if k != "val_fraction"}
+    settings.write_text(json.dumps(older))  # as written before the option
+    assert shard(clips, out).skipped > 0
+    settings.write_text(json.dumps(older))
+    with pytest.raises(ValueError, match=r"val_fraction: 0\.0 there, 0\.3 now"):
+        shard(clips, out, val_fraction=FRACTION)
+
+
+def test_fraction_0_writes_no_val_shard_and_only_a_train_split(curated, tmp_path):
+    _, clips, ids = curated
+    summary = shard(clips, tmp_path / "s")
+    assert set(keys_by_prefix(tmp_path / "s").values()) == {"shard"}
+    assert list(yaml.safe_load((tmp_path / "s" / "blend.yaml").read_text())["splits"]) == ["train"]
+    (bucket,) = [p for p in (tmp_path / "s").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert list(yaml.safe_load((bucket / ".nv-meta" / "split.yaml").read_text())["split_parts"]) == ["train"]
+    assert (summary.val_clips, summary.val_samples, summary.train_clips) == (0, 0, len(ids)) and not summary.notices
+
+
+def test_a_fraction_that_leaves_val_empty_warns_naming_the_count_and_the_fraction(curated, tmp_path):
+    _, clips, ids = curated
+    fraction = round(min(clip_fraction(i) for i in ids) / 2, 6)  # below every clip's: none goes to val
+    summary = shard(clips, tmp_path / "s", val_fraction=fraction)
+    assert summary.val_clips == 0
+    (notice,) = summary.notices
+    assert f"val_fraction {fraction:g} put none of the {len(ids)} sharded clips in the val split" in notice
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, float("nan"), "0.3"])
+def test_a_val_fraction_outside_0_to_1_is_refused_naming_the_range(curated, tmp_path, bad):
+    _, clips, _ = curated
+    with pytest.raises(ValueError, match=r"0 <= val_fraction < 1"):
+        shard(clips, tmp_path / "s", val_fraction=bad)
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_killed_val_writer_leaves_no_temporary_shard(curated, tmp_path):
+    from vfm_data.writer import temporary_prefix
+
+    _, clips, _ = curated
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    (bucket,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    leftover = bucket / (temporary_prefix("val-000099.tar") + "x")
+    shutil.copy(next(bucket.glob("val-*.tar")), leftover)  # what SIGKILL leaves: an unrenamed val shard
+    shard(clips, out, val_fraction=FRACTION)
+    assert not leftover.exists()
