@@ -14,7 +14,7 @@ import torch
 import vfm_models
 
 from tests.gloo import spawn
-from tests.parallel.trainer_helpers import build_parts, run_config, tiny_config
+from tests.parallel.trainer_helpers import build_parts, checkpoint_ema, run_config, tiny_config
 from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from vfm_parallel.trainer import ConfigError, from_dict
 from vfm_parallel.trainer.held_out import fixed_levels
@@ -81,6 +81,17 @@ def test_validation_changes_neither_the_training_losses_nor_the_weights(tmp_path
         assert torch.equal(p, q), name
     row = json.loads((tmp_path / "watched" / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["val_loss"] != row["val_loss_model"]  # "both": the EMA weights' and the model's own
+
+
+def test_the_ema_swap_of_a_held_out_loss_leaves_the_ema_weights_exactly_as_they_were(tmp_path):
+    from vfm_parallel.trainer import train
+
+    train(from_dict(tiny_config(tmp_path / "plain")), with_held_out)
+    train(from_dict(validated(tmp_path / "watched", validation={"interval": 1, "samples": CLIPS, "weights": "ema"})),
+          with_held_out)
+    plain, watched = checkpoint_ema(tmp_path / "plain", 6), checkpoint_ema(tmp_path / "watched", 6)
+    assert plain and plain.keys() == watched.keys()
+    assert all(torch.equal(plain[k], watched[k]) for k in plain)  # the shadow held the model's weights meanwhile
 
 
 def test_the_fixed_levels_are_increasing_quantiles_of_the_formulations_training_levels():

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tests.parallel.trainer_helpers import run_config, tiny_config
+from tests.parallel.trainer_helpers import checkpoint_ema, run_config, tiny_config
 from tests.parallel.trainer_helpers import one_thread  # noqa: F401 (autouse: one CPU thread per test)
 from vfm_parallel.trainer.ema import clean_fqn
 from vfm_parallel.trainer.mfu import mfu
@@ -50,13 +50,7 @@ def test_stop_and_resume_is_bitwise_equal_to_a_straight_run(tmp_path):
     a, b = _weights(straight), _weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
     # and the EMA weights, through the checkpoints written at the end
-    from safetensors.torch import load_file
-
-    def ema_of(root):
-        files = sorted((root / "checkpoints" / "step_00000006" / "tensors").glob("*.safetensors"))
-        return {k: v for f in files for k, v in load_file(f).items() if k.startswith("ema.")}
-
-    ema_a, ema_b = ema_of(tmp_path / "a"), ema_of(tmp_path / "b")
+    ema_a, ema_b = checkpoint_ema(tmp_path / "a", 6), checkpoint_ema(tmp_path / "b", 6)
     assert ema_a and ema_a.keys() == ema_b.keys()
     assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a)
 

@@ -46,6 +46,14 @@ def tiny_config(out_dir: Path, **sections) -> dict:
     return cfg
 
 
+def checkpoint_ema(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
+    """The EMA tensors (``ema.<name>``) of the run's checkpoint of ``step``, read from its files."""
+    from safetensors.torch import load_file
+
+    files = sorted((run_dir / "checkpoints" / f"step_{step:08d}" / "tensors").glob("*.safetensors"))
+    return {k: v for f in files for k, v in load_file(f).items() if k.startswith("ema.")}
+
+
 def build_parts(ctx) -> TrainParts:
     d = ctx.config.data
     latents, labels = make_blobs(d.num_samples, tuple(d.latent_shape), d.num_classes)

@@ -93,19 +93,24 @@ def held_out_loss(formulation: Any, model: torch.nn.Module, clips: Sequence[dict
 
 @contextlib.contextmanager
 def ema_weights(model: torch.nn.Module, ema: EMA) -> Iterator[None]:
-    """The model holding the EMA weights inside the block, its own ones again after (copied back
-    exactly). Each rank swaps its own shards (FSDP/TP: the shadow has the parameters' placements)."""
-    params = [(p, ema.shadow[clean_fqn(name)]) for name, p in model.named_parameters()]
-    with torch.no_grad():
-        saved = [p.detach().clone() for p, _ in params]
-        for p, shadow in params:
-            p.copy_(shadow)
+    """The model holding the EMA weights inside the block, its own ones again after (exact copies).
+    The weights and the shadow trade places a parameter at a time, so no second set of weights is held
+    (a clone of them all would add a model's worth of memory). Each rank swaps its own shards (FSDP/TP:
+    the shadow has the parameters' placements)."""
+    pairs = [(p, ema.shadow[clean_fqn(name)]) for name, p in model.named_parameters()]
+    _swap(pairs)
     try:
         yield
     finally:
-        with torch.no_grad():
-            for (p, _), own in zip(params, saved):
-                p.copy_(own)
+        _swap(pairs)
+
+
+@torch.no_grad()
+def _swap(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    for p, shadow in pairs:
+        held = p.detach().clone()
+        p.copy_(shadow)
+        shadow.copy_(held)
 
 
 def evaluation_mode(model: torch.nn.Module) -> contextlib.AbstractContextManager:
