@@ -93,3 +93,33 @@ def _video_sizes(path: Path) -> list[tuple[int, int]]:
 
     with av.open(str(path)) as container:
         return [(s.codec_context.width, s.codec_context.height) for s in container.streams.video]
+
+
+def test_a_two_stream_mkv_has_its_packets_counted_once_per_curation_though_every_reader_picks_its_stream(tmp_path):
+    """Probe, decoder and frame reading each pick the stream; an mkv keeps no frame counts, so the pick
+    reads the file's first packets from a second opening: once per file version, not once per pick."""
+    from vfm_curator.io import container
+
+    path = write_streams(tmp_path / "two.mkv", [{"size": (64, 48)}, {"size": (128, 96)}])
+    before = container.packet_counts_read
+    record, sizes = _curated(path, tmp_path / "out")
+    assert container.packet_counts_read - before == 1
+    assert record["meta"]["stream"] == 1 and set(sizes) == {(128, 96)}
+
+
+def test_a_multi_stream_file_rewritten_at_its_path_has_its_packets_counted_again(tmp_path):
+    """The counts are kept by the file's size and modification time: a file rewritten since (here the
+    larger stream now a one-frame still) is read again and its stream chosen anew."""
+    import os
+
+    from vfm_curator.io import container
+
+    path = write_streams(tmp_path / "two.mkv", [{"size": (64, 48)}, {"size": (128, 96)}])
+    _curated(path, tmp_path / "out")
+    stamp = os.stat(path).st_mtime_ns
+    write_streams(path, [{"size": (64, 48)}, {"size": (128, 96), "still": True}])
+    os.utime(path, ns=(stamp + 10**9, stamp + 10**9))  # a later time even on a coarse clock
+    before = container.packet_counts_read
+    record, sizes = _curated(path, tmp_path / "again")
+    assert container.packet_counts_read - before == 1
+    assert record["meta"]["stream"] == 0 and set(sizes) == {(64, 48)}

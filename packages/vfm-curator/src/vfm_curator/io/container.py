@@ -119,27 +119,61 @@ def video_stream(container):
 #: Packets of a file read to tell stills from moving streams where its container keeps no frame count.
 _PACKETS_LOOKED_AT = 512
 
+#: Packet counts already read, by (file, size, mtime, streams): every reader of a source (probe, decoder,
+#: frame reading) picks its stream, and each pick of an mkv/ts would open the file again and read up to
+#: :data:`_PACKETS_LOOKED_AT` packets. A file rewritten since (another size or time) is read again.
+_COUNTED: dict[tuple, dict[int, int]] = {}
+_COUNTED_KEPT = 256  # files remembered per process: a curation reads each video a few times in a row
+
+#: How many times this process read a file's packets to count frames (the cache's misses): tests read it.
+packet_counts_read = 0
+
 
 def _frame_counts(container, streams) -> dict[int, int]:
     """Frames of each stream, at least up to 2: the container's counts when it keeps them (mp4), else
     the packets among the file's first :data:`_PACKETS_LOOKED_AT` (mkv, ts), read from a second
-    opening so the caller's container stays at its start (a raw stream cannot seek back)."""
-    import av
-
+    opening so the caller's container stays at its start (a raw stream cannot seek back), once per
+    file version in this process (:data:`_COUNTED`)."""
     counts = {s.index: int(s.frames or 0) for s in streams}
     if all(counts.values()):
         return counts
-    counts = dict.fromkeys(counts, 0)
+    key = _file_key(container.name, counts)
+    if key is not None and key in _COUNTED:
+        return dict(_COUNTED[key])
+    counts, readable = _count_packets(container.name, counts)
+    if key is not None and readable:
+        while len(_COUNTED) >= _COUNTED_KEPT:
+            del _COUNTED[next(iter(_COUNTED))]  # the oldest: its video was read through by now
+        _COUNTED[key] = dict(counts)
+    return counts
+
+
+def _file_key(name, indexes: dict[int, int]) -> tuple | None:
     try:
-        with av.open(container.name) as again:
+        st = os.stat(name)
+    except (OSError, TypeError, ValueError):  # not a file name (a stream opened from memory): not cached
+        return None
+    return os.fspath(name), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, tuple(sorted(indexes))
+
+
+def _count_packets(name, indexes: dict[int, int]) -> tuple[dict[int, int], bool]:
+    """(packets of each stream among the first :data:`_PACKETS_LOOKED_AT`, at least up to 2; whether
+    the file could be read: if not, every stream counts 2, none is taken for a still)."""
+    import av
+
+    global packet_counts_read
+    packet_counts_read += 1
+    counts = dict.fromkeys(indexes, 0)
+    try:
+        with av.open(name) as again:
             for k, packet in enumerate(again.demux(*(again.streams.video[i] for i in _positions(again, counts)))):
                 if packet.size and packet.stream.index in counts:
                     counts[packet.stream.index] += 1
                 if k >= _PACKETS_LOOKED_AT or min(counts.values()) >= 2:
                     break
-    except (av.FFmpegError, OSError, ValueError):  # unreadable here: no stream is taken for a still
-        return dict.fromkeys(counts, 2)
-    return counts
+    except (av.FFmpegError, OSError, ValueError):
+        return dict.fromkeys(counts, 2), False
+    return counts, True
 
 
 def _positions(container, indexes: dict[int, int]) -> list[int]:
