@@ -21,14 +21,26 @@ from vfm_curator.synth import make_video
 SERIAL = {"run": {"runner": "serial"}}
 
 
-def _without_read_override() -> list[str]:
-    """Root lists a folder whatever its mode: as root, run the command without the two capabilities
-    that allow it (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a mode-000 folder raises PermissionError."""
-    if os.geteuid() != 0:
-        return []
-    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
-    if shutil.which("setpriv") is None or subprocess.run([*drop, "true"], capture_output=True).returncode != 0:
-        pytest.skip("running as root where setpriv cannot drop capabilities: no folder is unreadable to this test")
+def _without_read_override(scratch) -> list[str]:
+    """The prefix that runs a command unable to list a mode-000 folder: none for a user without the
+    capabilities that override it; for root, setpriv without them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH).
+    Probed, not assumed: a mode-000 folder in ``scratch`` is listed under the prefix, and the test
+    skips where that works (setpriv cannot drop them in the container, or a user holds them)."""
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    if drop and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no folder is unreadable to this test")
+    probe = scratch / "mode-000-probe"
+    probe.mkdir()
+    probe.chmod(0)
+    try:
+        listed = subprocess.run([*drop, sys.executable, "-c", "import os, sys; os.listdir(sys.argv[1])", str(probe)],
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        probe.chmod(0o755)
+        probe.rmdir()
+    if listed.returncode == 0:
+        pytest.skip(f"a mode-000 folder is listed here{' under ' + ' '.join(drop) if drop else ''}: "
+                    "no folder is unreadable to this test")
     return drop
 
 
@@ -38,7 +50,7 @@ def test_a_subfolder_the_run_cannot_list_is_named_with_its_reason_and_the_others
     make_video(src / "locked" / "b.mp4", [24], seed=2)
     (src / "locked").chmod(0)
     try:
-        result = subprocess.run([*_without_read_override(), sys.executable, "-m", "vfm_cli", "curate", str(src), "-o", str(out),
+        result = subprocess.run([*_without_read_override(tmp_path), sys.executable, "-m", "vfm_cli", "curate", str(src), "-o", str(out),
                                  "--runner", "serial", "--no-progress"], capture_output=True, text=True, timeout=300)
     finally:
         (src / "locked").chmod(0o755)
