@@ -4,12 +4,18 @@ The folder belongs to the job, not to a rank, so only rank 0 takes the lock; the
 into it (checkpoint shards) as part of the same job. A second job into the folder fails on its
 rank 0 with an error naming the holder, before that rank joins the process group; its other ranks
 then wait in the rendezvous until torchrun ends them for rank 0's failure, so they write nothing.
+
+Every rank writes its part of each checkpoint into the folder and rank 0 reads them all back, so on
+several nodes it must be one folder on a filesystem they share: :func:`check_shared_run_folder`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import socket
+import time
 from pathlib import Path
 from typing import ContextManager
 
@@ -29,3 +35,49 @@ def hold_run_folder(out_dir: str | Path) -> ContextManager:
     if launch_rank() != 0:
         return contextlib.nullcontext()
     return FolderLock(out_dir)
+
+
+# how long a rank looks for rank 0's probe file before calling the folder unshared: a shared
+# filesystem may show another host's new file a moment late (only a refused run waits this long)
+SHARED_PROBE_WAIT_S = 5.0
+
+
+def check_shared_run_folder(out_dir: str | Path) -> None:
+    """Every rank sees ``out_dir`` as the folder rank 0 holds, or a :class:`ConfigError` on every rank
+    naming the ranks (and hosts) that do not: node-local scratch on a multi-node job, or nodes given
+    different folders. Found here, before the first step, instead of at the first checkpoint (hours
+    in), where rank 0 could not read back what the other nodes wrote. Rank 0 writes a file of a new
+    name (never looked up before, so no filesystem cache answers for it), every rank looks for it.
+    Collective: every rank calls it once the process group is up."""
+    from vfm_parallel.trainer.config import ConfigError
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return
+    rank, folder = dist.get_rank(), Path(out_dir)
+    box = [f".vfm-shared-{secrets.token_hex(8)}" if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    probe = folder / box[0]
+    written = None
+    if rank == 0:
+        try:
+            probe.write_text(socket.gethostname())
+        except OSError as exc:
+            written = f"{type(exc).__name__}: {exc}"
+    dist.barrier()
+    deadline = time.monotonic() + SHARED_PROBE_WAIT_S
+    while not (seen := probe.is_file()) and written is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (seen, socket.gethostname(), written))
+    if rank == 0:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    if everyone[0][2] is not None:
+        raise ConfigError("train.out_dir", f"rank 0 cannot write into {folder}: {everyone[0][2]}")
+    unseen = [f"{r} (host {host})" for r, (found, host, _) in enumerate(everyone) if not found]
+    if unseen:
+        raise ConfigError("train.out_dir", (
+            f"{folder} is not one folder shared by every rank: rank 0 (host {everyone[0][1]}) wrote a file there that "
+            f"rank(s) {', '.join(unseen)} do not see. Every rank writes its part of each checkpoint into it and rank 0 "
+            f"reads them back, so on several nodes give train.out_dir on a filesystem every node mounts at the same "
+            f"path (NFS, Lustre, ...), not node-local scratch, and the same value on every node"))

@@ -32,7 +32,7 @@ from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
 from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
-from vfm_parallel.trainer.run_folder import hold_run_folder, launch_rank
+from vfm_parallel.trainer.run_folder import check_shared_run_folder, hold_run_folder, launch_rank
 from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpoint
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.stopping import StopRequests, TrainingStopped
@@ -102,6 +102,7 @@ class _Run:
         self.device = pick_device()
         self.rank, self.world = init_distributed(self.device.type)
         cfg.validate(self.world)
+        check_shared_run_folder(cfg.train.out_dir)
         sizes = cfg.parallel.resolved(self.world)
         self.coords = Coordinates.of(self.rank, sizes)
         self.out_dir = Path(cfg.train.out_dir)
