@@ -186,3 +186,21 @@ def test_a_killed_val_writer_leaves_no_temporary_shard(curated, tmp_path):
     shutil.copy(next(bucket.glob("val-*.tar")), leftover)  # what SIGKILL leaves: an unrenamed val shard
     shard(clips, out, val_fraction=FRACTION)
     assert not leftover.exists()
+
+
+def test_clips_recaptioned_and_sharded_again_with_redo_changed_stay_in_their_split(tmp_path):
+    inputs, clips, ids = curated_with_both_splits(tmp_path)
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    before = keys_by_prefix(out)
+    for caption in inputs.glob("*.txt"):
+        caption.write_text(caption.read_text() + ", described better")
+    vfm_curator.curate(inputs, clips, {"run": {"runner": "serial"},
+                                       "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}},
+                       redo_changed=True)
+    redo = shard(clips, out, val_fraction=FRACTION, redo_changed=True)
+    assert redo.resharded == len(ids) and redo.samples_dropped == len(before)
+    assert keys_by_prefix(out) == before  # every clip written anew, into the split it had
+    (bucket,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    parts = yaml.safe_load((bucket / ".nv-meta" / "split.yaml").read_text())["split_parts"]
+    assert sorted(parts) == ["train", "val"] and all(n.startswith("val-") for n in parts["val"])
