@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
@@ -26,19 +25,11 @@ from vfm_parallel.trainer import ConfigError, from_dict, train
 from vfm_parallel.trainer.batches import micro_loss
 from vfm_parallel.trainer.synthetic import make_blobs
 
+from tests.cli.one_thread import one_thread_quiet_loader  # noqa: F401 (autouse)
+
 TEXT_DIM = 16
 VIDEO, IMAGE = (3, 2, 8, 8), (3, 1, 8, 8)  # (C, T, H, W); patch (1, 2, 2): 32 and 16 tokens
 PLACES = ["top", "right", "bottom", "left", "centre"]
-
-
-@pytest.fixture(autouse=True)
-def _quiet_and_one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*pin_memory.*")
-        yield
-    torch.set_num_threads(threads)
 
 
 def _write_bucket(folder, name, shape, n, seed):

@@ -8,32 +8,21 @@ import contextlib
 import io
 import json
 import re
-import warnings
 from pathlib import Path
 
-import pytest
-import torch
 import vfm_models
 from typer.testing import CliRunner
 
 from vfm_cli.main import app
 from vfm_parallel.trainer.synthetic import make_blobs
 
+from tests.cli.one_thread import one_thread_quiet_loader  # noqa: F401 (autouse)
+
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
 SMALL = ["train.steps=4", "optim.warmup_steps=0", "logging.progress=false", "logging.peak_tflops=1.0",
          "data.num_samples=16", "model.options.hidden=32", "model.options.num_heads=2", "checkpoint.interval=0"]
 WATCHED = ["validation.interval=2", "validation.samples=3", "validation.levels=4", "preview.interval=2",
            "preview.count=2", "preview.steps=3"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*pin_memory.*")
-        yield
-    torch.set_num_threads(threads)
 
 
 def _train(config: Path, out: Path, *sets: str):
