@@ -75,3 +75,39 @@ def test_a_damaged_state_marker_is_refused_naming_it(tmp_path):
     marker.write_text("{not json")
     with pytest.raises(FormatVersionError, match="has no vfm curation state format version.*damaged"):
         vfm_curator.curate(tmp_path / "in", out, SERIAL)
+
+
+SHARD = {"tokenizer": "pixel", "text_encoder": "hash", "require_captions": False}
+
+
+def _sharded(tmp_path: Path) -> tuple[Path, Path]:
+    out = _curated(tmp_path)
+    shards = tmp_path / "shards"
+    vfm_curator.shard(out, shards, SERIAL, **SHARD)
+    return out, shards
+
+
+def test_a_shards_folder_names_its_format_in_shard_config_json(tmp_path):
+    _, shards = _sharded(tmp_path)
+    assert json.loads((shards / "shard_config.json").read_text())["format_version"] == 1
+
+
+def test_a_shards_folder_made_before_the_field_reads_as_format_1_and_gets_it(tmp_path):
+    out, shards = _sharded(tmp_path)
+    config = shards / "shard_config.json"
+    config.write_text(json.dumps({k: v for k, v in json.loads(config.read_text()).items() if k != "format_version"}))
+    again = vfm_curator.shard(out, shards, SERIAL, **SHARD)
+    assert again.skipped == again.clips > 0  # resumed as the same folder: every clip already sharded
+    assert json.loads(config.read_text())["format_version"] == 1
+
+
+def test_a_shards_folder_a_newer_vfm_made_is_refused_before_anything_is_written(tmp_path):
+    out, shards = _sharded(tmp_path)
+    config = shards / "shard_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "format_version": 2}))
+    before = _listing(shards)
+    with pytest.raises(FormatVersionError) as info:
+        vfm_curator.shard(out, shards, SERIAL, **SHARD)
+    assert_one_line_naming(str(info.value), str(config), "vfm shards folder of format version 2", "newer vfm",
+                           "reads version 1", "pip install -U vfm-curator")
+    assert _listing(shards) == before  # no lock file, no shard, no record

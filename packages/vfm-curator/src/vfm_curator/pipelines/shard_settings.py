@@ -13,6 +13,35 @@ from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SPLITTING, S
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
 
 
+#: The format of a shards folder's ``shard_config.json`` (its ``format_version``), which stands for the
+#: folder (its buckets, ``.state/``): bumped when an older vfm shard would misread the folder. A file
+#: without the field (written before it) is format 1.
+SHARD_CONFIG_FORMAT = 1
+
+
+def check_shard_config_format(out: Path) -> int:
+    """The format of ``out``'s ``shard_config.json`` (1 without the field, or without the file); a newer
+    one (or one that is no JSON object) is refused in one line naming the file and what to do. Reads
+    only: checked before the run takes the folder's lock or writes anything."""
+    from vfm_plugins.formats import check_format_version
+
+    path = safe_join(out, "shard_config.json")
+    if not path.is_file():
+        return SHARD_CONFIG_FORMAT
+    try:
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        theirs = None
+    found = theirs.get("format_version") if isinstance(theirs, dict) else None
+    return check_format_version(found, where=str(path), what="vfm shards folder", current=SHARD_CONFIG_FORMAT,
+                                package="vfm-curator", missing=1 if isinstance(theirs, dict) else None)
+
+
+def _write_config(out: Path, mine: dict) -> None:
+    data = {**mine, "format_version": SHARD_CONFIG_FORMAT}
+    atomic_write(output_path(out, "shard_config.json"), json.dumps(data, indent=2, sort_keys=True).encode("utf-8"))
+
+
 def _holds_shards(out: Path) -> bool:
     return any(shards(folder) for folder in bucket_dirs(out))
 
@@ -27,7 +56,7 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
         # a run that wrote no shard (e.g. its text encoder could not be set up) binds nothing: the
         # corrected command into the same folder takes it over with its own settings
         if diff and not _holds_shards(out):
-            atomic_write(output_path(out, "shard_config.json"), json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
+            _write_config(out, mine)
         elif diff:
             moves = (" (a changed val_fraction would move clips between the train and val splits)"
                      if "val_fraction" in diff else "")
@@ -35,8 +64,10 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
                 f"{out} holds shards made with other settings ({', '.join(f'{k}: {theirs.get(k)!r} there, {mine[k]!r} now' for k in diff)}){moves}; "
                 "use the same settings to resume, or a new output folder"
             )
+        elif "format_version" not in theirs:  # written before the field: format 1, which this version writes
+            _write_config(out, mine)
     else:
-        atomic_write(output_path(out, "shard_config.json"), json.dumps(mine, indent=2, sort_keys=True).encode("utf-8"))
+        _write_config(out, mine)
 
 
 def _last_bucketing(out: Path) -> dict | None:

@@ -37,7 +37,7 @@ from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES
 from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
 from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
-from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised
+from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised, check_shard_config_format
 from vfm_curator.pipelines.shard_split import check_val_fraction
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _changed_notice, _count_resize, _cut_short_notice,
@@ -73,6 +73,7 @@ def run_sharding(clips_dir: str | Path, out: str | Path, config: ShardConfig | N
     retry = check_retry(retry_failed)
     check_out_folder(out)
     check_not_other_output(out, "vfm shard")
+    check_shard_config_format(out)  # a shards folder a newer vfm made: refused before anything is written
     clips_dir = Path(clips_dir).resolve()
     specs = config.stage_specs()
     try:
