@@ -82,11 +82,9 @@ def preview_prompts(cfg: TrainConfig, r: Resolved) -> list[str]:
     if kind == "class":
         return [str(i) for i in range(min(p.count, r.mcfg.num_classes))]
     if kind == "text" and cfg.data.source == "shards":
-        from vfm_data.blend_file import SplitNotFoundError
-
         try:
             return [s.meta.get("caption", "") for s in held_out_samples(cfg, r, p.count)]
-        except (ConfigError, SplitNotFoundError):  # no held-out split: nothing to take captions from
+        except ConfigError:  # no held-out split (held_out_samples says so as one): nothing to take captions from
             pass
     return [""] * p.count
 
