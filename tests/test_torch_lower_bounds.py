@@ -18,6 +18,8 @@ APIS = [
     ("vfm-models", "enable_gqa=", "2.5.0", "2.4.1"),  # F.scaled_dot_product_attention's GQA flag
     ("vfm-parallel", "from torch.distributed.fsdp import", "2.6.0", "2.5.1"),  # FSDP2 fully_shard made public
     ("vfm-parallel", "HuggingFaceStorageWriter", "2.8.0", "2.7.1"),  # DCP to safetensors
+    # each rank writes its own safetensors files; 2.8's writer raised TypeError on the keyword (every save failed)
+    ("vfm-parallel", "save_distributed=True", "2.9.0", "2.8.0"),
 ]
 
 
