@@ -44,7 +44,7 @@ RAY=(ray==2.60.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referenc
 
 ROOT=.gpu_session
 STAGE=$ROOT/stage
-PART_BYTES=50M        # 52.4 MB: one part + the small wheels + the working tree stay under 64 MiB
+PART_MAX=$((50 * 1024 * 1024))   # 52.4 MB, less where calls 3-5 and the working tree leave less room
 LIMIT=$((64 * 1024 * 1024))
 MARGIN=$((3 * 1024 * 1024))   # room left for the working tree to grow before the session
 
@@ -102,6 +102,15 @@ if [[ $CORE_ONLY == 0 ]]; then
     echo "downloading: ${DALI[*]} ${RAY[*]}"
     download "$STAGE/dali" "${DALI[@]}"
     download "$STAGE/ray" "${RAY[@]}"
+    # One part must fit beside calls 3-5's wheels and the working tree with the margin (that is what
+    # keeps the layout README.md lists: a fixed 50 MiB stopped fitting once the tree passed 4.3 MB,
+    # and every DALI part then took a call of its own).
+    room=$((LIMIT - MARGIN - $(tree_bytes) - $(du -sb "$ROOT/call3" | cut -f1)))
+    part_bytes=$((room < PART_MAX ? room : PART_MAX))
+    if (( part_bytes < 30 * 1024 * 1024 )); then   # split -a 1 names ten parts at most
+        echo "prepare.sh: calls 3-5 leave $((room / 1048576)) MiB for a bundle part (working tree $(($(tree_bytes) / 1048576)) MiB); shrink the tree or split the bundles another way" >&2
+        exit 1
+    fi
     # one bundle each (a tar of wheels), split into parts; run.sh there cats them back together
     bundles=()
     for name in dali ray; do
@@ -110,7 +119,7 @@ if [[ $CORE_ONLY == 0 ]]; then
             continue
         fi
         tar -C "$STAGE/$name" -cf "$STAGE/$name.tar" .
-        (cd "$STAGE" && sha256sum "$name.tar" > "$name.tar.sha256" && split -b "$PART_BYTES" -d -a 1 "$name.tar" "$name.tar.part")
+        (cd "$STAGE" && sha256sum "$name.tar" > "$name.tar.sha256" && split -b "$part_bytes" -d -a 1 "$name.tar" "$name.tar.part")
         rm "$STAGE/$name.tar"
         bundles+=("$name")
     done
