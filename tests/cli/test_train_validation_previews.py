@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import torch
 import vfm_models
 from typer.testing import CliRunner
 
@@ -124,3 +125,31 @@ def test_held_out_data_that_is_not_there_is_one_error_line_naming_the_key(tmp_pa
     no_split = _train(_text_config(tmp_path, shards), tmp_path / "b", *WATCHED)
     assert no_split.exit_code == 1
     assert "config key 'validation.split'" in no_split.output and "has no split 'val'; it has 'train'" in no_split.output
+
+
+def test_previews_take_captions_from_a_vfm_shard_folder_named_by_validation_blend_with_validation_off(tmp_path):
+    from vfm_data import write_blend
+
+    held_out = tmp_path / "held_out"  # laid out as `vfm shard` writes: a bucket folder and blend.yaml beside it
+    _text_shards(held_out / "bucket", val=False)
+    write_blend(held_out / "blend.yaml", [(held_out / "bucket", 1.0)])
+    out = tmp_path / "run"
+    train = _text_shards(tmp_path / "train", val=False)
+    result = _train(_text_config(tmp_path, train), out, "preview.interval=2", "preview.count=2", "preview.steps=3",
+                    f"validation.blend={held_out}", "validation.split=train")
+    assert result.exit_code == 0, result.output
+    shown = json.loads((out / "previews" / "step_00000004" / "prompts.json").read_text())
+    assert shown["prompts"] == [f"blob {i} of class {int(LABELS[i])}" for i in (0, 1)]  # not the empty prompt
+
+
+def test_a_preview_whose_prompts_cannot_be_read_warns_the_same_reason_every_time(tmp_path):
+    broken = _text_shards(tmp_path / "broken", val=False)
+    for tar in broken.glob("*.tar"):  # indexed, then overwritten: no sample (so no caption) can be read
+        tar.write_bytes(b"\0" * tar.stat().st_size)
+    train = _text_shards(tmp_path / "train", val=False)
+    result = _train(_text_config(tmp_path, train), tmp_path / "run", "preview.interval=2", "preview.count=2",
+                    "preview.steps=3", f"validation.blend={broken}", "validation.split=train")
+    assert result.exit_code == 0, result.output
+    said = re.findall(r"^warning: step \d+: the preview failed \((.*)\); training goes on$", result.output, re.M)
+    assert len(said) == 2, result.output  # steps 2 and 4
+    assert said[0].startswith("ShardError") and said[1] == said[0], said  # not a KeyError of the prompts

@@ -153,7 +153,9 @@ def _shard_paths(cfg, *, require: bool) -> None:
     shards), before the trust check would call it untrusted metadata and suggest --trust-dataset-code."""
     from vfm_parallel.trainer.config import ConfigError
 
-    held_out = Path(cfg.validation.blend) if cfg.validation.interval and cfg.validation.blend else None
+    # previews read their captions from validation.blend too, validation on or off
+    watched = cfg.validation.interval or cfg.preview.interval
+    held_out = Path(cfg.validation.blend) if watched and cfg.validation.blend else None
     if held_out is not None:  # the held-out shards: the same rule, whatever the training data's source
         cfg.validation.blend = str(_blend_file(held_out))
         if require and not held_out.exists():

@@ -110,12 +110,14 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
         from vfm_plugins.files import replace_file
 
         if "pipe" not in built:
+            # the prompts first: a failure reading them is the warning of every preview until it is mended,
+            # not a KeyError after a pipeline that was cached without them
+            built["prompts"] = preview_prompts(cfg, r)
             model = family.build(r.mcfg)
             model.load_state_dict(weights, strict=True)
             # paths in the settings resolve as in the run's export (RUN/export), as vfm generate --checkpoint does
             built["pipe"] = VideoPipeline.from_unsaved_export(model, meta, folder=Path(cfg.train.out_dir) / "export",
                                                               device=device)
-            built["prompts"] = preview_prompts(cfg, r)
         else:
             built["pipe"].model.load_state_dict(weights, strict=True)
         pipe, prompts, p = built["pipe"], built["prompts"], cfg.preview
