@@ -6,28 +6,16 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 
-import pytest
-import torch
 from typer.testing import CliRunner
 
-from tests.curator.test_shard_val_split import SIZE, add_video, clip_of, keys_by_prefix
+from tests.cli.one_thread import one_thread_quiet_loader  # noqa: F401 (autouse)
+from tests.curator.val_split_clips import (
+    FRACTION, SIZE, add_video, clip_ids, clip_of, curated_with_both_splits, keys_by_prefix,
+)
 from vfm_cli.main import app
 from vfm_curator.pipelines.shard_split import split_of
-
-FRACTION = 0.3
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*pin_memory.*")
-        yield
-    torch.set_num_threads(threads)
 
 
 def _invoke(*args: str):
@@ -35,13 +23,11 @@ def _invoke(*args: str):
 
 
 def _curate(inputs: Path, clips: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
     config = inputs.parent / "curate.toml"  # as the curator tests cut the 12-frame shots
     config.write_text('[run]\nrunner = "serial"\n[options.split]\nmin_clip_s = 0.4\n[options.stitch]\nthreshold = 1.0\n')
     result = _invoke("curate", inputs, "-o", clips, "--config", config, "--no-progress")
     assert result.exit_code == 0, result.output
-    return [row["id"] for row in pq.read_table(clips / "clips.parquet").to_pylist()]
+    return clip_ids(clips)
 
 
 def _shard(clips: Path, out: Path, fraction: float):
@@ -86,13 +72,8 @@ def test_curate_shard_with_a_val_fraction_and_train_with_validation_on_its_val_s
     from vfm_data import make_loader
     from vfm_data.held_out import held_out_samples
 
-    inputs, clips, shards = tmp_path / "in", tmp_path / "clips", tmp_path / "shards"
-    ids: list[str] = []
-    for n in range(6):  # clip ids hash the tmp folder's paths: add videos until both splits get clips
-        add_video(inputs, n)
-        ids = _curate(inputs, clips)
-        if n and {split_of(i, FRACTION) for i in ids} == {"train", "val"}:
-            break
+    inputs, clips, ids = curated_with_both_splits(tmp_path, curate=_curate)
+    shards = tmp_path / "shards"
     sharded = _shard(clips, shards, FRACTION)
     assert sharded.exit_code == 0, sharded.output
     val_ids = {i for i in ids if split_of(i, FRACTION) == "val"}

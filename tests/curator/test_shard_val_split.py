@@ -7,44 +7,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 import vfm_curator
+from tests.curator.val_split_clips import (
+    FRACTION, FRAMES, SIZE, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix,
+)
 from vfm_curator.pipelines.shard_split import clip_fraction, split_of
-from vfm_curator.synth import make_video
-
-SIZE, FRAMES = (32, 48), 5  # 12-frame shots: two windows of 5 frames per clip
-FRACTION = 0.3
-
-
-def curate(inputs: Path, clips: Path) -> list[str]:
-    """Curate ``inputs`` into ``clips`` (a re-run adds new videos' clips); the clip ids of its table."""
-    vfm_curator.curate(inputs, clips, {"run": {"runner": "serial"},
-                                       "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}})
-    return [row["id"] for row in pq.read_table(clips / "clips.parquet").to_pylist()]
-
-
-def add_video(inputs: Path, n: int) -> None:
-    make_video(inputs / f"v{n}.mp4", [12] * 6, width=SIZE[1], height=SIZE[0], seed=10 + n)
-    (inputs / f"v{n}.txt").write_text(f"video {n}: six short shots")
-
-
-def curated_with_both_splits(root: Path, fraction: float = FRACTION) -> tuple[Path, Path, list[str]]:
-    """(inputs, clips, clip ids) with at least one clip on each side of ``fraction``: the ids hash the
-    videos' absolute paths, so a tmp folder's clips are added to, a video at a time, until they do."""
-    inputs, clips = root / "in", root / "clips"
-    ids: list[str] = []
-    for n in range(6):
-        add_video(inputs, n)
-        ids = curate(inputs, clips)
-        if n and {split_of(i, fraction) for i in ids} == {"train", "val"}:
-            return inputs, clips, ids
-    raise AssertionError(f"no val/train mix at {fraction} in {len(ids)} clips")  # (0.7^60: never)
 
 
 @pytest.fixture(scope="module")
@@ -55,20 +27,6 @@ def curated(tmp_path_factory) -> tuple[Path, Path, list[str]]:
 def shard(clips: Path, out: Path, **options):
     return vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, tokenizer="pixel", text_encoder="hash",
                              resolutions=[list(SIZE)], frames=[FRAMES], windows=2, **options)
-
-
-def keys_by_prefix(out: Path) -> dict[str, str]:
-    """sample key -> the name prefix of the shard holding it (``shard`` or ``val``)."""
-    found = {}
-    for tar_path in sorted(out.glob("*/*.tar")):
-        with tarfile.open(tar_path) as tar:
-            for name in tar.getnames():
-                found[name.split(".", 1)[0]] = tar_path.name.split("-", 1)[0]
-    return found
-
-
-def clip_of(key: str) -> str:
-    return key.rsplit("-w", 1)[0] if "-w" in key else key
 
 
 def test_a_clip_goes_to_val_exactly_when_its_id_hashes_below_the_fraction_with_all_its_windows(curated, tmp_path):
