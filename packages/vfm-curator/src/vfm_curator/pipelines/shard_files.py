@@ -48,7 +48,13 @@ def shard_keys(shard: Path) -> set[str]:
 
 def finished_keys(out: Path) -> dict[str, set[str]]:
     """bucket name -> keys of the samples in its finished shards."""
-    return {d.name: set().union(*[shard_keys(s) for s in shards(d)]) for d in bucket_dirs(out)}
+    return {bucket: set().union(*parts.values()) for bucket, parts in finished_split_keys(out).items()}
+
+
+def finished_split_keys(out: Path) -> dict[str, dict[str, set[str]]]:
+    """bucket name -> split part (``"train"``, ``"val"``) -> keys of the samples in its finished shards."""
+    return {d.name: {split: set().union(*[shard_keys(s) for s in split_shards(d, split)]) for split in PREFIXES}
+            for d in bucket_dirs(out)}
 
 
 def remove_leftovers(out: Path) -> int:

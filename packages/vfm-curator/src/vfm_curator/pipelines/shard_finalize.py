@@ -10,7 +10,7 @@ from typing import Callable
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
 from vfm_curator.pipelines.shard_changes import clip_of
-from vfm_curator.pipelines.shard_files import bucket_dirs, finished_keys, shard_keys, shards, split_shards
+from vfm_curator.pipelines.shard_files import bucket_dirs, finished_split_keys, shards
 from vfm_curator.pipelines.shard_split import TRAIN, VAL
 from vfm_curator.pipelines.shard_summary import ShardSummary, _val_notice
 from vfm_curator.stages.shard_decode import Bucket
@@ -24,14 +24,14 @@ def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_
     for folder in bucket_dirs(out):
         if shard_index.refresh(folder):
             summary.reindexed.append(folder.name)
-    counts = finished_keys(out)
-    val_keys: dict[str, set[str]] = {}
+    by_split = finished_split_keys(out)  # every finished shard read once, its split part known by its name
+    counts = {bucket: set().union(*parts.values()) for bucket, parts in by_split.items()}
+    val_keys = {bucket: parts[VAL] for bucket, parts in by_split.items()}
     for folder in bucket_dirs(out):
         if not counts.get(folder.name):
             continue
         b = Bucket.parse(folder.name)
         n, per, files = len(counts[folder.name]), tokens_per_sample(b), shards(folder)
-        val_keys[folder.name] = set().union(*[shard_keys(s) for s in split_shards(folder, VAL)])
         summary.buckets[folder.name] = {
             "height": b.height, "width": b.width, "frames": b.frames, "modality": "image" if b.frames == 1 else "video",
             "samples": n, "tokens_per_sample": per, "tokens": n * per,
