@@ -162,3 +162,15 @@ def test_clips_recaptioned_and_sharded_again_with_redo_changed_stay_in_their_spl
     (bucket,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
     parts = yaml.safe_load((bucket / ".nv-meta" / "split.yaml").read_text())["split_parts"]
     assert sorted(parts) == ["train", "val"] and all(n.startswith("val-") for n in parts["val"])
+
+
+def test_a_folder_whose_shards_are_all_val_is_bound_to_its_settings(curated, tmp_path):
+    """A run that wrote no shard binds nothing (the next command takes the folder over), but val shards
+    are shards: a folder holding only val shards is refused with other tokenizer settings like any other."""
+    _, clips, ids = curated
+    out = tmp_path / "s"
+    everything = (1 + max(clip_fraction(i) for i in ids)) / 2  # above every clip's: all go to val
+    summary = shard(clips, out, val_fraction=everything)
+    assert summary.train_clips == 0 and set(keys_by_prefix(out).values()) == {"val"}
+    with pytest.raises(ValueError, match=r"holds shards made with other settings \(tokenizer_options: \{\} there, \{'patch': 2\} now\)"):
+        shard(clips, out, val_fraction=everything, tokenizer_options={"patch": 2})
