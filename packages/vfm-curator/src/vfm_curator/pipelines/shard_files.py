@@ -14,10 +14,9 @@ import tarfile
 from pathlib import Path
 
 from vfm_curator.io.paths import safe_join
-from vfm_curator.pipelines.shard_split import PREFIXES, TRAIN, split_of
+from vfm_curator.pipelines.shard_split import PREFIXES, split_of
 from vfm_curator.stages.shard_task import ShardTask
 
-SHARD_PREFIX = PREFIXES[TRAIN]
 # a finished shard of either split (train ``shard-N.tar``, val ``val-N.tar``, see shard_split)
 _SHARD_RE = re.compile(rf"^({'|'.join(PREFIXES.values())})-(\d+)\.tar$")
 _BUCKET_RE = re.compile(r"^\d+x\d+x\d+$")
