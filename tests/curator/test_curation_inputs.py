@@ -123,16 +123,18 @@ def test_a_full_disk_stops_the_run_with_the_file_it_was_writing(tmp_path, monkey
     import vfm_curator.io.paths
     import vfm_plugins.files
     from vfm_curator.io import input_index
+    from vfm_curator.io.state_format import mark_state_format
 
     make_video(tmp_path / "a.mp4", [30], seed=1)
     make_video(tmp_path / "b.mp4", [30], seed=2)
     input_index.ensure(tmp_path / "out")  # the folder's (empty) input index exists: the disk fills at the clip
+    mark_state_format(tmp_path / "out")  # and its state's format marker
     for writer in (vfm_curator.io.paths, vfm_plugins.files):  # clips are renamed into place by vfm_plugins.files
         monkeypatch.setattr(writer, "os", _FullDisk())
     with pytest.raises(DiskFullError, match=r"no space left on the device writing .*clips/\w+\.mp4: free space"):
         vfm_curator.curate([tmp_path / "a.mp4", tmp_path / "b.mp4"], tmp_path / "out", SERIAL)
     assert not list((tmp_path / "out").rglob("*.tmp"))
-    assert not list((tmp_path / "out" / ".state").rglob("*.json"))  # the second video was not tried and failed
+    assert not list((tmp_path / "out" / ".state" / "videos").rglob("*.json"))  # the second video was not tried and failed
 
 
 def test_an_unreachable_ray_address_fails_within_the_connect_timeout():
