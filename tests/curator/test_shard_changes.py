@@ -227,16 +227,17 @@ def test_a_video_whose_every_clip_dedup_removed_has_its_samples_named_removed_an
     assert {s["extra"]["clip"] for s in _samples(shards).values()} == {r["id"] for r in table}
 
 
-def test_a_video_that_fails_when_curated_again_has_its_old_samples_named_removed(tmp_path):
-    """Its clips and its video are gone from the table; the folder's record of it says it is this folder's."""
+def test_a_video_whose_redo_fails_keeps_its_clips_in_the_table_and_its_samples_in_the_shards(tmp_path):
+    """A failed --redo-changed replaces nothing (vfm_curator.io.state.record_failure): the table still
+    lists the video's clips, so its samples are neither changed nor removed for vfm shard."""
     clips, shards = _folder(tmp_path)
-    vfm_curator.shard(clips, shards, SERIAL, **SHARD)
+    first = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
     (tmp_path / "in" / "v0.mp4").write_bytes(b"no longer a video" * 100)
     _curate(tmp_path / "in", clips, redo_changed=True)
-    assert {r["source"] for r in pq.read_table(clips / "clips.parquet").to_pylist()} == {str((tmp_path / "in" / "v1.mp4").resolve())}
+    assert {r["source"] for r in pq.read_table(clips / "clips.parquet").to_pylist()} == {
+        str((tmp_path / "in" / name).resolve()) for name in ("v0.mp4", "v1.mp4")}
     kept = vfm_curator.shard(clips, shards, SERIAL, **SHARD)
-    assert kept.removed_since == 2
-    assert vfm_curator.shard(clips, shards, SERIAL, redo_changed=True, **SHARD).samples_dropped == 4
+    assert (kept.removed_since, kept.changed_since, kept.samples) == (0, 0, first.samples)
 
 
 def test_samples_of_a_video_recurated_at_the_path_it_moved_to_are_named_removed(tmp_path):
