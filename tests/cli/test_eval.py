@@ -36,7 +36,7 @@ def test_eval_prints_and_writes_the_scores(tmp_path):
 def test_eval_errors_name_what_is_wrong(tmp_path):
     prompts = _videos(tmp_path)
     runner = CliRunner()
-    result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--metric", "fvd"])
+    result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--metric", "nope"])
     assert result.exit_code == 1 and "available: " in result.output
     result = runner.invoke(app, ["eval", str(tmp_path), "--prompts", str(prompts), "--option", "clip.weights=x"])
     assert result.exit_code != 0 and "not among --metric" in result.output

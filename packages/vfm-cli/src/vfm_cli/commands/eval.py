@@ -82,9 +82,12 @@ def eval_command(
 ) -> None:
     """Score generated videos against their prompts and write VIDEOS/scores.json.
 
-    The built-in `shapes` metric reads the demo's captions ("a red circle moving right") and checks,
-    per video, that the background is flat, the shape has the named colour and moves the named way.
-    Other metrics (FVD, CLIP score, ...) plug in through the `vfm_infer_register_metrics` hook.
+    Built-in metrics: `shapes` reads the demo's captions ("a red circle moving right") and checks, per
+    video, that the background is flat, the shape has the named colour and moves the named way;
+    `clip-score` (--option clip-score.model=DIR, a local CLIP or SigLIP folder) scores each video's
+    frames against its prompt; `fvd` (--option fvd.reference=DIR --option fvd.weights=I3D.safetensors)
+    is the Frechet Video Distance to a folder of real videos. Others plug in through the
+    `vfm_infer_register_metrics` hook.
     """
     prompt_list = _read_prompts(prompts)
     path = out or videos / "scores.json"
@@ -92,16 +95,19 @@ def eval_command(
         fail(f"{path} is a folder; name a file for the scores with -o")
     options = _parse_options(option, metric)
 
+    import warnings
+
     from rich.console import Console
 
-    from vfm_infer.metrics.base import evaluate, read_items, videos_without_prompts
-    from vfm_infer.plugins import host
+    from vfm_infer.metrics.base import MetricWarning, evaluate, load_metric, read_items, videos_without_prompts
 
     try:
-        for name in metric:
-            host.get("metrics", name)
+        # built before any video is read: a missing weights path fails at once, not after decoding
+        built = {name: load_metric(name, options[name]) for name in metric}
         items = read_items(videos, prompt_list)
-        results = evaluate(items, options)
+        with warnings.catch_warnings():  # a metric's caveats are also its notes, printed below as `note:` lines
+            warnings.simplefilter("ignore", MetricWarning)
+            results = evaluate(items, built)
         extra = videos_without_prompts(videos, prompt_list)
     except (KeyError, ValueError, TypeError, FileNotFoundError) as exc:
         fail(exc)

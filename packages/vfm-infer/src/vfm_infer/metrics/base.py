@@ -30,6 +30,10 @@ class MetricResult:
     notes: list[str] = field(default_factory=list)
 
 
+class MetricWarning(UserWarning):
+    """A caveat about a metric's numbers (also in its ``MetricResult.notes``, which ``vfm eval`` prints)."""
+
+
 class Metric(ABC):
     """Scores a set of generated videos. Options arrive as keyword arguments (``vfm eval --option
     key=value``), e.g. a local weights path; a metric that needs something missing raises
@@ -85,15 +89,17 @@ def videos_without_prompts(folder: str | Path, prompts: Sequence[str]) -> list[s
     return sorted(n for n in names if int(n[:4]) >= len(prompts))
 
 
-def evaluate(items: Sequence[EvalItem], metrics: Mapping[str, Mapping[str, Any]]) -> dict[str, MetricResult]:
-    """Each named metric (with its options) applied to ``items``; one whose ``evaluate`` returns
-    something else than a :class:`MetricResult` is a TypeError naming it and its provider."""
+def evaluate(items: Sequence[EvalItem], metrics: Mapping[str, Mapping[str, Any] | Metric]) -> dict[str, MetricResult]:
+    """Each named metric (with its options, or already built by :func:`load_metric`) applied to ``items``;
+    one whose ``evaluate`` returns something else than a :class:`MetricResult` is a TypeError naming it
+    and its provider."""
     from vfm_infer.plugins import host
     from vfm_plugins import PluginResultError
 
     results = {}
     for name, options in metrics.items():
-        result = load_metric(name, options).evaluate(items)
+        metric = options if isinstance(options, Metric) else load_metric(name, options)
+        result = metric.evaluate(items)
         if not isinstance(result, MetricResult):
             entry = host.entry("metrics", name)
             raise PluginResultError(f"metric {name!r} (from {entry.provider} {entry.version}) returned a {type(result).__name__} "

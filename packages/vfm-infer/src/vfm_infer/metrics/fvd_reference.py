@@ -1,0 +1,109 @@
+"""FVD's reference side: the real videos of a folder, read for their first frames only, and the cache of
+their feature statistics (mean, covariance) so that comparing many checkpoints extracts them once.
+
+The cache is a ``.npz`` (no pickle) named by the reference folder, its key a sha256 over every video's
+relative path, size and modification time, the I3D weights' sha256 and the clip settings: any change
+there is a miss, and writing the new statistics removes the folder's stale ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vfm_infer.metrics.frechet import GaussianStats
+
+#: containers taken from a reference folder (other files are ignored: FFmpeg would read a .txt as "tty" video)
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv", ".ogv",
+                  ".3gp", ".gif")
+#: bumped when the features a cached file holds would change (frame sampling, resizing, network input)
+FEATURES_VERSION = 1
+
+
+def reference_videos(folder: str | Path) -> list[Path]:
+    """Every video in ``folder`` and its sub-folders (by suffix, hidden files skipped), sorted."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"fvd.reference = {str(folder)!r} " + ("is not a folder" if folder.exists() else "does not exist")
+                                + "; accepted: a folder of real videos (any container PyAV reads: "
+                                + ", ".join(VIDEO_SUFFIXES) + ")")
+    videos = sorted(p for p in folder.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file()
+                    and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    if not videos:
+        raise FileNotFoundError(f"fvd.reference = {str(folder)!r} holds no video (suffixes {', '.join(VIDEO_SUFFIXES)})")
+    return videos
+
+
+def first_frames(path: Path, count: int) -> np.ndarray:
+    """Up to ``count`` first frames of the video at ``path``, (T, H, W, 3) uint8 RGB; decoding stops there,
+    so a long real video costs its first frames only. What PyAV cannot decode is a ValueError naming it."""
+    import av
+
+    frames: list[np.ndarray] = []
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for frame in container.decode(stream):
+                frames.append(frame.to_ndarray(format="rgb24"))
+                if len(frames) == count:
+                    break
+    except (av.error.FFmpegError, IndexError) as exc:  # IndexError: no video stream
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise ValueError(f"fvd reference {path} is not a video PyAV can decode ({reason})") from None
+    if not frames:
+        raise ValueError(f"fvd reference {path} has no video frame")
+    return np.stack(frames)
+
+
+def cache_key(videos: list[Path], folder: Path, weights_digest: str, settings: dict) -> str:
+    """sha256 of what the statistics depend on: the files (path, size, mtime), the weights, the settings."""
+    files = []
+    for path in videos:
+        st = path.stat()
+        files.append([str(path.relative_to(folder)), st.st_size, st.st_mtime_ns])
+    doc = {"version": FEATURES_VERSION, "files": files, "weights": weights_digest, "settings": settings}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def cache_path(cache_dir: Path, folder: Path, key: str) -> Path:
+    """``<cache_dir>/fvd-<folder id>-<key>.npz``: one file per reference folder and content."""
+    folder_id = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return cache_dir / f"fvd-{folder_id}-{key[:24]}.npz"
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vfm" / "fvd"
+
+
+def read_cached(path: Path, key: str) -> GaussianStats | None:
+    """The statistics cached at ``path`` for ``key``, or None (absent, unreadable, another key)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["key"]) != key:
+                return None
+            return GaussianStats(data["mu"].astype(np.float64), data["sigma"].astype(np.float64), int(data["count"]))
+    except (OSError, KeyError, ValueError):
+        return None  # a partial or foreign file: recomputed and replaced
+
+
+def write_cached(path: Path, key: str, stats: GaussianStats) -> None:
+    """Write ``stats`` at ``path`` (renamed into place whole) and remove this folder's older cache files."""
+    import io
+
+    from vfm_plugins.files import replace_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    np.savez(buffer, key=np.array(key), mu=stats.mu, sigma=stats.sigma, count=np.array(stats.count))
+    replace_file(path, buffer.getvalue())
+    prefix = path.name.rsplit("-", 1)[0] + "-"
+    for stale in path.parent.glob(f"{prefix}*.npz"):
+        if stale != path:
+            stale.unlink(missing_ok=True)
