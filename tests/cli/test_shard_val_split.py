@@ -1,6 +1,7 @@
 """End to end: real H264 videos -> ``vfm curate`` -> ``vfm shard --val-fraction 0.3`` -> ``vfm train`` with
 ``[validation]`` on the shards' val split: the held-out loss is logged, the clips trained on and the
-held-out ones are disjoint, and a top-up with more clips keeps every old clip in its split."""
+held-out ones come from disjoint source videos, and a top-up with more clips keeps every old clip in
+its split."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.cli.one_thread import one_thread_quiet_loader  # noqa: F401 (autouse)
 from tests.curator.val_split_clips import (
-    FRACTION, SIZE, add_video, clip_ids, clip_of, curated_with_both_splits, keys_by_prefix,
+    FRACTION, SIZE, TOP_UP, add_video, clip_ids, clip_of, curated_with_both_splits, keys_by_prefix, video_of,
 )
 from vfm_cli.main import app
 from vfm_curator.pipelines.shard_split import split_of
@@ -76,8 +77,10 @@ def test_curate_shard_with_a_val_fraction_and_train_with_validation_on_its_val_s
     shards = tmp_path / "shards"
     sharded = _shard(clips, shards, FRACTION)
     assert sharded.exit_code == 0, sharded.output
-    val_ids = {i for i in ids if split_of(i, FRACTION) == "val"}
-    assert re.search(rf"held out for val \(clips, samples\)\s+│\s+{len(val_ids)} of {len(ids)} clips", sharded.output)
+    videos = video_of(clips)
+    val_ids = {i for i in ids if split_of(videos[i], FRACTION) == "val"}
+    assert re.search(rf"held out for val \(clips, samples\)\s+│\s+{len(val_ids)} of {len(ids)} clips "
+                     rf"\(\d+%; 1 of 3 videos, val_fraction 0.3\)", sharded.output)
 
     result = _invoke("train", _train_config(tmp_path, shards))
     assert result.exit_code == 0, result.output
@@ -92,15 +95,17 @@ def test_curate_shard_with_a_val_fraction_and_train_with_validation_on_its_val_s
     for _, batch in zip(range(8 * len(ids)), make_loader(blend, patch_size=4, batch_size=1, seed=0)):
         trained |= {clip_of(k) for k in batch.keys}
     assert held == val_ids and trained == set(ids) - val_ids
+    assert not {videos[i] for i in held} & {videos[i] for i in trained}  # no source video on both sides
 
     before = keys_by_prefix(shards)
-    add_video(inputs, 9)
+    add_video(inputs, TOP_UP)
     more = _curate(inputs, clips)
     topped = _shard(clips, shards, FRACTION)
     assert topped.exit_code == 0, topped.output
     after = keys_by_prefix(shards)
     assert len(more) > len(ids) and {k: after[k] for k in before} == before
-    assert all(p == ("val" if split_of(clip_of(k), FRACTION) == "val" else "shard") for k, p in after.items())
+    videos = video_of(clips)
+    assert all(p == ("val" if split_of(videos[clip_of(k)], FRACTION) == "val" else "shard") for k, p in after.items())
 
 
 def test_a_changed_val_fraction_is_one_error_line_naming_both_values(tmp_path):

@@ -1,11 +1,14 @@
-"""``val_fraction``: a clip goes to the val split when the SHA-256 of its id, as a fraction, is below
-it, with every window of it (no leakage); val shards have their own prefix per bucket, energon's split
-parts and blend.yaml list val only where it has shards; a re-run or top-up never moves a clip, and a
-changed fraction is refused. Real H264 clips from vfm curate, sharded with the pixel tokenizer."""
+"""``val_fraction``: a clip goes to the val split when the SHA-256 of its source video's id (the clip
+table's ``video_id``; the clip id for a row without one), as a fraction, is below it, with every other
+clip of that video and every window of it (no leakage of a scene between the splits); val shards have
+their own prefix per bucket, energon's split parts and blend.yaml list val only where it has shards; a
+re-run or top-up never moves a video, and a changed fraction is refused. Real H264 clips from vfm
+curate (several videos of several shots each), sharded with the pixel tokenizer."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -14,9 +17,11 @@ import yaml
 
 import vfm_curator
 from tests.curator.val_split_clips import (
-    FRACTION, FRAMES, SIZE, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix,
+    FRACTION, FRAMES, SHOTS, SIZE, TOP_UP, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix,
+    pick_videos, video_of,
 )
-from vfm_curator.pipelines.shard_split import clip_fraction, split_of
+from vfm_curator.pipelines.shard_split import key_fraction, split_of
+from vfm_curator.synth import make_video
 
 
 @pytest.fixture(scope="module")
@@ -29,24 +34,54 @@ def shard(clips: Path, out: Path, **options):
                              resolutions=[list(SIZE)], frames=[FRAMES], windows=2, **options)
 
 
-def test_a_clip_goes_to_val_exactly_when_its_id_hashes_below_the_fraction_with_all_its_windows(curated, tmp_path):
+def splits_by_video(out: Path, videos: dict[str, str]) -> dict[str, set[str]]:
+    """source video -> the shard prefixes its samples are in (one each when no video straddles)."""
+    found: dict[str, set[str]] = {}
+    for key, prefix in keys_by_prefix(out).items():
+        found.setdefault(videos[clip_of(key)], set()).add(prefix)
+    return found
+
+
+def test_every_clip_of_a_source_video_goes_to_one_split_with_all_its_windows(curated, tmp_path):
     _, clips, ids = curated
+    videos = video_of(clips)
     summary = shard(clips, tmp_path / "s", val_fraction=FRACTION)
     where = keys_by_prefix(tmp_path / "s")
     assert {clip_of(k) for k in where} == set(ids) and len(where) == 2 * len(ids)  # two windows each
-    for key, prefix in where.items():
-        assert prefix == {"train": "shard", "val": "val"}[split_of(clip_of(key), FRACTION)], key
-    val = [i for i in ids if clip_fraction(i) < FRACTION]
+    by_video = splits_by_video(tmp_path / "s", videos)
+    assert len(by_video) == 3 and all(len(prefixes) == 1 for prefixes in by_video.values()), by_video
+    for key, prefix in where.items():  # the video id's hash decides, not the clip id's
+        assert prefix == {"train": "shard", "val": "val"}[split_of(videos[clip_of(key)], FRACTION)], key
+    val = [i for i in ids if key_fraction(videos[i]) < FRACTION]
     assert (summary.val_clips, summary.train_clips, summary.val_samples) == (len(val), len(ids) - len(val), 2 * len(val))
-    assert json.loads((tmp_path / "s" / "summary.json").read_text())["val_clips"] == len(val)
+    assert (summary.val_videos, summary.train_videos) == (1, 2)
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["val_videos"] == 1
     assert not summary.notices
 
 
-def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_clips(curated, tmp_path):
+def test_a_table_row_without_a_video_id_is_split_by_its_clip_id(curated, tmp_path):
+    """Clip tables from other tools may lack ``video_id``: such a row falls back to its own id."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, clips, _ = curated
+    other = tmp_path / "other"
+    shutil.copytree(clips, other)
+    table = pq.read_table(other / "clips.parquet")
+    no_video = table.set_column(table.schema.get_field_index("video_id"), "video_id",
+                                pa.nulls(len(table), type=table.schema.field("video_id").type))
+    pq.write_table(no_video, other / "clips.parquet")
+    shard(other, tmp_path / "s", val_fraction=FRACTION)
+    for key, prefix in keys_by_prefix(tmp_path / "s").items():
+        assert prefix == {"train": "shard", "val": "val"}[split_of(clip_of(key), FRACTION)], key
+
+
+def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_videos(curated, tmp_path):
     from vfm_data import make_loader
     from vfm_data.held_out import held_out_samples
 
     _, clips, ids = curated
+    videos = video_of(clips)
     out = tmp_path / "s"
     shard(clips, out, val_fraction=FRACTION)
     (bucket,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
@@ -54,7 +89,7 @@ def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_clips(cura
     assert sorted(parts) == ["train", "val"]
     assert all(n.startswith("val-") for n in parts["val"]) and all(n.startswith("shard-") for n in parts["train"])
     blend = yaml.safe_load((out / "blend.yaml").read_text())["splits"]
-    n_val = sum(clip_fraction(i) < FRACTION for i in ids)
+    n_val = sum(key_fraction(videos[i]) < FRACTION for i in ids)
     assert [e["weight"] for e in blend["val"]["blend"]] == [2.0 * n_val]
     assert [e["weight"] for e in blend["train"]["blend"]] == [2.0 * (len(ids) - n_val)]
     held = {clip_of(s.__key__) for s in held_out_samples(out / "blend.yaml", 1000, split_part="val")}
@@ -62,22 +97,44 @@ def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_clips(cura
     trained = set()
     for _, batch in zip(range(8 * len(ids)), loader):  # several epochs of the train split
         trained |= {clip_of(k) for k in batch.keys}
-    assert held == {i for i in ids if split_of(i, FRACTION) == "val"}
+    assert held == {i for i in ids if split_of(videos[i], FRACTION) == "val"}
     assert trained == set(ids) - held  # every train clip read, and no val clip
+    assert not {videos[i] for i in held} & {videos[i] for i in trained}  # and no video on both sides
 
 
-def test_a_top_up_with_more_clips_keeps_every_old_clip_in_its_split(tmp_path):
+def test_a_top_up_with_more_videos_keeps_every_old_clip_in_its_split_and_each_new_video_in_one(tmp_path):
     inputs, clips, ids = curated_with_both_splits(tmp_path)
     out = tmp_path / "s"
     shard(clips, out, val_fraction=FRACTION)
     before = keys_by_prefix(out)
-    add_video(inputs, 9)
+    add_video(inputs, TOP_UP)
     more = curate(inputs, clips)
     summary = shard(clips, out, val_fraction=FRACTION)
-    after = keys_by_prefix(out)
+    after, videos = keys_by_prefix(out), video_of(clips)
     assert set(more) > set(ids) and summary.skipped == len(ids) and summary.written == len(more) - len(ids)
     assert {k: after[k] for k in before} == before  # no old sample moved
-    assert all(p == ("val" if split_of(clip_of(k), FRACTION) == "val" else "shard") for k, p in after.items())
+    assert all(p == ("val" if split_of(videos[clip_of(k)], FRACTION) == "val" else "shard") for k, p in after.items())
+    assert all(len(prefixes) == 1 for prefixes in splits_by_video(out, videos).values())
+
+
+def test_a_video_recut_into_more_shots_puts_its_new_clips_into_the_split_it_had(tmp_path):
+    """A source video curated again (rewritten at its path: same video id, new clip ids) and sharded
+    again with --redo-changed: its new clips go where its old ones were, not by their own ids."""
+    inputs, clips, ids = curated_with_both_splits(tmp_path)
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    old_videos = video_of(clips)
+    had = splits_by_video(out, old_videos)
+    assert all(len(prefixes) == 1 for prefixes in had.values()) and len(set().union(*had.values())) == 2, had
+    for mp4 in sorted(inputs.glob("*.mp4")):  # every video, now of more and other shots
+        make_video(mp4, [14] * (SHOTS + 2), width=SIZE[1], height=SIZE[0], seed=77)
+    curate_again = {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}}
+    vfm_curator.curate(inputs, clips, curate_again, redo_changed=True)
+    videos = video_of(clips)
+    assert not set(videos) & set(ids) and set(videos.values()) == set(old_videos.values())  # new clips, same videos
+    shard(clips, out, val_fraction=FRACTION, redo_changed=True)
+    assert {clip_of(k) for k in keys_by_prefix(out)} == set(videos)
+    assert splits_by_video(out, videos) == had
 
 
 def test_a_changed_val_fraction_is_refused_naming_both_values_and_a_new_folder(curated, tmp_path):
@@ -118,11 +175,27 @@ def test_fraction_0_writes_no_val_shard_and_only_a_train_split(curated, tmp_path
 
 def test_a_fraction_that_leaves_val_empty_warns_naming_the_count_and_the_fraction(curated, tmp_path):
     _, clips, ids = curated
-    fraction = round(min(clip_fraction(i) for i in ids) / 2, 6)  # below every clip's: none goes to val
+    fraction = round(min(key_fraction(v) for v in video_of(clips).values()) / 2, 6)  # below every video's: none to val
     summary = shard(clips, tmp_path / "s", val_fraction=fraction)
     assert summary.val_clips == 0
     (notice,) = summary.notices
     assert f"val_fraction {fraction:g} put none of the {len(ids)} sharded clips in the val split" in notice
+    assert f"all {len(ids)} sharded clips come from 3 videos; the split is by video" in notice
+
+
+def test_the_clips_of_a_single_video_get_no_val_split_and_the_warning_says_the_split_is_by_video(tmp_path):
+    inputs, clips = tmp_path / "in", tmp_path / "clips"
+    inputs.mkdir()
+    (n,) = pick_videos(inputs, train=1, val=0)
+    add_video(inputs, n)
+    ids = curate(inputs, clips)
+    assert len(ids) > 1  # several shots: under a per-clip rule some would go to val
+    summary = shard(clips, tmp_path / "s", val_fraction=FRACTION)
+    assert (summary.val_clips, summary.train_clips) == (0, len(ids)) and set(keys_by_prefix(tmp_path / "s").values()) == {"shard"}
+    (notice,) = summary.notices
+    assert (f"val_fraction {FRACTION:g} put none of the {len(ids)} sharded clips in the val split: all {len(ids)} "
+            "sharded clips come from 1 video; the split is by video") in notice
+    assert "shard clips of more videos" in notice
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, float("nan"), "0.3"])
@@ -169,8 +242,25 @@ def test_a_folder_whose_shards_are_all_val_is_bound_to_its_settings(curated, tmp
     are shards: a folder holding only val shards is refused with other tokenizer settings like any other."""
     _, clips, ids = curated
     out = tmp_path / "s"
-    everything = (1 + max(clip_fraction(i) for i in ids)) / 2  # above every clip's: all go to val
+    everything = (1 + max(key_fraction(v) for v in video_of(clips).values())) / 2  # above every video's: all go to val
     summary = shard(clips, out, val_fraction=everything)
     assert summary.train_clips == 0 and set(keys_by_prefix(out).values()) == {"val"}
     with pytest.raises(ValueError, match=r"holds shards made with other settings \(tokenizer_options: \{\} there, \{'patch': 2\} now\)"):
         shard(clips, out, val_fraction=everything, tokenizer_options={"patch": 2})
+
+
+def test_a_bucket_whose_index_is_gone_names_vfm_shard_again_which_indexes_val_apart_from_train(curated, tmp_path):
+    """energon prepare --split-ratio 1,0,0 (the hint for other folders) would index val-*.tar as train."""
+    from vfm_data.trust import UntrustedDatasetError, check_dataset
+
+    _, clips, _ = curated
+    out = tmp_path / "s"
+    shard(clips, out, val_fraction=FRACTION)
+    (bucket,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    shutil.rmtree(bucket / ".nv-meta")
+    with pytest.raises(UntrustedDatasetError, match=rf"run vfm shard into {re.escape(str(out))} again .*val shards as train"):
+        check_dataset(bucket)
+    again = shard(clips, out, val_fraction=FRACTION)
+    assert again.reindexed == [bucket.name]
+    parts = yaml.safe_load((bucket / ".nv-meta" / "split.yaml").read_text())["split_parts"]
+    assert sorted(parts) == ["train", "val"] and all(n.startswith("val-") for n in parts["val"])

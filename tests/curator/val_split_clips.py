@@ -1,5 +1,6 @@
-"""Curated clips on both sides of a val fraction, and where their samples were sharded: the setup of
-the ``val_fraction`` tests, through the library (tests/curator) and through the CLI (tests/cli)."""
+"""Curated clips of several videos on both sides of a val fraction, and where their samples were
+sharded: the setup of the ``val_fraction`` tests, through the library (tests/curator) and through
+the CLI (tests/cli). The split is by source video (the clip table's ``video_id``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from typing import Callable
 import pyarrow.parquet as pq
 
 import vfm_curator
-from vfm_curator.pipelines.shard_split import split_of
+from vfm_curator.pipelines.shard_split import split_key, split_of
 from vfm_curator.synth import make_video
+from vfm_curator.tasks import video_id
 
 SIZE, FRAMES = (32, 48), 5  # 12-frame shots: two windows of 5 frames per clip
+SHOTS = 6  # shots per video: each a clip of its own
 FRACTION = 0.3
+NAMES = range(50)  # the video numbers curated_with_both_splits picks from; a top-up adds TOP_UP
+TOP_UP = 99
 
 
 def curate(inputs: Path, clips: Path) -> list[str]:
@@ -28,24 +33,48 @@ def clip_ids(clips: Path) -> list[str]:
     return [row["id"] for row in pq.read_table(clips / "clips.parquet").to_pylist()]
 
 
+def video_of(clips: Path) -> dict[str, str]:
+    """clip id -> its split key (its source video's id) in the clip table of ``clips``."""
+    return {row["id"]: split_key(row.get("video_id"), row["id"]) for row in pq.read_table(clips / "clips.parquet").to_pylist()}
+
+
+def video_path(inputs: Path, n: int) -> Path:
+    return inputs / f"v{n}.mp4"
+
+
+def video_split(inputs: Path, n: int, fraction: float = FRACTION) -> str:
+    """The split video ``n`` of ``inputs`` goes to: vfm curate's video id is a hash of its resolved path."""
+    return split_of(video_id(str(video_path(inputs, n).resolve())), fraction)
+
+
 def add_video(inputs: Path, n: int) -> None:
-    make_video(inputs / f"v{n}.mp4", [12] * 6, width=SIZE[1], height=SIZE[0], seed=10 + n)
+    make_video(video_path(inputs, n), [12] * SHOTS, width=SIZE[1], height=SIZE[0], seed=10 + n)
     (inputs / f"v{n}.txt").write_text(f"video {n}: six short shots")
+
+
+def pick_videos(inputs: Path, train: int, val: int, fraction: float = FRACTION) -> list[int]:
+    """Numbers of ``train`` videos that go to train and ``val`` that go to val at ``fraction``, in
+    ``inputs`` (the ids hash the tmp folder's path, so the names are chosen, not fixed)."""
+    sides = {"train": [n for n in NAMES if video_split(inputs, n, fraction) == "train"][:train],
+             "val": [n for n in NAMES if video_split(inputs, n, fraction) == "val"][:val]}
+    assert [len(sides["train"]), len(sides["val"])] == [train, val], sides  # (0.7^50: never)
+    return sorted(sides["train"] + sides["val"])
 
 
 def curated_with_both_splits(root: Path, fraction: float = FRACTION,
                              curate: Callable[[Path, Path], list[str]] = curate) -> tuple[Path, Path, list[str]]:
-    """(inputs, clips, clip ids) with at least one clip on each side of ``fraction``: the ids hash the
-    videos' absolute paths, so a tmp folder's clips are added to, a video at a time, until they do.
-    ``curate(inputs, clips)`` curates and returns the clip ids (the library's, or ``vfm curate``'s)."""
+    """(inputs, clips, clip ids) of three videos of six shots each, two going to train and one to val
+    at ``fraction``. ``curate(inputs, clips)`` curates and returns the clip ids (the library's, or
+    ``vfm curate``'s)."""
     inputs, clips = root / "in", root / "clips"
-    ids: list[str] = []
-    for n in range(6):
+    inputs.mkdir(parents=True, exist_ok=True)
+    for n in pick_videos(inputs, train=2, val=1, fraction=fraction):
         add_video(inputs, n)
-        ids = curate(inputs, clips)
-        if n and {split_of(i, fraction) for i in ids} == {"train", "val"}:
-            return inputs, clips, ids
-    raise AssertionError(f"no val/train mix at {fraction} in {len(ids)} clips")  # (0.7^60: never)
+    ids = curate(inputs, clips)
+    videos = video_of(clips)
+    assert len(set(videos.values())) == 3 and len(ids) >= 3 * 2, videos  # several shots per video
+    assert {split_of(videos[i], fraction) for i in ids} == {"train", "val"}
+    return inputs, clips, ids
 
 
 def keys_by_prefix(out: Path) -> dict[str, str]:

@@ -48,10 +48,33 @@ def member_parts(shard: Path, limit: int = _PEEK_MEMBERS) -> set[str]:
     return parts
 
 
+#: What ``vfm shard`` (vfm-curator) writes: its settings file at the top of its output folder, and
+#: the val split's shards (``--val-fraction``) beside the train ones in a bucket folder.
+SHARD_SETTINGS, VAL_SHARDS = "shard_config.json", "val-*.tar"
+
+
+def vfm_shard_output(folder: Path) -> Path | None:
+    """The ``vfm shard`` output folder ``folder`` is a bucket folder of (or is), by its settings file;
+    None when there is none."""
+    folder = Path(folder)
+    return next((p for p in (folder.parent, folder) if (p / SHARD_SETTINGS).is_file()), None)
+
+
 def prepare_commands(folder: Path) -> str:
-    """The commands that write ``folder``'s energon index (``.nv-meta/``) the way vfm reads it."""
-    return (f"energon prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type CrudeWebdataset, "
-            f"or vfm_data.prepare_dataset('{folder}')")
+    """The commands that write ``folder``'s energon index (``.nv-meta/``) the way vfm reads it. A bucket
+    folder ``vfm shard`` wrote is indexed by ``vfm shard`` again: energon's --split-ratio and
+    ``prepare_dataset``'s default name every shard train, its val shards too (held-out clips trained on)."""
+    folder = Path(folder)
+    out = vfm_shard_output(folder)
+    val = folder.is_dir() and any(folder.glob(VAL_SHARDS))
+    if out is None and not val:
+        return (f"energon prepare {folder} --non-interactive --split-ratio 1,0,0 --sample-type CrudeWebdataset, "
+                f"or vfm_data.prepare_dataset('{folder}')")
+    out = out or folder.parent
+    why = (f"; not energon prepare --split-ratio 1,0,0 or vfm_data.prepare_dataset('{folder}'), which would index "
+           f"its {VAL_SHARDS} val shards as train" if val else "")
+    return (f"run vfm shard into {out} again (vfm shard CLIPS -o {out} with the clips folder and options it was sharded "
+            f"with): every run rebuilds a bucket's energon index from its shards, with its train and val split parts{why}")
 
 
 def unprepared_hint(folder: Path) -> str:

@@ -46,9 +46,9 @@ def shard(
              "limit, a warning past 0.25."),
     val_fraction: Optional[float] = typer.Option(
         None, "--val-fraction", metavar="F",
-        help="Hold out about this share of the clips (0 <= F < 1) in a val split (val-*.tar shards, blend.yaml's "
-             "splits.val) for vfm train's [validation]; a clip's split follows from its id, so it never moves on a "
-             "re-run. Default: the config's, else 0 (every clip trains)."),
+        help="Hold out about this share of the source videos (0 <= F < 1), all clips of each, in a val split (val-*.tar "
+             "shards, blend.yaml's splits.val) for vfm train's [validation]; a video's split follows from its id (a clip "
+             "without one: the clip's id), so it never moves on a re-run. Default: the config's, else 0 (every clip trains)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
     retry_failed: Optional[str] = typer.Option(
         None, "--retry-failed", metavar="WHAT",
@@ -163,11 +163,12 @@ def _written_now(summary) -> int | str:
 
 
 def _held_out(summary) -> str:
-    """The val split of the whole output against the fraction asked for."""
-    clips = summary.val_clips + summary.train_clips
+    """The val split of the whole output against the fraction asked for (of source videos: the
+    split is by video, so the clips' share follows how many clips each video gave)."""
+    clips, videos = summary.val_clips + summary.train_clips, summary.val_videos + summary.train_videos
     share = f"{summary.val_clips / clips:.0%}" if clips else "-"
-    return (f"{summary.val_clips} of {clips} clips ({share}, val_fraction {summary.val_fraction:g}), "
-            f"{summary.val_samples} of {summary.samples} samples")
+    return (f"{summary.val_clips} of {clips} clips ({share}; {summary.val_videos} of {videos} videos, val_fraction "
+            f"{summary.val_fraction:g}), {summary.val_samples} of {summary.samples} samples")
 
 
 _HXW = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")

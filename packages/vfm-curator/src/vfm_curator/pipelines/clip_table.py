@@ -101,7 +101,7 @@ def _task(table_path: Path, i: int, row: dict, clips_dir: Path) -> ShardTask:
     if bad:
         raise ValueError(f"{where}: {', '.join(bad)}; accepted: finite numbers >= 0")
     return ShardTask(
-        id=row["id"], path=str(path), source=row.get("source") or "",
+        id=row["id"], path=str(path), source=row.get("source") or "", video_id=str(row.get("video_id") or ""),
         caption=row.get("caption") or None, caption_by=dict(row.get("caption_by") or []),
         fps=numbers["fps"], span=(numbers["start_s"], numbers["end_s"]),
     )

@@ -35,7 +35,7 @@ class ShardConfig:
         windows = 0                               # samples per clip: 0 = every window of frames that fits
         max_upscale = 2.0                         # refuse clips a bucket would enlarge more (default: no limit)
         max_crop = 0.3                            # refuse clips whose centre crop cuts more of the frame
-        val_fraction = 0.05                       # clips held out in val shards (by a hash of the clip id)
+        val_fraction = 0.05                       # source videos whose clips are held out in val shards (by a hash of the video id)
         [shard.tokenizer_options]
         weights = "causal3d.safetensors"
         [run]                                      # as for vfm curate

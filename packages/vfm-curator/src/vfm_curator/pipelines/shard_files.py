@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 from vfm_curator.io.paths import safe_join
-from vfm_curator.pipelines.shard_split import PREFIXES, split_of
+from vfm_curator.pipelines.shard_split import PREFIXES, split_key, split_of
 from vfm_curator.stages.shard_task import ShardTask
 
 # a finished shard of either split (train ``shard-N.tar``, val ``val-N.tar``, see shard_split)
@@ -73,7 +73,7 @@ def remove_leftovers(out: Path) -> int:
 
 class BucketWriters:
     """One vfm-data :class:`ShardWriter` per bucket folder and split part (``val_fraction``: which
-    clips go to val, see :mod:`.shard_split`), opened on its first sample and numbered after the
+    source videos' clips go to val, see :mod:`.shard_split`), opened on its first sample and numbered after the
     shards of that split earlier runs finished there."""
 
     def __init__(self, out: Path, *, max_shard_bytes: int, array_format: str = "npy", latent_dtype: str = "float32",
@@ -109,7 +109,8 @@ class BucketWriters:
         from vfm_data import SampleMeta
 
         latents, text = task.latents(), torch.tensor(task.text)
-        split = split_of(task.id, self.val_fraction)  # by the clip id: every window of the clip in one split
+        # by the source video: every clip of the video, and every window of the clip, in one split
+        split = split_of(split_key(task.video_id, task.id), self.val_fraction)
         written = 0
         for k in reversed(range(len(latents))):
             key = task.sample_key(k)

@@ -16,9 +16,10 @@ from vfm_curator.pipelines.shard_summary import ShardSummary, _val_notice
 from vfm_curator.stages.shard_decode import Bucket
 
 
-def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_sample: Callable[[Bucket], int]) -> None:
+def _finalize(out: Path, summary: ShardSummary, table_keys: dict[str, str], tokens_per_sample: Callable[[Bucket], int]) -> None:
     """Energon index of every bucket whose index differs from its shards, bucket table, blend file,
-    failures (of the clips in the table), summary."""
+    failures (of the clips in the table), summary. ``table_keys``: clip id -> its split key (source
+    video id, see :func:`.shard_split.split_key`) for the clips of the table."""
     from vfm_data import write_blend
 
     for folder in bucket_dirs(out):
@@ -41,12 +42,15 @@ def _finalize(out: Path, summary: ShardSummary, table_ids: set[str], tokens_per_
     summary.samples = sum(b["samples"] for b in summary.buckets.values())
     summary.val_samples = sum(len(keys) for keys in val_keys.values())
     val_clips = {clip_of(key) for keys in val_keys.values() for key in keys}
-    summary.val_clips = len(val_clips)
-    summary.train_clips = len({clip_of(key) for keys in counts.values() for key in keys} - val_clips)
+    train_clips = {clip_of(key) for keys in counts.values() for key in keys} - val_clips
+    summary.val_clips, summary.train_clips = len(val_clips), len(train_clips)
+    # source videos per split (a sharded clip the table no longer lists counts as its own)
+    summary.val_videos = len({table_keys.get(c, c) for c in val_clips})
+    summary.train_videos = len({table_keys.get(c, c) for c in train_clips})
     summary.tokens = sum(b["tokens"] for b in summary.buckets.values())
     summary.bytes = sum(b["bytes"] for b in summary.buckets.values())
     sharded = set().union(*counts.values())
-    failures = [f for f in shard_state.failures(out) if f.get("id") in table_ids and f.get("id") not in sharded]
+    failures = [f for f in shard_state.failures(out) if f.get("id") in table_keys and f.get("id") not in sharded]
     summary.failures = len(failures)
     for f in failures:
         entry = summary.failure_kinds.setdefault(str(f.get("kind", "error")), {"count": 0, "reason": str(f.get("reason", "")),

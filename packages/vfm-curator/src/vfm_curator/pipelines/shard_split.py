@@ -1,7 +1,9 @@
-"""Which split a clip's samples go to (``val_fraction``): a function of the clip id alone, so a clip
-never moves between train and val on a re-run or top-up, whatever the order or the worker count,
-and all windows of a clip stay together (no leakage). Each split has its own shard name prefix in a
-bucket folder, and the bucket's energon split parts list a prefix only where it has shards (energon
+"""Which split a clip's samples go to (``val_fraction``): a function of the clip's source video id
+alone (the clip id for a row without one), so every clip of a video and every window of a clip stay
+in one split (neighbouring shots share scene, people and lighting: a held-out shot beside a trained
+one measures recall, not generalisation), and nothing moves between train and val on a re-run or
+top-up, whatever the order or the worker count. Each split has its own shard name prefix in a bucket
+folder, and the bucket's energon split parts list a prefix only where it has shards (energon
 refuses a split pattern that matches no shard)."""
 
 from __future__ import annotations
@@ -22,14 +24,20 @@ def check_val_fraction(value: object) -> float:
     return float(value)
 
 
-def clip_fraction(clip_id: str) -> float:
-    """The clip id's SHA-256 as a number in [0, 1) (its first 8 bytes)."""
-    return int.from_bytes(hashlib.sha256(clip_id.encode("utf-8")).digest()[:8], "big") / 2.0**64
+def split_key(video_id: str | None, clip_id: str) -> str:
+    """What a clip's split is drawn from: its source video's id (the clip table's ``video_id``), or
+    its own id where the row has none (a table another tool wrote)."""
+    return video_id or clip_id
 
 
-def split_of(clip_id: str, val_fraction: float) -> str:
-    """``"val"`` when the clip id's fraction is below ``val_fraction``, else ``"train"``."""
-    return VAL if clip_fraction(clip_id) < val_fraction else TRAIN
+def key_fraction(key: str) -> float:
+    """The split key's SHA-256 as a number in [0, 1) (its first 8 bytes)."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2.0**64
+
+
+def split_of(key: str, val_fraction: float) -> str:
+    """``"val"`` when the split key's (:func:`split_key`) fraction is below ``val_fraction``, else ``"train"``."""
+    return VAL if key_fraction(key) < val_fraction else TRAIN
 
 
 def split_pattern(split: str) -> str:

@@ -55,11 +55,13 @@ class ShardSummary(FailureReport):
     removed_since: int = 0
     resharded: int = 0  # changed clips whose old samples were taken out to shard them again (redo_changed)
     samples_dropped: int = 0  # samples taken out of the shards (redo_changed: changed and removed clips)
-    # the held-out split (val_fraction: the share of clips asked for), of the whole output
+    # the held-out split (val_fraction: the share of source videos asked for), of the whole output
     val_fraction: float = 0.0
     val_clips: int = 0
     val_samples: int = 0
     train_clips: int = 0
+    val_videos: int = 0  # source videos of the clips in each split (a clip without a video_id counts as one)
+    train_videos: int = 0
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of
@@ -157,18 +159,21 @@ def _cut_short_notice(summary: ShardSummary) -> list[str]:
 
 
 def _val_notice(summary: ShardSummary) -> list[str]:
-    """One line when ``val_fraction`` asked for held-out clips and a split got none: too few clips
-    for the fraction (the split is by clip id, so a few clips may all fall on one side)."""
+    """One line when ``val_fraction`` asked for held-out clips and a split got none: too few source
+    videos for the fraction (the split is by video, so a few videos may all fall on one side, and a
+    single video's clips always do)."""
     if not summary.val_fraction or not summary.samples:
         return []
-    total = summary.val_clips + summary.train_clips
+    total, videos = summary.val_clips + summary.train_clips, summary.val_videos + summary.train_videos
+    why = (f"all {total} sharded clips come from {videos} video{'s' * (videos != 1)}; the split is by video (every clip "
+           "of a source video in one split, so held-out clips share no scene with trained ones)")
     if not summary.val_clips:
-        return [f"val_fraction {summary.val_fraction:g} put none of the {total} sharded clips in the val split (about "
-                f"{summary.val_fraction * total:.1f} expected): vfm train's [validation] on split \"val\" has no clip to "
-                "read; shard more clips, or shard into a new folder with a larger --val-fraction, or name held-out "
-                "shards in validation.blend"]
+        return [f"val_fraction {summary.val_fraction:g} put none of the {total} sharded clips in the val split: {why}, "
+                f"about {summary.val_fraction * videos:.1f} video{'s' * (summary.val_fraction * videos != 1)} expected "
+                "in val; vfm train's [validation] on split \"val\" has no clip to read; shard clips of more videos, or "
+                "shard into a new folder with a larger --val-fraction, or name held-out shards in validation.blend"]
     if not summary.train_clips:
-        return [f"val_fraction {summary.val_fraction:g} put all {total} sharded clips in the val split: the train split "
-                "is empty and vfm train has nothing to train on; shard more clips, or shard into a new folder with a "
-                "smaller --val-fraction"]
+        return [f"val_fraction {summary.val_fraction:g} put all {total} sharded clips in the val split: {why}; the "
+                "train split is empty and vfm train has nothing to train on; shard clips of more videos, or shard "
+                "into a new folder with a smaller --val-fraction"]
     return []

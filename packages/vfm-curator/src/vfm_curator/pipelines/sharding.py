@@ -5,7 +5,7 @@ the same runners as the clipping pipeline; the driver writes each finished sampl
 vfm-data shard writer (see :mod:`vfm_curator.pipelines.shard_files`). Output::
 
     SHARDS/<H>x<W>x<T>/shard-000000.tar ... + .nv-meta/   one energon dataset per bucket
-    SHARDS/<H>x<W>x<T>/val-000000.tar ...   its val split part (val_fraction > 0: clips held out by id)
+    SHARDS/<H>x<W>x<T>/val-000000.tar ...   its val split part (val_fraction > 0: clips held out by source video)
     SHARDS/blend.yaml      energon metadataset listing every bucket, weight = its sample count (per split)
     SHARDS/buckets.json    per bucket: shape, samples, tokens, bytes, shards
     SHARDS/failures.jsonl  clips that failed (decode, missing caption, ...), one JSON object per line
@@ -38,7 +38,7 @@ from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remo
 from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised, check_shard_config_format
-from vfm_curator.pipelines.shard_split import check_val_fraction
+from vfm_curator.pipelines.shard_split import check_val_fraction, split_key
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _changed_notice, _count_resize, _cut_short_notice,
     _resize_notices,
@@ -144,7 +144,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = (_resize_notices(summary, config) + _cut_short_notice(summary)
                        + _bucketing_notice(out, config, summary.skipped) + _changed_notice(summary))
-    _finalize(out, summary, {t.id for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
+    _finalize(out, summary, {t.id: split_key(t.video_id, t.id) for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
 
 
