@@ -69,3 +69,22 @@ def test_a_failed_redo_of_a_moved_recaptioned_video_keeps_the_old_path_s_clips_a
     a_rows = [r for r in _table(out) if r["source"].endswith("a.mp4")]
     assert (again.failures, len(_table(out)), len(a_rows)) == (0, clips, 2)
     assert {r["source"] for r in a_rows} == {str(moved.resolve() / "a.mp4")}
+
+
+def test_a_finished_video_whose_metadata_part_is_gone_and_whose_file_now_fails_is_listed_failed(tmp_path):
+    """Done again because its part is gone (the table has none of its clips), not a redo: its
+    failure takes the record's place and is listed, not hidden in an ok record the table cannot name."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    a = tmp_path / "in" / "a.mp4"
+    [vid] = [p.stem for p in (out / ".state" / "videos").glob("*.json")
+             if json.loads(p.read_text())["source"] == str(a.resolve())]
+    (out / ".state" / "parts" / f"{vid}.parquet").unlink()
+    a.write_bytes(a.read_bytes()[: a.stat().st_size // 2])
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert (again.retried, again.failures) == (1, 1)
+    [line] = _failure_lines(out)
+    assert line["source"] == str(a.resolve()) and line["stage"] == "decode" and "kept" not in line
+    assert json.loads((out / ".state" / "videos" / f"{vid}.json").read_text())["status"] == "failed"

@@ -123,12 +123,23 @@ def record_failure(out: str | Path, task: Any, **extra: Any) -> bool:
     failures.jsonl and the report: :func:`vfm_curator.pipelines.summary.listed_failures`); the next
     record of a redo that succeeds drops it."""
     failed = video_record(task, **extra)
-    finished = load_record(out, task.vid)
-    if finished is not None and finished.get("status") == "ok":
+    finished = finished_record(out, task.vid)
+    if finished is not None:
         write_record(out, task.vid, {**finished, "redo_failure": {**failed["failure"], "source": failed["source"]}})
         return True
     write_record(out, task.vid, failed)
     return False
+
+
+def finished_record(out: str | Path, vid: str) -> dict[str, Any] | None:
+    """Video ``vid``'s ok record whose metadata part is there (its clips are in the table), else None.
+    An ok record without its part (deleted by hand) is done again as a new video, not redone: its
+    failure takes the record's place (:func:`record_failure`): kept beside an ok record that the end of
+    a run passes over, it was in neither the table nor failures.jsonl, and every run tried it again."""
+    record = load_record(out, vid)
+    if record is None or record.get("status") != "ok" or not part_path(out, vid).exists():
+        return None
+    return record
 
 
 def display_name(path: str) -> str:

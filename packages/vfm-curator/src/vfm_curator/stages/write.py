@@ -6,7 +6,7 @@ from vfm_curator.io import attempts, input_index, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, output_path
 from vfm_curator.io.state import (
-    forget_video, load_record, part_path, record_failure, video_record, write_part, write_record,
+    finished_record, forget_video, load_record, part_path, record_failure, video_record, write_part, write_record,
 )
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
@@ -57,7 +57,7 @@ class WriteStage(Stage):
         before = clip_ids_of(out, task.vid, task.source)  # a video clipped again (redo_changed)
         moved = _moved_from(task)  # the record of this video at the path it was moved from
         moved_clips = clip_ids_of(out, *moved) if moved is not None else set()
-        redo_of_finished = (load_record(out, task.vid) or {}).get("status") == "ok"
+        redo_of_finished = finished_record(out, task.vid) is not None
         if task.failure is None:
             run_guarded(self.name, task, self.process_one)
         elif task.clips and not redo_of_finished:  # a kept record's report shows its own filtered clips
