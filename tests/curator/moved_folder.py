@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 import vfm_curator
 from vfm_curator.synth import make_video
 
@@ -23,3 +25,8 @@ def moved_and_recaptioned(tmp_path: Path) -> tuple[Path, Path, int]:
     shutil.move(tmp_path / "in", tmp_path / "moved")
     (tmp_path / "moved" / "a.txt").write_text("a red square moves left")
     return tmp_path / "moved", out, first.clips
+
+
+def clip_rows(out: Path) -> list[dict]:
+    """The clip table's id, source and caption of each row: what a replaced or kept video changes."""
+    return pq.read_table(out / "clips.parquet", columns=["id", "source", "caption"]).to_pylist()

@@ -8,19 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 import vfm_curator
-from tests.curator.moved_folder import SERIAL, moved_and_recaptioned
+from tests.curator.moved_folder import SERIAL, clip_rows, moved_and_recaptioned
 from vfm_curator.synth import make_video
-
-
-def _table(out: Path) -> list[dict]:
-    return pq.read_table(out / "clips.parquet", columns=["id", "source", "caption"]).to_pylist()
 
 
 def _clip_files(out: Path) -> dict[str, bytes]:
     return {p.stem: p.read_bytes() for p in (out / "clips").glob("*.mp4")}
+
+
+def _records_by_source(out: Path) -> dict[str, dict]:
+    return {r["source"]: r for r in map(json.loads, (p.read_text() for p in (out / ".state" / "videos").glob("*.json")))}
 
 
 def _failure_lines(out: Path) -> list[dict]:
@@ -32,14 +30,13 @@ def test_a_redo_of_a_finished_video_that_fails_on_its_truncated_file_keeps_its_c
     make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
     out = tmp_path / "out"
     first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    table, files = _table(out), _clip_files(out)
+    table, files = clip_rows(out), _clip_files(out)
     a = tmp_path / "in" / "a.mp4"
     a.write_bytes(a.read_bytes()[: a.stat().st_size // 2])  # its index (moov, at the end) lost: unreadable
     redo = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
     assert (redo.redone, redo.failures, redo.clips) == (1, 1, first.clips)
-    assert _table(out) == table and _clip_files(out) == files  # nothing that was done is lost
-    records = {r["source"]: r for r in map(json.loads, (p.read_text() for p in (out / ".state" / "videos").glob("*.json")))}
-    kept = records[str(a.resolve())]
+    assert clip_rows(out) == table and _clip_files(out) == files  # nothing that was done is lost
+    kept = _records_by_source(out)[str(a.resolve())]
     assert kept["status"] == "ok" and kept["redo_failure"]["stage"] == "decode"
     [line] = _failure_lines(out)
     assert line["source"] == str(a.resolve()) and "earlier clips (2) are kept" in line["kept"]
@@ -54,20 +51,20 @@ def test_a_redo_of_a_finished_video_that_fails_on_its_truncated_file_keeps_its_c
 
 def test_a_failed_redo_of_a_moved_recaptioned_video_keeps_the_old_path_s_clips_and_record(tmp_path):
     moved, out, clips = moved_and_recaptioned(tmp_path)
-    table, files = _table(out), _clip_files(out)
+    table, files = clip_rows(out), _clip_files(out)
     # no clip of the moved a passes (b moved with its caption: the same video, not clipped again)
     never = {**SERIAL, "options": {"split": {"min_clip_s": 10.0, "max_clip_s": 20.0}}}
     redo = vfm_curator.curate(moved, out, never, redo_changed=True)
     assert (redo.redone, redo.failures, redo.clips) == (1, 1, clips)
-    assert _table(out) == table and _clip_files(out) == files
+    assert clip_rows(out) == table and _clip_files(out) == files
     assert not (out / ".state" / "moved").exists()  # the old path's video was not forgotten
     [line] = _failure_lines(out)
     assert line["source"] == str(moved.resolve() / "a.mp4")
     assert "earlier clips (2) are kept" in line["kept"] and str(tmp_path / "in" / "a.mp4") in line["kept"]
     # a redo that succeeds then replaces the old path's clips: the video is in the table once
     again = vfm_curator.curate(moved, out, SERIAL, retry_failed="all")
-    a_rows = [r for r in _table(out) if r["source"].endswith("a.mp4")]
-    assert (again.failures, len(_table(out)), len(a_rows)) == (0, clips, 2)
+    a_rows = [r for r in clip_rows(out) if r["source"].endswith("a.mp4")]
+    assert (again.failures, len(clip_rows(out)), len(a_rows)) == (0, clips, 2)
     assert {r["source"] for r in a_rows} == {str(moved.resolve() / "a.mp4")}
 
 
@@ -79,8 +76,7 @@ def test_a_finished_video_whose_metadata_part_is_gone_and_whose_file_now_fails_i
     out = tmp_path / "out"
     vfm_curator.curate(tmp_path / "in", out, SERIAL)
     a = tmp_path / "in" / "a.mp4"
-    [vid] = [p.stem for p in (out / ".state" / "videos").glob("*.json")
-             if json.loads(p.read_text())["source"] == str(a.resolve())]
+    vid = _records_by_source(out)[str(a.resolve())]["video_id"]
     (out / ".state" / "parts" / f"{vid}.parquet").unlink()
     a.write_bytes(a.read_bytes()[: a.stat().st_size // 2])
     again = vfm_curator.curate(tmp_path / "in", out, SERIAL)

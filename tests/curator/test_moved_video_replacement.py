@@ -13,15 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 import vfm_curator
-from tests.curator.moved_folder import SERIAL, moved_and_recaptioned
+from tests.curator.moved_folder import SERIAL, clip_rows, moved_and_recaptioned
 from vfm_curator.synth import make_video
-
-
-def _table(out: Path) -> list[dict]:
-    return pq.read_table(out / "clips.parquet", columns=["id", "source", "caption"]).to_pylist()
 
 
 def _clip_files(out: Path) -> set[str]:
@@ -36,7 +30,7 @@ def test_a_moved_recaptioned_video_whose_attempts_died_before_the_write_stage_is
     assert (died.failures, died.failure_kinds["timeout"]["count"]) == (1, 1)
     redo = vfm_curator.curate(moved, out, {"run": {"runner": "ray"}})  # max_attempts 3: the timed-out video again
     assert (redo.retried, redo.failures) == (1, 0)
-    table = _table(out)
+    table = clip_rows(out)
     a_rows = [r for r in table if r["source"].endswith("a.mp4")]
     assert len(table) == clips and len(a_rows) == 2  # not the old path's two clips beside the new ones
     assert {(r["source"], r["caption"]) for r in a_rows} == {(str(moved.resolve() / "a.mp4"), "a red square moves left")}
@@ -72,7 +66,7 @@ vfm_curator.curate(sys.argv[1], sys.argv[2], {"run": {"runner": "serial"}}, redo
 
 def test_a_run_killed_between_forgetting_a_moved_video_and_writing_it_leaves_no_orphan_clip_after_the_next(tmp_path):
     moved, out, clips = moved_and_recaptioned(tmp_path)
-    old_ids = {r["id"] for r in _table(out) if r["source"].endswith("a.mp4")}
+    old_ids = {r["id"] for r in clip_rows(out) if r["source"].endswith("a.mp4")}
     killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_FORGET, str(moved), str(out)],
                             capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
@@ -80,7 +74,7 @@ def test_a_run_killed_between_forgetting_a_moved_video_and_writing_it_leaves_no_
     named = {r["video_id"] for r in records}
     assert old_ids <= _clip_files(out) and len(named) == 1  # the old a's clips are there, its record is not
     again = vfm_curator.curate(moved, out, SERIAL, redo_changed=True)
-    table = _table(out)
+    table = clip_rows(out)
     assert len(table) == clips and again.orphans_removed == len(old_ids)
     assert _clip_files(out) == {r["id"] for r in table}  # no clip file that no record names
     assert not any((out / "thumbs" / f"{i}.jpg").exists() for i in old_ids)
@@ -95,7 +89,7 @@ def test_the_end_of_a_run_deletes_only_the_clips_of_videos_it_forgot_never_other
     make_video(tmp_path / "in" / "b.mp4", [30], seed=2)
     out = tmp_path / "out"
     vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    ids = {r["id"] for r in _table(out)}
+    ids = {r["id"] for r in clip_rows(out)}
     (out / "clips" / "holiday.mp4").write_bytes(b"a user's own file")
     (out / "clips" / ("0" * 20 + ".mp4")).write_bytes(b"named like a clip, by nothing this folder forgot")
     next((out / ".state" / "parts").glob("*.parquet")).unlink()  # its video's clips are not in the table this run
@@ -111,9 +105,9 @@ def test_a_finished_video_whose_redo_died_before_the_write_stage_keeps_its_clips
     make_video(tmp_path / "in" / "a.mp4", [24, 48, 24], seed=1)
     out = tmp_path / "out"
     vfm_curator.curate(tmp_path / "in", out, SERIAL)
-    ids = {r["id"] for r in _table(out)}
+    ids = {r["id"] for r in clip_rows(out)}
     tight = {"run": {"runner": "ray", "stage_timeout_s": 0.001, "max_attempts": 1}, "options": {"split": {"min_clip_s": 1.5}}}
     died = vfm_curator.curate(tmp_path / "in", out, tight, redo_changed=True)
     assert (died.redone, died.failures, died.clips, died.orphans_removed) == (1, 1, len(ids), 0)
     assert died.failure_kinds["timeout"]["count"] == 1
-    assert _clip_files(out) == ids == {r["id"] for r in _table(out)}
+    assert _clip_files(out) == ids == {r["id"] for r in clip_rows(out)}
