@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
+from vfm_plugins import LOCK_NAME, LockHolder
 
-from tests.cli.two_nodes import run_two_nodes
+from tests.cli.two_nodes import can_rename_hosts, run_two_nodes
 from tests.parallel.test_orphan_ranks import SETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +39,38 @@ def test_a_run_folder_both_nodes_share_trains_and_resumes(tmp_path):
     assert [code for code, _ in again] == [0, 0], "\n".join(o for _, o in again)
     assert sorted(p.name for p in (out / "checkpoints").glob("step_*")) == ["step_00000002", "step_00000003"]
     assert not list(out.glob(".vfm-shared-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not can_rename_hosts(), reason="needs unshare -u (root or user namespaces) to give each node a host name")
+def test_a_lock_left_by_a_killed_run_on_another_node_of_the_job_is_taken_over(tmp_path):
+    # what a run whose rank 0 ran on node-b, killed with SIGKILL, leaves in the shared run folder; the
+    # requeued job's rank 0 lands on node-a (torchrun's c10d hands ranks out in join order)
+    out = tmp_path / "run"
+    out.mkdir()
+    gone = subprocess.Popen(["true"])  # a pid that ran on this machine and has ended
+    gone.wait()
+    (out / LOCK_NAME).write_text(LockHolder(gone.pid, "node-b", "2026-01-01T00:00:00+0000", "vfm train").dumps())
+    sets = [a for item in [*SETS, "train.steps=1", f"train.out_dir={out}"] for a in ("--set", item)]
+    ends = run_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets], hostnames=("node-a", "node-b"))
+    outputs = "\n".join(o for _, o in ends)
+    assert [code for code, _ in ends] == [0, 0], outputs
+    assert f"taking over the lock of pid {gone.pid} on host node-b" in outputs
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not can_rename_hosts(), reason="needs unshare -u (root or user namespaces) to give each node a host name")
+def test_a_lock_of_a_live_run_on_another_node_of_the_job_is_still_refused(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        (out / LOCK_NAME).write_text(LockHolder(live.pid, "node-b", "2026-01-01T00:00:00+0000", "vfm train").dumps())
+        sets = [a for item in [*SETS, "train.steps=1", f"train.out_dir={out}"] for a in ("--set", item)]
+        ends = run_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets], hostnames=("node-a", "node-b"))
+    finally:
+        live.kill()
+        live.wait()
+    outputs = "\n".join(o for _, o in ends)
+    assert [code for code, _ in ends] == [1, 1], outputs
+    assert f"is in use by another run: pid {live.pid} on host node-b" in outputs

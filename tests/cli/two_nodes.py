@@ -1,26 +1,42 @@
 """Two torchrun "nodes" on this machine: two launchers, ``--nnodes 2 --nproc-per-node 1``, meeting in a c10d
 rendezvous on 127.0.0.1 (as a multi-node job meets on its head node), each running ``vfm ARGS`` with its
-own extra arguments (a node-local ``train.out_dir``, say)."""
+own extra arguments (a node-local ``train.out_dir``, say). Given ``hostnames``, each node runs under its own
+host name (a UTS namespace: ``unshare -u``, see :func:`can_rename_hosts`) and node i holds rank i (a static
+rendezvous: c10d hands ranks out in the order the launchers join)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.gloo import free_port
 
 
-def run_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([], []), timeout: float = 120) -> list[tuple[int, str]]:
+def can_rename_hosts() -> bool:
+    """Whether this process may start children under another host name (root, or user namespaces)."""
+    try:
+        return subprocess.run(["unshare", "-u", "hostname", "probe"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def run_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([], []), timeout: float = 120,
+                  hostnames: tuple[str, str] | None = None) -> list[tuple[int, str]]:
     """(exit status, output) of each node's launcher, once both have ended."""
-    endpoint = f"127.0.0.1:{free_port()}"
+    port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-                               "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "two-nodes",
-                               "-m", "vfm_cli.main", *args, *extra],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-             for extra in per_node]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
+    nodes = []
+    for rank, extra in enumerate(per_node):
+        if hostnames is None:
+            meet = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-nodes"]
+        else:
+            meet = ["--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(port), "--node-rank", str(rank)]
+        command = [*launch, *meet, "-m", "vfm_cli.main", *args, *extra]
+        if hostnames is not None:
+            command = ["unshare", "-u", "sh", "-c", f'hostname {hostnames[rank]} && exec "$@"', "sh", *command]
+        nodes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
     try:
         outputs = [node.communicate(timeout=timeout)[0] for node in nodes]
         return [(node.returncode, output) for node, output in zip(nodes, outputs)]

@@ -19,7 +19,8 @@ from vfm_plugins.declaration import (
 )
 from vfm_plugins.errors import (DuplicateNameError, Notice, PluginError, PluginLoadError, PluginOptionError, PluginResultError,
                                 PluginWarning, UnknownNameError)
-from vfm_plugins.folder_lock import LOCK_NAME, FolderLock, FolderLockedError, LockHolder, LockLinkError, StaleLockWarning
+from vfm_plugins.folder_lock import (LOCK_NAME, FolderLock, FolderLockedError, HeldOnAnotherHostError, LockHolder, LockLinkError,
+                                     StaleLockWarning)
 from vfm_plugins.host import (
     DISABLE_ENV,
     Entry,
@@ -44,6 +45,7 @@ __all__ = [
     "FailedPlugin",
     "FolderLock",
     "FolderLockedError",
+    "HeldOnAnotherHostError",
     "LockLinkError",
     "LOCK_NAME",
     "LockHolder",

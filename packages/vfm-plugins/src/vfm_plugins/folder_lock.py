@@ -67,6 +67,11 @@ class FolderLockedError(RuntimeError):
         return type(self), (self.folder, self.path, self.holder, self.why)
 
 
+class HeldOnAnotherHostError(FolderLockedError):
+    """The lock file names a holder on another host, which this host cannot tell alive or ended; a job
+    with a process on that host may ask it, then take over with ``FolderLock(folder, gone=holder)``."""
+
+
 class LockLinkError(FolderLockedError):
     """A symbolic link sits where the lock file goes (no vfm run makes one: a folder from elsewhere,
     or a planted ``.vfm-lock -> ~/.bashrc``). Refused, not removed: removing it is not atomic with
@@ -136,8 +141,11 @@ class FolderLock:
     Raises :class:`FolderLockedError` naming the holder when another live run owns it.
     """
 
-    def __init__(self, folder: str | os.PathLike, *, command: str | None = None, name: str = LOCK_NAME) -> None:
+    def __init__(self, folder: str | os.PathLike, *, command: str | None = None, name: str = LOCK_NAME,
+                 gone: "LockHolder | None" = None) -> None:
         self.folder = Path(folder)
+        # a holder on another host that a process there found ended: taken over as a dead one here is
+        self.gone = gone
         self.path = self.folder / name
         self.command = command
         self._fd: int | None = None
@@ -240,11 +248,12 @@ class FolderLock:
 
     def _claim(self, fd: int, previous: "LockHolder | None") -> None:
         """We hold the flock; ``previous`` is what a holder that did not release left behind."""
-        if previous is not None and previous.host != socket.gethostname():
-            raise FolderLockedError(self.folder, self.path, previous,
-                                    "; it may still run there (this host cannot tell): delete the lock file once it has ended")
+        if previous is not None and previous.host != socket.gethostname() and previous != self.gone:
+            raise HeldOnAnotherHostError(self.folder, self.path, previous,
+                                         "; it may still run there (this host cannot tell): delete the lock file once it has ended")
         if previous is not None:
-            _warn_stale(self.folder, previous, "its process ended without releasing the lock")
+            _warn_stale(self.folder, previous, "its process ended without releasing the lock"
+                        if previous != self.gone else f"its host {printable(previous.host)} has no such process any more")
         me = LockHolder.me(self.command).dumps().encode("utf-8")
         os.ftruncate(fd, 0)
         os.pwrite(fd, me, 0)

@@ -4,6 +4,8 @@ The folder belongs to the job, not to a rank, so only rank 0 takes the lock; the
 into it (checkpoint shards) as part of the same job. A second job into the folder fails on its
 rank 0 with an error naming the holder, before that rank joins the process group; its other ranks
 then wait in the rendezvous until torchrun ends them for rank 0's failure, so they write nothing.
+A lock left on another host is the exception (:class:`RunFolder`): on several nodes, the ranks on that
+host are asked first.
 
 Every rank writes its part of each checkpoint into the folder and rank 0 reads them all back, so on
 several nodes it must be one folder on a filesystem they share: :func:`check_shared_run_folder`.
@@ -17,10 +19,10 @@ import secrets
 import socket
 import time
 from pathlib import Path
-from typing import ContextManager
 
 import torch.distributed as dist
-from vfm_plugins import FolderLock
+from vfm_plugins import FolderLock, FolderLockedError, HeldOnAnotherHostError
+from vfm_plugins.parent_watch import pid_exists
 
 
 def launch_rank() -> int:
@@ -30,11 +32,63 @@ def launch_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
-def hold_run_folder(out_dir: str | Path) -> ContextManager:
-    """``with hold_run_folder(out_dir):`` on rank 0 the run owns the folder; elsewhere nothing."""
-    if launch_rank() != 0:
-        return contextlib.nullcontext()
-    return FolderLock(out_dir)
+def hold_run_folder(out_dir: str | Path) -> "RunFolder":
+    """``with hold_run_folder(out_dir) as folder:`` on rank 0 the run owns the folder; elsewhere nothing.
+    Once the process group is up, every rank calls ``folder.settle()``."""
+    return RunFolder(out_dir)
+
+
+class RunFolder:
+    """Rank 0's lock on the run folder. A lock left by a run on another host is not refused at once on a
+    job of several nodes: that host may be one of this job's (a requeued job whose rank 0 landed on
+    another node than the killed run's), and a rank there can tell whether the holder's process
+    is gone (:meth:`settle`)."""
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.out_dir = out_dir
+        self.lock: FolderLock | None = None
+        self.elsewhere: HeldOnAnotherHostError | None = None
+
+    def __enter__(self) -> "RunFolder":
+        if launch_rank() != 0:
+            return self
+        try:
+            self.lock = FolderLock(self.out_dir).acquire()
+        except HeldOnAnotherHostError as exc:
+            if int(os.environ.get("WORLD_SIZE", "1")) <= int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+                raise  # one node: no rank of this job runs on the holder's host
+            self.elsewhere = exc
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+    def settle(self) -> None:
+        """Collective: where rank 0 found a holder on another host, the ranks on that host say whether
+        its process is gone; if one does, rank 0 takes the folder over (a :class:`StaleLockWarning`),
+        else every rank raises rank 0's refusal."""
+        if not dist.is_initialized():
+            if self.elsewhere is not None:
+                raise self.elsewhere
+            return
+        box = [self.elsewhere]
+        dist.broadcast_object_list(box, src=0)
+        refusal = box[0]
+        if refusal is None:
+            return
+        holder = refusal.holder
+        verdicts: list = [None] * dist.get_world_size()
+        dist.all_gather_object(verdicts, socket.gethostname() == holder.host and not pid_exists(holder.pid))
+        outcome = [refusal if not any(verdicts) else None]
+        if dist.get_rank() == 0 and any(verdicts):
+            try:
+                self.lock = FolderLock(self.out_dir, gone=holder).acquire()
+            except FolderLockedError as exc:  # another run took it meanwhile
+                outcome = [exc]
+        dist.broadcast_object_list(outcome, src=0)
+        if outcome[0] is not None:
+            raise outcome[0]
 
 
 # how long a rank looks for rank 0's probe file before calling the folder unshared: a shared

@@ -32,7 +32,7 @@ from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
 from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
-from vfm_parallel.trainer.run_folder import check_shared_run_folder, hold_run_folder, launch_rank
+from vfm_parallel.trainer.run_folder import RunFolder, check_shared_run_folder, hold_run_folder, launch_rank
 from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpoint
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.stopping import StopRequests, TrainingStopped
@@ -64,13 +64,13 @@ def train(
     SIGTERM or SIGINT (from the main thread's view) stop every rank after the same step, which is
     saved as a checkpoint; then :class:`TrainingStopped` is raised (nothing is exported).
     """
-    with hold_run_folder(cfg.train.out_dir), StopRequests(announce=launch_rank() == 0) as stop:
-        return _train(cfg, build, sinks, parallelize, stop)
+    with hold_run_folder(cfg.train.out_dir) as folder, StopRequests(announce=launch_rank() == 0) as stop:
+        return _train(cfg, build, sinks, parallelize, stop, folder)
 
 
 def _train(cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
-           parallelize: Callable[..., Any], stop: StopRequests) -> TrainResult:
-    run = _Run(cfg, build, sinks, parallelize, stop)
+           parallelize: Callable[..., Any], stop: StopRequests, folder: RunFolder) -> TrainResult:
+    run = _Run(cfg, build, sinks, parallelize, stop, folder)
     try:
         for step in range(run.start, run.last):
             if run.step(step):
@@ -94,7 +94,7 @@ class _Run:
     """One training run on this rank: what :func:`train` sets up once and each step uses."""
 
     def __init__(self, cfg: TrainConfig, build: Callable[[RunContext], TrainParts], sinks: Iterable[Any],
-                 parallelize: Callable[..., Any], stop: StopRequests) -> None:
+                 parallelize: Callable[..., Any], stop: StopRequests, folder: RunFolder | None = None) -> None:
         self.cfg = cfg
         self.stop = stop
         self.stopped_by: int | None = None  # the signal that ended the run early, agreed by all ranks
@@ -102,6 +102,8 @@ class _Run:
         self.device = pick_device()
         self.rank, self.world = init_distributed(self.device.type)
         cfg.validate(self.world)
+        if folder is not None:
+            folder.settle()
         check_shared_run_folder(cfg.train.out_dir)
         sizes = cfg.parallel.resolved(self.world)
         self.coords = Coordinates.of(self.rank, sizes)
