@@ -84,3 +84,20 @@ def test_a_finished_video_whose_metadata_part_is_gone_and_whose_file_now_fails_i
     [line] = _failure_lines(out)
     assert line["source"] == str(a.resolve()) and line["stage"] == "decode" and "kept" not in line
     assert json.loads((out / ".state" / "videos" / f"{vid}.json").read_text())["status"] == "failed"
+
+
+def test_a_failed_redo_is_no_longer_listed_once_the_file_is_back_as_its_clips_were_made_from(tmp_path):
+    """Nothing is left to redo (the same bytes as the kept clips' record): the failure no run could
+    clear is dropped, not listed in failures.jsonl and counted for good."""
+    make_video(tmp_path / "in" / "a.mp4", [24, 24], seed=1)
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    a = tmp_path / "in" / "a.mp4"
+    whole = a.read_bytes()
+    a.write_bytes(whole[: len(whole) // 2])
+    assert vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True).failures == 1
+    a.write_bytes(whole)  # restored from a backup
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL, redo_changed=True)
+    assert (again.redone, again.failures, again.clips, again.changed_inputs) == (0, 0, first.clips, {})
+    assert _failure_lines(out) == []
+    assert "redo_failure" not in _records_by_source(out)[str(a.resolve())]

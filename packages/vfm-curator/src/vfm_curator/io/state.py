@@ -120,8 +120,8 @@ def record_failure(out: str | Path, task: Any, **extra: Any) -> bool:
     """Write a failed task's record; returns whether the video's finished (ok) record was kept instead.
     A failed redo (``redo_changed``: a changed file, caption or options) replaces nothing: the ok
     record stays, its clips and part with it, and carries the failure as ``redo_failure`` (listed in
-    failures.jsonl and the report: :func:`vfm_curator.pipelines.summary.listed_failures`); the next
-    record of a redo that succeeds drops it."""
+    failures.jsonl and the report: :func:`vfm_curator.pipelines.summary.listed_failures`) until a
+    redo succeeds, or a run finds nothing left to redo (``vfm_curator.pipelines.clipping._drop_redo_failure``)."""
     failed = video_record(task, **extra)
     finished = finished_record(out, task.vid)
     if finished is not None:

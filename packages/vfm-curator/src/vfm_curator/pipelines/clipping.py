@@ -122,6 +122,8 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
             attempt, summary.redone = 1, summary.redone + 1
         elif attempt is None:
             summary.skipped += 1
+            if changed is None and what is None and "redo_failure" in (record or {}):
+                _drop_redo_failure(out, task.vid)
             if changed is not None:
                 summary.other_options[changed] = summary.other_options.get(changed, 0) + 1
             if what is not None:
@@ -206,6 +208,16 @@ def _changed_input(out: Path, record: dict | None, source: Source) -> str | None
             # the driver holds the folder's lock and no attempt of this video runs: nothing else writes it
             state.write_record(out, video_id(source.path), {**record, "input": {**kept, "stamp": stamp}})
     return None
+
+
+def _drop_redo_failure(out: Path, vid: str) -> None:
+    """Take a failed redo off a finished video whose input and options are again those its clips were
+    made from (a file restored, options set back): nothing is left to redo, and no run would clear
+    it (only a redo that succeeds does), so failures.jsonl listed it for good. Read again: the
+    record's stamp may have just been brought up to date (:func:`_changed_input`)."""
+    record = state.load_record(out, vid)
+    if record is not None:
+        state.write_record(out, vid, {k: v for k, v in record.items() if k != "redo_failure"})
 
 
 def _earlier_video(out: Path, given: dict, claimed: set[str]) -> tuple[str, dict] | None:
