@@ -74,7 +74,8 @@ class WriteStage(Stage):
         # from) keeps its record and clips; only clip files this attempt wrote that no record names go
         kept = self._record(task)
         written = {c.id for c in task.clips if c.rejected is None and c.encoded}
-        self._drop_replaced((written | (set() if kept else before)) - moved_clips - (before if kept else set()), task)
+        # a kept ok record still names ``before``; a failed one names none of them
+        self._drop_replaced((written - before if kept else written | before) - moved_clips, task)
 
     def process_one(self, task: VideoTask) -> None:
         out = self.opt["out"]
