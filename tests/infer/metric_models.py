@@ -45,21 +45,26 @@ def tiny_clip_folder(folder: Path, kind: str = "clip", seed: int = 0) -> Path:
     return folder
 
 
-def tiny_i3d_weights(path: Path, width: int = 16, seed: int = 0) -> Path:
-    """A random I3D with every channel count divided by ``width``, saved as safetensors."""
+def tiny_i3d_weights(path: Path, width: int = 16, seed: int = 0, size: int = 64) -> Path:
+    """A random I3D with every channel count divided by ``width``, saved as safetensors.
+
+    Its batch-norm statistics are those of a few clips at ``size`` (as training leaves them): with the
+    default ones (mean 0, variance 1) the activations of a random network shrink layer after layer and
+    every video gets the same features to 1e-7, which would make any FVD about 0."""
     import torch
 
+    from vfm_infer.metrics.fvd import i3d_clip
     from vfm_infer.metrics.i3d import InceptionI3d, save_weights
 
     torch.manual_seed(seed)
     model = InceptionI3d(width=width)
-    with torch.no_grad():  # batch-norm statistics other than (0, 1), so loading them matters
-        for name, buffer in model.named_buffers():
-            if name.endswith("running_mean"):
-                buffer.normal_(0, 0.1)
-            elif name.endswith("running_var"):
-                buffer.uniform_(0.5, 1.5)
-    save_weights(model, path)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm3d):
+            module.momentum = None  # a cumulative average over the calibration batches
+    clips = torch.stack([i3d_clip(moving_square(1000 + i, 16, size), 16, size) for i in range(4)])
+    with torch.no_grad():
+        model.train()(clips)
+    save_weights(model.eval(), path)
     return path
 
 

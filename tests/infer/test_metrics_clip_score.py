@@ -111,6 +111,13 @@ def test_clip_score_options_are_named_with_what_they_accept(tmp_path, model_fold
         load_metric("clip-score")
     with pytest.raises(ValueError, match="clip-score.model = .* is not a folder; accepted: a local folder"):
         load_metric("clip-score", {"model": str(tmp_path / "nope")})
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    for name in ("config.json", "preprocessor_config.json"):
+        (pickled / name).write_bytes((model_folder / name).read_bytes())
+    (pickled / "pytorch_model.bin").write_bytes(b"a pickle")
+    with pytest.raises(ValueError, match=r"holds no .safetensors weights \(pickled .bin weights are not loaded\)"):
+        load_metric("clip-score", {"model": str(pickled)})
     with pytest.raises(ValueError, match=r"clip-score.frames = 0; accepted: an integer >= 1"):
         CLIPScore(model=str(model_folder), frames=0)
     with pytest.raises(ValueError, match="clip-score.dtype = 'half'; accepted: auto, bf16, fp32"):
@@ -121,7 +128,9 @@ def test_clip_score_options_are_named_with_what_they_accept(tmp_path, model_fold
 def test_a_folder_of_another_model_type_or_with_code_of_its_own_is_refused(tmp_path):
     from transformers import BertConfig
 
-    BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16).save_pretrained(tmp_path / "bert")
+    from transformers import BertModel
+
+    BertModel(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)).save_pretrained(tmp_path / "bert")
     with pytest.raises(ValueError, match="holds a 'bert' model; accepted: .*model_type clip or siglip"):
         CLIPScore(model=str(tmp_path / "bert")).load()
     folder = tiny_clip_folder(tmp_path / "custom")

@@ -148,7 +148,8 @@ def test_fvd_end_to_end_on_h264_files_with_a_random_init_i3d(setup):
         result = metric.evaluate(_items(generated))
     assert result.per_video == []
     assert result.summary["videos"] == 3 and result.summary["reference_videos"] == 4 and result.summary["feature_dims"] == 400
-    assert np.isfinite(result.summary["fvd"]) and result.summary["fvd"] > 0
+    # well above 0: a random I3D with its batch-norm statistics left at (0, 1) gave every video the same features
+    assert np.isfinite(result.summary["fvd"]) and result.summary["fvd"] > 1
     assert any("singular below 401 videos" in n for n in result.notes)
     # the same computed by hand: features of the clips (only the reference's first 16 frames), Fréchet distance
     from vfm_infer.metrics.fvd_reference import first_frames, reference_videos

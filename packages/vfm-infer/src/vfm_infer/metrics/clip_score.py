@@ -117,6 +117,10 @@ class CLIPScore(Metric):
         if not (folder / "config.json").is_file():
             raise ValueError(f"clip-score.model = {str(model)!r} " + ("has no config.json" if folder.is_dir() else
                              "is not a folder") + f"; accepted: {ACCEPTED}")
+        if not any(folder.glob("*.safetensors")):  # a pytorch_model.bin is a pickle (docs/security.md)
+            raise ValueError(f"clip-score.model = {str(model)!r} holds no .safetensors weights (pickled .bin weights are not "
+                             "loaded); accepted: " + ACCEPTED + "; re-save a .bin folder once with "
+                             "model.save_pretrained(folder, safe_serialization=True)")
         for key, value, lo in (("frames", frames, 1), ("batch_size", batch_size, 1)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < lo):
                 raise ValueError(f"clip-score.{key} = {value!r}; accepted: an integer >= {lo}")
@@ -151,7 +155,7 @@ class CLIPScore(Metric):
         try:
             with _no_progress_bar(tf):
                 self.model = tf.AutoModel.from_pretrained(self.folder, local_files_only=True, trust_remote_code=False,
-                                                          **{dtype_key: dtype}).to(device).eval()
+                                                          use_safetensors=True, **{dtype_key: dtype}).to(device).eval()
             self.tokenizer = tf.AutoTokenizer.from_pretrained(self.folder, local_files_only=True, trust_remote_code=False)
             processor = tf.AutoImageProcessor.from_pretrained(self.folder, local_files_only=True, trust_remote_code=False)
         finally:
