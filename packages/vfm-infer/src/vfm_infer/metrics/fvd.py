@@ -74,8 +74,8 @@ class FrechetVideoDistance(Metric):
                              "(--option fvd.reference=DIR)")
         if weights is None or str(weights) == "":
             raise ValueError(f"metric 'fvd' needs the option weights: {WEIGHTS_ACCEPTED} (--option fvd.weights=PATH)")
-        for key, value, lo in (("frames", frames, 9), ("size", size, 32), ("batch_size", batch_size, 1)):
-            # 9 frames and 32 pixels: the least the network's strides leave a cell of (fewer fail inside it)
+        for key, value, lo in (("frames", frames, 1), ("size", size, 1), ("batch_size", batch_size, 1)):
+            # the network takes any clip ("same" padding, a global pool); only 16 and 224 compare with published FVDs
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise ValueError(f"fvd.{key} = {value!r}; accepted: an integer >= {lo}")
         if not isinstance(device, str) or not (device in ("auto", "cpu") or device.startswith("cuda")):
