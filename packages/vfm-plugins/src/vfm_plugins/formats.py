@@ -34,7 +34,9 @@ class UnknownKeysNotice(Notice):
     hand): they are ignored."""
 
 
-def _installed(package: str) -> str:
+def installed(package: str) -> str:
+    """``package`` and its installed version ("vfm-curator 0.1.0"; the name alone where it is not
+    installed): the ``written_by`` of a versioned file, and this vfm in a refusal."""
     try:
         return f"{package} {metadata.version(package)}"
     except metadata.PackageNotFoundError:
@@ -68,7 +70,7 @@ def check_format_version(found: Any, *, where: str, what: str, current: int, pac
         return found  # the common case returns before the message: shards check every sample
     reads = f"{oldest}" if oldest == current else f"{oldest} to {current}"
     # looked up only for the message: importlib.metadata scans the installed packages (~0.2 ms a call)
-    this = f"this vfm ({_installed(package)}) reads version {reads}"
+    this = f"this vfm ({installed(package)}) reads version {reads}"
     if found is None:
         raise error(f"{where} has no {what} format version; {this}: it is not a {what} that vfm wrote, "
                     "or it is damaged")

@@ -47,16 +47,9 @@ def check_state_format(out: str | Path) -> int:
 def mark_state_format(out: str | Path) -> None:
     """Write the marker where there is none (the folder's first run, or one curated before the marker
     existed: format 1, which this version writes). Called holding the folder's lock."""
+    from vfm_plugins.formats import installed
+
     if safe_join(out, STATE, MARKER).is_file():
         return
     atomic_write(output_path(out, STATE, MARKER),
-                 json.dumps({"format_version": STATE_FORMAT, "written_by": _writer()}, sort_keys=True).encode("utf-8"))
-
-
-def _writer() -> str:
-    from importlib import metadata
-
-    try:
-        return f"vfm-curator {metadata.version('vfm-curator')}"
-    except metadata.PackageNotFoundError:
-        return "vfm-curator"
+                 json.dumps({"format_version": STATE_FORMAT, "written_by": installed("vfm-curator")}, sort_keys=True).encode("utf-8"))
