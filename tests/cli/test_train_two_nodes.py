@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from vfm_plugins import LOCK_NAME, LockHolder
 
-from tests.cli.two_nodes import can_rename_hosts, run_two_nodes
-from tests.parallel.test_orphan_ranks import SETS
+from tests.cli.two_nodes import can_rename_hosts, run_two_nodes, start_two_nodes
+from tests.parallel.test_orphan_ranks import SETS, children, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,3 +76,28 @@ def test_a_lock_of_a_live_run_on_another_node_of_the_job_is_still_refused(tmp_pa
     outputs = "\n".join(o for _, o in ends)
     assert [code for code, _ in ends] == [1, 1], outputs
     assert f"is in use by another run: pid {live.pid} on host node-b" in outputs
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process parents from /proc (Linux)")
+def test_a_node_killed_mid_run_is_named_as_another_nodes_rank_not_in_this_nodes_summary(tmp_path):
+    # this node's torchrun summary names only its own ranks: pointing there for the lost rank sends the user nowhere
+    out = tmp_path / "run"
+    sets = [a for item in [*SETS, f"train.out_dir={out}"] for a in ("--set", item)]
+    nodes = start_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets], hostnames=None)
+    try:
+        metrics = out / "metrics.jsonl"
+        started = wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, 120, 0.2)
+        assert started, "no training step in 120 s"
+        victim = nodes[1]
+        for pid in [victim.pid, *children(victim.pid)]:  # the node's launcher and its rank, as a node that dies
+            os.kill(pid, signal.SIGKILL)
+        output = nodes[0].communicate(timeout=60)[0]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+            node.communicate()
+    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "lost contact with another rank" in lines[0], output
+    assert "another node's log" in lines[0], lines[0]

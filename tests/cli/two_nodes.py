@@ -24,6 +24,20 @@ def can_rename_hosts() -> bool:
 def run_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([], []), timeout: float = 120,
                   hostnames: tuple[str, str] | None = None) -> list[tuple[int, str]]:
     """(exit status, output) of each node's launcher, once both have ended."""
+    nodes = start_two_nodes(args, per_node, hostnames)
+    try:
+        outputs = [node.communicate(timeout=timeout)[0] for node in nodes]
+        return [(node.returncode, output) for node, output in zip(nodes, outputs)]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+
+
+def start_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([], []),
+                    hostnames: tuple[str, str] | None = None) -> list[subprocess.Popen]:
+    """Each node's launcher, started (output piped, stderr into stdout); the caller ends them."""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     launch = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
@@ -37,11 +51,4 @@ def run_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([], 
         if hostnames is not None:
             command = ["unshare", "-u", "sh", "-c", f'hostname {hostnames[rank]} && exec "$@"', "sh", *command]
         nodes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
-    try:
-        outputs = [node.communicate(timeout=timeout)[0] for node in nodes]
-        return [(node.returncode, output) for node, output in zip(nodes, outputs)]
-    finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.kill()
-                node.wait()
+    return nodes

@@ -52,6 +52,18 @@ _QUIET_WAIT_S = 5.0
 _PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted")
 
 
+def who_was_lost() -> str:
+    """Where to look for the rank whose loss :func:`peer_lost` recognised: torchrun's failure summary
+    names only the ranks its own node ran, so on a job of several nodes the lost one may be in
+    another node's log (or, a node that died whole, in none)."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+        return ("torchrun's summary names it if it ran on this node; else see another node's log, or whether that "
+                "node is up")
+    return "torchrun's summary names it"
+
+
 def peer_lost(exc: BaseException) -> str | None:
     """The backend's message, shortened, if ``exc`` says a peer rank is gone; else None."""
     text = str(exc)

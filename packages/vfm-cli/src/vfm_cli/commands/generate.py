@@ -10,7 +10,7 @@ from typing import List, NoReturn, Optional
 import typer
 
 # one error line per node under torchrun (fail_once), and a lost peer said in one line: as vfm train does
-from vfm_cli.failing import fail, fail_once, peer_lost
+from vfm_cli.failing import fail, fail_once, peer_lost, who_was_lost
 from vfm_plugins.text import printable
 
 
@@ -222,7 +222,7 @@ def generate(
                 raise
             progress.stop()
             fail(f"rank {rank} lost contact with another rank of this job, which stopped or was killed "
-                 f"(torchrun's summary names it): {lost}" + (f"; {_kept(written, out)}" if rank == 0 else ""))
+                 f"({who_was_lost()}): {lost}" + (f"; {_kept(written, out)}" if rank == 0 else ""))
     if rank == 0:
         for path in written:
             typer.echo(str(path))

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from vfm_cli.failing import fail, fail_once, peer_lost
+from vfm_cli.failing import fail, fail_once, peer_lost, who_was_lost
 
 
 def train(
@@ -98,7 +98,7 @@ def train(
             raise
         _close(sinks)
         fail(f"rank {os.environ.get('RANK', '0')} lost contact with another rank of this job, which stopped or was "
-             f"killed (torchrun's summary names it): {lost}")
+             f"killed ({who_was_lost()}): {lost}")
     if rank0:
         _summary(result)
     # a torchrun rank ends in ends_torchrun_rank, from here and from an error; a stop leaves above, through
