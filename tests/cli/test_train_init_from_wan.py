@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.cli.test_train_shards import TEXT_DIM, _quiet_and_one_thread, run, shard_config, shards  # noqa: F401
+from tests.cli.one_thread import one_thread_quiet_loader  # noqa: F401 (autouse)
+from tests.cli.test_train_shards import TEXT_DIM, run, shard_config, shards
 
 diffusers = pytest.importorskip("diffusers")
 
