@@ -121,6 +121,18 @@ def test_clips_are_the_first_16_frames_resized_to_224_in_minus_one_to_one():
     assert torch.allclose(i3d_clip(flat, 16, 64), torch.ones(3, 16, 64, 64))
 
 
+def test_clips_are_resized_on_the_grid_of_tf1_resize_bilinear_as_the_fvd_reference_resizes():
+    # google-research's preprocess calls tf.image.resize_bilinear, whose defaults (align_corners and
+    # half_pixel_centers False) sample output pixel i at input i * in / out, not at torch's (i + 0.5) * in / out - 0.5
+    row = np.zeros((16, 2, 2, 3), np.uint8)
+    row[:, :, 1] = 255  # columns 0 and 255, upscaled to 4: 0, 127.5, 255, 255 (the last one clamped to the edge)
+    up = (i3d_clip(row, 16, 4)[0, 0, 0] + 1) * 255 / 2
+    assert torch.allclose(up, torch.tensor([0.0, 127.5, 255.0, 255.0]), atol=1e-4)
+    ramp = np.broadcast_to((np.arange(4) * 60).astype(np.uint8)[None, :, None], (4, 4, 3))[None].repeat(16, 0)
+    down = (i3d_clip(ramp, 16, 2)[0, 0] + 1) * 255 / 2  # 4 -> 2 picks inputs 0 and 2 exactly, no averaging
+    assert torch.allclose(down, torch.tensor([[0.0, 120.0], [0.0, 120.0]]), atol=1e-4)
+
+
 @pytest.fixture
 def setup(tmp_path):
     weights = tiny_i3d_weights(tmp_path / "i3d.safetensors", width=16)

@@ -6,7 +6,8 @@ the TF-Hub module, and StyleGAN-V's port), one vector per video, from a clip mad
 - the first ``frames`` (16) consecutive frames; a shorter video is stretched to 16 by repeating frames
   (frame ``floor(i * T / 16)``), and the notes count those;
 - each whole frame resized to ``size`` x ``size`` (224) bilinearly, without keeping the aspect ratio and
-  without antialiasing (as ``tf.image.resize_bilinear`` there; torch's ``align_corners=False`` grid);
+  without antialiasing, on the grid of TF1's ``tf.image.resize_bilinear`` that the reference calls
+  (:func:`tf1_resize_bilinear`: not torch's half-pixel grid);
 - values scaled from [0, 255] to [-1, 1].
 
 FVD is then the Fréchet distance (:mod:`.frechet`, float64) between Gaussians fitted to the two sets
@@ -40,16 +41,35 @@ def clip_frame_indices(count: int, frames: int) -> np.ndarray:
     return np.floor(np.arange(frames) * count / frames).astype(int)
 
 
+def tf1_resize_bilinear(x, size: tuple[int, int]):
+    """(N, C, H, W) float -> (N, C, *size), as TF1's ``tf.image.resize_bilinear`` with its defaults
+    (align_corners and half_pixel_centers False): output pixel i samples input ``i * in / out``, its
+    lower neighbour weighted by 1 - the fraction, the upper one clamped to the last pixel. torch's
+    ``align_corners=False`` samples ``(i + 0.5) * in / out - 0.5`` instead: a shift of a fraction of a
+    pixel on every clip, so other features than the reference FVD's."""
+    import torch
+
+    def axis(n_in: int, n_out: int):
+        source = torch.arange(n_out, dtype=torch.float32) * (n_in / n_out)
+        lower = source.floor().long().clamp(max=n_in - 1)
+        return lower, (lower + 1).clamp(max=n_in - 1), (source - lower).to(x.device)
+
+    top, bottom, dy = axis(x.shape[-2], size[0])
+    left, right, dx = axis(x.shape[-1], size[1])
+    # TF's order: along each row first, then between the two rows
+    across = x[..., left] + (x[..., right] - x[..., left]) * dx  # (N, C, H, size[1])
+    return across[..., top, :] + (across[..., bottom, :] - across[..., top, :]) * dy[:, None]
+
+
 def i3d_clip(video: np.ndarray, frames: int, size: int):
     """(T, H, W, 3) uint8 -> (3, frames, size, size) float32 in [-1, 1], the network's input."""
     import torch
-    import torch.nn.functional as F
 
     picked = torch.from_numpy(np.ascontiguousarray(video[clip_frame_indices(len(video), frames)]))
     x = picked.permute(0, 3, 1, 2).float()  # (T, 3, H, W)
     if tuple(x.shape[-2:]) != (size, size):
-        # clamped: bilinear weights summing to 1 + 1e-7 lift a 255 just past it
-        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False).clamp(0, 255)
+        # clamped: a + (b - a) * w in float32 can pass 255 by an ulp
+        x = tf1_resize_bilinear(x, (size, size)).clamp(0, 255)
     return (2 * x / 255 - 1).permute(1, 0, 2, 3)  # (3, T, size, size); TF FVD's 2x/255 - 1: 255 maps to 1.0 exactly
 
 
