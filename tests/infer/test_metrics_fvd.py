@@ -223,6 +223,21 @@ def test_the_reference_statistics_are_cached_reused_and_invalidated_when_a_file_
     assert "computed and cached" in fourth.notes[0]
 
 
+def test_a_truncated_or_misshapen_cache_file_is_a_miss_not_an_error(tmp_path):
+    from vfm_infer.metrics.fvd_reference import read_cached, write_cached
+
+    path = tmp_path / "fvd-folder-key.npz"
+    write_cached(path, "key", GaussianStats(np.zeros(400), np.eye(400), 5))
+    whole = path.read_bytes()
+    assert read_cached(path, "key").count == 5
+    for cut in (100, len(whole) // 2, len(whole) - 10):  # a copy cut short: a zip without its end (BadZipFile)
+        path.write_bytes(whole[:cut])
+        assert read_cached(path, "key") is None
+    for mu, sigma in ((np.zeros(400), np.eye(3)), (np.zeros((2, 400)), np.eye(400))):  # the key's, but not stats of D features
+        np.savez(path, key=np.array("key"), mu=mu, sigma=sigma, count=np.array(5))
+        assert read_cached(path, "key") is None
+
+
 def test_fvd_options_are_named_with_what_they_accept(setup):
     tmp_path, reference, generated, options = setup
     with pytest.raises(ValueError, match=r"^metric 'fvd' needs the option reference: a folder of real videos.*\(--option fvd.reference=DIR\)$"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -81,16 +82,20 @@ def default_cache_dir() -> Path:
 
 
 def read_cached(path: Path, key: str) -> GaussianStats | None:
-    """The statistics cached at ``path`` for ``key``, or None (absent, unreadable, another key)."""
+    """The statistics cached at ``path`` for ``key``, or None (absent, unreadable, another key, not the
+    mean (D,) and covariance (D, D) of 2 or more vectors)."""
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as data:
             if str(data["key"]) != key:
                 return None
-            return GaussianStats(data["mu"].astype(np.float64), data["sigma"].astype(np.float64), int(data["count"]))
-    except (OSError, KeyError, ValueError):
+            mu, sigma, count = data["mu"].astype(np.float64), data["sigma"].astype(np.float64), int(data["count"])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):  # BadZipFile: a copy cut short
         return None  # a partial or foreign file: recomputed and replaced
+    if mu.ndim != 1 or sigma.shape != (mu.shape[0],) * 2 or count < 2:
+        return None
+    return GaussianStats(mu, sigma, count)
 
 
 def write_cached(path: Path, key: str, stats: GaussianStats) -> None:
