@@ -32,10 +32,6 @@ class GaussianStats:
             raise ValueError(f"a covariance needs at least 2 feature vectors (N, D); got shape {x.shape}")
         return cls(x.mean(axis=0), np.cov(x, rowvar=False), x.shape[0])
 
-    def full_rank_needs(self) -> int:
-        """Vectors needed for a full-rank covariance: dimension + 1."""
-        return self.mu.shape[0] + 1
-
 
 def psd_sqrt(matrix: np.ndarray) -> np.ndarray:
     """The symmetric square root of a symmetric positive semi-definite matrix (eigenvalues below 0 from

@@ -17,18 +17,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: (name, input channels, branch widths b0, b1a, b1b, b2a, b2b, b3b) of each Inception module
+#: branch widths (b0, b1a, b1b, b2a, b2b, b3b) of each Inception module, in order; a module's input is the
+#: previous one's output (b0 + b1b + b2b + b3b: 256 into Mixed_3c, ..., 832 into Mixed_5b), the first's Conv3d_2c's 192
 MIXED = {
-    "Mixed_3b": (192, (64, 96, 128, 16, 32, 32)),
-    "Mixed_3c": (256, (128, 128, 192, 32, 96, 64)),
-    "Mixed_4b": (480, (192, 96, 208, 16, 48, 64)),
-    "Mixed_4c": (512, (160, 112, 224, 24, 64, 64)),
-    "Mixed_4d": (512, (128, 128, 256, 24, 64, 64)),
-    "Mixed_4e": (512, (112, 144, 288, 32, 64, 64)),
-    "Mixed_4f": (528, (256, 160, 320, 32, 128, 128)),
-    "Mixed_5b": (832, (256, 160, 320, 32, 128, 128)),
-    "Mixed_5c": (832, (384, 192, 384, 48, 128, 128)),
+    "Mixed_3b": (64, 96, 128, 16, 32, 32),
+    "Mixed_3c": (128, 128, 192, 32, 96, 64),
+    "Mixed_4b": (192, 96, 208, 16, 48, 64),
+    "Mixed_4c": (160, 112, 224, 24, 64, 64),
+    "Mixed_4d": (128, 128, 256, 24, 64, 64),
+    "Mixed_4e": (112, 144, 288, 32, 64, 64),
+    "Mixed_4f": (256, 160, 320, 32, 128, 128),
+    "Mixed_5b": (256, 160, 320, 32, 128, 128),
+    "Mixed_5c": (384, 192, 384, 48, 128, 128),
 }
+
+
+def concatenated_channels(widths: tuple[int, ...]) -> int:
+    """An Inception module's output channels: its four branches' last widths (b0, b1b, b2b, b3b)."""
+    b0, _, b1b, _, b2b, b3b = widths
+    return b0 + b1b + b2b + b3b
 
 
 def same_padding(kernel: tuple[int, ...], stride: tuple[int, ...], size: tuple[int, ...]) -> tuple[int, ...]:
@@ -107,18 +114,17 @@ class InceptionI3d(nn.Module):
         self.MaxPool3d_5a_2x2 = MaxPool3dSamePadding(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=0)
         for name in ("Mixed_5b", "Mixed_5c"):
             self.add_module(name, self._mixed(name, c))
-        out = sum(c(w) for w in (MIXED["Mixed_5c"][1][i] for i in (0, 2, 4, 5)))
+        out = concatenated_channels(tuple(c(w) for w in MIXED["Mixed_5c"]))
         self.logits = Unit3D(out, num_classes, batch_norm=False, activation=False, bias=True)
 
     @staticmethod
     def _mixed(name: str, c) -> InceptionModule:
-        in_channels, widths = MIXED[name]
-        if name != "Mixed_3b":  # the narrow network's inputs are the previous module's narrowed outputs
-            previous = list(MIXED)[list(MIXED).index(name) - 1]
-            in_channels = sum(c(w) for w in (MIXED[previous][1][i] for i in (0, 2, 4, 5)))
-        else:
-            in_channels = c(in_channels)
-        return InceptionModule(in_channels, tuple(c(w) for w in widths))
+        names = list(MIXED)
+        if name == names[0]:
+            in_channels = c(192)  # Conv3d_2c_3x3's output
+        else:  # the narrow network's inputs are the previous module's narrowed outputs
+            in_channels = concatenated_channels(tuple(c(w) for w in MIXED[names[names.index(name) - 1]]))
+        return InceptionModule(in_channels, tuple(c(w) for w in MIXED[name]))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """(B, 1024 / width): the globally averaged output of Mixed_5c."""
