@@ -147,6 +147,13 @@ def setup(tmp_path):
     return tmp_path, reference, generated, options
 
 
+def _run(options, items):
+    """The metric's result, its small-sample warning silenced (these sets are always small)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SmallSampleWarning)
+        return FrechetVideoDistance(**options).evaluate(items)
+
+
 def _items(folder):
     from vfm_infer.metrics.base import read_items
 
@@ -181,16 +188,8 @@ def test_fvd_of_the_reference_videos_against_themselves_is_about_zero(setup):
     from vfm_infer.video.mp4 import read_mp4
 
     items = [EvalItem("x", read_mp4(p)) for p in reference_videos(reference)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SmallSampleWarning)
-        result = FrechetVideoDistance(**options).evaluate(items)
+    result = _run(options, items)
     assert abs(result.summary["fvd"]) < 1e-6
-
-
-def _run(options, items):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SmallSampleWarning)
-        return FrechetVideoDistance(**options).evaluate(items)
 
 
 def test_the_reference_statistics_are_cached_reused_and_invalidated_when_a_file_changes(setup):
