@@ -96,6 +96,28 @@ def test_i3d_global_pool_is_the_ports_2x7x7_pool_at_16_frames_of_224():
     assert torch.allclose(model.logits(ported).flatten(1), logits, atol=1e-5)
 
 
+def test_i3d_logits_are_the_ports_2x7x7_pool_averaged_over_time_also_past_16_frames():
+    # the TF-Hub module FVD reads ("RGB/inception_i3d/Mean") and the port both pool 2-frame windows with
+    # stride 1 and average the windows' logits: at 32 frames 3 windows, the end frames weighed half
+    torch.manual_seed(0)
+    model = InceptionI3d(width=32)
+    x = torch.rand(1, 3, 32, 224, 224) * 2 - 1
+    x[:, :, 16:] = -x[:, :, 16:]  # another half: windows that differ (else any average of them is the same)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm3d):
+            module.momentum = None  # statistics of x: with (0, 1) a random network's features are all alike
+    with torch.no_grad():
+        model.train()(x)
+    model.eval()
+    seen = {}
+    model.Mixed_5c.register_forward_hook(lambda _m, _i, out: seen.update(out=out))
+    with torch.no_grad():
+        logits = model(x)
+        assert seen["out"].shape[2:] == (4, 7, 7)
+        ported = model.logits(torch.nn.AvgPool3d((2, 7, 7), stride=1)(seen["out"]))  # (1, 400, 3, 1, 1)
+    assert torch.allclose(ported.flatten(2).mean(2), logits, atol=1e-5)
+
+
 def test_weights_are_read_from_safetensors_only_and_must_fit(tmp_path):
     path = tiny_i3d_weights(tmp_path / "i3d.safetensors", width=16)
     model = load_weights(path)

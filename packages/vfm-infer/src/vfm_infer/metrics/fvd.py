@@ -95,7 +95,8 @@ class FrechetVideoDistance(Metric):
         if weights is None or str(weights) == "":
             raise ValueError(f"metric 'fvd' needs the option weights: {WEIGHTS_ACCEPTED} (--option fvd.weights=PATH)")
         for key, value, lo in (("frames", frames, 1), ("size", size, 1), ("batch_size", batch_size, 1)):
-            # the network takes any clip ("same" padding, a global pool); only 16 and 224 compare with published FVDs
+            # the network takes any clip ("same" padding; a side under the last pool's window is pooled whole);
+            # published FVDs are at 224 (the TF-Hub module's only size) and mostly 16 frames
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise ValueError(f"fvd.{key} = {value!r}; accepted: an integer >= {lo}")
         if not isinstance(device, str) or not (device in ("auto", "cpu") or device.startswith("cuda")):

