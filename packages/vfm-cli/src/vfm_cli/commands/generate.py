@@ -163,6 +163,7 @@ def generate(
 
         if tokenizer is not None and not is_external_folder(checkpoint):
             raise ValueError("--tokenizer applies to a diffusers model folder; an export names its own tokenizer")
+        _same_source_on_every_rank(checkpoint, device)
         if looks_like_checkpoint(checkpoint):
             pipe = _checkpoint_pipeline(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                         weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
@@ -239,6 +240,34 @@ def generate(
                    f"{evaluations} denoiser evaluation{'s' * (evaluations != 1)} per video{_guidance_note(pipe, prepared)}, "
                    f"sampler {type(prepared.sampler).__name__}, {pipe.device} {str(pipe.dtype).removeprefix('torch.')}")
     # a torchrun rank ends in ends_torchrun_rank, by every way out (this one, a stop's, an error's)
+
+
+def _same_source_on_every_rank(checkpoint: Path, device: str) -> None:
+    """Under torchrun, a ValueError unless every rank finds the same kind of thing at ``--checkpoint``
+    (a node that lacks a copy of it on node-local disk). Checked before any rank loads it: a rank that
+    failed to load alone left the others waiting for it in the process group's start (gloo: 30
+    minutes), or in a collective of the checkpoint's loading. The process group starts here."""
+    from vfm_infer.pipeline import resolve_device
+    from vfm_models.adapters.exports import is_external_folder
+    from vfm_parallel.process_group import env_world_size, init_distributed
+
+    from vfm_cli.checkpoint_export import looks_like_checkpoint
+
+    if env_world_size() <= 1:
+        return
+    import socket
+
+    import torch.distributed as dist
+
+    init_distributed(resolve_device(device).type)
+    kind = ("no such path" if not checkpoint.exists() else "a training checkpoint" if looks_like_checkpoint(checkpoint)
+            else "a diffusers model folder" if is_external_folder(checkpoint) else "an export folder")
+    seen: list = [None] * dist.get_world_size()
+    dist.all_gather_object(seen, (str(checkpoint.resolve()), kind, socket.gethostname()))
+    if len({kind for _, kind, _ in seen}) > 1:
+        each = "; ".join(f"rank {r} (host {host}): {path}, {kind}" for r, (path, kind, host) in enumerate(seen))
+        raise ValueError(f"--checkpoint is not the same on every rank ({each}); on several nodes give a path every "
+                         f"node reads (a shared filesystem, or the same copy on each node)")
 
 
 def _checkpoint_pipeline(checkpoint: Path, *, device: str, weights_roots, **kwargs):

@@ -1,0 +1,28 @@
+"""`vfm generate` on two torchrun nodes (two launchers on this machine in one c10d rendezvous)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.cli.test_generate import make_export
+from tests.cli.two_nodes import run_two_nodes
+
+
+@pytest.mark.slow
+def test_an_export_one_node_cannot_read_ends_both_nodes_with_a_line_naming_it(tmp_path):
+    # node-local scratch: the export was copied to one node only; the other's rank fails to load it, and
+    # the rank that loaded it must not wait for it in the process group's start (gloo's 30 minutes)
+    export = make_export(tmp_path / "export")
+    missing = tmp_path / "elsewhere" / "export"
+    common = ["generate", "--prompt", "1", "--steps", "2", "-o", str(tmp_path / "out")]
+    t0 = time.monotonic()
+    ends = run_two_nodes(common, (["--checkpoint", str(export)], ["--checkpoint", str(missing)]), timeout=100)
+    outputs = "\n".join(o for _, o in ends)
+    assert time.monotonic() - t0 < 90, outputs
+    assert [code for code, _ in ends] == [1, 1], outputs
+    for _, output in ends:
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "--checkpoint is not the same on every rank" in errors[0], output
+        assert f"{missing}, no such path" in errors[0] and f"{export}, an export folder" in errors[0], output
