@@ -76,6 +76,18 @@ def test_frame_preprocessing_matches_the_models_own_processor(model_folder, shap
     assert float(levels.max()) <= 2.01 and float((levels > 1.01).float().mean()) < 1e-3
 
 
+@pytest.mark.parametrize("shape", [(40, 56), (120, 90), (24, 24), (64, 96)])
+def test_frame_preprocessing_with_nearest_resampling_picks_the_pixels_pil_picks(model_folder, shape):
+    from vfm_infer.metrics.clip_score import ImagePreprocess
+
+    processor = _processor(model_folder)
+    processor.resample = 0  # PIL.Image.NEAREST: a pixel off is a whole level of noise off, no rounding to hide it
+    frames = np.random.default_rng(0).integers(0, 256, size=(3, *shape, 3), dtype=np.uint8)
+    theirs = processor(images=list(frames), return_tensors="pt")["pixel_values"]
+    ours = ImagePreprocess(processor)(torch.from_numpy(frames))
+    assert torch.allclose(ours, theirs, atol=1e-4)
+
+
 def test_clip_score_equals_a_direct_transformers_computation_on_the_same_frames(model_folder):
     items = _items()
     result = CLIPScore(model=str(model_folder), device="cpu").evaluate(items)

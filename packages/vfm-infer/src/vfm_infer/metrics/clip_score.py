@@ -34,6 +34,16 @@ def evenly_spaced(count: int, wanted: int | None) -> np.ndarray:
     return np.linspace(0, count - 1, wanted).round().astype(int)
 
 
+def pil_nearest(n_in: int, n_out: int) -> np.ndarray:
+    """The source pixel of each of ``n_out`` pixels in PIL's nearest resize (ImagingScaleAffine): the one under
+    the output pixel's centre, that centre summed up in float64 from ``scale / 2`` a ``scale`` at a time, as PIL
+    sums it (torch's "nearest" takes ``floor(i * scale)``, a half pixel early; "nearest-exact" multiplies, and
+    differs from the sum where a centre falls on a pixel edge: whole columns off)."""
+    scale = n_in / n_out
+    centres = np.add.accumulate(np.r_[scale * 0.5, np.full(n_out - 1, scale)])
+    return np.minimum(centres.astype(np.int64), n_in - 1)
+
+
 class ImagePreprocess:
     """A transformers image processor's resize / crop / rescale / normalize, on a batch of uint8 frames in torch."""
 
@@ -73,11 +83,14 @@ class ImagePreprocess:
         x = frames.permute(0, 3, 1, 2).float()
         height, width = x.shape[-2:]
         size = self.output_size(height, width)
-        if size != (height, width):
+        if size != (height, width) and self.mode == "nearest":
+            rows, columns = (torch.as_tensor(pil_nearest(n, m), device=x.device) for n, m in zip((height, width), size))
+            x = x[..., rows, :][..., columns]
+        elif size != (height, width):
             # As PIL resizes a uint8 image: a horizontal pass, then a vertical one, each rounded to uint8
             # (bicubic overshoot is clipped in between), with the filter spread over the source pixels on a
             # downscale (antialias; torch's antialiased bicubic is PIL's a = -0.5 kernel).
-            extra = {} if self.mode == "nearest" else {"align_corners": False, "antialias": True}
+            extra = {"align_corners": False, "antialias": True}
             for step in ((height, size[1]), size):
                 if tuple(x.shape[-2:]) != step:
                     x = F.interpolate(x, size=step, mode=self.mode, **extra).round().clamp(0, 255)
