@@ -95,3 +95,30 @@ def test_fsdp_named_in_one_process_runs_on_a_single_rank_group(tmp_path):
             dist.destroy_process_group()
     steps = sorted(plain.losses)
     assert [sharded.losses[s] for s in steps] == pytest.approx([plain.losses[s] for s in steps], rel=1e-5)
+
+
+def test_an_mfu_above_100_percent_against_a_peak_measured_low_is_named_once(tmp_path, monkeypatch):
+    import warnings
+
+    from vfm_parallel.trainer import trainer as trainer_mod
+    from vfm_parallel.trainer.health import TrainingWarning
+    from vfm_parallel.trainer.mfu import MEASURED
+
+    # the CPU peak as a busy machine measures it: far below what the steps then reach
+    monkeypatch.setattr(trainer_mod, "device_peak_tflops", lambda device, override=0.0: (1e-9, MEASURED))
+    cfg = tiny_config(tmp_path, train={"steps": 4}, logging={"peak_tflops": 0.0})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_config(cfg)
+    said = [str(w.message) for w in caught if issubclass(w.category, TrainingWarning) and "MFU" in str(w.message)]
+    assert len(said) == 1 and "above 100%" in said[0] and "logging.peak_tflops" in said[0], said
+
+
+def test_an_mfu_above_100_percent_against_a_peak_the_user_gave_says_nothing(tmp_path):
+    import warnings
+
+    cfg = tiny_config(tmp_path, train={"steps": 2}, logging={"peak_tflops": 1e-9})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_config(cfg)
+    assert not [w for w in caught if "MFU" in str(w.message)]

@@ -37,7 +37,11 @@ def device_peak_tflops(device: torch.device, override: float = 0.0) -> tuple[flo
             if key in name:
                 return PEAK_TFLOPS_BF16[key], f"table ({key})"
         raise ValueError(f"no peak FLOP/s known for GPU {name!r}; pass --peak-tflops (known: {', '.join(PEAK_TFLOPS_BF16)})")
-    return measured_matmul_tflops(), "measured fp32 matmul"
+    return measured_matmul_tflops(), MEASURED
+
+
+#: where the peak came from when it was measured on this CPU (a busy machine can measure it low)
+MEASURED = "measured fp32 matmul"
 
 
 def measured_matmul_tflops(n: int = 1024, repeats: int = 12) -> float:

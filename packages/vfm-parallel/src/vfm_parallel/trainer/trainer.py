@@ -28,7 +28,7 @@ from vfm_parallel.trainer.config import TrainConfig
 from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA
 from vfm_parallel.trainer.health import NonFiniteGuard, NonFiniteTrainingError, TrainingWarning
-from vfm_parallel.trainer.mfu import Throughput, device_peak_tflops, mfu
+from vfm_parallel.trainer.mfu import MEASURED, Throughput, device_peak_tflops, mfu
 from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
@@ -99,6 +99,7 @@ class _Run:
         self.stop = stop
         self.stopped_by: int | None = None  # the signal that ended the run early, agreed by all ranks
         self.saved_at: int | None = None  # the step of the last checkpoint this run saved
+        self._said_peak_low = False  # an MFU above 100% against a CPU peak measured low: said once
         self.device = pick_device()
         self.rank, self.world = init_distributed(self.device.type)
         cfg.validate(self.world)
@@ -300,6 +301,7 @@ class _Run:
                 row = {"loss": result.losses[done], "grad_norm": grad_norm, "lr": lr, "tokens_per_s": tps,
                        "tokens_per_s_per_device": tps / world, "step_time_s": seconds / len(self.pending)}
                 row.update(self._mfu(tps))
+                self._say_if_the_measured_peak_was_low(done, row["mfu"])
                 row.update(data)
                 row.update(watched)
                 result.last_metrics = row
@@ -319,6 +321,17 @@ class _Run:
         name = getattr(getattr(sink, "file", None), "name", None) or type(sink).__name__
         warnings.warn(f"step {done}: metrics could not be written to {name} ({type(exc).__name__}: {exc}); logging "
                       f"to it stopped, training goes on", TrainingWarning, stacklevel=2)
+
+    def _say_if_the_measured_peak_was_low(self, done: int, fraction: float) -> None:
+        """Once per run: an MFU above 100% against the CPU peak measured at start means that figure was
+        low (other processes held the cores while it was measured), not that the step beat the hardware."""
+        if fraction <= 1.0 or self.result.peak_source != MEASURED or self._said_peak_low:
+            return
+        self._said_peak_low = True
+        warnings.warn(f"step {done}: MFU {fraction:.0%} is above 100%: the CPU peak measured at start "
+                      f"({self.result.peak_tflops:.3g} TFLOP/s, {MEASURED}) was low, likely while other processes "
+                      "held the cores; the MFU figures of this run read high. Accepted: logging.peak_tflops "
+                      "(--peak-tflops) to give this CPU's peak", TrainingWarning, stacklevel=3)
 
     def _mfu(self, tokens_per_s: float) -> dict[str, float]:
         """``mfu`` by the seeds' 6N + 12LhS, and ``mfu_executed`` by the FLOPs executed (when known)."""
