@@ -26,3 +26,21 @@ def test_an_export_one_node_cannot_read_ends_both_nodes_with_a_line_naming_it(tm
         errors = [line for line in output.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "--checkpoint is not the same on every rank" in errors[0], output
         assert f"{missing}, no such path" in errors[0] and f"{export}, an export folder" in errors[0], output
+
+
+@pytest.mark.slow
+def test_a_diffusers_folder_one_node_lacks_with_tokenizer_ends_both_nodes_with_a_line_naming_it(tmp_path):
+    # --tokenizer is checked against the folder's kind: on the node without the folder that check must not
+    # fail alone, before the process group starts, leaving the other node waiting in its start
+    diffusers = tmp_path / "diffusers"
+    diffusers.mkdir()
+    (diffusers / "config.json").write_text('{"_class_name": "WanTransformer3DModel"}')
+    missing = tmp_path / "elsewhere" / "diffusers"
+    common = ["generate", "--prompt", "1", "--steps", "2", "--tokenizer", "wan", "-o", str(tmp_path / "out")]
+    ends = run_two_nodes(common, (["--checkpoint", str(diffusers)], ["--checkpoint", str(missing)]), timeout=60)
+    outputs = "\n".join(o for _, o in ends)
+    assert [code for code, _ in ends] == [1, 1], outputs
+    for _, output in ends:
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "--checkpoint is not the same on every rank" in errors[0], output
+        assert f"{missing}, no such path" in errors[0] and f"{diffusers}, a diffusers model folder" in errors[0], output

@@ -161,9 +161,10 @@ def generate(
 
         from vfm_cli.checkpoint_export import looks_like_checkpoint
 
+        # first: on a node without the path, the --tokenizer check below would fail that node alone
+        _same_source_on_every_rank(checkpoint, device)
         if tokenizer is not None and not is_external_folder(checkpoint):
             raise ValueError("--tokenizer applies to a diffusers model folder; an export names its own tokenizer")
-        _same_source_on_every_rank(checkpoint, device)
         if looks_like_checkpoint(checkpoint):
             pipe = _checkpoint_pipeline(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                         weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
