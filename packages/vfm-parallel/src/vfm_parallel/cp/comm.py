@@ -135,7 +135,12 @@ class _GatherSeq(torch.autograd.Function):
     def forward(ctx, x, dim, group, layer):
         ctx.dim, ctx.group, ctx.layer = dim, group, layer
         gathered = _gather_dim0(x.movedim(dim, 0), group, layer)
-        return gathered.movedim(0, dim)
+        if dim == 0:
+            return gathered
+        # A fresh tensor, not a view of the gather buffer: under CP this is the last block's output,
+        # on which FSDP2 registers its pre-backward hook (an in-place op on a view drops that hook,
+        # and FSDP2 warns on every forward that is handed one).
+        return gathered.movedim(0, dim).clone(memory_format=torch.contiguous_format)
 
     @staticmethod
     def backward(ctx, grad):
