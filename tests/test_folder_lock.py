@@ -3,6 +3,7 @@ a dead holder's lock is taken over with a warning, a clean exit leaves no lock b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.planted_links import plant_link
-from vfm_plugins import LOCK_NAME, FolderLock, FolderLockedError, LockLinkError, StaleLockWarning
+from vfm_plugins import (LOCK_NAME, FolderLock, FolderLockedError, HeldOnAnotherHostError, LockHolder, LockLinkError,
+                         StaleLockWarning, folder_lock)
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -175,3 +177,22 @@ def test_a_link_planted_at_the_lock_file_is_refused_naming_it_and_its_target_unt
     (folder / LOCK_NAME).unlink()
     with FolderLock(folder, command="vfm test"):
         assert "vfm test" in (folder / LOCK_NAME).read_text()
+
+
+@pytest.mark.parametrize("flock", [True, False], ids=["flock", "no-flock"])
+def test_a_lock_left_on_another_host_is_taken_over_only_as_the_holder_a_process_there_found_gone(tmp_path, monkeypatch, flock):
+    # no-flock: a shared filesystem mounted without flock (Lustre's default), where the file's content decides
+    if not flock:
+        monkeypatch.setattr(folder_lock, "fcntl", None)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    other = LockHolder(4242, "elsewhere-node-7", "2024-01-01T00:00:00+0000", "vfm train x.toml")
+    (folder / LOCK_NAME).write_text(other.dumps())
+    for gone in (None, dataclasses.replace(other, pid=4243), dataclasses.replace(other, started="2024-01-02T00:00:00+0000")):
+        with pytest.raises(HeldOnAnotherHostError, match="pid 4242 on host elsewhere-node-7.*delete the lock file"):
+            FolderLock(folder, gone=gone).acquire()
+        assert LockHolder.parse((folder / LOCK_NAME).read_text()) == other  # untouched
+    with pytest.warns(StaleLockWarning, match="pid 4242 on host elsewhere-node-7.*has no such process any more"):
+        lock = FolderLock(folder, gone=other).acquire()
+    assert lock.holder.pid == os.getpid()
+    lock.release()

@@ -13,11 +13,13 @@ How it decides (POSIX):
 - The file's content (one JSON line) names the holder. A taker that finds content left behind by a
   holder on *this* host knows that holder is dead (the kernel released its lock): it takes over with
   a :class:`StaleLockWarning` naming it.
-- Content left by a holder on *another* host is never taken over: some shared filesystems do not
-  carry flock between hosts, so this host cannot tell whether that run still lives. The run is
-  refused, naming that host and the file to delete once that run is known to be gone.
+- Content left by a holder on *another* host is not taken over on this host's word: some shared
+  filesystems do not carry flock between hosts, so this host cannot tell whether that run still
+  lives. The run is refused (:class:`HeldOnAnotherHostError`), naming that host and the file to
+  delete once that run is known to be gone, unless the taker names that very holder as ``gone``
+  (a process on that host found its pid ended: ``vfm train`` on several nodes asks its ranks there).
 - Where the filesystem has no flock at all, the content alone decides: a holder on this host whose
-  pid is gone is stale; a live pid or another host refuses.
+  pid is gone is stale; a live pid refuses, and another host's holder as above.
 
 A clean release deletes the file. The lock is re-entrant within one process (a command that holds
 it may call a library function that takes it again), and a forked child never releases its parent's
@@ -248,16 +250,23 @@ class FolderLock:
 
     def _claim(self, fd: int, previous: "LockHolder | None") -> None:
         """We hold the flock; ``previous`` is what a holder that did not release left behind."""
-        if previous is not None and previous.host != socket.gethostname() and previous != self.gone:
-            raise HeldOnAnotherHostError(self.folder, self.path, previous,
-                                         "; it may still run there (this host cannot tell): delete the lock file once it has ended")
         if previous is not None:
-            _warn_stale(self.folder, previous, "its process ended without releasing the lock"
-                        if previous != self.gone else f"its host {printable(previous.host)} has no such process any more")
+            _warn_stale(self.folder, previous, self._ended(previous, "its process ended without releasing the lock"))
         me = LockHolder.me(self.command).dumps().encode("utf-8")
         os.ftruncate(fd, 0)
         os.pwrite(fd, me, 0)
         os.fsync(fd)
+
+    def _ended(self, previous: LockHolder, here: str) -> str:
+        """Why ``previous``, which no longer holds the folder from this host's view, may be taken over
+        (``here``: the reason for a holder on this host); a :class:`HeldOnAnotherHostError` for a holder
+        on another host, unless a process there found it gone (``gone``)."""
+        if previous.host == socket.gethostname():
+            return here
+        if previous != self.gone:
+            raise HeldOnAnotherHostError(self.folder, self.path, previous,
+                                         "; it may still run there (this host cannot tell): delete the lock file once it has ended")
+        return f"its host {printable(previous.host)} has no such process any more"
 
     # --- no flock: the content decides -----------------------------------------------------------
 
@@ -268,9 +277,9 @@ class FolderLock:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
                 previous = LockHolder.parse(_read_text(self.path))
-                if previous is None or previous.host != socket.gethostname() or pid_exists(previous.pid):
+                if previous is None or (previous.host == socket.gethostname() and pid_exists(previous.pid)):
                     raise FolderLockedError(self.folder, self.path, previous) from None
-                _warn_stale(self.folder, previous, "its process is gone")
+                _warn_stale(self.folder, previous, self._ended(previous, "its process is gone"))
                 os.unlink(self.path)
                 continue
             with os.fdopen(fd, "wb") as fh:
