@@ -56,9 +56,9 @@ def who_was_lost() -> str:
     """Where to look for the rank whose loss :func:`peer_lost` recognised: torchrun's failure summary
     names only the ranks its own node ran, so on a job of several nodes the lost one may be in
     another node's log (or, a node that died whole, in none)."""
-    import os
+    from vfm_parallel.process_group import env_several_nodes
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+    if env_several_nodes():
         return ("torchrun's summary names it if it ran on this node; else see another node's log, or whether that "
                 "node is up")
     return "torchrun's summary names it"

@@ -15,6 +15,12 @@ def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def env_several_nodes() -> bool:
+    """Whether torchrun runs this job's ranks on more than one node (its world is more than this
+    node's ranks); readable before any process group."""
+    return env_world_size() > int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
 def init_distributed(device_type: str) -> tuple[int, int]:
     """(rank, world size); starts the process group (gloo on CPU, nccl on CUDA) under torchrun."""
     exit_with_launcher()

@@ -24,6 +24,8 @@ import torch.distributed as dist
 from vfm_plugins import FolderLock, FolderLockedError, HeldOnAnotherHostError
 from vfm_plugins.parent_watch import pid_exists
 
+from vfm_parallel.process_group import env_several_nodes
+
 
 def launch_rank() -> int:
     """This process's rank: the process group's once it is set up, before that the launcher's ``RANK``."""
@@ -55,7 +57,7 @@ class RunFolder:
         try:
             self.lock = FolderLock(self.out_dir).acquire()
         except HeldOnAnotherHostError as exc:
-            if int(os.environ.get("WORLD_SIZE", "1")) <= int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+            if not env_several_nodes():
                 raise  # one node: no rank of this job runs on the holder's host
             self.elsewhere = exc
         return self
