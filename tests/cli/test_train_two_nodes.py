@@ -10,18 +10,37 @@ from pathlib import Path
 import pytest
 from vfm_plugins import LOCK_NAME, LockHolder
 
-from tests.cli.two_nodes import can_rename_hosts, run_two_nodes, start_two_nodes
+from tests.cli.two_nodes import needs_host_names, run_two_nodes, start_two_nodes
 from tests.parallel.test_orphan_ranks import SETS, children, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def train_args(*sets: str) -> list[str]:
+    """``vfm train`` of the tiny config, quick (SETS), with ``sets`` on top."""
+    return ["train", str(ROOT / "configs" / "tiny.toml"), *[a for item in [*SETS, *sets] for a in ("--set", item)]]
+
+
+def train_into_locked_folder(out: Path, pid: int, host: str) -> list[tuple[int, str]]:
+    """A one-step run on nodes node-a and node-b into ``out``, whose lock file names ``pid`` on ``host``
+    (what a run killed there leaves)."""
+    out.mkdir()
+    (out / LOCK_NAME).write_text(LockHolder(pid, host, "2026-01-01T00:00:00+0000", "vfm train").dumps())
+    return run_two_nodes(train_args("train.steps=1", f"train.out_dir={out}"), hostnames=("node-a", "node-b"))
+
+
+def ended_pid() -> int:
+    """A pid that ran on this machine and has ended."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid
+
+
 @pytest.mark.slow
 def test_a_run_folder_the_nodes_do_not_share_is_refused_before_the_first_step(tmp_path):
     # node-local scratch: each node's train.out_dir is a folder the other node's ranks never see
-    sets = [a for item in [*SETS, "train.steps=3", "checkpoint.interval=1"] for a in ("--set", item)]
-    ends = run_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets],
-                         ([f"--set", f"train.out_dir={tmp_path / 'node0'}"], ["--set", f"train.out_dir={tmp_path / 'node1'}"]))
+    ends = run_two_nodes(train_args("train.steps=3", "checkpoint.interval=1"),
+                         (["--set", f"train.out_dir={tmp_path / 'node0'}"], ["--set", f"train.out_dir={tmp_path / 'node1'}"]))
     outputs = "\n".join(output for _, output in ends)
     assert [code for code, _ in ends] == [1, 1], outputs
     errors = [line for line in outputs.splitlines() if line.startswith("error:")]
@@ -33,8 +52,7 @@ def test_a_run_folder_the_nodes_do_not_share_is_refused_before_the_first_step(tm
 @pytest.mark.slow
 def test_a_run_folder_both_nodes_share_trains_and_resumes(tmp_path):
     out = tmp_path / "run"
-    sets = [a for item in [*SETS, "train.steps=2", "checkpoint.interval=1", f"train.out_dir={out}"] for a in ("--set", item)]
-    args = ["train", str(ROOT / "configs" / "tiny.toml"), *sets]
+    args = train_args("train.steps=2", "checkpoint.interval=1", f"train.out_dir={out}")
     first = run_two_nodes(args)
     assert [code for code, _ in first] == [0, 0], "\n".join(o for _, o in first)
     again = run_two_nodes([*args, "--set", "train.steps=3"])
@@ -44,38 +62,42 @@ def test_a_run_folder_both_nodes_share_trains_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not can_rename_hosts(), reason="needs unshare -u (root or user namespaces) to give each node a host name")
+@needs_host_names
 def test_a_lock_left_by_a_killed_run_on_another_node_of_the_job_is_taken_over(tmp_path):
     # what a run whose rank 0 ran on node-b, killed with SIGKILL, leaves in the shared run folder; the
     # requeued job's rank 0 lands on node-a (torchrun's c10d hands ranks out in join order)
     out = tmp_path / "run"
-    out.mkdir()
-    gone = subprocess.Popen(["true"])  # a pid that ran on this machine and has ended
-    gone.wait()
-    (out / LOCK_NAME).write_text(LockHolder(gone.pid, "node-b", "2026-01-01T00:00:00+0000", "vfm train").dumps())
-    sets = [a for item in [*SETS, "train.steps=1", f"train.out_dir={out}"] for a in ("--set", item)]
-    ends = run_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets], hostnames=("node-a", "node-b"))
+    gone = ended_pid()
+    ends = train_into_locked_folder(out, gone, "node-b")
     outputs = "\n".join(o for _, o in ends)
     assert [code for code, _ in ends] == [0, 0], outputs
-    assert f"taking over the lock of pid {gone.pid} on host node-b" in outputs
+    assert f"taking over the lock of pid {gone} on host node-b" in outputs
+
+
+def assert_lock_refused(out: Path, pid: int, host: str) -> None:
+    """A two-node job into ``out``, whose lock names ``pid`` on ``host``, ends on both nodes naming that holder."""
+    ends = train_into_locked_folder(out, pid, host)
+    outputs = "\n".join(o for _, o in ends)
+    assert [code for code, _ in ends] == [1, 1], outputs
+    assert f"is in use by another run: pid {pid} on host {host}" in outputs
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not can_rename_hosts(), reason="needs unshare -u (root or user namespaces) to give each node a host name")
+@needs_host_names
 def test_a_lock_of_a_live_run_on_another_node_of_the_job_is_still_refused(tmp_path):
-    out = tmp_path / "run"
-    out.mkdir()
     live = subprocess.Popen(["sleep", "60"])
     try:
-        (out / LOCK_NAME).write_text(LockHolder(live.pid, "node-b", "2026-01-01T00:00:00+0000", "vfm train").dumps())
-        sets = [a for item in [*SETS, "train.steps=1", f"train.out_dir={out}"] for a in ("--set", item)]
-        ends = run_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets], hostnames=("node-a", "node-b"))
+        assert_lock_refused(tmp_path / "run", live.pid, "node-b")
     finally:
         live.kill()
         live.wait()
-    outputs = "\n".join(o for _, o in ends)
-    assert [code for code, _ in ends] == [1, 1], outputs
-    assert f"is in use by another run: pid {live.pid} on host node-b" in outputs
+
+
+@pytest.mark.slow
+@needs_host_names
+def test_a_lock_left_on_a_host_where_no_rank_of_the_job_runs_is_still_refused(tmp_path):
+    # no rank on node-c can tell whether its holder ended (the pid is gone here, which says nothing there)
+    assert_lock_refused(tmp_path / "run", ended_pid(), "node-c")
 
 
 @pytest.mark.slow
@@ -83,8 +105,7 @@ def test_a_lock_of_a_live_run_on_another_node_of_the_job_is_still_refused(tmp_pa
 def test_a_node_killed_mid_run_is_named_as_another_nodes_rank_not_in_this_nodes_summary(tmp_path):
     # this node's torchrun summary names only its own ranks: pointing there for the lost rank sends the user nowhere
     out = tmp_path / "run"
-    sets = [a for item in [*SETS, f"train.out_dir={out}"] for a in ("--set", item)]
-    nodes = start_two_nodes(["train", str(ROOT / "configs" / "tiny.toml"), *sets], hostnames=None)
+    nodes = start_two_nodes(train_args(f"train.out_dir={out}"), hostnames=None)
     try:
         metrics = out / "metrics.jsonl"
         started = wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, 120, 0.2)

@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.gloo import free_port
 
 
@@ -19,6 +21,10 @@ def can_rename_hosts() -> bool:
         return subprocess.run(["unshare", "-u", "hostname", "probe"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+needs_host_names = pytest.mark.skipif(not can_rename_hosts(), reason="needs unshare -u (root or user namespaces) to "
+                                                                     "give each node a host name")
 
 
 def run_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([], []), timeout: float = 120,
