@@ -114,20 +114,22 @@ def check_shared_run_folder(out_dir: str | Path) -> None:
     dist.broadcast_object_list(box, src=0)
     probe = folder / box[0]
     written = None
-    if rank == 0:
-        try:
-            probe.write_text(socket.gethostname())
-        except OSError as exc:
-            written = f"{type(exc).__name__}: {exc}"
-    dist.barrier()
-    deadline = time.monotonic() + SHARED_PROBE_WAIT_S
-    while not (seen := probe.is_file()) and written is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    everyone: list = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, (seen, socket.gethostname(), written))
-    if rank == 0:
-        with contextlib.suppress(OSError):
-            probe.unlink()
+    try:
+        if rank == 0:
+            try:
+                probe.write_text(socket.gethostname())
+            except OSError as exc:
+                written = f"{type(exc).__name__}: {exc}"
+        dist.barrier()
+        deadline = time.monotonic() + SHARED_PROBE_WAIT_S
+        while not (seen := probe.is_file()) and written is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        everyone: list = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, (seen, socket.gethostname(), written))
+    finally:  # also when a collective fails (a rank lost): the run folder keeps no probe
+        if rank == 0:
+            with contextlib.suppress(OSError):
+                probe.unlink()
     if everyone[0][2] is not None:
         raise ConfigError("train.out_dir", f"rank 0 cannot write into {folder}: {everyone[0][2]}")
     unseen = [f"{r} (host {host})" for r, (found, host, _) in enumerate(everyone) if not found]
