@@ -10,6 +10,16 @@ from tests.cli.test_generate import make_export
 from tests.cli.two_nodes import run_two_nodes
 
 
+def assert_both_nodes_name_each_path(ends: list[tuple[int, str]], *each: str) -> None:
+    """Both nodes ended (exit 1) with one line saying --checkpoint differs, naming each rank's path and kind."""
+    outputs = "\n".join(o for _, o in ends)
+    assert [code for code, _ in ends] == [1, 1], outputs
+    for _, output in ends:
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "--checkpoint is not the same on every rank" in errors[0], output
+        assert all(path in errors[0] for path in each), output
+
+
 @pytest.mark.slow
 def test_an_export_one_node_cannot_read_ends_both_nodes_with_a_line_naming_it(tmp_path):
     # node-local scratch: the export was copied to one node only; the other's rank fails to load it, and
@@ -21,11 +31,7 @@ def test_an_export_one_node_cannot_read_ends_both_nodes_with_a_line_naming_it(tm
     ends = run_two_nodes(common, (["--checkpoint", str(export)], ["--checkpoint", str(missing)]), timeout=100)
     outputs = "\n".join(o for _, o in ends)
     assert time.monotonic() - t0 < 90, outputs
-    assert [code for code, _ in ends] == [1, 1], outputs
-    for _, output in ends:
-        errors = [line for line in output.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "--checkpoint is not the same on every rank" in errors[0], output
-        assert f"{missing}, no such path" in errors[0] and f"{export}, an export folder" in errors[0], output
+    assert_both_nodes_name_each_path(ends, f"{missing}, no such path", f"{export}, an export folder")
 
 
 @pytest.mark.slow
@@ -38,9 +44,4 @@ def test_a_diffusers_folder_one_node_lacks_with_tokenizer_ends_both_nodes_with_a
     missing = tmp_path / "elsewhere" / "diffusers"
     common = ["generate", "--prompt", "1", "--steps", "2", "--tokenizer", "wan", "-o", str(tmp_path / "out")]
     ends = run_two_nodes(common, (["--checkpoint", str(diffusers)], ["--checkpoint", str(missing)]), timeout=60)
-    outputs = "\n".join(o for _, o in ends)
-    assert [code for code, _ in ends] == [1, 1], outputs
-    for _, output in ends:
-        errors = [line for line in output.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "--checkpoint is not the same on every rank" in errors[0], output
-        assert f"{missing}, no such path" in errors[0] and f"{diffusers}, a diffusers model folder" in errors[0], output
+    assert_both_nodes_name_each_path(ends, f"{missing}, no such path", f"{diffusers}, a diffusers model folder")
