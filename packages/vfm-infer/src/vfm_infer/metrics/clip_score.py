@@ -149,9 +149,9 @@ class CLIPScore(Metric):
         """The model, tokenizer and preprocessing from the folder (once)."""
         import torch
 
-        from vfm_models.text_encoders.hf import _no_progress_bar, _transformers, refuse_custom_code
+        from vfm_models.text_encoders.hf import import_transformers, no_progress_bar, refuse_custom_code
 
-        tf = _transformers()
+        tf = import_transformers("the clip-score metric", "vfm-infer[metrics]")
         refuse_custom_code(self.folder)
         config = tf.AutoConfig.from_pretrained(self.folder, local_files_only=True, trust_remote_code=False)
         if config.model_type not in MODEL_TYPES:
@@ -166,7 +166,7 @@ class CLIPScore(Metric):
         verbosity = tf.utils.logging.get_verbosity()
         tf.utils.logging.set_verbosity_error()  # "requires torchvision ... falling back to the PIL processor": we only read its settings
         try:
-            with _no_progress_bar(tf):
+            with no_progress_bar(tf):
                 self.model = tf.AutoModel.from_pretrained(self.folder, local_files_only=True, trust_remote_code=False,
                                                           use_safetensors=True, **{dtype_key: dtype}).to(device).eval()
             self.tokenizer = tf.AutoTokenizer.from_pretrained(self.folder, local_files_only=True, trust_remote_code=False)

@@ -18,16 +18,17 @@ from vfm_models.options import named_options
 from vfm_models.text_encoders.truncation import warn_once_if_cut
 
 
-def _transformers():
+def import_transformers(needed_by: str = "this text encoder", install: str = "vfm-models[text]"):
+    """transformers, or an ImportError naming what needs it and the extra that installs it."""
     try:
         import transformers
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("this text encoder needs transformers: pip install 'vfm-models[text]'") from exc
+        raise ImportError(f"{needed_by} needs transformers: pip install '{install}'") from exc
     return transformers
 
 
 @contextlib.contextmanager
-def _no_progress_bar(tf):
+def no_progress_bar(tf):
     """transformers (5) draws a "Loading weights" bar on stderr at every load, a library's noise in its
     user's logs: off while loading, then as the caller had it."""
     logging = tf.utils.logging
@@ -109,7 +110,7 @@ class HFTextEncoder:
             # billion tokens (all memory, at the pipeline's first encode, the empty caption)
             raise ValueError(f"{type(self).__name__}: max_length must be an integer in [1, {MAX_LENGTH}] tokens, "
                              f"got {max_length!r}")
-        tf = _transformers()
+        tf = import_transformers()
         folder = Path(path)
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(f"no transformers checkpoint at {folder} (config.json missing)")
@@ -135,7 +136,7 @@ class HFTextEncoder:
         # transformers 5 renamed torch_dtype to dtype
         dtype_key = "dtype" if int(tf.__version__.split(".")[0]) >= 5 else "torch_dtype"
         kwargs = {dtype_key: dtype} if dtype is not None else {}
-        with _no_progress_bar(tf):
+        with no_progress_bar(tf):
             self.model = model_cls.from_pretrained(folder, local_files_only=True, trust_remote_code=False,
                                                    **kwargs).to(device).eval()
         self.device = device
