@@ -57,8 +57,8 @@ class ShardConfig:
     windows: int = 0
     max_upscale: float | None = None  # refuse a clip its bucket would enlarge more than this (None: any)
     max_crop: float | None = None  # refuse a clip whose centre crop cuts more of its frame than this (None: any)
-    # the share of clips held out for validation, in the val split part: a clip goes there when the
-    # SHA-256 of its id, as a fraction in [0, 1), is below it (0: none, every clip trains)
+    # the share of source videos held out for validation, in the val split part: every clip of a video goes
+    # there when the SHA-256 of its video id, as a fraction in [0, 1), is below it (0: none, every clip trains)
     val_fraction: float = 0.0
     require_captions: bool = True
     max_shard_bytes: int = 1 << 30

@@ -19,8 +19,8 @@ PREFIXES = {TRAIN: "shard", VAL: "val"}
 def check_val_fraction(value: object) -> float:
     """``value`` as a fraction in [0, 1), else a ValueError naming what is accepted."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value < 1:
-        raise ValueError(f"val_fraction must be a number with 0 <= val_fraction < 1 (the share of clips held out "
-                         f"for validation; 0: none), got {value!r}")
+        raise ValueError(f"val_fraction must be a number with 0 <= val_fraction < 1 (the share of source videos held "
+                         f"out for validation, all clips of each; 0: none), got {value!r}")
     return float(value)
 
 
