@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vfm_data.blend_file import check_split
-from vfm_data.errors import ShardError
+from vfm_data.errors import ShardError, raise_sample_error
 from vfm_data.sample import VideoSample
 from vfm_data.trust import check_dataset
 
@@ -27,7 +27,6 @@ def held_out_samples(path: str | os.PathLike, count: int, *, split_part: str = "
     from megatron.energon import WorkerConfig, get_loader, get_val_dataset
 
     import vfm_data.stream  # noqa: F401 - it silences energon's pin_memory warning on a CPU machine, as for training
-    from vfm_data.errors import raise_sample_error
     from vfm_data.task_encoder import VideoTaskEncoder
 
     path = Path(path)

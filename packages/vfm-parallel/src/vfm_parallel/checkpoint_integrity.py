@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 import torch.distributed as dist
 from vfm_plugins.files import replace_file
-from vfm_plugins.formats import FormatVersionError, check_format_version
+from vfm_plugins.formats import FormatVersionError, check_format_version, installed
 
 from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
 
@@ -79,12 +79,6 @@ class CheckpointFormatError(IncompatibleCheckpointError, FormatVersionError):
     """A checkpoint of a format version this vfm does not read (saved by a newer vfm). Not a damaged one:
     ``resume = "auto"`` stops at it instead of passing over it to an older checkpoint (whose run would
     then save over the newer one)."""
-
-
-def _writer() -> str:
-    from vfm_parallel import __version__
-
-    return f"vfm-parallel {__version__}"
 
 
 def _rank_world() -> tuple[int, int]:
@@ -219,7 +213,7 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     path = folder / MANIFEST
     if _rank_world()[0] == 0:
         manifest = {"format": MANIFEST_FORMAT, "step": step, "files": {n: hashed[n] for n in names},
-                    "written_by": _writer()}  # named when a later vfm refuses the format
+                    "written_by": installed("vfm-parallel")}  # named when a later vfm refuses the format
         replace_file(path, json.dumps(manifest, indent=1), durable=True)  # a link at the name is replaced, not followed
     return path
 
