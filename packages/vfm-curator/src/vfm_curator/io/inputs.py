@@ -11,6 +11,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vfm_plugins.text import counted
+
 VIDEO_EXTENSIONS = {
     ".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".mts", ".flv", ".wmv", ".3gp", ".ogv",
     # camcorders and broadcast (AVCHD .m2ts, MXF, DV, DVD .vob, JVC .mod/.tod), older web and Windows
@@ -47,7 +49,7 @@ class LeftOut:
             exts = sorted(self.not_video.items(), key=lambda kv: (-kv[1], kv[0]))
             shown = ", ".join(f"{ext or '(no extension)'} {count}" for ext, count in exts[:8])
             more = f", {len(exts) - 8} other extensions" if len(exts) > 8 else ""
-            parts.append(f"{n} file{'s' if n != 1 else ''} not named like a video ({shown}{more})")
+            parts.append(f"{counted(n, 'file')} not named like a video ({shown}{more})")
         if self.hidden:
             parts.append(f"{self.hidden} hidden file{'s' if self.hidden != 1 else ''} or folder{'s' if self.hidden != 1 else ''} "
                          "(names starting with '.')")

@@ -75,7 +75,7 @@ def run_clipping(
 
         common = [".mp4", ".mov", ".mkv", ".avi", ".webm", ".ts", ".m2ts", ".mxf"]
         found = "".join(f"; not read: {folder}: {why}" for folder, why in list(left_out.not_read.items())[:3])
-        found += f"; left out: {left_out.line()}" if left_out.line() else ""
+        found += f"; left out: {line}" if (line := left_out.line()) else ""
         raise ValueError(f"no video found in {', '.join(map(str, inputs))}{found}: a folder is searched (subfolders too) for "
                          f"files named like videos ({', '.join(common)} and {len(VIDEO_EXTENSIONS - set(common))} more, "
                          f"any letter case); name other files one by one or in a .jsonl/.csv manifest (the output folder "

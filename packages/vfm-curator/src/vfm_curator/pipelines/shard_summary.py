@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vfm_plugins.text import counted
+
 from vfm_curator.pipelines.shard_config import ShardConfig
 from vfm_curator.pipelines.summary import FailureReport
 from vfm_curator.stages.shard_task import ShardTask
@@ -165,7 +167,7 @@ def _val_notice(summary: ShardSummary) -> list[str]:
     if not summary.val_fraction or not summary.samples:
         return []
     total, videos = summary.val_clips + summary.train_clips, summary.val_videos + summary.train_videos
-    why = (f"all {total} sharded clips come from {videos} video{'s' * (videos != 1)}; the split is by video (every clip "
+    why = (f"all {total} sharded clips come from {counted(videos, 'video')}; the split is by video (every clip "
            "of a source video in one split, so held-out clips share no scene with trained ones)")
     if not summary.val_clips:
         return [f"val_fraction {summary.val_fraction:g} put none of the {total} sharded clips in the val split: {why}, "
