@@ -11,6 +11,7 @@ caption), recorded in the export as ``null_condition``; a negative prompt replac
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 from typing import Any, Mapping
@@ -37,8 +38,8 @@ def load_text_encoder(meta: Mapping[str, Any], device: torch.device | str = "cpu
     import vfm_models
     from vfm_models.seeded import build_seeded
 
-    # host.build: an unknown option is named with the accepted ones
-    encoder = build_seeded(lambda **o: vfm_models.host.build("text_encoders", name, o), meta.get("text_encoder_options"))
+    # build_text_encoder: an unknown option is named with the accepted ones
+    encoder = build_seeded(functools.partial(vfm_models.build_text_encoder, name), meta.get("text_encoder_options"))
     return encoder.to(device) if hasattr(encoder, "to") else encoder
 
 

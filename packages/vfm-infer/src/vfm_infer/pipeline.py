@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import math
 import os
@@ -249,15 +250,15 @@ class VideoPipeline:
             from vfm_parallel.strategy import get_strategy
 
             get_strategy("compile").apply(self.model, None, parallel_plan_of(self.model))
-        # host.build: an option the export names that the formulation or tokenizer does not take is named with
-        # the accepted ones, not Python's "__init__() got an unexpected keyword argument"
-        self.formulation = vfm_models.host.build("formulations", meta["formulation"], meta.get("formulation_options"))
+        # vfm_models.build_*: an option the export names that the formulation or tokenizer does not take is named
+        # with the accepted ones, not Python's "__init__() got an unexpected keyword argument"
+        self.formulation = vfm_models.build_formulation(meta["formulation"], **(meta.get("formulation_options") or {}))
         tokenizer_cls = vfm_models.get_tokenizer(meta["tokenizer"])
         # Only the caller opts in to TorchScript (docs/security.md); export_paths drops an export's own say.
         opt_in = {"allow_torchscript": True} if allow_torchscript and "allow_torchscript" in inspect.signature(tokenizer_cls).parameters else {}
         # seeded as the sharding pipeline builds it: a tokenizer without weights (causal3d at random
         # init) is then the one that encoded the training latents, and the same every run
-        self.tokenizer = build_seeded(lambda **o: vfm_models.host.build("tokenizers", meta["tokenizer"], o),
+        self.tokenizer = build_seeded(functools.partial(vfm_models.build_tokenizer, meta["tokenizer"]),
                                       {**(meta.get("tokenizer_options") or {}), **opt_in})
         if isinstance(self.tokenizer, torch.nn.Module):  # decoding runs on the device, in float32
             self.tokenizer = self.tokenizer.to(self.device).eval()

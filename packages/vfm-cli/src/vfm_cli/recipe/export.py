@@ -4,6 +4,7 @@ function that writes the export (:func:`exporter`), and condition dropout's null
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def null_cond(cfg: TrainConfig, r: Resolved, device: torch.device | str = "cpu")
     if kind == "text":
         from vfm_models.seeded import build_seeded
 
-        encoder = build_seeded(lambda **o: vfm_models.host.build("text_encoders", r.text_encoder, o),
+        encoder = build_seeded(functools.partial(vfm_models.build_text_encoder, r.text_encoder),
                                dict(r.text_encoder_options))
     try:
         null = null_condition(r.mcfg, encoder)

@@ -29,7 +29,7 @@ def build_parts(ctx: RunContext, r: Resolved) -> TrainParts:
         from vfm_cli.recipe.init_from import load_init
 
         load_init(model, cfg)
-    formulation = vfm_models.host.build("formulations", cfg.model.formulation, cfg.model.formulation_options)
+    formulation = vfm_models.build_formulation(cfg.model.formulation, **cfg.model.formulation_options)
     tokens = seq_len(cfg, r)
     from vfm_models.flops import flops_per_token, model_flops_per_token
 
