@@ -48,19 +48,6 @@ def _check_noise(noise: torch.Tensor, shape: Sequence[int], generator_given: boo
     return noise.to(torch.float32)
 
 
-def _constructor_keywords(cls: type) -> set[str] | None:
-    """The keyword names ``cls(...)`` accepts; None when it takes ``**kwargs`` (or cannot be read)."""
-    import inspect
-
-    try:
-        parameters = inspect.signature(cls).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_KEYWORD for p in parameters):
-        return None
-    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-
-
 class Formulation:
     """Subclasses define ``sample_level`` (the training noise level per sample), ``network_inputs``
     (what the network sees for given levels and noise) and ``error`` (the weighted squared error of
@@ -79,8 +66,11 @@ class Formulation:
         some of its parent's (a plugin's ``RectifiedFlow`` with its own draws) inherits option names it
         does not take; recording them made the export unloadable (``__init__() got an unexpected keyword
         argument``) after the whole training run."""
-        accepted = _constructor_keywords(type(self))
-        return {k: getattr(self, k) for k in self.option_names if accepted is None or k in accepted}
+        from vfm_plugins import unknown_options
+
+        # none is unknown to a constructor taking **kwargs (or whose signature cannot be read)
+        not_taken, _ = unknown_options(type(self), self.option_names)
+        return {k: getattr(self, k) for k in self.option_names if k not in not_taken}
 
     def sample_level(self, batch: int, generator: torch.Generator | None, device=None) -> torch.Tensor:
         raise NotImplementedError
