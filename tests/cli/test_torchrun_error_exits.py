@@ -2,7 +2,7 @@
 (a checkpoint the run cannot resume from, a size the tokenizer cannot take) exits 1 with its one
 ``error:`` line, every time: no rank reaches the interpreter's teardown with gloo worker threads
 running, the race that aborts a rank (SIGABRT, "terminate called without an active exception") in
-place of its exit 1 (vfm_parallel.process_group.leave_distributed_on_error).
+place of its exit 1 (vfm_parallel.process_group.exit_before_teardown).
 
 The abort itself depends on the scheduler; what makes it possible does not: the probe of
 tests/cli/test_train_torchrun_teardown.py, loaded into every process, counts the gloo threads at the

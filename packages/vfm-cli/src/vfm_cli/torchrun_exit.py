@@ -13,7 +13,7 @@ from typing import Any, Callable
 def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a typer command: in a torchrun rank whose process group started, its end is handed to
     vfm-parallel with the exit status the command meant: 0 after a barrier every rank reaches
-    (``leave_distributed``), any other status at once (as ``leave_distributed_on_error``: a failing
+    (``leave_distributed``), any other status at once (``exit_before_teardown``, no barrier: a failing
     rank cannot know that its peers will reach a barrier). The command's context is closed first, so
     what it registered with ``ctx.call_on_close`` (the output folder's lock) is released; a callback
     that raises, or a barrier that fails, is reported and the rank still leaves this way (status 1). In one process a
@@ -41,7 +41,7 @@ def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
                 leave_distributed(0)
             except BaseException as exc:  # its barrier failed (a peer is gone): leave as a failing rank does
                 code = _report(exc) or 1
-        # as leave_distributed_on_error: no barrier (the peers may never reach it), no teardown; called
+        # no barrier (the peers may never reach it), no teardown; exit_before_teardown called
         # directly, because a barrier that failed above may have left the group half torn down
         exit_before_teardown(code)
 

@@ -84,17 +84,6 @@ def leave_distributed(exit_code: int = 0) -> None:
         exit_before_teardown(exit_code)
 
 
-def leave_distributed_on_error(exit_code: int) -> None:
-    """For a rank that ends on an error (``exit_code`` not 0): in a rank torchrun started whose process
-    group is up, the end of this process with ``exit_code`` (:func:`exit_before_teardown`), without the
-    barrier of :func:`shutdown_distributed` (the peers may never reach it: they failed elsewhere, are
-    waiting in a collective, or are gone) and without the interpreter teardown, which the gloo threads
-    of :func:`leave_distributed` would race (SIGABRT and a core instead of ``exit_code``). The peers
-    see the connection close and torchrun ends them. In any other process it returns."""
-    if dist.is_initialized() and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
-        exit_before_teardown(exit_code)
-
-
 def exit_before_teardown(exit_code: int) -> None:
     """End the process as Python's exit does up to its interpreter teardown: wait for the threads
     that are not daemons, run the atexit handlers (a data loader's workers are closed there), flush

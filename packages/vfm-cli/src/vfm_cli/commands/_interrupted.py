@@ -8,6 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from vfm_plugins.text import counted
+
 
 def resume_command(name: str) -> str:
     """The command as typed (``vfm`` + its arguments, quoted for a shell), or a description when the
@@ -31,10 +33,6 @@ def _new(before: dict[str, int], now: dict[str, int]) -> list[str]:
     return sorted(path for path, stamp in now.items() if before.get(path) != stamp)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _are(n: int) -> str:
     return "is" if n == 1 else "are"
 
@@ -55,7 +53,7 @@ def curate_interrupted(out: Path, before: dict[str, int]) -> str:
     if not new:
         if not Path(out).exists():
             return f"interrupted before any video finished: nothing was written ({out} does not exist); to start again: {command}"
-        earlier = f"{out} holds only the {_plural(len(now), 'video')} earlier runs finished" if now else \
+        earlier = f"{out} holds only the {counted(len(now), 'video')} earlier runs finished" if now else \
             f"nothing is kept in {out}"
         return f"interrupted before any video of this run finished: {earlier}; to resume: {command}"
     failed = 0
@@ -65,7 +63,7 @@ def curate_interrupted(out: Path, before: dict[str, int]) -> str:
         except (OSError, ValueError):
             pass
     of_them = f" ({failed} of them failed)" if failed else ""
-    return (f"interrupted: {_plural(len(new), 'video')} finished by this run{of_them} {_are(len(new))} kept in {out}; "
+    return (f"interrupted: {counted(len(new), 'video')} finished by this run{of_them} {_are(len(new))} kept in {out}; "
             f"clips.parquet, failures.jsonl and report.html take them in when a run of the folder ends; "
             f"videos not finished are done again; to resume: {command}")
 
@@ -97,6 +95,6 @@ def shard_interrupted(out: Path, before: dict[str, int]) -> str:
             samples += len(shard_keys(Path(path)))
         except Exception:  # a damaged tar (tarfile raises several kinds): counted as none, the re-run checks it
             pass
-    return (f"interrupted: {_plural(samples, 'sample')} in {_plural(len(new), 'shard')} finished by this run {_are(samples)} kept in "
+    return (f"interrupted: {counted(samples, 'sample')} in {counted(len(new), 'shard')} finished by this run {_are(samples)} kept in "
             f"{out}; blend.yaml and the energon index take them in when a run of the folder ends; samples of unfinished "
             f"shards are done again; to resume: {command}")
