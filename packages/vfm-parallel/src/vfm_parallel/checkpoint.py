@@ -57,6 +57,7 @@ from vfm_plugins.files import SwappedFileError, replace_file
 
 from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are part of this module's interface)
     CheckpointError,
+    CheckpointFormatError,
     DamagedCheckpointError,
     IncompatibleCheckpointError,
     LinkInCheckpointError,
