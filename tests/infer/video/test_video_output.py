@@ -45,6 +45,24 @@ def test_mp4_reads_back_with_the_frame_count_size_and_content(tmp_path):
         assert c.streams.video[0].average_rate == 12
 
 
+def test_read_mp4_with_max_frames_decodes_the_first_frames_only(tmp_path):
+    path = write_mp4(tmp_path / "a.mp4", moving_square(t=9), fps=12)
+    first = read_mp4(path, max_frames=3)
+    assert first.shape == (3, 32, 48, 3) and np.array_equal(first, read_mp4(path)[:3])
+    assert read_mp4(path, max_frames=20).shape[0] == 9  # a limit past the end: every frame
+
+
+def test_row_per_video_shows_each_video_as_one_row_of_evenly_spaced_frames_enlarged():
+    from vfm_infer.video.contact_sheet import row_per_video
+
+    long, short = moving_square(t=9, h=8, w=8), moving_square(t=2, h=8, w=8)[:, :, ::-1].copy()
+    sheet = row_per_video([long, short], max_frames=3, min_height=16, gap=2)
+    assert sheet.shape == (16 + 2 + 16, 3 * 16 + 2 * 2, 3)  # 8 px frames doubled to 16; the longer row sets the width
+    assert np.array_equal(sheet[:16, 18:34], long[4].repeat(2, axis=0).repeat(2, axis=1))  # frames 0, 4, 8 of 9
+    assert np.array_equal(sheet[18:, 18:34], short[1].repeat(2, axis=0).repeat(2, axis=1))
+    assert (sheet[18:, 36:] == 255).all()  # white right of the shorter row
+
+
 def test_mp4_rejects_odd_sizes_before_writing(tmp_path):
     with pytest.raises(ValueError, match="even height and width; got 31x48"):
         write_mp4(tmp_path / "odd.mp4", moving_square(h=31))

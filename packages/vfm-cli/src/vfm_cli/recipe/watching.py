@@ -142,24 +142,6 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
 def write_sheet(path: Path, videos: list, *, frames: int = 8, min_height: int = 64, gap: int = 2) -> Path:
     """A PNG with a row per video (in prompt order) of up to ``frames`` evenly spaced frames, enlarged
     (nearest neighbour) to at least ``min_height`` pixels high so that a tiny model's videos can be seen."""
-    import numpy as np
+    from vfm_infer.video.contact_sheet import row_per_video, write_png
 
-    from vfm_infer.video.contact_sheet import write_png
-
-    rows = []
-    for video in videos:  # (T, H, W, 3) uint8
-        picks = np.unique(np.linspace(0, len(video) - 1, num=min(len(video), frames)).round().astype(int))
-        scale = max(1, -(-min_height // video.shape[1]))
-        shown = video[picks].repeat(scale, axis=1).repeat(scale, axis=2)
-        t, h, w, _ = shown.shape
-        row = np.full((h, t * w + (t - 1) * gap, 3), 255, dtype=np.uint8)
-        for j, frame in enumerate(shown):
-            row[:, j * (w + gap) : j * (w + gap) + w] = frame
-        rows.append(row)
-    sheet = np.full((sum(r.shape[0] for r in rows) + gap * (len(rows) - 1), max(r.shape[1] for r in rows), 3), 255,
-                    dtype=np.uint8)
-    top = 0
-    for row in rows:
-        sheet[top : top + row.shape[0], : row.shape[1]] = row
-        top += row.shape[0] + gap
-    return write_png(path, sheet)
+    return write_png(path, row_per_video(videos, max_frames=frames, min_height=min_height, gap=gap))

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 import numpy as np
+from vfm_plugins.spacing import evenly_spaced
 
 from vfm_curator.errors import InputError
 
@@ -88,8 +89,7 @@ def pick_frames(frames: list[np.ndarray], n: int) -> list[np.ndarray]:
         return list(frames)
     if n == 1:
         return [frames[len(frames) // 2]]
-    idx = np.linspace(0, len(frames) - 1, n).round().astype(int)
-    return [frames[i] for i in idx]
+    return [frames[i] for i in evenly_spaced(len(frames), n)]
 
 
 class EndpointCaptioner:

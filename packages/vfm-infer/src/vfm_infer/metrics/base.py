@@ -64,21 +64,25 @@ def read_items(folder: str | Path, prompts: Sequence[str]) -> list[EvalItem]:
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} of {len(prompts)} videos are missing (video i is prompt i): {', '.join(missing[:3])}")
-    return [EvalItem(prompt, _decoded(path), path) for prompt, path in zip(prompts, paths)]
+    return [EvalItem(prompt, decoded(path, hint="; vfm eval reads what vfm generate writes"), path)
+            for prompt, path in zip(prompts, paths)]
 
 
-def _decoded(path: Path) -> np.ndarray:
-    """Every frame of ``path``; what PyAV cannot decode is a ValueError naming the file (PyAV's own
-    error reads "[Errno 1094995529] Invalid data found when processing input")."""
+def decoded(path: Path, *, max_frames: int | None = None, named: str = "", hint: str = "") -> np.ndarray:
+    """The frames of ``path`` (every one, or the first ``max_frames``) as ``read_mp4`` decodes them; what PyAV
+    cannot decode is a ValueError naming the file, as ``{named}{path} is not a video PyAV can decode
+    ({reason}){hint}`` (PyAV's own error reads "[Errno 1094995529] Invalid data found when processing input")."""
     import av
 
     from vfm_infer.video.mp4 import read_mp4
 
     try:
-        return read_mp4(path)
-    except (av.error.FFmpegError, IndexError, ValueError) as exc:  # IndexError: no video stream; ValueError: no frame
+        return read_mp4(path, max_frames=max_frames)
+    except (av.error.FFmpegError, IndexError) as exc:  # IndexError: no video stream
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise ValueError(f"{path} is not a video PyAV can decode ({reason}); vfm eval reads what vfm generate writes") from None
+        raise ValueError(f"{named}{path} is not a video PyAV can decode ({reason}){hint}") from None
+    except ValueError as exc:  # no frame (read_mp4's message names the file)
+        raise ValueError(f"{named}{exc}{hint}") from None
 
 
 def videos_without_prompts(folder: str | Path, prompts: Sequence[str]) -> list[str]:

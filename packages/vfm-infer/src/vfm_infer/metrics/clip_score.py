@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from vfm_plugins.spacing import evenly_spaced
 
 from vfm_infer.metrics.base import EvalItem, Metric, MetricResult
 
@@ -25,13 +26,6 @@ MODEL_TYPES = ("clip", "siglip")
 #: PIL resampling codes in a processor config -> torch interpolation modes
 RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}
 ACCEPTED = "a local folder of a transformers CLIP or SigLIP model (config.json, weights, tokenizer, preprocessor_config.json)"
-
-
-def evenly_spaced(count: int, wanted: int | None) -> np.ndarray:
-    """Indices of ``wanted`` frames spread over ``count`` (first and last included); all without ``wanted``."""
-    if wanted is None or wanted >= count:
-        return np.arange(count)
-    return np.linspace(0, count - 1, wanted).round().astype(int)
 
 
 def pil_nearest(n_in: int, n_out: int) -> np.ndarray:

@@ -42,23 +42,9 @@ def reference_videos(folder: str | Path) -> list[Path]:
 def first_frames(path: Path, count: int) -> np.ndarray:
     """Up to ``count`` first frames of the video at ``path``, (T, H, W, 3) uint8 RGB; decoding stops there,
     so a long real video costs its first frames only. What PyAV cannot decode is a ValueError naming it."""
-    import av
+    from vfm_infer.metrics.base import decoded
 
-    frames: list[np.ndarray] = []
-    try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            for frame in container.decode(stream):
-                frames.append(frame.to_ndarray(format="rgb24"))
-                if len(frames) == count:
-                    break
-    except (av.error.FFmpegError, IndexError) as exc:  # IndexError: no video stream
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise ValueError(f"fvd reference {path} is not a video PyAV can decode ({reason})") from None
-    if not frames:
-        raise ValueError(f"fvd reference {path} has no video frame")
-    return np.stack(frames)
+    return decoded(path, max_frames=count, named="fvd reference ")
 
 
 def cache_key(videos: list[Path], folder: Path, weights_digest: str, settings: dict) -> str:

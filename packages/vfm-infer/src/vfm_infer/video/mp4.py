@@ -76,10 +76,20 @@ def partial_file(path: Path) -> Iterator[Path]:
         yield partial
 
 
-def read_mp4(path: str | Path) -> np.ndarray:
-    """Decode every frame of a video file to (T, H, W, 3) uint8 (for checks and tests)."""
+def read_mp4(path: str | Path, *, max_frames: int | None = None) -> np.ndarray:
+    """Decode the frames of a video file to (T, H, W, 3) uint8: every one, or the first ``max_frames``
+    (decoding stops there, so a long video costs its first frames only). A file without a video frame is a
+    ValueError naming it; what PyAV cannot open or decode raises PyAV's error."""
     import av
 
+    frames: list[np.ndarray] = []
     with av.open(str(path)) as container:
-        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        stream = container.streams.video[0]  # IndexError: no video stream
+        stream.thread_type = "AUTO"
+        for frame in container.decode(stream):
+            frames.append(frame.to_ndarray(format="rgb24"))
+            if len(frames) == max_frames:
+                break
+    if not frames:
+        raise ValueError(f"{path} has no video frame")
     return np.stack(frames)
