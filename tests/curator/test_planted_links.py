@@ -14,7 +14,7 @@ import torch
 import vfm_curator
 
 from tests.planted_links import plant_link
-from vfm_curator.io import staging
+from vfm_curator.io import commits, staging
 from vfm_curator.io.paths import append_line, output_path
 from vfm_curator.pipelines import shard_state
 from vfm_curator.shot_detectors.transnetv2 import load_weights, save_weights
@@ -187,18 +187,20 @@ def test_an_output_files_folder_is_still_kept_inside_the_output_folder_and_its_n
     assert output_path(out, "clips", "x.mp4") == out.resolve() / "clips" / "x.mp4"
 
 
-def test_a_link_at_a_clips_final_name_is_not_taken_for_the_clip_an_earlier_try_committed(tmp_path):
-    """A retried commit whose staging file is gone counts as done when the final name holds a clip of
-    the staged size: a link there to another clip of that size is no such clip."""
+def test_a_staged_clip_that_is_gone_is_not_taken_for_the_clip_at_its_final_name(tmp_path):
+    """A kept clip whose staging file is gone is a machine failure (done again), also when the final
+    name holds a clip of the staged size: a link there to another clip of that size is no such clip."""
     out = tmp_path / "out"
     plant_link(out / "clips" / "a.mp4", out / "other", text="x" * 10)
     with pytest.raises(OSError, match="staging file of a.mp4 is gone"):
-        staging.commit(out / "clips" / ".gone.mp4.tmp", out / "clips" / "a.mp4", 10)
+        staging.staged_file(out / "clips" / ".gone.mp4.tmp", out / "clips" / "a.mp4")
 
 
 def test_a_staged_clip_swapped_for_a_link_is_not_renamed_to_its_final_name(tmp_path):
-    folder = tmp_path / "out" / "clips"
+    out = tmp_path / "out"
+    folder = out / "clips"
     victim = plant_link(folder / ".v.c.a1.p1.x.mp4.tmp", tmp_path / "home")
+    commits.commit(out, "v", [(folder / ".v.c.a1.p1.x.mp4.tmp", folder / "c.mp4")], [], {"video_id": "v"})
     with pytest.raises(SwappedFileError):
-        staging.commit(folder / ".v.c.a1.p1.x.mp4.tmp", folder / "c.mp4", 8)
+        commits.finish(out, "v")
     assert not os.path.lexists(folder / "c.mp4") and victim.read_text() == "precious"

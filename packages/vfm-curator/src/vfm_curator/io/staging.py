@@ -3,8 +3,9 @@
 Holding every clip of a video (its H264 bytes and sampled frames) in the task until the write stage
 made a run's memory grow with the video's length, and sent every clip through Ray's object store
 between stages. Instead the transcode stage writes each clip as ``OUT/clips/.<vid>.<clip>.a<attempt>.p<pid>.<random>.mp4.tmp``
-(and its samples as ``....samples.npz.tmp``); the task carries only the paths, and the write stage
-renames a kept clip's file to ``clips/<id>.mp4`` (fsync, then ``os.replace``: atomic, same folder).
+(and its samples as ``....samples.npz.tmp``); the task carries only the paths, and the write stage's
+commit renames a kept clip's file to ``clips/<id>.mp4`` (:mod:`vfm_curator.io.commits`: fsync, then
+``os.replace``, same folder).
 
 Nothing half-written is ever read as a result:
 
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from vfm_plugins.files import remove_leftover, temporary_file
 
-from vfm_curator.io.paths import atomic_rename, disk_full, safe_join
+from vfm_curator.io.paths import disk_full, safe_join
 
 FOLDER = "clips"
 
@@ -57,26 +58,18 @@ def save_samples(path: Path, frames: list[np.ndarray]) -> None:
         raise
 
 
-def commit(staged: str | Path, final: Path, size: int) -> None:
-    """Move a staged clip to its final name (fsync, atomic rename within the folder).
-
-    A staged file that is gone while ``final`` has exactly ``size`` bytes was committed by an earlier
-    try of this same call (Ray re-runs a call whose worker died): that is success, not an error."""
+def staged_file(staged: str | Path, final: Path) -> Path:
+    """A kept clip's staging file, for the commit that renames it to ``final``
+    (:mod:`vfm_curator.io.commits`); it must still be a regular file (a link there is no clip written)."""
     staged = Path(staged)
-    if not staged.exists():
-        if _regular_file_size(final) == size:  # a link there is no clip committed (not followed)
-            return
+    try:
+        regular = stat.S_ISREG(os.lstat(staged).st_mode)
+    except FileNotFoundError:
+        regular = False
+    if not regular:
         # EIO: a machine-caused failure, so the video is done again (a new attempt stages anew)
         raise OSError(errno.EIO, f"the staging file of {final.name} is gone ({staged.name})")
-    atomic_rename(staged, final)
-
-
-def _regular_file_size(path: Path) -> int | None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
+    return staged
 
 
 def discard(clip) -> None:
@@ -99,7 +92,12 @@ def sweep(out: str | Path, vid: str) -> int:
 
 
 def sweep_all(out: str | Path) -> None:
-    """Delete every staging file in the folder (the run holding its lock is ending)."""
+    """Delete every staging file in the folder (the run holding its lock is ending), but those a
+    written commit names (a run stopped while carrying one out: the next run finishes it)."""
+    from vfm_curator.io.commits import pending
+
     folder = safe_join(out, FOLDER)
+    committed = pending(out)
     for path in folder.glob(".*.*.a*.p*.tmp") if folder.is_dir() else []:
-        remove_leftover(path)
+        if path not in committed:
+            remove_leftover(path)

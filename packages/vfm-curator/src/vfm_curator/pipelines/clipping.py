@@ -18,7 +18,7 @@ from typing import Iterator
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
 from vfm_curator.failures import check_retry, input_stamp, options_hash, should_retry
-from vfm_curator.io import attempts, input_index, staging, state
+from vfm_curator.io import attempts, commits, input_index, staging, state
 from vfm_curator.io.fingerprint import caption_digest, fingerprint
 from vfm_curator.io.inputs import LeftOut, Source, expand
 from vfm_curator.io.metadata import merge
@@ -97,6 +97,8 @@ def _run_clipping(sources: list[Source], out: Path, specs: list[StageSpec], conf
     # any work, so none is a live run's or our own: each is left by a run that died (the kernel freed
     # its lock). Workers of a dead driver are ended with it (Ray ends a job's workers with its driver).
     # Only regular files: a link at such a name is no run's file (neither followed nor removed).
+    # First the commits such a run wrote and did not carry out: their files are named by them.
+    commits.finish_all(out)
     for leftover in out.rglob(".*.tmp"):
         remove_leftover(leftover)
     attempts.clear(out)  # attempts a killed run never took back
@@ -371,12 +373,14 @@ def _settle(out: Path, task: VideoTask) -> dict:
     """Take a video's task back from the runner; returns the failure its attempt ended with ({}: ok).
 
     Under the video's lock, and after closing its fence so that no attempt of it writes any more (a
-    call cancelled for the stage timeout may still run): its staging files are deleted (a worker
+    call cancelled for the stage timeout may still run): a commit its write stage wrote is carried
+    out (:mod:`vfm_curator.io.commits`), its staging files are deleted (a worker
     killed between transcode and write left them), and a failure that the write stage never
     recorded (its call died or was cancelled) is recorded here. A record the attempt did write is
     kept as it is, also one made by a cancelled call that finished its writes first: that video is
     done, not failed."""
     with attempts.settle(out, task.vid):
+        commits.finish(out, task.vid)  # one its write stage wrote and could not carry out (killed, failed)
         staging.sweep(out, task.vid)
         record = state.load_record(out, task.vid)
         if record is not None and record.get("attempt_id") == task.context.get("fence"):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from vfm_curator.io import attempts, input_index, staging
+from pathlib import Path
+
+from vfm_curator.io import attempts, commits, input_index, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, output_path
-from vfm_curator.io.state import (
-    finished_record, forget_video, load_record, part_path, record_failure, video_record, write_part, write_record,
-)
+from vfm_curator.io.state import STATE, finished_record, forget_video, load_record, part_path, record_failure, video_record
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask, clip_id, video_id
@@ -24,10 +24,12 @@ def thumb_relpath(clip: Clip) -> str:
 
 class WriteStage(Stage):
     """Writes ``OUT/clips/<id>.mp4`` and ``OUT/thumbs/<id>.jpg`` for each kept clip, the video's
-    metadata part and finally its record (failed videos get a record with the reason). A clip the
-    transcode stage staged in the folder is renamed into place (:mod:`vfm_curator.io.staging`); the
-    staging files of filtered clips and failed videos are deleted, also when this stage stops on an
-    error. An attempt that the driver no longer waits for (its call was cancelled for the stage
+    metadata part and finally its record (failed videos get a record with the reason). Every new file
+    is written aside first (a clip the transcode stage staged in the folder is already:
+    :mod:`vfm_curator.io.staging`) and they take their final names in one commit
+    (:mod:`vfm_curator.io.commits`): a video clipped again whose write fails part-way keeps its earlier
+    clips whole. What is not committed (filtered clips, a failed video) is deleted, also when this
+    stage stops on an error. An attempt that the driver no longer waits for (its call was cancelled for the stage
     timeout) writes nothing (:mod:`vfm_curator.io.attempts`). The task it returns is stripped of
     frames and bytes so only a small summary travels back to the driver."""
 
@@ -40,26 +42,32 @@ class WriteStage(Stage):
         if not self.opt["out"]:
             raise ValueError("write stage: option 'out' (the output folder) is required")
         for task in tasks:
+            aside: list[tuple[Path, Path]] = []  # (temporary, final) of the files written for the commit
             try:
                 # only the attempt the driver waits for writes (a call cancelled for the stage
                 # timeout may still be running: vfm_curator.io.attempts)
                 with attempts.commit_window(self.opt["out"], task.vid, task.context.get("fence")) as current:
                     if current:
-                        self._write(task)
-            finally:  # what was not moved into place is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
+                        self._write(task, aside)
+            finally:  # what was not committed is not kept (a failed video, a filtered clip, a full disk, a stale attempt)
                 for clip in task.clips:
                     staging.discard(clip)
+                for tmp, _ in aside:
+                    remove_leftover(tmp)
             strip(task)
         return tasks
 
-    def _write(self, task: VideoTask) -> None:
+    def _write(self, task: VideoTask, aside: list[tuple[Path, Path]]) -> None:
         out = self.opt["out"]
+        done = commits.finish(out, task.vid)  # this call's own commit, when Ray runs it again (its worker died)
+        if done is not None and done.get("attempt_id") == task.context.get("fence"):
+            return
         before = clip_ids_of(out, task.vid, task.source)  # a video clipped again (redo_changed)
         moved = _moved_from(task)  # the record of this video at the path it was moved from
         moved_clips = clip_ids_of(out, *moved) if moved is not None else set()
         redo_of_finished = finished_record(out, task.vid) is not None
         if task.failure is None:
-            run_guarded(self.name, task, self.process_one)
+            run_guarded(self.name, task, lambda t: self._write_aside(t, aside))
         elif task.clips and not redo_of_finished:  # a kept record's report shows its own filtered clips
             run_guarded(self.name, task, self._filtered_thumbs)
         if task.failure is None:
@@ -67,36 +75,52 @@ class WriteStage(Stage):
                 # before this video's record: a kill in between leaves neither in the
                 # table (clipped again next run), never the video twice
                 forget_video(out, moved[0], task.source, moved_clips)
-            self._record(task)
-            self._drop_replaced(before | moved_clips, task)
+            # before the record: a record of an ok video is always in the index
+            input_index.note(out, (task.context.get("input") or {}).get("fingerprint"), task.vid)
+            commits.commit(out, task.vid, aside, self._replaced(before | moved_clips, task),
+                           video_record(task, **self._record_extra(task)))
+            aside.clear()  # the commit names them: no longer this attempt's to delete
+            for clip in task.clips:
+                if clip.rejected is None and clip.encoded:  # a filtered clip's staging file is still deleted
+                    clip.staged = None
+            commits.finish(out, task.vid)
             return
         # a failed redo replaces nothing: the finished video (at this path, or the one it moved
         # from) keeps its record and clips; only clip files this attempt wrote that no record names go
-        kept = self._record(task)
-        written = {c.id for c in task.clips if c.rejected is None and c.encoded}
-        # a kept ok record still names ``before``; a failed one names none of them
-        self._drop_replaced((written - before if kept else written | before) - moved_clips, task)
+        kept = record_failure(out, task, **self._record_extra(task))
+        # nothing of this attempt took a final name (it had no commit): a kept ok record still names
+        # ``before``; a failed one names none of them
+        self._drop((set() if kept else before) - moved_clips, task)
 
-    def process_one(self, task: VideoTask) -> None:
-        out = self.opt["out"]
-        self._filtered_thumbs(task)
+    def _write_aside(self, task: VideoTask, aside: list[tuple[Path, Path]]) -> None:
+        """Every file of the video's new clipping (clips, thumbnails, metadata part) under a temporary
+        name beside its final one, each (temporary, final) added to ``aside`` for the commit."""
+        out, vid = self.opt["out"], task.vid
+
+        def put(final: Path, data: bytes) -> None:
+            aside.append((commits.write_aside(final, vid, data), final))
+
+        # the final names themselves are not resolved: a link planted there is replaced, never its target
+        for clip in task.clips:
+            samples = clip.samples if clip.rejected is not None and self.opt["thumbnails"] else []
+            if samples:  # filtered clips' thumbnails too: the report shows what was dropped and why
+                put(output_path(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
         rows = []
         for clip in task.clips:
             if clip.rejected is not None or not clip.encoded:
                 continue
-            # the final name itself is not resolved: a link planted there is replaced, never its target
             final = output_path(out, clip_relpath(clip))
             if clip.staged is not None:
-                staging.commit(clip.staged, final, clip.staged_size)
+                aside.append((staging.staged_file(clip.staged, final), final))
             else:
-                atomic_write(final, clip.mp4)
+                put(final, clip.mp4)
             samples = clip.samples if self.opt["thumbnails"] else []  # read once (from its staging file)
             if samples:
-                atomic_write(output_path(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
+                put(output_path(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
             rows.append(row(task, clip))
         if not rows:  # every stage before let it through with nothing: still say why it gave no clip
             raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
-        write_part(out, task.vid, to_parquet_bytes(rows))
+        put(output_path(out, STATE, "parts", f"{vid}.parquet"), to_parquet_bytes(rows))
 
     def _filtered_thumbs(self, task: VideoTask) -> None:
         """Thumbnails of the filtered clips too (also of a video whose every clip was filtered out):
@@ -106,35 +130,34 @@ class WriteStage(Stage):
             if samples:
                 atomic_write(output_path(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples)))
 
-    def _drop_replaced(self, before: set[str], task: VideoTask) -> None:
-        """Delete the files of the clips an earlier clipping of this video had and this one has not
-        (a replaced file cut elsewhere): the table no longer lists them. Ids are the source and span,
-        so a clip cut the same again was just overwritten in place. The names are not resolved: a
-        link planted at one (a folder from elsewhere) is left alone, never the file it points to."""
+    def _replaced(self, before: set[str], task: VideoTask) -> list[Path]:
+        """The files of the clips an earlier clipping of this video had and this one has not (a
+        replaced file cut elsewhere): the table no longer lists them. Ids are the source and span, so
+        a clip cut the same again is overwritten in place by the commit. The names are not resolved: a
+        link planted at one (a folder from elsewhere) is what is deleted, never the file it points to."""
         kept = {c.id for c in task.clips if c.rejected is None and c.encoded} if task.failure is None else set()
         shown = {c.id for c in task.clips}  # filtered clips keep their thumbnails (the report shows them)
+        files = []
         for clip_id in sorted(before - kept):
-            remove_leftover(output_path(self.opt["out"], "clips", f"{clip_id}.mp4"))
+            files.append(output_path(self.opt["out"], "clips", f"{clip_id}.mp4"))
             if clip_id not in shown:
-                remove_leftover(output_path(self.opt["out"], "thumbs", f"{clip_id}.jpg"))
+                files.append(output_path(self.opt["out"], "thumbs", f"{clip_id}.jpg"))
+        return files
 
-    def _record(self, task: VideoTask) -> bool:
-        """Write the video's record; returns whether a failed redo kept the finished record instead
-        (:func:`vfm_curator.io.state.record_failure`)."""
+    def _drop(self, before: set[str], task: VideoTask) -> None:
+        for path in self._replaced(before, task):
+            remove_leftover(path)
+
+    def _record_extra(self, task: VideoTask) -> dict:
+        """What the video's record says of its clips (kept, filtered, thumbnails) beside :func:`video_record`."""
         kept = [c for c in task.clips if c.rejected is None and c.encoded] if task.failure is None else []
-        extra = dict(
+        return dict(
             clips=len(kept),
             clip_seconds=sum(c.end_s - c.start_s for c in kept),
             rejected=sum(c.rejected is not None for c in task.clips),
             thumbs=[thumb_relpath(c) for c in kept if self.opt["thumbnails"] and c.has_samples],
             filtered=[filtered_entry(c) for c in task.clips if c.rejected is not None],
         )
-        if task.failure is not None:
-            return record_failure(self.opt["out"], task, **extra)
-        # before the record: a record of an ok video is always in the index
-        input_index.note(self.opt["out"], (task.context.get("input") or {}).get("fingerprint"), task.vid)
-        write_record(self.opt["out"], task.vid, video_record(task, **extra))
-        return False
 
 
 def _moved_from(task: VideoTask) -> tuple[str, str] | None:

@@ -1,0 +1,158 @@
+"""A video's new files take their final names in one commit step, so a redo that fails or is killed
+part-way never leaves new clip bytes under the records of the old clips (clip ids are the source and
+span: a video clipped again overwrites its clips in place).
+
+The write stage writes every new file aside first, under a temporary name in its final folder
+(``.<vid>.*.tmp``: the transcode stage's staging files, thumbnails, the metadata part), then writes
+``OUT/.state/commits/<vid>.json``: each (temporary, final) name, the files the new clipping no longer
+has, and the video's new record. Writing that file is the commit:
+
+- before it exists no final name has changed: a failure or a kill leaves the video's earlier clips,
+  part and record whole (a failed redo keeps them), and the temporary files are deleted (by the
+  write stage, the driver's sweep, or the next run's sweep of ``.*.tmp``);
+- once it exists the commit is carried out (:func:`finish`: renames, removals, the record, then the
+  commit file deleted) by the write stage, else by the driver when the task comes back, else by the
+  next run before anything else. Each step can be done again, so a kill during it is finished later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from vfm_plugins.files import remove_leftover
+
+from vfm_curator.io.paths import atomic_rename, atomic_write, output_path, safe_join
+from vfm_curator.io.state import STATE, VIDEO_ID, write_record
+
+FOLDER = "commits"
+#: The folders a commit may rename into or delete from (a commit file is data on disk: one naming
+#: anything else was not written by vfm curate and is refused).
+_FOLDERS = {"clips", "thumbs", f"{STATE}/parts"}
+
+
+def commit_path(out: str | Path, vid: str) -> Path:
+    if not VIDEO_ID.fullmatch(vid):
+        raise ValueError(f"video id {vid!r} cannot name a commit; accepted: letters, digits, '_' and '-'")
+    return output_path(out, STATE, FOLDER, f"{vid}.json")
+
+
+def aside(final: Path, vid: str) -> Path:
+    """A new empty temporary file beside ``final`` for video ``vid`` (swept as any ``.*.tmp``)."""
+    from vfm_plugins.files import temporary_file
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return temporary_file(final.parent, prefix=f".{vid}.{final.name}.", suffix=".tmp")
+
+
+def write_aside(final: Path, vid: str, data: bytes) -> Path:
+    """``data`` in a new temporary file beside ``final`` (fsynced: a commit may name it after a crash)."""
+    tmp = aside(final, vid)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def commit(out: str | Path, vid: str, moves: Iterable[tuple[Path, Path]], drop: Iterable[Path], record: dict[str, Any]) -> None:
+    """Write video ``vid``'s commit: from then on its new files are its files (:func:`finish` puts them
+    in place). Atomic: a failure here leaves no commit, and the earlier files stay the video's."""
+    out = Path(out).resolve()
+    entry = {
+        "moves": [[_relative(out, tmp), _relative(out, final)] for tmp, final in moves],
+        "drop": sorted(_relative(out, path) for path in drop),
+        "record": record,
+    }
+    atomic_write(commit_path(out, vid), json.dumps(entry, sort_keys=True).encode("utf-8"))
+
+
+def finish(out: str | Path, vid: str) -> dict[str, Any] | None:
+    """Carry out video ``vid``'s commit if one is written and not yet done; returns the record it
+    wrote (None: no commit there). Each step can be done again: a temporary file already renamed is gone."""
+    path = commit_path(out, vid)
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: the commit of video {vid} cannot be read ({exc}); it names the files of that "
+                         "video's last clipping: delete it to keep the video's earlier files, and run again") from None
+    moves, drop, record = _checked(out, vid, path, entry)
+    for tmp, final in moves:
+        if os.path.lexists(tmp):
+            atomic_rename(tmp, final)
+    for gone in drop:
+        remove_leftover(gone)
+    write_record(out, vid, record)
+    remove_leftover(path)
+    return record
+
+
+def finish_all(out: str | Path) -> None:
+    """Carry out every commit a killed run left (called holding the folder's lock, before anything reads)."""
+    try:
+        folder = safe_join(out, STATE, FOLDER)
+    except ValueError:  # a link out of the folder: not ours (check_out_folder names it)
+        return
+    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
+        vid = name.removesuffix(".json")
+        if name.endswith(".json") and VIDEO_ID.fullmatch(vid):
+            finish(out, vid)
+
+
+def pending(out: str | Path) -> set[Path]:
+    """The temporary files that written commits name: not leftovers, whatever sweep meets them."""
+    try:
+        folder = safe_join(out, STATE, FOLDER)
+    except ValueError:
+        return set()
+    names: set[Path] = set()
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            names.update(Path(out).resolve() / tmp for tmp, _ in entry.get("moves", []))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    return names
+
+
+def _relative(out: Path, path: Path) -> str:
+    return Path(path).relative_to(out).as_posix()
+
+
+def _checked(out: str | Path, vid: str, where: Path, entry: Any) -> tuple[list[tuple[Path, Path]], list[Path], dict]:
+    """The commit's names as paths in the folder; a commit naming anything vfm curate never writes
+    there (another folder, a name out of it, a temporary file of another video) is refused whole."""
+    def refuse(what: str) -> ValueError:
+        return ValueError(f"{where}: {what}; accepted: a commit vfm curate wrote (temporary files .{vid}.*.tmp renamed "
+                          f"to files of {', '.join(sorted(_FOLDERS))}); delete it to keep the video's earlier files")
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("record"), dict) or entry["record"].get("video_id") != vid:
+        raise refuse("it is not a commit of this video")
+    moves, drop = [], []
+    for pair in entry.get("moves") or []:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+            raise refuse(f"a move {pair!r} is not two names")
+        tmp, final = (_in_folder(out, p, refuse) for p in pair)
+        if tmp.parent != final.parent or not (tmp.name.startswith(f".{vid}.") and tmp.name.endswith(".tmp")):
+            raise refuse(f"{pair[0]!r} is not a temporary file of this video beside {pair[1]!r}")
+        moves.append((tmp, final))
+    for name in entry.get("drop") or []:
+        if not isinstance(name, str):
+            raise refuse(f"a file to delete {name!r} is not a name")
+        drop.append(_in_folder(out, name, refuse))
+    return moves, drop, entry["record"]
+
+
+def _in_folder(out: str | Path, name: str, refuse) -> Path:
+    relative = Path(name)
+    if relative.is_absolute() or ".." in relative.parts or relative.parent.as_posix() not in _FOLDERS:
+        raise refuse(f"{name!r} is not a file of {', '.join(sorted(_FOLDERS))}")
+    return output_path(out, *relative.parts)
