@@ -232,7 +232,7 @@ def test_the_reference_statistics_are_cached_reused_and_invalidated_when_a_file_
     assert second.summary["fvd"] != pytest.approx(first.summary["fvd"], rel=1e-3)
     # a reference file changes: a miss, the statistics recomputed, the stale cache file removed
     write_videos(reference, [99], frames=24, names=["b.mp4"])
-    os.utime(reference / "b.mp4", ns=(1, 1))  # an old timestamp: the key holds the size and mtime, not "newer than"
+    os.utime(reference / "b.mp4", ns=(1, 1))  # an old timestamp: the key holds the content, not "newer than"
     third = _run(options, items)
     assert "computed and cached" in third.notes[0]
     assert [p.name for p in (tmp_path / "cache").glob("fvd-*.npz")] != [cached.name]
@@ -242,6 +242,46 @@ def test_the_reference_statistics_are_cached_reused_and_invalidated_when_a_file_
     tiny_i3d_weights(tmp_path / "other.safetensors", width=16, seed=1)
     fourth = _run({**options, "weights": str(tmp_path / "other.safetensors")}, items)
     assert "computed and cached" in fourth.notes[0]
+
+
+def _padded_to(path: Path, size: int) -> None:
+    """``path`` grown to ``size`` bytes by an MP4 'free' box at its end (readers skip it): another video of the same size."""
+    extra = size - path.stat().st_size
+    assert extra >= 8, f"{path} is not smaller than {size} bytes by a box's 8 at least"
+    with open(path, "ab") as f:
+        f.write(extra.to_bytes(4, "big") + b"free" + bytes(extra - 8))
+
+
+def test_a_reference_video_replaced_by_another_of_the_same_size_and_mtime_is_a_miss(setup):
+    import shutil
+
+    tmp_path, reference, generated, options = setup
+    items = _items(generated)
+    first = _run(options, items)
+    # cp -p of another video of the same size and timestamp as the one it replaces: only the bytes differ
+    replaced, other = reference / "b.mp4", tmp_path / "other" / "b.mp4"
+    write_videos(other.parent, [99], frames=24, names=["b.mp4"])
+    before = replaced.stat()
+    _padded_to(other, before.st_size)
+    shutil.copy2(other, replaced)
+    os.utime(replaced, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (replaced.stat().st_size, replaced.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    second = _run(options, items)
+    assert "computed and cached" in second.notes[0]
+    assert second.summary["fvd"] != pytest.approx(first.summary["fvd"], rel=1e-3)
+
+
+def test_statistics_of_other_weights_stay_cached_beside_the_first(setup):
+    tmp_path, reference, generated, options = setup
+    items = _items(generated)
+    tiny_i3d_weights(tmp_path / "other.safetensors", width=16, seed=1)
+    other = {**options, "weights": str(tmp_path / "other.safetensors")}
+    assert "computed and cached" in _run(options, items).notes[0]
+    assert "computed and cached" in _run(other, items).notes[0]
+    # each in turn again: both read from the cache (writing the second removed the first before)
+    assert "read from the cache" in _run(options, items).notes[0]
+    assert "read from the cache" in _run(other, items).notes[0]
+    assert len(list((tmp_path / "cache").glob("fvd-*.npz"))) == 2
 
 
 def test_a_truncated_or_misshapen_cache_file_is_a_miss_not_an_error(tmp_path):

@@ -147,8 +147,9 @@ class FrechetVideoDistance(Metric):
         from vfm_infer.metrics.i3d import file_digest
 
         settings = {"frames": self.frames, "size": self.size, "features": "logits"}
-        key = ref.cache_key(self.videos, self.reference, file_digest(self.weights), settings)
-        path = ref.cache_path(self.cache_dir, self.reference, key)
+        content = ref.content_digest(self.videos, self.reference)
+        key = ref.cache_key(content, file_digest(self.weights), settings)
+        path = ref.cache_path(self.cache_dir, self.reference, content, key)
         stats = ref.read_cached(path, key)
         if stats is not None:
             return stats, f"reference statistics of {stats.count} videos read from the cache {path}"
@@ -157,6 +158,7 @@ class FrechetVideoDistance(Metric):
                              "on each side (and more than the 400 feature dimensions for a full-rank covariance)")
         stats = GaussianStats.of(self.features(ref.first_frames(p, self.frames) for p in self.videos))
         ref.write_cached(path, key, stats)
+        ref.remove_other_contents(self.cache_dir, self.reference, content)
         return stats, f"reference statistics of {stats.count} videos computed and cached at {path}"
 
     def evaluate(self, items: Sequence[EvalItem]) -> MetricResult:
