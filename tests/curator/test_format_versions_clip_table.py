@@ -65,3 +65,19 @@ def test_merging_a_part_of_a_newer_format_is_refused_naming_the_part(tmp_path):
     assert not (tmp_path / "clips.parquet").exists()
     pq.write_table(_with_format(table([_row(1)]), None), new)  # a part written before the field
     assert merge([old, new], tmp_path / "clips.parquet") == 2
+
+
+def test_a_clip_table_of_a_newer_format_is_refused_from_its_footer_without_reading_its_rows(tmp_path):
+    """The rows' pages are damaged: only the footer (its key-value metadata) can be read, and the refusal
+    names the format rather than failing on the rows."""
+    path = tmp_path / "clips.parquet"
+    pq.write_table(_with_format(table([_row(i) for i in range(200)]), str(TABLE_FORMAT + 1).encode()), path,
+                   compression="snappy")
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little") + 8  # the footer's length and the closing "PAR1"
+    data[4:-footer] = bytes(len(data) - 4 - footer)  # every page zeroed: the rows cannot be read
+    path.write_bytes(bytes(data))
+    with pytest.raises(OSError):  # pyarrow's error for pages it cannot decode
+        pq.read_table(path).to_pylist()
+    with pytest.raises(FormatVersionError, match=f"format version {TABLE_FORMAT + 1}"):
+        read_clip_table(tmp_path)

@@ -26,10 +26,16 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
     # a curation a newer vfm made: its records (which clips a moved video left, ...) may mean something else
     check_state_format(clips_dir)
     try:
-        table = pq.read_table(table_path)
+        # the footer only: a newer or foreign table is refused before its rows are read (a large one, or
+        # one whose columns this version cannot even read, failed as "cannot read" instead)
+        footer = pq.read_schema(table_path)
     except Exception as exc:  # pyarrow raises several types for a broken file
         raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
-    table_format(table.schema, str(table_path))  # before any row: a newer table's columns may mean something else
+    table_format(footer, str(table_path))  # before any row: a newer table's columns may mean something else
+    try:
+        table = pq.read_table(table_path)
+    except Exception as exc:
+        raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
     try:
         rows = table.to_pylist()
     except Exception as exc:
