@@ -9,7 +9,9 @@ import warnings
 import pytest
 
 from tests.format_versions import assert_one_line_naming
-from vfm_plugins.formats import FormatVersionError, UnknownKeysNotice, check_format_version, ignore_unknown_keys
+from vfm_plugins.formats import (
+    FormatVersionError, UnknownKeysNotice, check_format_version, check_json_format, ignore_unknown_keys,
+)
 
 
 def _check(found, **kw):
@@ -88,3 +90,24 @@ def test_the_unknown_keys_of_one_file_are_named_once_however_often_it_is_read(tm
     assert len(caught) == 1
     with pytest.warns(UnknownKeysNotice, match="'c'"):  # other keys in it (the file changed): named again
         ignore_unknown_keys({"a": 1, "c": 2}, ["a"], where=where, what="vfm export")
+
+
+def test_a_json_files_format_is_read_and_checked_by_one_rule_for_every_such_file(tmp_path):
+    """One rule for the JSON files that name their format (a curation's state marker, a shards folder's
+    shard_config.json): no file reads as none, an object without the field as ``missing`` (or is refused
+    without one), a damaged file is refused as one without a version, a newer one names its writer."""
+    path = tmp_path / "marker.json"
+    check = lambda **kw: check_json_format(path, what="vfm shards folder", current=1, package="vfm-curator", **kw)
+    assert check(missing=1) is None
+    path.write_text('{"other": 1}')
+    assert check(missing=1) == 1
+    with pytest.raises(FormatVersionError, match="has no vfm shards folder format version"):
+        check()
+    for damaged in ('{"format_version": 1', "[1]"):
+        path.write_text(damaged)
+        with pytest.raises(FormatVersionError, match="or it is damaged"):
+            check(missing=1)
+    path.write_text('{"format_version": 2, "written_by": "vfm-curator 9.0"}')
+    with pytest.raises(FormatVersionError) as info:
+        check(missing=1)
+    assert_one_line_naming(str(info.value), str(path), "format version 2", "vfm-curator 9.0", "pip install -U vfm-curator")

@@ -11,6 +11,7 @@ Keys added without a bump are ones an older reader may skip: it ignores them wit
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterable, Mapping
 from importlib import metadata
@@ -82,6 +83,28 @@ def check_format_version(found: Any, *, where: str, what: str, current: int, pac
                     f"upgrade it (pip install -U {package}) to read it")
     raise error(f"{where} is a {what} of format version {found}, written by an older vfm{by}; {this}: "
                 f"{older_fix or 're-make it with this vfm'}")
+
+
+def check_json_format(path: str | os.PathLike, *, what: str, current: int, package: str,
+                      missing: int | None = None) -> int | None:
+    """The format version of the JSON object file at ``path`` (its ``format_version``; its ``written_by``
+    goes into a refusal), checked by :func:`check_format_version`; None when there is no file there.
+    ``missing``: what an object without the field reads as (None: the field is required). A file that
+    is no JSON object (damaged, cut short) is refused as one without a version. Reads only, so a
+    command checks it before it takes any lock."""
+    import json
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        return check_format_version(None, where=str(path), what=what, current=current, package=package)
+    return check_format_version(data.get("format_version"), where=str(path), what=what, current=current,
+                                package=package, missing=missing, writer=data.get("written_by", ""))
 
 
 def ignore_unknown_keys(data: Mapping[str, Any], known: Iterable[str], *, where: str, what: str,

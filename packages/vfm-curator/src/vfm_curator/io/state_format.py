@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.io.state import STATE
@@ -24,24 +23,14 @@ def check_state_format(out: str | Path) -> int:
     """The state format of the curation folder ``out`` (1 when it has no marker, or no ``.state`` yet);
     a newer one is refused (:class:`~vfm_plugins.formats.FormatVersionError`, one line naming the file,
     its version and the upgrade). Reads only: the check runs before a run takes the folder's lock."""
-    from vfm_plugins.formats import check_format_version
+    from vfm_plugins.formats import check_json_format
 
     try:
         path = safe_join(out, STATE, MARKER)
     except ValueError:  # .state or the marker is a link out of the folder: check_out_folder names it
         return STATE_FORMAT
-    found: Any = None
-    writer: Any = ""
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None  # damaged: "has no format version ... or it is damaged"
-        if isinstance(data, dict):
-            found, writer = data.get("format_version"), data.get("written_by", "")
-        return check_format_version(found, where=str(path), what="vfm curation state", current=STATE_FORMAT,
-                                    package="vfm-curator", writer=writer)
-    return STATE_FORMAT
+    # the marker was written with the field from the first: one without it is damaged, not older
+    return check_json_format(path, what="vfm curation state", current=STATE_FORMAT, package="vfm-curator") or STATE_FORMAT
 
 
 def mark_state_format(out: str | Path) -> None:

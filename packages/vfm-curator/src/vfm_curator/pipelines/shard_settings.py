@@ -23,18 +23,10 @@ def check_shard_config_format(out: Path) -> int:
     """The format of ``out``'s ``shard_config.json`` (1 without the field, or without the file); a newer
     one (or one that is no JSON object) is refused in one line naming the file and what to do. Reads
     only: checked before the run takes the folder's lock or writes anything."""
-    from vfm_plugins.formats import check_format_version
+    from vfm_plugins.formats import check_json_format
 
-    path = safe_join(out, "shard_config.json")
-    if not path.is_file():
-        return SHARD_CONFIG_FORMAT
-    try:
-        theirs = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        theirs = None
-    found = theirs.get("format_version") if isinstance(theirs, dict) else None
-    return check_format_version(found, where=str(path), what="vfm shards folder", current=SHARD_CONFIG_FORMAT,
-                                package="vfm-curator", missing=1 if isinstance(theirs, dict) else None)
+    return check_json_format(safe_join(out, "shard_config.json"), what="vfm shards folder", current=SHARD_CONFIG_FORMAT,
+                             package="vfm-curator", missing=1) or SHARD_CONFIG_FORMAT
 
 
 def _write_config(out: Path, mine: dict) -> None:
