@@ -6,6 +6,7 @@ real runs: the file is truncated between the runs, or the redo's options let no 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import vfm_curator
@@ -101,3 +102,17 @@ def test_a_failed_redo_is_no_longer_listed_once_the_file_is_back_as_its_clips_we
     assert (again.redone, again.failures, again.clips, again.changed_inputs) == (0, 0, first.clips, {})
     assert _failure_lines(out) == []
     assert "redo_failure" not in _records_by_source(out)[str(a.resolve())]
+
+
+def test_the_videos_card_counts_a_moved_video_whose_redo_failed_once_as_an_ok_video(tmp_path):
+    """Its old path's ok record and its new path's failed record are one source video (the failed
+    record replaces the ok one): 2 videos in the folder, not 3, in the report's card and the summary."""
+    moved, out, _ = moved_and_recaptioned(tmp_path)
+    never = {**SERIAL, "options": {"split": {"min_clip_s": 10.0, "max_clip_s": 20.0}}}
+    for _ in range(2):  # failed twice: still one video
+        redo = vfm_curator.curate(moved, out, never, redo_changed=True, retry_failed="all")
+    assert len(list((out / ".state" / "videos").glob("*.json"))) == 3  # a, b, and a's failed redo at its new path
+    card = re.search(r"<li><span>videos</span><b>(\d+)</b><span class=\"muted\">([^<]*)</span>", (out / "report.html").read_text())
+    assert card.group(1) == "2" and card.group(2).startswith("2 ok, 0 failed; 1 ok kept its clips after a failed redo")
+    assert "each source video once" in card.group(2)
+    assert redo.videos_total == 2 and json.loads((out / "summary.json").read_text())["videos_total"] == 2

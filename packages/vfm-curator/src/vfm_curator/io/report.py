@@ -222,8 +222,12 @@ def figures(data: ReportData, summary: Any) -> str:
     uncaptioned = sum(not (c.caption or "").strip() for c in kept)
     wall_s = float(getattr(summary, "wall_s", 0.0) or 0.0)
     processed_s = float(getattr(summary, "video_s_processed", 0.0) or 0.0)
+    from vfm_curator.pipelines.summary import video_counts
+
+    ok, failed, redone = video_counts(data.ok, data.failed)
+    kept_after = f"; {redone} ok kept {'its' if redone == 1 else 'their'} clips after a failed redo" if redone else ""
     items = [
-        ("videos", f"{len(data.ok) + len(data.failed)}", f"{len(data.ok)} ok, {len(data.failed)} failed"),
+        ("videos", f"{ok + failed}", f"{ok} ok, {failed} failed{kept_after} (each source video once)"),
         ("input video", charts.duration(input_s), f"{input_s / 3600:.2f} h of videos that gave clips"),
         ("clips kept", f"{len(kept)}", f"{filtered} filtered out" + (f", {removed} removed at review" if removed else "")),
         ("captioned", f"{len(kept) - uncaptioned} of {len(kept)}", _caption_note(kept, uncaptioned)),

@@ -45,7 +45,7 @@ class Summary(FailureReport):
 
     out: str
     videos: int = 0  # inputs named this time
-    videos_total: int = 0  # videos with a record in the output folder (finished or failed, all runs)
+    videos_total: int = 0  # source videos with a record in the output folder (finished or failed, all runs), each once
     processed: int = 0  # videos run this time
     skipped: int = 0  # finished (or failed for good) in an earlier run
     retried: int = 0  # failed before and run again this time (--retry-failed, machine cause, changed config/input)
@@ -217,6 +217,18 @@ def listed_failures(ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> l
             listed.append(_kept_by({**record, "status": "failed", "source": redo.get("source", record.get("source"))},
                                    redo, record))
     return listed
+
+
+def video_counts(ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """(ok, failed, ok whose redo failed) over the folder's source videos, each counted once. A moved
+    video's failed redo is a failed record at its new path whose ``replaces`` names its finished record
+    (:func:`listed_failures`): one video, still ok (its earlier clips are kept), not one ok and one
+    failed. A finished video whose redo failed in place has one record (its ``redo_failure``)."""
+    finished = {r.get("video_id") for r in ok}
+    replacing = [r for r in failed if (r.get("replaces") or {}).get("video_id") in finished]
+    redone = {r["replaces"]["video_id"] for r in replacing} | {
+        r.get("video_id") for r in ok if isinstance(r.get("redo_failure"), dict)}
+    return len(ok), len(failed) - len(replacing), len(redone)
 
 
 def _kept_by(record: dict[str, Any], failure: dict[str, Any], finished: dict[str, Any]) -> dict[str, Any]:
