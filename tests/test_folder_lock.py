@@ -196,3 +196,66 @@ def test_a_lock_left_on_another_host_is_taken_over_only_as_the_holder_a_process_
         lock = FolderLock(folder, gone=other).acquire()
     assert lock.holder.pid == os.getpid()
     lock.release()
+
+
+def test_processes_taking_over_a_stale_lock_without_flock_never_both_hold_it(tmp_path):
+    """Each process finds the lock a crashed run left (its pid ended) before nearly every try: the
+    takeover marker lets one of them remove it; both removed it and both held the folder."""
+    race = textwrap.dedent("""
+        import json, os, socket, sys, time, warnings
+        from vfm_plugins import FolderLock, FolderLockedError, LockHolder, folder_lock
+        folder_lock.fcntl = None  # a filesystem without flock: the lock file's content decides
+        warnings.simplefilter("ignore")
+        folder, log, dead = sys.argv[1], sys.argv[2], int(sys.argv[3])
+        stale = LockHolder(dead, socket.gethostname(), "2024-01-01T00:00:00+0000", "crashed").dumps().encode()
+        wins = 0
+        for i in range(1000):
+            try:
+                with FolderLock(folder):
+                    with open(log, "a") as fh:
+                        fh.write("in\\n")
+                    time.sleep(0.002)
+                    with open(log, "a") as fh:
+                        fh.write("out\\n")
+                wins += 1
+            except FolderLockedError:
+                pass
+            try:  # a run that crashed holding the folder: the next taker finds a stale lock
+                fd = os.open(os.path.join(folder, ".vfm-lock"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.write(fd, stale)
+                os.close(fd)
+            except FileExistsError:
+                pass
+        print(wins)
+    """)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    log = tmp_path / "log"
+    (tmp_path / "run").mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", race, str(tmp_path / "run"), str(log), str(ended.pid)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    wins = [int(o[0]) for o in outs]
+    lines = log.read_text().split()
+    assert sum(wins) > 0 and lines == ["in", "out"] * sum(wins)  # never two "in" in a row: one holder at a time
+
+
+def test_without_flock_a_holder_of_this_host_in_another_pid_namespace_is_not_taken_for_gone(tmp_path, monkeypatch):
+    """Its pid means nothing here (another container with this host name): an ended pid in this
+    namespace is no ended holder. Refused as another host's holder is, unless named gone."""
+    monkeypatch.setattr(folder_lock, "fcntl", None)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    other = LockHolder(ended.pid, socket.gethostname(), "2024-01-01T00:00:00+0000", "vfm curate in a container",
+                       pid_ns="pid:[1]")
+    (folder / LOCK_NAME).write_text(other.dumps())
+    with pytest.raises(HeldOnAnotherHostError, match=r"pid namespace pid:\[1\].*delete the lock file"):
+        FolderLock(folder).acquire()
+    assert LockHolder.parse((folder / LOCK_NAME).read_text()) == other and not list(folder.glob("*.takeover"))
+    with pytest.warns(StaleLockWarning):
+        lock = FolderLock(folder, gone=other).acquire()
+    assert lock.holder.pid_ns == os.readlink("/proc/self/ns/pid")  # what this holder records of itself
+    lock.release()

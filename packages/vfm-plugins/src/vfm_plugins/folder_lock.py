@@ -19,7 +19,15 @@ How it decides (POSIX):
   delete once that run is known to be gone, unless the taker names that very holder as ``gone``
   (a process on that host found its pid ended: ``vfm train`` on several nodes asks its ranks there).
 - Where the filesystem has no flock at all, the content alone decides: a holder on this host whose
-  pid is gone is stale; a live pid refuses, and another host's holder as above.
+  pid is gone is stale; a live pid refuses, and another host's holder as above. The file is made
+  with ``O_CREAT | O_EXCL`` (one maker wins); a stale one is removed only by the taker that made
+  ``FOLDER/.vfm-lock.takeover`` (``O_EXCL`` again), which reads the holder again under it: two takers
+  of one stale lock never both hold the folder (``O_EXCL`` is atomic on local filesystems, NFSv3 and
+  later, Lustre, GPFS, CephFS). A taker killed inside those few steps leaves the marker: the next
+  taker is refused naming it, to delete once no run is starting there.
+- A holder names its pid namespace (``/proc/self/ns/pid``): a pid is only looked up in the
+  namespace that gave it. Without flock, a holder of this host in another namespace (another
+  container with the same host name) cannot be told alive or gone: refused as another host's is.
 
 A clean release deletes the file. The lock is re-entrant within one process (a command that holds
 it may call a library function that takes it again), and a forked child never releases its parent's
@@ -50,6 +58,10 @@ except ImportError:  # not POSIX: the content decides alone
     fcntl = None  # type: ignore[assignment]
 
 LOCK_NAME = ".vfm-lock"
+#: Beside the lock file, made by the one taker removing a stale lock where there is no flock.
+TAKEOVER = ".takeover"
+#: How long a taker without flock waits for another's takeover of a stale lock (a few file operations).
+TAKEOVER_WAIT_S = 5.0
 # errors that mean "this filesystem has no flock", as opposed to "someone holds it"
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
@@ -108,10 +120,19 @@ class LockHolder:
     host: str
     started: str
     command: str
+    #: its pid namespace (``pid:[4026531836]``; "" where there is none, or written before the field)
+    pid_ns: str = ""
 
     def describe(self) -> str:
         # read from the lock file (anyone who can write the folder wrote it): printed escaped
-        return f"pid {self.pid} on host {printable(self.host)}, started {printable(self.started)}, command {self.command!r}"
+        where = f" (pid namespace {printable(self.pid_ns)})" if self.pid_ns and self.pid_ns != _pid_namespace() else ""
+        return (f"pid {self.pid} on host {printable(self.host)}{where}, started {printable(self.started)}, "
+                f"command {self.command!r}")
+
+    def here(self) -> bool:
+        """Whether its pid can be looked up from this process: the same host and pid namespace (a
+        holder written before namespaces were recorded is taken as in this one, as it was)."""
+        return self.host == socket.gethostname() and (not self.pid_ns or self.pid_ns == _pid_namespace())
 
     @classmethod
     def me(cls, command: str | None) -> "LockHolder":
@@ -119,18 +140,20 @@ class LockHolder:
             command = shlex.join(_command_line())
         if len(command) > 300:
             command = command[:297] + "..."
-        return cls(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), command)
+        return cls(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), command, _pid_namespace())
 
     @classmethod
     def parse(cls, text: str) -> "LockHolder | None":
         try:
             data: Any = json.loads(text)
-            return cls(int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]))
+            return cls(int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]),
+                       str(data.get("pid_ns") or ""))
         except (ValueError, KeyError, TypeError):
             return None
 
     def dumps(self) -> str:
-        return json.dumps({"pid": self.pid, "host": self.host, "started": self.started, "command": self.command}) + "\n"
+        fields = {"pid": self.pid, "host": self.host, "started": self.started, "command": self.command}
+        return json.dumps({**fields, **({"pid_ns": self.pid_ns} if self.pid_ns else {})}) + "\n"
 
 
 # realpath of a lock file -> (lock, depth) held by this process (re-entrance)
@@ -272,20 +295,59 @@ class FolderLock:
 
     def _take_without_flock(self) -> None:
         me = LockHolder.me(self.command).dumps().encode("utf-8")
-        for _ in range(2):  # a second try after removing a stale file
+        for _ in range(3):  # again after a stale file was removed, or a takeover by another taker ended
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             except FileExistsError:
-                previous = LockHolder.parse(_read_text(self.path))
-                if previous is None or (previous.host == socket.gethostname() and pid_exists(previous.pid)):
-                    raise FolderLockedError(self.folder, self.path, previous) from None
-                _warn_stale(self.folder, previous, self._ended(previous, "its process is gone"))
-                os.unlink(self.path)
+                if os.path.islink(self.path):
+                    raise LockLinkError(self.folder, self.path) from None
+                self._remove_stale()
                 continue
             with os.fdopen(fd, "wb") as fh:
                 fh.write(me)
             return
         raise FolderLockedError(self.folder, self.path, LockHolder.parse(_read_text(self.path)))
+
+    def _remove_stale(self) -> None:
+        """Remove the lock file if its holder is gone (else :class:`FolderLockedError`), holding the
+        takeover marker: the holder read under it is the one removed, never a file another taker
+        made in between. Returns also when another taker held the marker and has finished."""
+        marker = self.path.with_name(self.path.name + TAKEOVER)
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            self._wait_for_takeover(marker)
+            return
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(LockHolder.me(self.command).dumps().encode("utf-8"))
+            if not self.path.exists():  # released meanwhile: the folder is free
+                return
+            previous = LockHolder.parse(_read_text(self.path))
+            if previous is None or (previous.here() and pid_exists(previous.pid)):
+                raise FolderLockedError(self.folder, self.path, previous)
+            if previous.host == socket.gethostname() and not previous.here() and previous != self.gone:
+                raise HeldOnAnotherHostError(self.folder, self.path, previous,
+                                             "; it may still run in that namespace (this process cannot look its pid up "
+                                             "without flock): delete the lock file once it has ended")
+            why = self._ended(previous, "its process is gone")
+            os.unlink(self.path)
+            _warn_stale(self.folder, previous, why)
+        finally:
+            os.unlink(marker)
+
+    def _wait_for_takeover(self, marker: Path) -> None:
+        """Another taker is removing a stale lock file: wait for it to finish (then its new lock
+        refuses this run, or the folder is free). A marker that outlives the wait is named."""
+        deadline = time.monotonic() + TAKEOVER_WAIT_S
+        while time.monotonic() < deadline:
+            if not os.path.lexists(marker):
+                return
+            time.sleep(0.01)
+        taker = LockHolder.parse(_read_text(marker))
+        raise FolderLockedError(self.folder, self.path, taker,
+                                f"; it is taking over a stale lock and has not finished (marker {marker}): if that "
+                                "run is gone, delete the marker and run again")
 
     @property
     def holder(self) -> "LockHolder | None":
@@ -322,7 +384,7 @@ def _flock_unless_live(fd: int) -> None:
             return
         except BlockingIOError:
             holder = _read_holder(fd, wait=False)
-            if holder is None or holder.host != socket.gethostname() or pid_exists(holder.pid):
+            if holder is None or not holder.here() or pid_exists(holder.pid):
                 raise
             deadline = deadline if deadline is not None else time.monotonic() + EXITING_HOLDER_WAIT_S
             if time.monotonic() > deadline:
@@ -340,6 +402,14 @@ def _read_holder(fd: int, *, wait: bool) -> "LockHolder | None":
             return holder
         time.sleep(0.025)
     return None
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``), "" where /proc does not say."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _read_text(path: Path) -> str:
