@@ -18,7 +18,7 @@ import yaml
 import vfm_curator
 from tests.curator.val_split_clips import (
     FRACTION, FRAMES, SHOTS, SIZE, TOP_UP, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix,
-    pick_videos, video_of,
+    pick_videos, video_ids, video_of,
 )
 from vfm_curator.pipelines.shard_split import key_fraction, split_of
 from vfm_curator.synth import make_video
@@ -118,20 +118,21 @@ def test_a_top_up_with_more_videos_keeps_every_old_clip_in_its_split_and_each_ne
 
 
 def test_a_video_recut_into_more_shots_puts_its_new_clips_into_the_split_it_had(tmp_path):
-    """A source video curated again (rewritten at its path: same video id, new clip ids) and sharded
-    again with --redo-changed: its new clips go where its old ones were, not by their own ids."""
+    """A source video rewritten at its path (same video id; other bytes, so another split key; new
+    clip ids), curated and sharded again with --redo-changed: its new clips go where its old ones were
+    (the folder knows the video by its id), not where their new split key would put them."""
     inputs, clips, ids = curated_with_both_splits(tmp_path)
     out = tmp_path / "s"
     shard(clips, out, val_fraction=FRACTION)
-    old_videos = video_of(clips)
-    had = splits_by_video(out, old_videos)
+    had = splits_by_video(out, video_ids(clips))
     assert all(len(prefixes) == 1 for prefixes in had.values()) and len(set().union(*had.values())) == 2, had
-    for mp4 in sorted(inputs.glob("*.mp4")):  # every video, now of more and other shots
+    for mp4 in sorted(inputs.glob("*.mp4")):  # every video, now of more and other shots: one split key for all
         make_video(mp4, [14] * (SHOTS + 2), width=SIZE[1], height=SIZE[0], seed=77)
     curate_again = {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.4}, "stitch": {"threshold": 1.0}}}
     vfm_curator.curate(inputs, clips, curate_again, redo_changed=True)
-    videos = video_of(clips)
-    assert not set(videos) & set(ids) and set(videos.values()) == set(old_videos.values())  # new clips, same videos
+    videos = video_ids(clips)
+    assert not set(videos) & set(ids) and set(videos.values()) == set(had)  # new clips, same videos
+    assert len(set(video_of(clips).values())) == 1  # by their keys alone, all three would go to one side
     shard(clips, out, val_fraction=FRACTION, redo_changed=True)
     assert {clip_of(k) for k in keys_by_prefix(out)} == set(videos)
     assert splits_by_video(out, videos) == had

@@ -1,19 +1,22 @@
 """Curated clips of several videos on both sides of a val fraction, and where their samples were
 sharded: the setup of the ``val_fraction`` tests, through the library (tests/curator) and through
-the CLI (tests/cli). The split is by source video (the clip table's ``video_id``)."""
+the CLI (tests/cli). The split is by source video: by its content (the fingerprint vfm curate records
+of it), so which side a video goes to does not depend on the folder it is in."""
 
 from __future__ import annotations
 
 import tarfile
+import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Callable
 
 import pyarrow.parquet as pq
 
 import vfm_curator
-from vfm_curator.pipelines.shard_split import split_key, split_of
+from vfm_curator.io.fingerprint import fingerprint
+from vfm_curator.pipelines.shard_split import source_fingerprints, split_key, split_of
 from vfm_curator.synth import make_video
-from vfm_curator.tasks import video_id
 
 SIZE, FRAMES = (32, 48), 5  # 12-frame shots: two windows of 5 frames per clip
 SHOTS = 6  # shots per video: each a clip of its own
@@ -34,29 +37,54 @@ def clip_ids(clips: Path) -> list[str]:
 
 
 def video_of(clips: Path) -> dict[str, str]:
-    """clip id -> its split key (its source video's id) in the clip table of ``clips``."""
-    return {row["id"]: split_key(row.get("video_id"), row["id"]) for row in pq.read_table(clips / "clips.parquet").to_pylist()}
+    """clip id -> its split key (its source video's content fingerprint) in the clip table of ``clips``."""
+    rows = pq.read_table(clips / "clips.parquet").to_pylist()
+    recorded = source_fingerprints(clips, (row.get("video_id") or "" for row in rows))
+    return {row["id"]: split_key(recorded.get(row.get("video_id") or ""), row.get("video_id"), row["id"]) for row in rows}
 
 
 def video_path(inputs: Path, n: int) -> Path:
     return inputs / f"v{n}.mp4"
 
 
+def video_ids(clips: Path) -> dict[str, str]:
+    """clip id -> its source video's id (a hash of its path) in the clip table of ``clips``."""
+    return {row["id"]: row["video_id"] for row in pq.read_table(clips / "clips.parquet", columns=["id", "video_id"]).to_pylist()}
+
+
 def video_split(inputs: Path, n: int, fraction: float = FRACTION) -> str:
-    """The split video ``n`` of ``inputs`` goes to: vfm curate's video id is a hash of its resolved path."""
-    return split_of(video_id(str(video_path(inputs, n).resolve())), fraction)
+    """The split video ``n`` goes to, wherever it is: the split key is its bytes' fingerprint."""
+    return split_of(content_key(n), fraction)
+
+
+@cache
+def content_key(n: int) -> str:
+    """Video ``n``'s split key (make_video writes the same bytes for the same arguments)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "v.mp4"
+        _make(path, n)
+        return split_key(fingerprint(str(path)), None, "")
+
+
+def _make(path: Path, n: int) -> None:
+    make_video(path, [12] * SHOTS, width=SIZE[1], height=SIZE[0], seed=10 + n)
 
 
 def add_video(inputs: Path, n: int) -> None:
-    make_video(video_path(inputs, n), [12] * SHOTS, width=SIZE[1], height=SIZE[0], seed=10 + n)
+    _make(video_path(inputs, n), n)
     (inputs / f"v{n}.txt").write_text(f"video {n}: six short shots")
 
 
 def pick_videos(inputs: Path, train: int, val: int, fraction: float = FRACTION) -> list[int]:
-    """Numbers of ``train`` videos that go to train and ``val`` that go to val at ``fraction``, in
-    ``inputs`` (the ids hash the tmp folder's path, so the names are chosen, not fixed)."""
-    sides = {"train": [n for n in NAMES if video_split(inputs, n, fraction) == "train"][:train],
-             "val": [n for n in NAMES if video_split(inputs, n, fraction) == "val"][:val]}
+    """Numbers of ``train`` videos that go to train and ``val`` that go to val at ``fraction``."""
+    sides: dict[str, list[int]] = {"train": [], "val": []}
+    wanted = {"train": train, "val": val}
+    for n in NAMES:  # in order, until both sides have theirs: each video is made once to fingerprint it
+        side = video_split(inputs, n, fraction)
+        if len(sides[side]) < wanted[side]:
+            sides[side].append(n)
+        if all(len(sides[k]) == wanted[k] for k in sides):
+            break
     assert [len(sides["train"]), len(sides["val"])] == [train, val], sides  # (0.7^50: never)
     return sorted(sides["train"] + sides["val"])
 

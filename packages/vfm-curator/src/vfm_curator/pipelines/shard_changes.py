@@ -83,13 +83,21 @@ def ledger_path(out: Path) -> Path:
 _LINE_BYTES = 4096
 
 
-def note_sharded(out: Path, task: ShardTask) -> None:
-    """Record what ``task``'s clip was as its samples are written. Appended with ``O_NOFOLLOW``: a
-    link at the ledger's name (``sharded.jsonl -> ../<bucket>/shard-000000.tar``) is replaced by a
-    new ledger, its target untouched (:func:`vfm_curator.io.paths.append_line`)."""
+def note_sharded(out: Path, task: ShardTask, split: str | None = None) -> None:
+    """Record what ``task``'s clip was as its samples are written, and the split part they went to
+    with its video's id and split key (what :mod:`.shard_pins` keeps its videos on one side by).
+    Appended with ``O_NOFOLLOW``: a link at the ledger's name (``sharded.jsonl -> ../<bucket>/shard-000000.tar``)
+    is replaced by a new ledger, its target untouched (:func:`vfm_curator.io.paths.append_line`)."""
     path = ledger_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    append_line(path, json.dumps({"id": task.id, "stamp": ledger_stamp(task), "source": task.source}))
+    where = {"video_id": task.video_id, "split_key": task.split_key, "split": split} if split else {}
+    append_line(path, json.dumps({"id": task.id, "stamp": ledger_stamp(task), "source": task.source, **where}))
+
+
+def ledger_entries(out: Path) -> dict[str, dict]:
+    """clip id -> its last ledger line (``stamp``; ``source``, ``video_id``, ``split_key`` and ``split``
+    in lines written since each was kept)."""
+    return _ledger(out)
 
 
 def sharded_stamps(out: Path) -> dict[str, list]:

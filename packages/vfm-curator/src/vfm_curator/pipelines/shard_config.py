@@ -10,6 +10,7 @@ from typing import Any
 
 from vfm_curator.config import CurateConfig
 from vfm_curator.execution.spec import StageSpec
+from vfm_curator.pipelines.shard_split import SPLIT_RULE
 
 SHARD_STAGES = ("shard_decode", "shard_tokenize", "shard_text")
 #: What a sample's latent and text depend on: a folder is only resumed with the same values.
@@ -21,6 +22,9 @@ BUCKETING = ("resolutions", "frames", "frame_stride", "windows", "max_upscale", 
 #: must never move between train and val), each compared as its default where an older folder's
 #: shard_config.json lacks it (those folders were made before the option, with the default).
 SPLITTING = {"val_fraction": 0.0}
+#: ... and the rule that turns a clip into a split (``shard_split.SPLIT_RULE``), recorded beside them:
+#: not an option, this vfm's; a folder split by another is refused (shard_settings._check_identity).
+SPLIT_RULE_KEY = "split_rule"
 
 
 @dataclass
@@ -35,7 +39,7 @@ class ShardConfig:
         windows = 0                               # samples per clip: 0 = every window of frames that fits
         max_upscale = 2.0                         # refuse clips a bucket would enlarge more (default: no limit)
         max_crop = 0.3                            # refuse clips whose centre crop cuts more of the frame
-        val_fraction = 0.05                       # source videos whose clips are held out in val shards (by a hash of the video id)
+        val_fraction = 0.05                       # source videos whose clips are held out in val shards (by a hash of the video's content)
         [shard.tokenizer_options]
         weights = "causal3d.safetensors"
         [run]                                      # as for vfm curate
@@ -58,7 +62,8 @@ class ShardConfig:
     max_upscale: float | None = None  # refuse a clip its bucket would enlarge more than this (None: any)
     max_crop: float | None = None  # refuse a clip whose centre crop cuts more of its frame than this (None: any)
     # the share of source videos held out for validation, in the val split part: every clip of a video goes
-    # there when the SHA-256 of its video id, as a fraction in [0, 1), is below it (0: none, every clip trains)
+    # there when the SHA-256 of its split key (the video's content fingerprint: shard_split.split_key), as a
+    # fraction in [0, 1), is below it (0: none, every clip trains)
     val_fraction: float = 0.0
     require_captions: bool = True
     max_shard_bytes: int = 1 << 30
@@ -90,8 +95,9 @@ class ShardConfig:
         return cls.from_dict(read_config_file(path))
 
     def identity(self) -> dict[str, Any]:
-        """What ``shard_config.json`` records and a re-run must match (:data:`IDENTITY`, :data:`SPLITTING`)."""
-        return {k: getattr(self, k) for k in (*IDENTITY, *SPLITTING)}
+        """What ``shard_config.json`` records and a re-run must match (:data:`IDENTITY`, :data:`SPLITTING`,
+        this vfm's split rule)."""
+        return {**{k: getattr(self, k) for k in (*IDENTITY, *SPLITTING)}, SPLIT_RULE_KEY: SPLIT_RULE}
 
     def stage_specs(self) -> list[StageSpec]:
         """The configured stages, each given the ``[shard]`` values it has an option for."""

@@ -99,18 +99,20 @@ class BucketWriters:
                                                       array_format=self.array_format, start_index=max(done, default=-1) + 1)
         return self.writers[bucket, split]
 
-    def write(self, task: ShardTask, *, done: frozenset[str] | set[str] = frozenset()) -> int:
+    def write(self, task: ShardTask, *, done: frozenset[str] | set[str] = frozenset(), split: str | None = None) -> int:
         """Write the clip's samples (one per window) and return how many. The first window, whose key
         is the clip id, goes last: once it is in a finished shard so are the others (a resumed run
         skips the clip by its id); a window already in a finished shard (``done``: the clip was cut
-        short by an interruption) is not written twice."""
+        short by an interruption) is not written twice. ``split``: the split part its samples go to
+        (a clip topped up with more windows: where its first ones are); None: its split key's."""
         import torch
 
         from vfm_data import SampleMeta
 
         latents, text = task.latents(), torch.tensor(task.text)
-        # by the source video: every clip of the video, and every window of the clip, in one split
-        split = split_of(split_key(task.video_id, task.id), self.val_fraction)
+        # by the source video's content: every clip of the video, and every window of the clip, in one split
+        drawn_from = task.split_key or split_key(None, task.video_id, task.id)
+        split = split or split_of(drawn_from, self.val_fraction)
         written = 0
         for k in reversed(range(len(latents))):
             key = task.sample_key(k)
@@ -120,7 +122,10 @@ class BucketWriters:
                 source=task.source or task.path, span=task.window_span(k), fps=task.fps, size=task.size,
                 caption=task.caption or "", modality=task.modality, tokenizer=self.tokenizer,
                 text_encoder=self.text_encoder, text_length=int(task.text.shape[0]),
+                # video_id and split_key: so that whoever reads the shards can check that no video
+                # (no key) has samples in both splits; a reader that does not know them ignores them
                 extra={"clip": task.id, **({"window": k} if len(latents) > 1 else {}), "bucket": task.bucket,
+                       **({"video_id": task.video_id} if task.video_id else {}), "split_key": drawn_from,
                        "upscale": round(float(task.upscale), 4), "crop": round(float(task.crop), 4), **self.extra,
                        **({"caption_by": dict(task.caption_by)} if task.caption and task.caption_by else {})},
             )

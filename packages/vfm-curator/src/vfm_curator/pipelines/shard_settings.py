@@ -9,8 +9,9 @@ from pathlib import Path
 
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_state
-from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SPLITTING, ShardConfig
+from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SPLIT_RULE_KEY, SPLITTING, ShardConfig
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
+from vfm_curator.pipelines.shard_split import SPLIT_HASHES
 
 
 #: The format of a shards folder's ``shard_config.json`` (its ``format_version``), which stands for the
@@ -30,7 +31,7 @@ def check_shard_config_format(out: Path) -> int:
 
 
 def _write_config(out: Path, mine: dict) -> None:
-    data = {**mine, "format_version": SHARD_CONFIG_FORMAT}
+    data = {**mine, "split_hashes": SPLIT_HASHES, "format_version": SHARD_CONFIG_FORMAT}
     atomic_write(output_path(out, "shard_config.json"), json.dumps(data, indent=2, sort_keys=True).encode("utf-8"))
 
 
@@ -39,27 +40,47 @@ def _holds_shards(out: Path) -> bool:
 
 
 def _check_identity(out: Path, config: ShardConfig) -> None:
+    """Bind ``out`` to this run's identity (``shard_config.json``), or refuse a run whose settings or
+    split rule differ from those of the shards it holds."""
     path = safe_join(out, "shard_config.json")
     mine = json.loads(json.dumps(config.identity()))
-    if path.exists():
-        theirs = json.loads(path.read_text(encoding="utf-8"))
-        theirs = {**SPLITTING, **theirs}  # a folder made before val_fraction was made with its default
-        diff = sorted(k for k in (*IDENTITY, *SPLITTING) if theirs.get(k) != mine[k])
-        # a run that wrote no shard (e.g. its text encoder could not be set up) binds nothing: the
-        # corrected command into the same folder takes it over with its own settings
-        if diff and not _holds_shards(out):
-            _write_config(out, mine)
-        elif diff:
-            moves = (" (a changed val_fraction would move clips between the train and val splits)"
-                     if "val_fraction" in diff else "")
-            raise ValueError(
-                f"{out} holds shards made with other settings ({', '.join(f'{k}: {theirs.get(k)!r} there, {mine[k]!r} now' for k in diff)}){moves}; "
-                "use the same settings to resume, or a new output folder"
-            )
-        elif "format_version" not in theirs:  # written before the field: format 1, which this version writes
-            _write_config(out, mine)
-    else:
+    if not path.exists():
         _write_config(out, mine)
+        return
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    theirs = {**SPLITTING, **recorded}  # a folder made before val_fraction was made with its default
+    splits = bool(theirs.get("val_fraction") or mine["val_fraction"])
+    if SPLIT_RULE_KEY not in theirs or not splits:
+        # A folder written before the rule was recorded is taken as split by this vfm's rule: one of
+        # fraction 0 (the default, and every such folder but a development build's) put no clip in val
+        # by any rule; in one with a fraction (a 0.1.0 development build's: split by the clip table's
+        # video_id) every video it holds keeps its side (shard_pins), only videos new to it follow the
+        # rule. Nor does the rule bind a folder that holds nothing out: no rule placed anything there.
+        theirs[SPLIT_RULE_KEY] = mine[SPLIT_RULE_KEY]
+    diff = sorted(k for k in (*IDENTITY, *SPLITTING, SPLIT_RULE_KEY) if theirs.get(k) != mine[k])
+    # a run that wrote no shard (e.g. its text encoder could not be set up) binds nothing: the
+    # corrected command into the same folder takes it over with its own settings
+    if diff and not _holds_shards(out):
+        _write_config(out, mine)
+    elif diff:
+        raise ValueError(_other_settings(out, theirs, mine, diff))
+    elif "format_version" not in recorded or recorded.get(SPLIT_RULE_KEY) != mine[SPLIT_RULE_KEY]:
+        _write_config(out, mine)  # format 1 as written before the field, now with the rule it is topped up by
+
+
+def _other_settings(out: Path, theirs: dict, mine: dict, diff: list[str]) -> str:
+    """The refusal of a run into ``out`` with other settings (``diff``) than its shards were made with."""
+    why = []
+    if "val_fraction" in diff:
+        why.append("a changed val_fraction would move clips between the train and val splits")
+    if SPLIT_RULE_KEY in diff:
+        why.append("this vfm splits by another rule: new clips of a video sharded there could go to the other "
+                   "split than its old ones")
+    todo = ("use the same settings to resume, or a new output folder" if diff != [SPLIT_RULE_KEY] else
+            "shard into a new output folder, or top this one up with the vfm that made it")
+    return (f"{out} holds shards made with other settings "
+            f"({', '.join(f'{k}: {theirs.get(k)!r} there, {mine[k]!r} now' for k in diff)})"
+            f"{''.join(f' ({w})' for w in why)}; {todo}")
 
 
 def _last_bucketing(out: Path) -> dict | None:

@@ -1,19 +1,30 @@
-"""Which split a clip's samples go to (``val_fraction``): a function of the clip's source video id
-alone (the clip id for a row without one), so every clip of a video and every window of a clip stay
-in one split (neighbouring shots share scene, people and lighting: a held-out shot beside a trained
-one measures recall, not generalisation), and nothing moves between train and val on a re-run or
-top-up, whatever the order or the worker count. Each split has its own shard name prefix in a bucket
-folder, and the bucket's energon split parts list a prefix only where it has shards (energon
-refuses a split pattern that matches no shard)."""
+"""Which split a clip's samples go to (``val_fraction``): a function of the content of the clip's source
+video alone (:func:`split_key`), so every clip of a video and every window of a clip stay in one split
+(neighbouring shots share scene, people and lighting: a held-out shot beside a trained one measures
+recall, not generalisation), and nothing moves between train and val on a re-run or top-up, whatever
+the order or the worker count, nor when the video is moved, renamed or curated again elsewhere (its
+``video_id`` is a hash of its path; the split key is one of its bytes). Each split has its own shard
+name prefix in a bucket folder, and the bucket's energon split parts list a prefix only where it has
+shards (energon refuses a split pattern that matches no shard)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
+from pathlib import Path
 
 TRAIN, VAL = "train", "val"
 #: split part -> shard name prefix in a bucket folder (``shard-000000.tar``, ``val-000000.tar``)
 PREFIXES = {TRAIN: "shard", VAL: "val"}
+#: The rule this vfm splits by, name/version, recorded in ``shard_config.json`` (``split_rule``): a folder
+#: split by another rule is not topped up (its videos' new clips could land on the other side of their old ones).
+SPLIT_RULE = "source-content/1"
+#: What :data:`SPLIT_RULE` hashes, in words: ``shard_config.json``'s ``split_hashes``, for whoever audits a folder.
+SPLIT_HASHES = ("each sample's extra.split_key: 'content:' + its source video's fingerprint (the file's size and three "
+                "64 KiB samples of its bytes, as vfm curate recorded it), else the clip table's video_id (a hash of the "
+                "source path), else the clip id; val when its SHA-256, read as a fraction in [0, 1), is below val_fraction")
+_CONTENT = "content:"
 
 
 def check_val_fraction(value: object) -> float:
@@ -24,10 +35,38 @@ def check_val_fraction(value: object) -> float:
     return float(value)
 
 
-def split_key(video_id: str | None, clip_id: str) -> str:
-    """What a clip's split is drawn from: its source video's id (the clip table's ``video_id``), or
-    its own id where the row has none (a table another tool wrote)."""
-    return video_id or clip_id
+def split_key(fingerprint: str | None, video_id: str | None, clip_id: str) -> str:
+    """What a clip's split is drawn from: its source video's content fingerprint (the same bytes at any
+    path, under any video id), else that video's id (the clip table's ``video_id``: a video vfm curate
+    could not fingerprint, or a folder without its records), else the clip's own id (a table another tool wrote)."""
+    return _CONTENT + fingerprint if fingerprint else (video_id or clip_id)
+
+
+def source_fingerprints(clips_dir: Path, video_ids: Iterable[str]) -> dict[str, str]:
+    """video id -> the content fingerprint vfm curate recorded for that video's input (its record in
+    ``clips_dir/.state/videos``), for the ids that have one: one small JSON read per video, the source
+    itself is not needed (sharding may run where the raw videos are not)."""
+    from vfm_curator.io.fingerprint import FORMAT
+    from vfm_curator.io.state import VIDEO_ID, load_record
+
+    found = {}
+    for vid in set(video_ids):
+        if not vid or not VIDEO_ID.fullmatch(vid):  # an id no record is named by: never joined into a path
+            continue
+        record = load_record(clips_dir, vid)
+        kept = record.get("input") if isinstance(record, dict) else None
+        fp = kept.get("fingerprint") if isinstance(kept, dict) else None
+        if isinstance(fp, str) and FORMAT.fullmatch(fp):
+            found[vid] = fp
+    return found
+
+
+def set_split_keys(clips_dir: Path, tasks: list) -> None:
+    """Give each :class:`~vfm_curator.stages.shard_task.ShardTask` its ``split_key`` (:func:`split_key`),
+    its video's fingerprint read from ``clips_dir``'s records (:func:`source_fingerprints`)."""
+    fingerprints = source_fingerprints(clips_dir, (t.video_id for t in tasks))
+    for task in tasks:
+        task.split_key = split_key(fingerprints.get(task.video_id), task.video_id, task.id)
 
 
 def key_fraction(key: str) -> float:

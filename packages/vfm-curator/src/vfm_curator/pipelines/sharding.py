@@ -34,11 +34,12 @@ from vfm_curator.pipelines import shard_state
 from vfm_curator.pipelines.clip_table import curation_failures, read_clip_table
 from vfm_curator.pipelines.shard_changes import changed_and_removed, drop_clips, note_sharded
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
-from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, remove_leftovers
+from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, finished_split_keys, remove_leftovers
 from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised, check_shard_config_format
-from vfm_curator.pipelines.shard_split import check_val_fraction, split_key
+from vfm_curator.pipelines.shard_pins import SplitPins
+from vfm_curator.pipelines.shard_split import check_val_fraction, set_split_keys
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _changed_notice, _count_resize, _cut_short_notice,
     _resize_notices,
@@ -89,10 +90,14 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
                   progress: Progress | None, retry: str | None, redo_changed: bool = False) -> ShardSummary:
     tokenizer = _check_buckets(config)
     tasks = read_clip_table(clips_dir)
+    set_split_keys(clips_dir, tasks)
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, config)
     remove_leftovers(out)  # we hold the lock and have written nothing: every temporary shard is a dead run's
-    finished = finished_keys(out)  # bucket -> sample keys in its finished shards
+    by_split = finished_split_keys(out)  # bucket -> split part -> sample keys in its finished shards
+    finished = {bucket: set().union(*parts.values()) for bucket, parts in by_split.items()}
+    # read before redo_changed takes changed clips out: re-sharded, they go back to their videos' side
+    pins = SplitPins(out, tasks, by_split, config.val_fraction)
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks), clips_dir=str(clips_dir), val_fraction=config.val_fraction,
@@ -139,12 +144,12 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     t0 = time.perf_counter()
     if todo or again:
         _execute(todo + again, specs, config, out, summary, hashes, progress, finished,
-                 held_clips(out, finished, {t.id for t in again}) if again else {})
+                 held_clips(out, finished, {t.id for t in again}) if again else {}, pins)
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = (_resize_notices(summary, config) + _cut_short_notice(summary)
                        + _bucketing_notice(out, config, summary.skipped) + _changed_notice(summary))
-    _finalize(out, summary, {t.id: split_key(t.video_id, t.id) for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
+    _finalize(out, summary, {t.id: t.split_key for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
 
 
@@ -162,9 +167,10 @@ HELD_FOR_ORDER = 64
 
 def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig, out: Path, summary: ShardSummary,
              hashes: dict[str, str], progress: Progress | None, finished: dict[str, set[str]],
-             held: dict[str, tuple[str, dict[str, tuple[float, float]]]]) -> None:
+             held: dict[str, tuple[str, dict[str, tuple[float, float]]]], pins: SplitPins) -> None:
     """``held``: clip id -> (bucket, recorded spans of its windows there), for the clips already in
-    finished shards that are run again only to add their missing windows (see _top_up)."""
+    finished shards that are run again only to add their missing windows (see _top_up); ``pins``:
+    which split part each clip goes to."""
     from vfm_curator.execution.runner import open_runner
     from vfm_data.writer import member_mtime
 
@@ -187,9 +193,9 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
                 summary.stage_seconds[stage] = summary.stage_seconds.get(stage, 0.0) + seconds
             t_write = time.perf_counter()
             if task.id in held:
-                _top_up(task, *held[task.id], writers, finished, summary)
+                _top_up(task, *held[task.id], pins.of(task), writers, finished, summary)
             else:
-                _write(task, writers, finished, out, summary, hashes)
+                _write(task, writers, finished, out, summary, hashes, pins.of(task))
             summary.stage_seconds["write"] = summary.stage_seconds.get("write", 0.0) + time.perf_counter() - t_write
             advance("write", 1)
 
@@ -215,8 +221,8 @@ def _execute(todo: list[ShardTask], specs: list[StageSpec], config: ShardConfig,
 
 
 def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]], out: Path, summary: ShardSummary,
-           hashes: dict[str, str]) -> None:
-    """Write a finished task's samples, or record its failure."""
+           hashes: dict[str, str], split: str) -> None:
+    """Write a finished task's samples into split part ``split``, or record its failure."""
     if task.failure is None and (task.latent is None or task.text is None):
         task.fail("write", f"no {'latent' if task.latent is None else 'text embedding'} after the last stage")
     stale = []
@@ -231,15 +237,15 @@ def _write(task: ShardTask, writers: BucketWriters, finished: dict[str, set[str]
         return
     # a window counts as written only in the bucket the clip goes to now: one left in another
     # bucket by a run killed under other frames / resolutions holds other frames
-    summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()))
-    note_sharded(out, task)
+    summary.samples_written += writers.write(task, done=finished.get(task.bucket, set()), split=split)
+    note_sharded(out, task, split)
     shard_state.clear_failure(out, task.id)
     summary.written += 1
     summary.cut_short += task.cut_short
     _count_resize(summary, task)
 
 
-def _top_up(task: ShardTask, bucket: str, spans: dict[str, tuple[float, float]], writers: BucketWriters,
+def _top_up(task: ShardTask, bucket: str, spans: dict[str, tuple[float, float]], split: str, writers: BucketWriters,
             finished: dict[str, set[str]], summary: ShardSummary) -> None:
     """Write the windows a clip sharded before lacks, into the bucket that holds it. A clip that now
     fails, fits another bucket, or whose windows there (``spans``: as recorded) were made with a
@@ -247,7 +253,7 @@ def _top_up(task: ShardTask, bucket: str, spans: dict[str, tuple[float, float]],
     bucket-options warning reports): windows added under this run's stride would leave frames out."""
     if (task.failure is None and task.latent is not None and task.text is not None and task.bucket == bucket
             and not stale_windows(task, spans)):
-        added = writers.write(task, done=finished.get(bucket, set()))
+        added = writers.write(task, done=finished.get(bucket, set()), split=split)
         summary.samples_written += added
         summary.topped_up += bool(added)
         summary.cut_short += bool(added) and task.cut_short

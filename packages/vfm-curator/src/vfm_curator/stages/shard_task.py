@@ -18,7 +18,8 @@ class ShardTask:
     id: str  # the clip id: the sample key in the shards
     path: str  # absolute path of the clip mp4 or the image file
     source: str = ""  # the raw video it was cut from
-    video_id: str = ""  # that video's id in the clip table ("": a table without one); its clips share a split
+    video_id: str = ""  # that video's id in the clip table ("": a table without one)
+    split_key: str = ""  # what its split is drawn from (shard_split.split_key: the video's content): its clips share a split
     caption: str | None = None
     caption_by: dict[str, str] = field(default_factory=dict)  # from clips.parquet: captioner, model, prompt
     fps: float = 0.0
