@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import torch
@@ -153,3 +154,64 @@ def test_a_preview_whose_prompts_cannot_be_read_warns_the_same_reason_every_time
     said = re.findall(r"^warning: step \d+: the preview failed \((.*)\); training goes on$", result.output, re.M)
     assert len(said) == 2, result.output  # steps 2 and 4
     assert said[0].startswith("ShardError") and said[1] == said[0], said  # not a KeyError of the prompts
+
+
+def test_a_preview_folder_holds_only_this_previews_files_not_an_interrupted_attempts(tmp_path):
+    out = tmp_path / "run"
+    folder = out / "previews" / "step_00000002"
+    folder.mkdir(parents=True)
+    # what an attempt at step 2 killed before a resume leaves: a third video (it had preview.count = 3), a
+    # partial file, and a folder written aside that was never renamed
+    for name in ("0002.mp4", ".0001.partial.k2x9q7ab.mp4"):
+        (folder / name).write_bytes(b"from the interrupted attempt")
+    aside = out / "previews" / ".step_00000002.writing-0123abcd" / "step_00000002"
+    aside.mkdir(parents=True)
+    (aside / "0000.mp4").write_bytes(b"from the interrupted attempt")
+    result = _train(TINY, out, *WATCHED)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["0000.mp4", "0001.mp4", "contact_sheet.png", "prompts.json"]
+    assert sorted(p.name for p in (out / "previews").iterdir()) == ["step_00000002", "step_00000004"]
+
+
+def test_no_preview_pipeline_model_text_encoder_or_tokenizer_stays_alive_after_a_preview(tmp_path):
+    import gc
+
+    from vfm_cli.recipe import parts_builder, validate
+    from vfm_infer.pipeline import VideoPipeline
+    from vfm_parallel.trainer import apply_overrides, from_dict, train
+
+    shards = _text_shards(tmp_path / "shards", val=True)
+    data = tomllib.loads(_text_config(tmp_path, shards).read_text())
+    cfg = from_dict(apply_overrides(data, [*SMALL, *WATCHED, "data.num_samples=1", f"train.out_dir={tmp_path / 'run'}"]))
+    resolved = validate(cfg)
+    build = parts_builder(resolved)
+    kinds = (VideoPipeline, type(vfm_models.get_family("dit-cross").build(resolved.mcfg)),
+             vfm_models.get_text_encoder("hash"), vfm_models.get_tokenizer("pixel"))
+
+    def alive() -> list[int]:
+        gc.unfreeze()  # something in the run freezes the collector: get_objects would leave those objects out
+        gc.collect()
+        objects = gc.get_objects()
+        # by type: isinstance asks some objects (torch.distributed.reduce_op) for a deprecated __class__
+        return [sum(issubclass(type(o), kind) for o in objects) for kind in kinds]
+
+    counts: list[tuple[list[int], list[int]]] = []
+
+    def observed(ctx):
+        parts = build(ctx)
+        preview = parts.preview
+
+        def watched_preview(folder, weights, step):
+            before = alive()
+            files = preview(folder, weights, step)
+            counts.append((before, alive()))
+            return files
+
+        parts.preview = watched_preview
+        return parts
+
+    train(cfg, observed)
+    assert len(counts) == 2  # steps 2 and 4
+    for before, after in counts:
+        assert after == before, counts  # pipelines, models, text encoders, tokenizers: as many as before the preview
+    assert counts[0][0][0] == 0 and counts[0][0][1] == 1  # no pipeline; the training model

@@ -91,8 +91,10 @@ def preview_prompts(cfg: TrainConfig, r: Resolved) -> list[str]:
 
 def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.device):
     """``TrainParts.preview``: ``preview(folder, weights, step)`` writes ``0000.mp4`` ... (one per prompt),
-    ``contact_sheet.png`` and ``prompts.json`` (what each video shows) of the weights into folder; None when previews are off. The pipeline (its
-    tokenizer and text encoder) is built on the first call and given new weights on the next ones."""
+    ``contact_sheet.png`` and ``prompts.json`` (what each video shows) of the weights into folder; None when
+    previews are off. Each call builds the pipeline (the model, its tokenizer and text encoder) and lets it
+    go when the videos are written: rank 0 trains on with the memory it had, not a second model and a text
+    encoder beside the training state. The prompts are read once."""
     if not cfg.preview.interval:
         return None
     import vfm_models
@@ -101,7 +103,7 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
 
     family = vfm_models.get_family(cfg.model.family)
     meta = recorded_meta(cfg, r, formulation)
-    built: dict[str, Any] = {}
+    read: dict[str, list[str]] = {}
 
     def preview(folder: Path, weights: dict[str, torch.Tensor], step: int) -> list[Path]:
         from vfm_infer.pipeline import GenerationSpec, VideoPipeline
@@ -109,18 +111,17 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
         from vfm_infer.video.mp4 import write_mp4
         from vfm_plugins.files import replace_file
 
-        if "pipe" not in built:
+        if "prompts" not in read:
             # the prompts first: a failure reading them is the warning of every preview until it is mended,
-            # not a KeyError after a pipeline that was cached without them
-            built["prompts"] = preview_prompts(cfg, r)
-            model = family.build(r.mcfg)
-            model.load_state_dict(weights, strict=True)
-            # paths in the settings resolve as in the run's export (RUN/export), as vfm generate --checkpoint does
-            built["pipe"] = VideoPipeline.from_unsaved_export(model, meta, folder=Path(cfg.train.out_dir) / "export",
-                                                              device=device)
-        else:
-            built["pipe"].model.load_state_dict(weights, strict=True)
-        pipe, prompts, p = built["pipe"], built["prompts"], cfg.preview
+            # before a pipeline is built for nothing
+            read["prompts"] = preview_prompts(cfg, r)
+        prompts, p = read["prompts"], cfg.preview
+        model = family.build(r.mcfg)
+        model.load_state_dict(weights, strict=True)
+        # paths in the settings resolve as in the run's export (RUN/export), as vfm generate --checkpoint does;
+        # the pipeline is this call's local: it goes when the call returns (or raises)
+        pipe = VideoPipeline.from_unsaved_export(model, meta, folder=Path(cfg.train.out_dir) / "export", device=device)
+        del model  # the pipeline holds it (moved to the device)
         spec = GenerationSpec(sampler=p.sampler or None, steps=p.steps, seed=p.seed,
                               guidance=None if p.guidance == -1.0 else p.guidance,
                               frames=p.frames or None, size=tuple(p.size) if p.size else None)
@@ -129,6 +130,7 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
             frames = to_uint8_frames(pipe.generate(prompt, spec, index=i))  # (T, H, W, 3)
             files.append(write_mp4(folder / f"{i:04d}.mp4", frames, fps=p.fps))
             videos.append(frames)
+        del pipe
         files.append(write_sheet(folder / "contact_sheet.png", videos))
         # what each video shows: video i is prompt i at seed + i
         settings = {"step": step, "prompts": prompts, "seed": p.seed, "steps": p.steps, "guidance": spec.guidance,

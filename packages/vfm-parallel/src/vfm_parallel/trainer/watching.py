@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 from vfm_plugins.files import replace_file
+from vfm_plugins.folders import remove_leftover_folders, written_whole
 
 from vfm_parallel.checkpoint_names import step_dir
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
@@ -103,6 +104,7 @@ class Watching:
             weights = export_weights()  # collective (FSDP/TP gathers, PP merges the stages)
             if self.rank == 0:
                 self._preview(done, weights)
+            del weights  # rank 0's full copy: gone before training goes on
             self._wait_for_preview(done)
             row["preview_s"] = time.perf_counter() - begin
         return row, time.perf_counter() - start
@@ -133,10 +135,17 @@ class Watching:
                                "size, frames) or a longer preview.interval") from exc
 
     def _preview(self, done: int, weights: dict[str, torch.Tensor]) -> None:
-        """Rank 0: the videos of step ``done`` under RUN/previews/step_<N>/; a failure is one warning."""
+        """Rank 0: the videos of step ``done`` under RUN/previews/step_<N>/, written into a sibling folder
+        and renamed there when whole (an attempt at the same step before a resume, killed half way, leaves
+        no file of its own among them); a failure is one warning and leaves the folder as it was."""
         folder = step_dir(self.out_dir / "previews", done)
+        remove_leftover_folders(folder)  # a killed attempt's (this run holds the run folder's lock)
         try:
-            self.parts.preview(folder, weights, done)
+            with written_whole(folder) as partial:
+                self.parts.preview(partial, weights, done)
         except Exception as exc:  # noqa: BLE001 - a preview is for looking at: it never ends the training
             warnings.warn(f"step {done}: the preview failed ({type(exc).__name__}: {exc}); training goes on",
                           PreviewWarning, stacklevel=3)
+        finally:
+            if self.device.type == "cuda":  # the pipeline's freed blocks back to the device, not held in reserve
+                torch.cuda.empty_cache()
