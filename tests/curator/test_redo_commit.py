@@ -16,8 +16,10 @@ import pytest
 
 import vfm_curator
 from tests.curator.moved_folder import SERIAL, clip_rows
+from tests.format_versions import assert_one_line_naming
 from vfm_curator.io import commits
 from vfm_curator.io.fingerprint import fingerprint
+from vfm_curator.pipelines.clip_table import read_clip_table
 from vfm_curator.synth import make_video
 
 # Curates with --redo-changed in a process that SIGKILLs itself right after (or, with "before",
@@ -115,3 +117,34 @@ def test_a_commit_naming_a_file_outside_the_clip_folders_is_refused_and_nothing_
     with pytest.raises(ValueError, match="accepted: a commit vfm curate wrote"):
         vfm_curator.curate(inputs, out, SERIAL)
     assert "planted" not in (out / "report.html").read_text() and _digests(out) == digests
+
+
+def test_vfm_shard_refuses_a_clips_folder_whose_curate_was_killed_inside_a_commit_saying_to_run_it_again(tmp_path):
+    """The commit's clip files are the new ones but clips.parquet still lists the old clips (it is
+    rebuilt at the end of a run): sharding it would pair the new pictures with the old rows."""
+    inputs, out, _, table = _curated_then_changed(tmp_path)
+    _killed(inputs, out, "clips", "after")
+    with pytest.raises(ValueError) as info:
+        vfm_curator.shard(out, tmp_path / "shards")
+    assert_one_line_naming(str(info.value), str(out), "run the same vfm curate again")
+    assert clip_rows(out) == table  # nothing of the curation was touched
+    vfm_curator.curate(inputs, out, SERIAL)  # finishes the commit and rebuilds the table
+    assert {t.id for t in read_clip_table(out)} == set(_digests(out))
+
+
+def test_a_link_at_a_commits_name_is_no_commit_and_is_not_followed(tmp_path):
+    """A commit is data in the folder: one linked from elsewhere is neither carried out nor counted
+    as pending (vfm shard is not refused for it)."""
+    out = tmp_path / "out"
+    folder = out / "clips"
+    folder.mkdir(parents=True)
+    (folder / ".v.c.mp4.x.tmp").write_text("planted")
+    commits.commit(tmp_path / "elsewhere", "v", [], [], {"video_id": "v"})  # a well-formed commit, outside
+    elsewhere = tmp_path / "elsewhere" / ".state" / "commits" / "v.json"
+    elsewhere.write_text(json.dumps({"moves": [["clips/.v.c.mp4.x.tmp", "clips/c.mp4"]], "drop": [],
+                                     "record": {"video_id": "v"}}))
+    (out / ".state" / "commits").mkdir(parents=True)
+    (out / ".state" / "commits" / "v.json").symlink_to(elsewhere)
+    assert commits.finish(out, "v") is None and commits.pending_videos(out) == []
+    commits.finish_all(out)
+    assert not (folder / "c.mp4").exists() and (out / ".state" / "commits" / "v.json").is_symlink()

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
 from vfm_plugins.files import remove_leftover
 
-from vfm_curator.io.paths import atomic_rename, atomic_write, output_path, safe_join
+from vfm_curator.io.paths import atomic_rename, atomic_write, open_if_file, output_path, safe_join
 from vfm_curator.io.state import STATE, VIDEO_ID, write_record
 
 FOLDER = "commits"
@@ -78,12 +79,12 @@ def finish(out: str | Path, vid: str) -> dict[str, Any] | None:
     wrote (None: no commit there). Each step can be done again: a temporary file already renamed is gone."""
     path = commit_path(out, vid)
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
+        entry = _read(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: the commit of video {vid} cannot be read ({exc}); it names the files of that "
                          "video's last clipping: delete it to keep the video's earlier files, and run again") from None
+    if entry is None:
+        return None
     moves, drop, record = _checked(out, vid, path, entry)
     for tmp, final in moves:
         if os.path.lexists(tmp):
@@ -97,30 +98,64 @@ def finish(out: str | Path, vid: str) -> dict[str, Any] | None:
 
 def finish_all(out: str | Path) -> None:
     """Carry out every commit a killed run left (called holding the folder's lock, before anything reads)."""
+    for vid in pending_videos(out):
+        finish(out, vid)
+
+
+def pending_videos(out: str | Path) -> list[str]:
+    """The videos whose written commit is not carried out yet, sorted: regular files
+    ``.state/commits/<video id>.json`` (a link there is no commit vfm curate wrote: never followed)."""
     try:
         folder = safe_join(out, STATE, FOLDER)
     except ValueError:  # a link out of the folder: not ours (check_out_folder names it)
-        return
-    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
-        vid = name.removesuffix(".json")
-        if name.endswith(".json") and VIDEO_ID.fullmatch(vid):
-            finish(out, vid)
+        return []
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    vids = [name.removesuffix(".json") for name in names if name.endswith(".json")]
+    return [vid for vid in vids if VIDEO_ID.fullmatch(vid) and _regular_file(folder / f"{vid}.json")]
+
+
+def check_none_pending(out: str | Path) -> None:
+    """Refuse to read the curation ``out`` while a commit is not carried out: that video's clip files
+    may already be the new ones while ``clips.parquet`` (rebuilt at the end of a run) lists the old.
+    Not finished from here: that takes the curation's lock, and the table is rebuilt and reviewed
+    (dedup, caption QA) with that run's options, which only its vfm curate has."""
+    vids = pending_videos(out)
+    if vids:
+        raise ValueError(f"{out}: a vfm curate into it stopped (or still runs) with {len(vids)} video(s) clipped again "
+                         f"and not yet swapped in (.state/commits/{vids[0]}.json{', ...' if len(vids) > 1 else ''}), "
+                         "so clips.parquet does not describe its clip files; run the same vfm curate again to finish "
+                         "(once none runs there), then this command")
 
 
 def pending(out: str | Path) -> set[Path]:
     """The temporary files that written commits name: not leftovers, whatever sweep meets them."""
-    try:
-        folder = safe_join(out, STATE, FOLDER)
-    except ValueError:
-        return set()
     names: set[Path] = set()
-    for path in folder.glob("*.json") if folder.is_dir() else []:
+    for vid in pending_videos(out):
         try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
+            entry = _read(commit_path(out, vid))
             names.update(Path(out).resolve() / tmp for tmp, _ in entry.get("moves", []))
         except (OSError, ValueError, TypeError, AttributeError):
             continue
     return names
+
+
+def _regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:  # carried out meanwhile (a run still going)
+        return False
+
+
+def _read(path: Path) -> Any:
+    """The commit file at ``path`` as JSON; None when there is none (a link there is none: not followed)."""
+    fd = open_if_file(path, os.O_RDONLY)
+    if fd is None:
+        return None
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        return json.load(fh)
 
 
 def _relative(out: Path, path: Path) -> str:
