@@ -1,5 +1,5 @@
-"""``val_fraction``: a clip goes to the val split when the SHA-256 of its source video's id (the clip
-table's ``video_id``; the clip id for a row without one), as a fraction, is below it, with every other
+"""``val_fraction``: a clip goes to the val split when the SHA-256 of its source video's split key (its
+content fingerprint; the clip id for a row without a video), as a fraction, is below it, with every other
 clip of that video and every window of it (no leakage of a scene between the splits); val shards have
 their own prefix per bucket, energon's split parts and blend.yaml list val only where it has shards; a
 re-run or top-up never moves a video, and a changed fraction is refused. Real H264 clips from vfm
@@ -50,7 +50,7 @@ def test_every_clip_of_a_source_video_goes_to_one_split_with_all_its_windows(cur
     assert {clip_of(k) for k in where} == set(ids) and len(where) == 2 * len(ids)  # two windows each
     by_video = splits_by_video(tmp_path / "s", videos)
     assert len(by_video) == 3 and all(len(prefixes) == 1 for prefixes in by_video.values()), by_video
-    for key, prefix in where.items():  # the video id's hash decides, not the clip id's
+    for key, prefix in where.items():  # the video's split key decides, not the clip id
         assert prefix == {"train": "shard", "val": "val"}[split_of(videos[clip_of(key)], FRACTION)], key
     val = [i for i in ids if key_fraction(videos[i]) < FRACTION]
     assert (summary.val_clips, summary.train_clips, summary.val_samples) == (len(val), len(ids) - len(val), 2 * len(val))

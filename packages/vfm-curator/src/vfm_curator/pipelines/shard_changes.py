@@ -94,20 +94,14 @@ def note_sharded(out: Path, task: ShardTask, split: str | None = None) -> None:
     append_line(path, json.dumps({"id": task.id, "stamp": ledger_stamp(task), "source": task.source, **where}))
 
 
-def ledger_entries(out: Path) -> dict[str, dict]:
-    """clip id -> its last ledger line (``stamp``; ``source``, ``video_id``, ``split_key`` and ``split``
-    in lines written since each was kept)."""
-    return _ledger(out)
-
-
 def sharded_stamps(out: Path) -> dict[str, list]:
     """clip id -> its stamp when last sharded (later lines win)."""
-    return {clip: entry["stamp"] for clip, entry in _ledger(out).items()}
+    return {clip: entry["stamp"] for clip, entry in ledger_entries(out).items()}
 
 
-def _ledger(out: Path) -> dict[str, dict]:
-    """clip id -> its last ledger line (``stamp``, and ``source`` in lines written since it was
-    kept). A line that is not an id and a stamp (cut by a kill, or garbage: not UTF-8, too long,
+def ledger_entries(out: Path) -> dict[str, dict]:
+    """clip id -> its last ledger line (``stamp``; ``source``, and ``video_id``, ``split_key`` and
+    ``split``, in lines written since each was kept: :mod:`.shard_pins` reads them). A line that is not an id and a stamp (cut by a kill, or garbage: not UTF-8, too long,
     nested past what json parses) is skipped; read line by line through ``O_NOFOLLOW`` (a link
     there is no ledger)."""
     entries: dict[str, dict] = {}
@@ -151,7 +145,7 @@ def changed_and_removed(out: Path, tasks: Iterable[ShardTask], done: set[str],
     every clip dedup took out is gone from the table, not from the folder. A sharded clip of a video the folder never
     curated is another clip table's (several curated folders may be sharded into one folder), and
     one without a recorded video is unknown: neither counts as removed."""
-    ledger = _ledger(out)
+    ledger = ledger_entries(out)
     table = {t.id: t for t in tasks}
     changed = {i for i, t in table.items() if i in done and i in ledger and _changed(ledger[i]["stamp"], t)}
     sources = {t.source for t in tasks}

@@ -47,7 +47,12 @@ def shard_keys(shard: Path) -> set[str]:
 
 def finished_keys(out: Path) -> dict[str, set[str]]:
     """bucket name -> keys of the samples in its finished shards."""
-    return {bucket: set().union(*parts.values()) for bucket, parts in finished_split_keys(out).items()}
+    return both_splits(finished_split_keys(out))
+
+
+def both_splits(by_split: dict[str, dict[str, set[str]]]) -> dict[str, set[str]]:
+    """bucket name -> its sample keys in either split part, from :func:`finished_split_keys`'s answer."""
+    return {bucket: set().union(*parts.values()) for bucket, parts in by_split.items()}
 
 
 def finished_split_keys(out: Path) -> dict[str, dict[str, set[str]]]:

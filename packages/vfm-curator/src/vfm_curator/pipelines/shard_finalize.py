@@ -10,7 +10,7 @@ from typing import Callable
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_index, shard_state
 from vfm_curator.pipelines.shard_changes import clip_of
-from vfm_curator.pipelines.shard_files import bucket_dirs, finished_split_keys, shards
+from vfm_curator.pipelines.shard_files import both_splits, bucket_dirs, finished_split_keys, shards
 from vfm_curator.pipelines.shard_split import TRAIN, VAL
 from vfm_curator.pipelines.shard_summary import ShardSummary, _val_notice
 from vfm_curator.stages.shard_decode import Bucket
@@ -18,15 +18,15 @@ from vfm_curator.stages.shard_decode import Bucket
 
 def _finalize(out: Path, summary: ShardSummary, table_keys: dict[str, str], tokens_per_sample: Callable[[Bucket], int]) -> None:
     """Energon index of every bucket whose index differs from its shards, bucket table, blend file,
-    failures (of the clips in the table), summary. ``table_keys``: clip id -> its split key (source
-    video id, see :func:`.shard_split.split_key`) for the clips of the table."""
+    failures (of the clips in the table), summary. ``table_keys``: clip id -> its split key (its source
+    video's content, see :func:`.shard_split.split_key`) for the clips of the table."""
     from vfm_data import write_blend
 
     for folder in bucket_dirs(out):
         if shard_index.refresh(folder):
             summary.reindexed.append(folder.name)
     by_split = finished_split_keys(out)  # every finished shard read once, its split part known by its name
-    counts = {bucket: set().union(*parts.values()) for bucket, parts in by_split.items()}
+    counts = both_splits(by_split)
     val_keys = {bucket: parts[VAL] for bucket, parts in by_split.items()}
     for folder in bucket_dirs(out):
         if not counts.get(folder.name):

@@ -30,31 +30,32 @@ class SplitPins:
         self.by_key: dict[str, str] = {}
         if not val_fraction:
             return
-        torn: set[tuple[str, str]] = set()
+        videos: dict[str, set[str]] = {}  # video id -> the split parts its clips are in
+        keys: dict[str, set[str]] = {}  # split key -> the same
 
-        def pin(kind: dict[str, str], name: object, split: str) -> None:
-            if isinstance(name, str) and name and kind.setdefault(name, split) != split:
-                torn.add((id(kind), name))  # a video on both sides already (an older rule's folder): pinned nowhere
+        def pin(sides: dict[str, set[str]], name: object, split: str) -> None:
+            if isinstance(name, str) and name:
+                sides.setdefault(name, set()).add(split)
 
         ledger = ledger_entries(out)
         for entry in ledger.values():  # every clip written since the split was kept, held or since taken out
             if entry.get("split") in PREFIXES:
-                pin(self.by_video, entry.get("video_id"), entry["split"])
-                pin(self.by_key, entry.get("split_key"), entry["split"])
+                pin(videos, entry.get("video_id"), entry["split"])
+                pin(keys, entry.get("split_key"), entry["split"])
         # the clips the shards hold, by the split part they are in: also those written before the
         # ledger kept splits (a ledger line's source names its video: vfm curate's id is its hash)
         table = {t.id: t for t in tasks}
         for bucket in by_split.values():
-            for split, keys in bucket.items():
-                for clip in {clip_of(key) for key in keys}:
+            for split, sample_keys in bucket.items():
+                for clip in {clip_of(key) for key in sample_keys}:
                     entry, task = ledger.get(clip) or {}, table.get(clip)
                     source = entry.get("source")
                     video = entry.get("video_id") or (video_id(source) if isinstance(source, str) and source else None)
-                    pin(self.by_video, video or (task.video_id if task else None), split)
-                    pin(self.by_key, entry.get("split_key") or (task.split_key if task else None), split)
-        for kind in (self.by_video, self.by_key):
-            for name in [n for n in kind if (id(kind), n) in torn]:
-                del kind[name]
+                    pin(videos, video or (task.video_id if task else None), split)
+                    pin(keys, entry.get("split_key") or (task.split_key if task else None), split)
+        # a video on both sides already (an older rule's folder) is pinned nowhere
+        self.by_video = {name: split for name, (split, *more) in videos.items() if not more}
+        self.by_key = {name: split for name, (split, *more) in keys.items() if not more}
 
     def of(self, task: ShardTask) -> str:
         """``"train"`` or ``"val"``: where ``task``'s video is in the folder (by its id, else its split

@@ -34,7 +34,9 @@ from vfm_curator.pipelines import shard_state
 from vfm_curator.pipelines.clip_table import curation_failures, read_clip_table
 from vfm_curator.pipelines.shard_changes import changed_and_removed, drop_clips, note_sharded
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SHARD_STAGES, ShardConfig
-from vfm_curator.pipelines.shard_files import BucketWriters, finished_keys, finished_split_keys, remove_leftovers
+from vfm_curator.pipelines.shard_files import (
+    BucketWriters, both_splits, finished_keys, finished_split_keys, remove_leftovers,
+)
 from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised, check_shard_config_format
@@ -95,7 +97,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     _check_identity(out, config)
     remove_leftovers(out)  # we hold the lock and have written nothing: every temporary shard is a dead run's
     by_split = finished_split_keys(out)  # bucket -> split part -> sample keys in its finished shards
-    finished = {bucket: set().union(*parts.values()) for bucket, parts in by_split.items()}
+    finished = both_splits(by_split)
     # read before redo_changed takes changed clips out: re-sharded, they go back to their videos' side
     pins = SplitPins(out, tasks, by_split, config.val_fraction)
     done = set().union(*finished.values())
