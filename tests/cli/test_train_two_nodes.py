@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,56 @@ def test_a_node_killed_mid_run_is_named_as_another_nodes_rank_not_in_this_nodes_
     lines = [line for line in output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "lost contact with another rank" in lines[0], output
     assert "another node's log" in lines[0], lines[0]
+
+
+@pytest.mark.slow
+def test_a_node_without_its_shards_ends_both_nodes_within_seconds_with_a_line_naming_its_rank(tmp_path):
+    # node-local shards copied to one node only: the node without them fails its checks before the process group
+    # starts; the other node must not wait for it in the group's start (gloo's 30 minutes)
+    from vfm_data import write_blend
+
+    from tests.cli.test_train_shards import IMAGE, _write_bucket
+    from tests.cli.train_configs import tiny_shards_train
+
+    _write_bucket(tmp_path, "i", IMAGE, 4, seed=2)
+    write_blend(tmp_path / "blend.yaml", [(tmp_path / "i", 4)])
+    config = tmp_path / "train.toml"
+    config.write_text(tiny_shards_train(", text_dim = 16"))
+    missing = tmp_path / "elsewhere" / "blend.yaml"
+    t0 = time.monotonic()
+    ends = run_two_nodes(["train", str(config), "--set", f"train.out_dir={tmp_path / 'run'}"],
+                         (["--set", f"data.blend={tmp_path / 'blend.yaml'}"], ["--set", f"data.blend={missing}"]), timeout=60)
+    outputs = "\n".join(o for _, o in ends)
+    assert time.monotonic() - t0 < 60, outputs
+    assert [code for code, _ in ends] == [1, 1], outputs
+    for _, output in ends:
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, output
+        assert errors[0].startswith(f"error: rank 1 (host {socket.gethostname()}): config key 'data.blend': {missing} "
+                                    "does not exist"), output
+    assert not list((tmp_path / "run").glob("checkpoints/step_*"))
+
+
+@pytest.mark.slow
+def test_a_run_folder_a_live_run_holds_on_rank_0s_host_ends_both_nodes_within_seconds(tmp_path):
+    # rank 0 is refused by the lock alone: the other node's rank must not wait for it in the group's start
+    from tests.cli.test_run_folder_locks import HOLD
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        ends = run_two_nodes(train_args("train.steps=1", f"train.out_dir={out}"), timeout=60)
+        outputs = "\n".join(o for _, o in ends)
+        assert time.monotonic() - t0 < 60, outputs
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert [code for code, _ in ends] == [1, 1], outputs
+    for _, output in ends:
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, output
+        assert errors[0].startswith(f"error: rank 0 (host {socket.gethostname()}): {out} is in use by another run: "
+                                    f"pid {holder.pid}"), output

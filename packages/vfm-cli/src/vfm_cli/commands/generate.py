@@ -107,10 +107,6 @@ def generate(
 ) -> None:
     """Generate videos from an inference export or a training checkpoint; writes OUT/<i>.mp4 and OUT/<i>.png
     (a contact sheet)."""
-    prompt_list = _read_prompts(prompt, prompts)
-    size_hw = _parse_size(size)
-    sampler_options = _parse_sampler_options(sampler_option)
-
     import time
 
     from vfm_infer.distributed import layout_sizes, setup_inference
@@ -120,18 +116,23 @@ def generate(
     from vfm_infer.video.contact_sheet import contact_sheet, write_png
     from vfm_infer.video.frames import to_uint8_frames
     from vfm_infer.video.mp4 import write_mp4
+    from vfm_parallel.preflight import PreflightError, checked_together
 
-
-    if dtype is not None and dtype not in DTYPES:
-        raise typer.BadParameter(f"expected one of {', '.join(DTYPES)}, got {dtype!r}", param_hint="--dtype")
-    # Every option that needs no model, before the export loads (and long before sampling).
-    problem = _output_problem(out, fps)
-    if problem:
-        fail_once(problem)
-    spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
-                          negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile,
-                          sampler_options=sampler_options)
+    # Every option that needs no model, before the export loads (and long before sampling). Under torchrun
+    # the ranks agree on them before going on: a node may fail alone (its --prompts file, rank 0's lock).
+    failure = None
     try:
+        prompt_list = _read_prompts(prompt, prompts)
+        size_hw = _parse_size(size)
+        sampler_options = _parse_sampler_options(sampler_option)
+        if dtype is not None and dtype not in DTYPES:
+            raise typer.BadParameter(f"expected one of {', '.join(DTYPES)}, got {dtype!r}", param_hint="--dtype")
+        problem = _output_problem(out, fps)
+        if problem:
+            raise ValueError(problem)
+        spec = GenerationSpec(sampler=sampler, steps=steps, guidance=guidance, seed=seed, frames=frames, size=size_hw,
+                              negative_prompt=negative_prompt, decode_chunk_frames=decode_chunk, decode_tile=decode_tile,
+                              sampler_options=sampler_options)
         check_spec(spec, len(prompt_list))
         from vfm_infer.context_parallel import cp_strategy as known_cp_strategy
         from vfm_parallel.process_group import env_world_size
@@ -139,23 +140,16 @@ def generate(
         known_cp_strategy(cp_strategy)  # also in one process, where it is not used: a typo is named now
 
         _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
-    except ValueError as exc:
-        fail_once(str(exc))
-    # One run per output folder, held by the rank that writes it from before the export loads
-    # until the command ends (vfm_plugins.FolderLock; the kernel frees it if the process dies).
-    import os
-
-    from vfm_plugins import FolderLock, FolderLockedError
-
-    if int(os.environ.get("RANK", "0")) == 0:
-        try:
-            ctx.call_on_close(FolderLock(out).acquire().release)
-        except FolderLockedError as exc:
-            fail_once(str(exc))
-        except OSError as exc:  # e.g. -o names a file
-            fail_once(f"cannot write the output folder {out}: {exc.strerror or exc}")
-    try:
+        _hold_output_folder(ctx, out)
         host.get("samplers", sampler) if sampler else None
+    except (typer.BadParameter, ValueError, KeyError) as exc:
+        failure = exc
+    failure = _agree_to_start(failure, device)
+    if isinstance(failure, typer.BadParameter):
+        raise failure  # a usage error, as click shows it (exit 2)
+    if failure is not None:
+        fail_once(str(failure))
+    try:
         from vfm_cli.commands.convert import external_pipeline
         from vfm_models.adapters.exports import is_external_folder
 
@@ -171,9 +165,10 @@ def generate(
         elif is_external_folder(checkpoint):
             pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
         else:
-            pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
-                                             weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
-    except (ExportError, KeyError, ValueError) as exc:
+            with checked_together():  # each rank reads the export: a node's copy may fail alone (damaged)
+                pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
+                                                 weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
+    except (ExportError, KeyError, ValueError, PreflightError) as exc:
         fail_once(str(exc))
     import warnings
 
@@ -243,11 +238,45 @@ def generate(
     # a torchrun rank ends in ends_torchrun_rank, by every way out (this one, a stop's, an error's)
 
 
+def _hold_output_folder(ctx: typer.Context, out: Path) -> None:
+    """One run per output folder, held by the rank that writes it (rank 0) from before the export loads
+    until the command ends (vfm_plugins.FolderLock; the kernel frees it if the process dies). A
+    ValueError when another run holds it, or it cannot be written."""
+    import os
+
+    from vfm_plugins import FolderLock, FolderLockedError
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    try:
+        ctx.call_on_close(FolderLock(out).acquire().release)
+    except FolderLockedError as exc:
+        raise ValueError(str(exc)) from None
+    except OSError as exc:  # e.g. -o names a file
+        raise ValueError(f"cannot write the output folder {out}: {exc.strerror or exc}") from None
+
+
+def _agree_to_start(failure: Exception | None, device: str) -> Exception | None:
+    """Under torchrun, what every rank reports for the checks before the export loads
+    (vfm_parallel.preflight.agree: the process group starts there); in one process, ``failure``."""
+    from vfm_parallel.process_group import env_world_size
+
+    if env_world_size() <= 1:
+        return failure
+    import torch
+
+    from vfm_parallel.preflight import agree
+
+    # the backend by the --device asked for (its checks are the pipeline's, after this)
+    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return agree(failure, "cuda" if cuda else "cpu")
+
+
 def _same_source_on_every_rank(checkpoint: Path, device: str) -> None:
     """Under torchrun, a ValueError unless every rank finds the same kind of thing at ``--checkpoint``
     (a node that lacks a copy of it on node-local disk). Checked before any rank loads it: a rank that
     failed to load alone left the others waiting for it in the process group's start (gloo: 30
-    minutes), or in a collective of the checkpoint's loading. The process group starts here."""
+    minutes), or in a collective of the checkpoint's loading. The process group is up (_agree_to_start)."""
     from vfm_infer.pipeline import resolve_device
     from vfm_models.adapters.exports import is_external_folder
     from vfm_parallel.process_group import env_world_size, init_distributed

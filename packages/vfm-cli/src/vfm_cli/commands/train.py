@@ -2,7 +2,7 @@
 
 One process under ``vfm train``; several (and several nodes) under ``torchrun ... -m vfm_cli.main
 train CONFIG``. The config is validated (keys, ranges, registry names, mesh vs world size) before
-any process group starts.
+any work; under torchrun the ranks then agree (vfm_parallel.preflight) that every one of them passed.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def train(
         items.append(f"logging.peak_tflops={peak_tflops}")
     if trust_dataset_code:
         items.append("data.trust_dataset_code=true")
+    failure = None
     try:
         world = world_size or env_world_size()
         cfg = config_mod.load(config, items, world)
@@ -44,7 +45,11 @@ def train(
         hardware: list | None = [] if validate_only else None
         resolved = recipe.validate(cfg, world, require_data=not validate_only, hardware=hardware)  # the run is built from it: resolved once
     except (config_mod.ConfigError, PluginError) as exc:  # PluginError: a family's preset or model class is wrong
-        fail_once(exc)  # every rank meets it alike: one line per node, like a config error
+        failure = exc
+    if not validate_only:  # a run: ranks that passed must not wait for one that failed (a node without the shards)
+        failure = _agree_to_start(failure)
+    if failure is not None:
+        fail_once(failure)  # every rank meets it alike: one line per node, like a config error
     _warn_idle_strategies(cfg, world)
     if validate_only:
         for exc in hardware:
@@ -60,6 +65,7 @@ def train(
     from vfm_models.export import NonFiniteWeightsError
     from vfm_parallel import LayoutError
     from vfm_parallel.checkpoint import CheckpointError
+    from vfm_parallel.preflight import PreflightError
     from vfm_parallel.trainer import NonFiniteTrainingError, TrainingStopped
     from vfm_parallel.trainer import train as run
     from vfm_plugins import FolderLockedError
@@ -71,12 +77,18 @@ def train(
     try:
         result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
     except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError,
-            config_mod.ConfigError, *data_errors) as exc:
+            config_mod.ConfigError, PreflightError, *data_errors) as exc:
         # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
         # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, an output
-        # folder the run cannot write as it should (a link where it appends), or
-        # unusable shards; the progress bar's last line ends before the error
+        # folder the run cannot write as it should (a link where it appends),
+        # unusable shards, or any of these on some ranks only (PreflightError names them);
+        # the progress bar's last line ends before the error
         _close(sinks)
+        refusals = (FolderLockedError, CheckpointError, LayoutError, config_mod.ConfigError, PluginError, OSError, *data_errors)
+        if isinstance(exc, PreflightError) and exc.__cause__ is not None and not isinstance(exc.__cause__, refusals):
+            import traceback
+
+            traceback.print_exception(exc.__cause__)  # this rank's own failure is no refusal but a bug: its traceback
         fail_once(exc)
     except KeyboardInterrupt:  # a second Ctrl-C (stop at once), or one before training set up its handler
         _close(sinks)
@@ -103,6 +115,20 @@ def train(
         _summary(result)
     # a torchrun rank ends in ends_torchrun_rank, from here and from an error; a stop leaves above, through
     # the barrier every stopped rank reaches (ends_torchrun_rank takes a non-zero status for an error: no barrier)
+
+
+def _agree_to_start(failure: Exception | None) -> Exception | None:
+    """Under torchrun, what every rank reports for the checks above (vfm_parallel.preflight.agree): they
+    read node-local files (the shards, model.init_from), so they may fail on some nodes only, whose ranks
+    would end alone while the others wait for them in the process group's start. In one process: ``failure``."""
+    from vfm_parallel.process_group import env_world_size
+
+    if env_world_size() <= 1:
+        return failure
+    from vfm_parallel.preflight import agree
+    from vfm_parallel.trainer.distributed import pick_device
+
+    return agree(failure, pick_device().type)
 
 
 def _close(sinks: list) -> None:

@@ -1,9 +1,9 @@
 """One training job per run folder: rank 0 holds ``train.out_dir``'s lock (:class:`vfm_plugins.FolderLock`).
 
 The folder belongs to the job, not to a rank, so only rank 0 takes the lock; the other ranks write
-into it (checkpoint shards) as part of the same job. A second job into the folder fails on its
-rank 0 with an error naming the holder, before that rank joins the process group; its other ranks
-then wait in the rendezvous until torchrun ends them for rank 0's failure, so they write nothing.
+into it (checkpoint shards) as part of the same job. A second job into the folder fails on every
+rank with an error naming rank 0 and the holder, once the process group is up (:meth:`RunFolder.settle`),
+so they write nothing; the ranks of a job on several nodes do not wait for a rank 0 that failed alone.
 A lock left on another host is the exception (:class:`RunFolder`): on several nodes, the ranks on that
 host are asked first.
 
@@ -24,7 +24,8 @@ import torch.distributed as dist
 from vfm_plugins import FolderLock, FolderLockedError, HeldOnAnotherHostError
 from vfm_plugins.parent_watch import pid_exists
 
-from vfm_parallel.process_group import env_several_nodes
+from vfm_parallel.preflight import agree
+from vfm_parallel.process_group import env_several_nodes, env_world_size
 
 
 def launch_rank() -> int:
@@ -50,6 +51,7 @@ class RunFolder:
         self.out_dir = out_dir
         self.lock: FolderLock | None = None
         self.elsewhere: HeldOnAnotherHostError | None = None
+        self.refused: Exception | None = None  # rank 0's refusal, told to every rank by settle()
 
     def __enter__(self) -> "RunFolder":
         if launch_rank() != 0:
@@ -58,8 +60,15 @@ class RunFolder:
             self.lock = FolderLock(self.out_dir).acquire()
         except HeldOnAnotherHostError as exc:
             if not env_several_nodes():
-                raise  # one node: no rank of this job runs on the holder's host
-            self.elsewhere = exc
+                if env_world_size() <= 1:
+                    raise
+                self.refused = exc  # one node: no rank of this job runs on the holder's host
+            else:
+                self.elsewhere = exc
+        except (FolderLockedError, OSError) as exc:
+            if env_world_size() <= 1:
+                raise
+            self.refused = exc  # the other ranks must not wait for this one in the group's start
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -67,13 +76,17 @@ class RunFolder:
             self.lock.release()
 
     def settle(self) -> None:
-        """Collective: where rank 0 found a holder on another host, the ranks on that host say whether
+        """Collective: a lock rank 0 could not take is every rank's error, naming rank 0 and its host
+        (:func:`vfm_parallel.preflight.agree`). Where rank 0 found a holder on another host, the ranks on that host say whether
         its process is gone; if one does, rank 0 takes the folder over (a :class:`StaleLockWarning`),
         else every rank raises rank 0's refusal."""
         if not dist.is_initialized():
             if self.elsewhere is not None:
                 raise self.elsewhere
             return
+        agreed = agree(self.refused)  # rank 0 refused (a live holder here, an unwritable folder): every rank stops
+        if agreed is not None:
+            raise agreed
         box = [self.elsewhere]
         dist.broadcast_object_list(box, src=0)
         refusal = box[0]

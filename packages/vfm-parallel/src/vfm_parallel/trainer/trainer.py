@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from vfm_parallel import checkpoint as ckpt
+from vfm_parallel.preflight import checked_together
 from vfm_parallel.process_group import init_distributed
 from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
@@ -33,7 +34,7 @@ from vfm_parallel.trainer.optimizer import adamw, clip_grad_norm, is_fused
 from vfm_parallel.trainer.parts import RunContext, TrainParts, TrainResult, sample_keys
 from vfm_parallel.trainer.pipeline import OriginalNames, pipeline_micro_step
 from vfm_parallel.trainer.run_folder import RunFolder, check_shared_run_folder, hold_run_folder, launch_rank
-from vfm_parallel.trainer.saving import full_weights, merge_stages, save_checkpoint
+from vfm_parallel.trainer.saving import full_weights, in_writers_pipeline, merge_stages, save_checkpoint
 from vfm_parallel.trainer.schedule import lr_at
 from vfm_parallel.trainer.stopping import StopRequests, TrainingStopped
 from vfm_parallel.trainer.streams import cond_dropout_generator, draws
@@ -112,7 +113,8 @@ class _Run:
         self.root = self.out_dir / "checkpoints"
 
         torch.manual_seed(cfg.train.seed)  # the same full init on every rank: layout-independent weights
-        self.parts = build(RunContext(self.coords, self.device, cfg))
+        with checked_together():  # the parts read node-local files (shards, init_from): a node's failure stops all
+            self.parts = build(RunContext(self.coords, self.device, cfg))
         self.pm = parallelize(self.parts.model, cfg.parallel, sizes, self.device, self.parts.seq_len)
         self.model = self.pm.model
         self.pipelined = self.pm.schedule is not None
@@ -366,11 +368,13 @@ class _Run:
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """The full weights an export takes, the EMA ones when the run has EMA, as CPU tensors under their
-        single-process names (collective: FSDP/TP gather them, each pipeline stage adds its blocks)."""
+        single-process names, on rank 0, which writes the export and the previews; an empty dict on the
+        other ranks (collective: FSDP/TP gather them, each pipeline stage sends its blocks to rank 0)."""
         ema, named = self.ema, self.named
-        weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters())
-        if self.pipelined:  # each stage holds its blocks: rank 0 collects the others'
-            weights = merge_stages(weights, self.stage_group)
+        keep = in_writers_pipeline(self.coords)  # the others take part in the gathers and hold no full copy
+        weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters(), keep=keep)
+        if self.pipelined:  # each stage holds its blocks: rank 0 collects those of the stages of its pipeline
+            weights = merge_stages(weights, self.stage_group) if keep else {}
         return weights
 
     def close_sinks(self) -> None:
