@@ -15,15 +15,12 @@ import pytest
 
 import vfm_curator
 from tests.curator.val_split_clips import (
-    FRACTION, FRAMES, SIZE, TOP_UP, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix, video_ids,
-    video_of,
+    FRACTION, FRAMES, SIZE, TOP_UP, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix,
+    splits_by_video, video_ids, video_of,
 )
-from vfm_curator.pipelines.shard_split import SPLIT_RULE, split_of
+from vfm_curator.pipelines.shard_split import PREFIXES, SPLIT_RULE, split_of
 from vfm_curator.synth import make_video
 from vfm_curator.tasks import video_id
-
-PREFIX = {"train": "shard", "val": "val"}
-
 
 def shard(clips: Path, out: Path, **options):
     return vfm_curator.shard(clips, out, {"run": {"runner": "serial"}}, tokenizer="pixel", text_encoder="hash",
@@ -35,10 +32,7 @@ def side_by_name(out: Path, clips: Path) -> dict[str, set[str]]:
     import pyarrow.parquet as pq
 
     name = {r["id"]: Path(r["source"]).name for r in pq.read_table(clips / "clips.parquet").to_pylist()}
-    found: dict[str, set[str]] = {}
-    for key, prefix in keys_by_prefix(out).items():
-        found.setdefault(name[clip_of(key)], set()).add(prefix)
-    return found
+    return splits_by_video(out, name)
 
 
 def sample_metas(out: Path) -> dict[str, tuple[str, dict]]:
@@ -82,7 +76,7 @@ def test_each_sample_names_its_video_id_and_split_key_and_no_key_has_samples_in_
         extra = meta["extra"]
         assert extra["video_id"] == vids[clip_of(key)] and extra["split_key"] == keys[clip_of(key)]
         assert extra["split_key"].startswith("content:")
-        assert prefix == PREFIX[split_of(extra["split_key"], FRACTION)]  # the rule shard_config.json names
+        assert prefix == PREFIXES[split_of(extra["split_key"], FRACTION)]  # the rule shard_config.json names
         sides.setdefault(extra["split_key"], set()).add(prefix)
         assert SampleMeta.from_json(meta).extra["split_key"] == extra["split_key"]  # a reader keeps what it does not use
     assert len(sides) == 3 and all(len(p) == 1 for p in sides.values())

@@ -18,9 +18,9 @@ import yaml
 import vfm_curator
 from tests.curator.val_split_clips import (
     FRACTION, FRAMES, SHOTS, SIZE, TOP_UP, add_video, clip_of, curate, curated_with_both_splits, keys_by_prefix,
-    pick_videos, video_ids, video_of,
+    pick_videos, splits_by_video, video_ids, video_of,
 )
-from vfm_curator.pipelines.shard_split import key_fraction, split_of
+from vfm_curator.pipelines.shard_split import PREFIXES, key_fraction, split_of
 from vfm_curator.synth import make_video
 
 
@@ -34,14 +34,6 @@ def shard(clips: Path, out: Path, **options):
                              resolutions=[list(SIZE)], frames=[FRAMES], windows=2, **options)
 
 
-def splits_by_video(out: Path, videos: dict[str, str]) -> dict[str, set[str]]:
-    """source video -> the shard prefixes its samples are in (one each when no video straddles)."""
-    found: dict[str, set[str]] = {}
-    for key, prefix in keys_by_prefix(out).items():
-        found.setdefault(videos[clip_of(key)], set()).add(prefix)
-    return found
-
-
 def test_every_clip_of_a_source_video_goes_to_one_split_with_all_its_windows(curated, tmp_path):
     _, clips, ids = curated
     videos = video_of(clips)
@@ -51,7 +43,7 @@ def test_every_clip_of_a_source_video_goes_to_one_split_with_all_its_windows(cur
     by_video = splits_by_video(tmp_path / "s", videos)
     assert len(by_video) == 3 and all(len(prefixes) == 1 for prefixes in by_video.values()), by_video
     for key, prefix in where.items():  # the video's split key decides, not the clip id
-        assert prefix == {"train": "shard", "val": "val"}[split_of(videos[clip_of(key)], FRACTION)], key
+        assert prefix == PREFIXES[split_of(videos[clip_of(key)], FRACTION)], key
     val = [i for i in ids if key_fraction(videos[i]) < FRACTION]
     assert (summary.val_clips, summary.train_clips, summary.val_samples) == (len(val), len(ids) - len(val), 2 * len(val))
     assert (summary.val_videos, summary.train_videos) == (1, 2)
@@ -73,7 +65,7 @@ def test_a_table_row_without_a_video_id_is_split_by_its_clip_id(curated, tmp_pat
     pq.write_table(no_video, other / "clips.parquet")
     shard(other, tmp_path / "s", val_fraction=FRACTION)
     for key, prefix in keys_by_prefix(tmp_path / "s").items():
-        assert prefix == {"train": "shard", "val": "val"}[split_of(clip_of(key), FRACTION)], key
+        assert prefix == PREFIXES[split_of(clip_of(key), FRACTION)], key
 
 
 def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_videos(curated, tmp_path):

@@ -105,6 +105,15 @@ def curated_with_both_splits(root: Path, fraction: float = FRACTION,
     return inputs, clips, ids
 
 
+def splits_by_video(out: Path, videos: dict[str, str]) -> dict[str, set[str]]:
+    """video (``videos``: clip id -> what names its video) -> the shard prefixes its samples are in
+    (one each when no video straddles)."""
+    found: dict[str, set[str]] = {}
+    for key, prefix in keys_by_prefix(out).items():
+        found.setdefault(videos[clip_of(key)], set()).add(prefix)
+    return found
+
+
 def keys_by_prefix(out: Path) -> dict[str, str]:
     """sample key -> the name prefix of the shard holding it (``shard`` or ``val``)."""
     found = {}
