@@ -8,7 +8,8 @@ caption after it was sharded kept its old samples, and a clip the curator droppe
 caption QA, a new cut) stayed in the shards that training reads.
 
 What each clip was when it was sharded is kept out of the shards (which stay byte-for-byte the
-same for the same clips and options): one line per clip written, ``{"id", "stamp"}``, appended
+same for the same clips and options): one line per clip written, ``{"id", "stamp", "source"}`` and
+where its samples went (``video_id``, ``split_key``, ``split``: :mod:`.shard_pins`), appended
 to ``SHARDS/.state/sharded.jsonl``, the stamp being :func:`ledger_stamp` (the clip file's size,
 modification time and byte fingerprint, and a digest of its row, caption included; not its path,
 so a clips folder moved or copied elsewhere holds the same clips). A clip without a line (sharded
