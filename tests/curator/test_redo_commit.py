@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 import vfm_curator
 from tests.curator.moved_folder import SERIAL, clip_rows
 from tests.format_versions import assert_one_line_naming
-from vfm_curator.io import commits
+from vfm_curator.io import commits, staging
 from vfm_curator.io.fingerprint import fingerprint
 from vfm_curator.pipelines.clip_table import read_clip_table
 from vfm_curator.synth import make_video
@@ -148,3 +149,21 @@ def test_a_link_at_a_commits_name_is_no_commit_and_is_not_followed(tmp_path):
     assert commits.finish(out, "v") is None and commits.pending_videos(out) == []
     commits.finish_all(out)
     assert not (folder / "c.mp4").exists() and (out / ".state" / "commits" / "v.json").is_symlink()
+
+
+def test_a_staged_clip_is_synced_to_disk_before_a_commit_names_it(tmp_path, monkeypatch):
+    """A written commit outlives a crash of the machine, so the files it names must too (as the files
+    written aside are): a staged clip still only in the page cache could be renamed as an empty clip."""
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):  # the real fsync, noting which file it made durable
+        synced.append(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    staged = tmp_path / "clips" / ".v.c.a1.p1.x.mp4.tmp"
+    staged.parent.mkdir()
+    staged.write_bytes(b"h264")
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert staging.staged_file(staged, tmp_path / "clips" / "c.mp4") == staged
+    assert staged.stat().st_ino in synced

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from vfm_plugins.files import remove_leftover, temporary_file
 
-from vfm_curator.io.paths import disk_full, safe_join
+from vfm_curator.io.paths import disk_full, open_if_file, safe_join
 
 FOLDER = "clips"
 
@@ -60,15 +60,18 @@ def save_samples(path: Path, frames: list[np.ndarray]) -> None:
 
 def staged_file(staged: str | Path, final: Path) -> Path:
     """A kept clip's staging file, for the commit that renames it to ``final``
-    (:mod:`vfm_curator.io.commits`); it must still be a regular file (a link there is no clip written)."""
+    (:mod:`vfm_curator.io.commits`); it must still be a regular file (a link there is no clip written).
+    Synced to disk here: the commit outlives a crash of the machine, so what it names must too."""
     staged = Path(staged)
+    fd = open_if_file(staged, os.O_RDONLY | os.O_NONBLOCK)  # a link is none; a pipe is not waited on
     try:
-        regular = stat.S_ISREG(os.lstat(staged).st_mode)
-    except FileNotFoundError:
-        regular = False
-    if not regular:
-        # EIO: a machine-caused failure, so the video is done again (a new attempt stages anew)
-        raise OSError(errno.EIO, f"the staging file of {final.name} is gone ({staged.name})")
+        if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+            # EIO: a machine-caused failure, so the video is done again (a new attempt stages anew)
+            raise OSError(errno.EIO, f"the staging file of {final.name} is gone ({staged.name})")
+        os.fsync(fd)
+    finally:
+        if fd is not None:
+            os.close(fd)
     return staged
 
 
