@@ -35,11 +35,7 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
         raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
     table_format(footer, str(table_path))  # before any row: a newer table's columns may mean something else
     try:
-        table = pq.read_table(table_path)
-    except Exception as exc:
-        raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
-    try:
-        rows = table.to_pylist()
+        rows = pq.read_table(table_path).to_pylist()
     except Exception as exc:
         raise ValueError(f"cannot read {table_path} as a parquet table: {exc}") from exc
     tasks = []

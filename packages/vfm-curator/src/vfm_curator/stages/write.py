@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 from vfm_curator.io import attempts, commits, input_index, staging
 from vfm_curator.io.metadata import to_parquet_bytes
@@ -69,7 +70,7 @@ class WriteStage(Stage):
         if task.failure is None:
             run_guarded(self.name, task, lambda t: self._write_aside(t, aside))
         elif task.clips and not redo_of_finished:  # a kept record's report shows its own filtered clips
-            run_guarded(self.name, task, self._filtered_thumbs)
+            run_guarded(self.name, task, self._write_filtered_thumbs)
         if task.failure is None:
             if moved is not None:
                 # before this video's record: a kill in between leaves neither in the
@@ -101,10 +102,8 @@ class WriteStage(Stage):
             aside.append((commits.write_aside(final, vid, data), final))
 
         # the final names themselves are not resolved: a link planted there is replaced, never its target
-        for clip in task.clips:
-            samples = clip.samples if clip.rejected is not None and self.opt["thumbnails"] else []
-            if samples:  # filtered clips' thumbnails too: the report shows what was dropped and why
-                put(output_path(out, thumb_relpath(clip)), jpeg(representative_frame(samples)))
+        for final, data in self._filtered_thumbs(task):
+            put(final, data)
         rows = []
         for clip in task.clips:
             if clip.rejected is not None or not clip.encoded:
@@ -122,13 +121,18 @@ class WriteStage(Stage):
             raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
         put(output_path(out, STATE, "parts", f"{vid}.parquet"), to_parquet_bytes(rows))
 
-    def _filtered_thumbs(self, task: VideoTask) -> None:
-        """Thumbnails of the filtered clips too (also of a video whose every clip was filtered out):
-        the report shows what was dropped and why."""
+    def _filtered_thumbs(self, task: VideoTask) -> Iterator[tuple[Path, bytes]]:
+        """(final name, JPEG) of each filtered clip's thumbnail (also of a video whose every clip was
+        filtered out): the report shows what was dropped and why."""
         for clip in task.clips:
             samples = clip.samples if clip.rejected is not None and self.opt["thumbnails"] else []
             if samples:
-                atomic_write(output_path(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples)))
+                yield output_path(self.opt["out"], thumb_relpath(clip)), jpeg(representative_frame(samples))
+
+    def _write_filtered_thumbs(self, task: VideoTask) -> None:
+        """A failed video's filtered thumbnails, at their final names (it has no earlier clips to keep)."""
+        for final, data in self._filtered_thumbs(task):
+            atomic_write(final, data)
 
     def _replaced(self, before: set[str], task: VideoTask) -> list[Path]:
         """The files of the clips an earlier clipping of this video had and this one has not (a
