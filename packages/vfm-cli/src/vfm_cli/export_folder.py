@@ -1,13 +1,10 @@
 """The folder ``vfm export -o`` writes: new, empty, or one an earlier export wrote, which is replaced
-whole; never a folder with other files, which the export would sit beside."""
+whole (``vfm_plugins.folders.written_whole``); never a folder with other files, which the export would
+sit beside."""
 
 from __future__ import annotations
 
-import contextlib
-import secrets
-import shutil
 from pathlib import Path
-from typing import Iterator
 
 #: The files of each folder ``vfm export`` writes: a vfm export, a diffusers model folder.
 EXPORT_FILES = (frozenset({"config.json", "model.safetensors"}),
@@ -39,38 +36,3 @@ def source_problem(out: Path, source: Path) -> str | None:
         return None
     return (f"--out {out} is the export being read ({source}): writing it would replace the source whole; "
             "name another folder")
-
-
-@contextlib.contextmanager
-def written_whole(out: Path) -> Iterator[Path]:
-    """A new sibling folder of ``out`` to write the export into; on success it takes ``out``'s place
-    (an earlier export there is removed after the rename), on failure it is removed and ``out`` is as
-    it was. Beside ``out``, so the rename stays on one file system."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    target = _new_sibling(out, "writing")
-    try:
-        yield target
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
-    old = None
-    if out.exists():
-        # a directory cannot be renamed over a non-empty one: the earlier export steps aside first
-        old = _new_sibling(out, "replaced")
-        out.rename(old / out.name)
-    target.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _new_sibling(out: Path, what: str) -> Path:
-    """A new hidden folder beside ``out``, made with the usual permissions (mkdtemp's are 0700, which
-    the export would keep after the rename)."""
-    while True:
-        folder = out.parent / f".{out.name}.{what}-{secrets.token_hex(4)}"
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from vfm_plugins.folders import written_whole
 
-from vfm_cli.export_folder import out_folder_problem, source_problem, written_whole
+from vfm_cli.export_folder import out_folder_problem, source_problem
 from vfm_cli.failing import fail
 
 FORMATS = ("diffusers", "vfm")
