@@ -167,3 +167,17 @@ def test_a_staged_clip_is_synced_to_disk_before_a_commit_names_it(tmp_path, monk
     monkeypatch.setattr(os, "fsync", fsync)
     assert staging.staged_file(staged, tmp_path / "clips" / "c.mp4") == staged
     assert staged.stat().st_ino in synced
+
+
+def test_vfm_shard_refuses_a_clips_folder_whose_curate_was_killed_after_its_commits_before_the_table_was_rebuilt(tmp_path):
+    """Every commit is carried out (the clip files are the new ones) but clips.parquet, rebuilt at
+    the end of a run, still holds the old clips' rows (captions, embeddings): refused until then."""
+    inputs, out, digests, table = _curated_then_changed(tmp_path)
+    _killed(inputs, out, "out", "before")  # the first file renamed into OUT itself is the new clips.parquet
+    assert commits.pending_videos(out) == [] and clip_rows(out) == table
+    assert all(digest != digests[i] for i, digest in _digests(out).items())
+    with pytest.raises(ValueError) as info:
+        read_clip_table(out)
+    assert_one_line_naming(str(info.value), str(out), "clips.parquet", "run the same vfm curate again")
+    vfm_curator.curate(inputs, out, SERIAL)
+    assert {t.id for t in read_clip_table(out)} == set(digests)

@@ -13,6 +13,10 @@ has, and the video's new record. Writing that file is the commit:
 - once it exists the commit is carried out (:func:`finish`: renames, removals, the record, then the
   commit file deleted) by the write stage, else by the driver when the task comes back, else by the
   next run before anything else. Each step can be done again, so a kill during it is finished later.
+
+``clips.parquet`` is rebuilt only at the end of a run: a commit that replaces files first writes
+``.state/table_outdated``, which that end removes, and readers of the table (``vfm shard``) refuse the
+folder while it or a commit is there (:func:`check_table_current`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from vfm_curator.io.paths import atomic_rename, atomic_write, open_if_file, outp
 from vfm_curator.io.state import STATE, VIDEO_ID, write_record
 
 FOLDER = "commits"
+#: ``.state/<this>``: a commit replaced files that ``clips.parquet`` may list; removed once a run's end
+#: rebuilt the table (:func:`table_rebuilt`). Until then the table does not describe the clip files.
+OUTDATED = "table_outdated"
 #: The folders a commit may rename into or delete from (a commit file is data on disk: one naming
 #: anything else was not written by vfm curate and is refused).
 _FOLDERS = {"clips", "thumbs", f"{STATE}/parts"}
@@ -65,13 +72,20 @@ def write_aside(final: Path, vid: str, data: bytes) -> Path:
 def commit(out: str | Path, vid: str, moves: Iterable[tuple[Path, Path]], drop: Iterable[Path], record: dict[str, Any]) -> None:
     """Write video ``vid``'s commit: from then on its new files are its files (:func:`finish` puts them
     in place). Atomic: a failure here leaves no commit, and the earlier files stay the video's."""
-    out = Path(out).resolve()
+    out, moves = Path(out).resolve(), list(moves)
     entry = {
         "moves": [[_relative(out, tmp), _relative(out, final)] for tmp, final in moves],
         "drop": sorted(_relative(out, path) for path in drop),
         "record": record,
     }
+    if entry["drop"] or any(os.path.lexists(final) for _, final in moves):  # a redo: not only new files
+        atomic_write(output_path(out, STATE, OUTDATED), b"")
     atomic_write(commit_path(out, vid), json.dumps(entry, sort_keys=True).encode("utf-8"))
+
+
+def table_rebuilt(out: str | Path) -> None:
+    """``clips.parquet`` was rebuilt from the records and parts: it describes the clip files again."""
+    remove_leftover(output_path(out, STATE, OUTDATED))
 
 
 def finish(out: str | Path, vid: str) -> dict[str, Any] | None:
@@ -117,17 +131,23 @@ def pending_videos(out: str | Path) -> list[str]:
     return [vid for vid in vids if VIDEO_ID.fullmatch(vid) and _regular_file(folder / f"{vid}.json")]
 
 
-def check_none_pending(out: str | Path) -> None:
-    """Refuse to read the curation ``out`` while a commit is not carried out: that video's clip files
-    may already be the new ones while ``clips.parquet`` (rebuilt at the end of a run) lists the old.
-    Not finished from here: that takes the curation's lock, and the table is rebuilt and reviewed
-    (dedup, caption QA) with that run's options, which only its vfm curate has."""
+def check_table_current(out: str | Path) -> None:
+    """Refuse to read the curation ``out`` while a commit is not carried out, or one was and the run
+    ended before it rebuilt ``clips.parquet``: that video's clip files are the new ones while the
+    table lists the old (captions, embeddings). Not finished from here: that takes the curation's
+    lock, and the table is rebuilt and reviewed (dedup, caption QA) with that run's options, which
+    only its vfm curate has."""
     vids = pending_videos(out)
-    if vids:
-        raise ValueError(f"{out}: a vfm curate into it stopped (or still runs) with {len(vids)} video(s) clipped again "
-                         f"and not yet swapped in (.state/commits/{vids[0]}.json{', ...' if len(vids) > 1 else ''}), "
-                         "so clips.parquet does not describe its clip files; run the same vfm curate again to finish "
-                         "(once none runs there), then this command")
+    try:
+        outdated = _regular_file(output_path(out, STATE, OUTDATED))  # a link there is not ours
+    except ValueError:  # .state is a link out of the folder: not ours (check_out_folder names it)
+        outdated = False
+    if vids or outdated:
+        what = (f"{len(vids)} not yet swapped in: .state/commits/{vids[0]}.json{', ...' if len(vids) > 1 else ''}"
+                if vids else f".state/{OUTDATED}")
+        raise ValueError(f"{out}: a vfm curate into it stopped (or still runs) after clipping videos again and before "
+                         f"rebuilding clips.parquet ({what}), so the table does not describe its clip files; run the "
+                         "same vfm curate again to finish (once none runs there), then this command")
 
 
 def pending(out: str | Path) -> set[Path]:

@@ -7,7 +7,7 @@ import math
 import re
 from pathlib import Path
 
-from vfm_curator.io.commits import check_none_pending
+from vfm_curator.io.commits import check_table_current
 from vfm_curator.io.metadata import table_format
 from vfm_curator.io.paths import safe_join
 from vfm_curator.io.state_format import check_state_format
@@ -26,7 +26,7 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
         raise ValueError(f"{clips_dir} has no clips.parquet; expected the output folder of `vfm curate`")
     # a curation a newer vfm made: its records (which clips a moved video left, ...) may mean something else
     check_state_format(clips_dir)
-    check_none_pending(clips_dir)  # a curate killed inside a commit: the table is not that of the clip files
+    check_table_current(clips_dir)  # a curate killed in or after a redo's commit: the table lists the old clips
     try:
         # the footer only: a newer or foreign table is refused before its rows are read (a large one, or
         # one whose columns this version cannot even read, failed as "cannot read" instead)

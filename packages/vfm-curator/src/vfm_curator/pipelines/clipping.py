@@ -439,3 +439,4 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     summary.throughput = summary.video_s_processed / summary.wall_s if summary.wall_s > 0 else 0.0
     atomic_write(output_path(out, "summary.json"), json.dumps(summary.as_dict(), indent=2, default=str).encode("utf-8"))
     write_report(out, summary, ok, failed, listed)
+    commits.table_rebuilt(out)  # last: a run killed before here is finished by the next (vfm shard refuses till then)
