@@ -41,7 +41,7 @@ def merge_stages(weights: dict[str, torch.Tensor], group: Any, dst: int = 0) -> 
 
 
 def in_writers_pipeline(coords: Coordinates) -> bool:
-    """This rank is in rank 0's pipeline (every coordinate but the stage 0): the ranks whose stage weights
+    """This rank is in rank 0's pipeline (every mesh coordinate but its stage is 0): the ranks whose stage weights
     rank 0 collects for the export and the previews, which it alone writes."""
     return all(i == 0 for name, i in coords.index.items() if name != "pp")
 
