@@ -10,7 +10,6 @@ import torch
 from vfm_parallel.trainer import RunContext
 from vfm_parallel.trainer.batches import unpack
 from vfm_parallel.trainer.config import TrainConfig
-from vfm_parallel.trainer.distributed import data_share_group
 
 from vfm_cli.recipe.resolution import Resolved
 
@@ -92,7 +91,7 @@ def shard_loader(cfg: TrainConfig, ctx: RunContext, r: Resolved) -> ShardBatches
                   dp_world=ctx.coords.dp_size, trust_dataset_code=d.trust_dataset_code,
                   # the DP rank's pp x cp x tp peers read its steps in turn: 1/n of the bytes each, and
                   # the sample sequence of one process whatever n (tp, cp, pp may change at a resume)
-                  group=data_share_group(ctx.coords) if d.subset_loading else None, share="turns")
+                  group=ctx.data_group, share="turns")  # the trainer's (data.subset_loading), made before the parts
     blender, options = blender_of(d)
     if blender == "bucketed":  # one bucket per batch of the buckets' durations, unless given
         options.setdefault("durations", list(d.durations) or sorted({shape[1] for shape in r.shards.shapes}))

@@ -79,6 +79,11 @@ class RunContext:
     coords: Coordinates
     device: torch.device
     config: TrainConfig
+    # the gloo group of this rank's pp x cp x tp peers that the loader shares batches over under
+    # data.subset_loading (distributed.data_share_group), or None. The trainer makes it before the
+    # parts: making a group is collective, and building the parts must not be (a rank whose build
+    # failed alone would leave its peers waiting in the group's making instead of in the agreement)
+    data_group: Any = None
 
 
 @dataclass

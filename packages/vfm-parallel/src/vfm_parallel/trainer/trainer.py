@@ -26,7 +26,7 @@ from vfm_parallel.trainer import batches as batches_mod
 from vfm_parallel.trainer import metrics as metrics_mod
 from vfm_parallel.trainer import resume as resume_mod
 from vfm_parallel.trainer.config import TrainConfig
-from vfm_parallel.trainer.distributed import Coordinates, parallelize_model, pick_device
+from vfm_parallel.trainer.distributed import Coordinates, data_share_group, parallelize_model, pick_device
 from vfm_parallel.trainer.ema import EMA
 from vfm_parallel.trainer.health import NonFiniteGuard, NonFiniteTrainingError, TrainingWarning
 from vfm_parallel.trainer.mfu import MEASURED, Throughput, device_peak_tflops, mfu
@@ -113,8 +113,9 @@ class _Run:
         self.root = self.out_dir / "checkpoints"
 
         torch.manual_seed(cfg.train.seed)  # the same full init on every rank: layout-independent weights
+        data_group = data_share_group(self.coords) if cfg.data.subset_loading else None  # collective: not in build
         with checked_together():  # the parts read node-local files (shards, init_from): a node's failure stops all
-            self.parts = build(RunContext(self.coords, self.device, cfg))
+            self.parts = build(RunContext(self.coords, self.device, cfg, data_group))
         self.pm = parallelize(self.parts.model, cfg.parallel, sizes, self.device, self.parts.seq_len)
         self.model = self.pm.model
         self.pipelined = self.pm.schedule is not None
