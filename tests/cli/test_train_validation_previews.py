@@ -215,3 +215,14 @@ def test_no_preview_pipeline_model_text_encoder_or_tokenizer_stays_alive_after_a
     for before, after in counts:
         assert after == before, counts  # pipelines, models, text encoders, tokenizers: as many as before the preview
     assert counts[0][0][0] == 0 and counts[0][0][1] == 1  # no pipeline; the training model
+
+
+def test_a_previews_folder_that_cannot_be_read_is_a_warning_per_preview_and_training_goes_on(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "previews").write_text("a file where the previews folder goes")  # neither listed nor written into
+    result = _train(TINY, out, *WATCHED)
+    assert result.exit_code == 0, result.output
+    said = re.findall(r"^warning: step (\d+): the preview failed \((\w+)", result.output, re.M)
+    assert said == [("2", "NotADirectoryError"), ("4", "NotADirectoryError")], result.output
+    assert (out / "previews").read_text() == "a file where the previews folder goes"

@@ -139,8 +139,8 @@ class Watching:
         and renamed there when whole (an attempt at the same step before a resume, killed half way, leaves
         no file of its own among them); a failure is one warning and leaves the folder as it was."""
         folder = step_dir(self.out_dir / "previews", done)
-        remove_leftover_folders(folder)  # a killed attempt's (this run holds the run folder's lock)
         try:
+            remove_leftover_folders(folder)  # a killed attempt's (this run holds the run folder's lock)
             with written_whole(folder) as partial:
                 self.parts.preview(partial, weights, done)
         except Exception as exc:  # noqa: BLE001 - a preview is for looking at: it never ends the training
