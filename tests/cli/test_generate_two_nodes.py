@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.cli.test_generate import make_export
-from tests.cli.two_nodes import run_two_nodes
+from tests.cli.two_nodes import assert_each_node_ends_with_one_error, held_by_a_live_run, run_two_nodes
 
 
 def assert_both_nodes_name_each_path(ends: list[tuple[int, str]], *each: str) -> None:
@@ -54,26 +52,13 @@ def test_a_diffusers_folder_one_node_lacks_with_tokenizer_ends_both_nodes_with_a
 def test_an_output_folder_a_live_run_holds_on_rank_0s_host_ends_both_nodes_within_seconds(tmp_path):
     # only rank 0 takes the output folder's lock: refused there, it must not leave the other node's rank
     # waiting for it in the process group's start
-    from tests.cli.test_run_folder_locks import HOLD
-
     export = make_export(tmp_path / "export")
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_a_live_run(out) as holder:
         t0 = time.monotonic()
         ends = run_two_nodes(["generate", "--checkpoint", str(export), "--prompt", "1", "--steps", "2", "-o", str(out)],
                              timeout=60)
-        outputs = "\n".join(o for _, o in ends)
-        assert time.monotonic() - t0 < 60, outputs
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()
-    assert [code for code, _ in ends] == [1, 1], outputs
-    for _, output in ends:
-        errors = [line for line in output.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1, output
-        assert errors[0].startswith(f"error: rank 0 (host {socket.gethostname()}): {out} is in use by another run: "
-                                    f"pid {holder.pid}"), output
+        assert time.monotonic() - t0 < 60, "\n".join(o for _, o in ends)
+    assert_each_node_ends_with_one_error(ends, f"error: rank 0 (host {socket.gethostname()}): {out} is in use by another "
+                                               f"run: pid {holder}")
     assert not list(out.glob("*.mp4"))

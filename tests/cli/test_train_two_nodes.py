@@ -6,14 +6,14 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from vfm_plugins import LOCK_NAME, LockHolder
 
-from tests.cli.two_nodes import needs_host_names, run_two_nodes, start_two_nodes
+from tests.cli.two_nodes import (assert_each_node_ends_with_one_error, held_by_a_live_run, needs_host_names, run_two_nodes,
+                                 start_two_nodes)
 from tests.parallel.test_orphan_ranks import SETS, children, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,37 +144,19 @@ def test_a_node_without_its_shards_ends_both_nodes_within_seconds_with_a_line_na
     t0 = time.monotonic()
     ends = run_two_nodes(["train", str(config), "--set", f"train.out_dir={tmp_path / 'run'}"],
                          (["--set", f"data.blend={tmp_path / 'blend.yaml'}"], ["--set", f"data.blend={missing}"]), timeout=60)
-    outputs = "\n".join(o for _, o in ends)
-    assert time.monotonic() - t0 < 60, outputs
-    assert [code for code, _ in ends] == [1, 1], outputs
-    for _, output in ends:
-        errors = [line for line in output.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1, output
-        assert errors[0].startswith(f"error: rank 1 (host {socket.gethostname()}): config key 'data.blend': {missing} "
-                                    "does not exist"), output
+    assert time.monotonic() - t0 < 60, "\n".join(o for _, o in ends)
+    assert_each_node_ends_with_one_error(ends, f"error: rank 1 (host {socket.gethostname()}): config key 'data.blend': "
+                                               f"{missing} does not exist")
     assert not list((tmp_path / "run").glob("checkpoints/step_*"))
 
 
 @pytest.mark.slow
 def test_a_run_folder_a_live_run_holds_on_rank_0s_host_ends_both_nodes_within_seconds(tmp_path):
     # rank 0 is refused by the lock alone: the other node's rank must not wait for it in the group's start
-    from tests.cli.test_run_folder_locks import HOLD
-
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_a_live_run(out) as holder:
         t0 = time.monotonic()
         ends = run_two_nodes(train_args("train.steps=1", f"train.out_dir={out}"), timeout=60)
-        outputs = "\n".join(o for _, o in ends)
-        assert time.monotonic() - t0 < 60, outputs
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()
-    assert [code for code, _ in ends] == [1, 1], outputs
-    for _, output in ends:
-        errors = [line for line in output.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1, output
-        assert errors[0].startswith(f"error: rank 0 (host {socket.gethostname()}): {out} is in use by another run: "
-                                    f"pid {holder.pid}"), output
+        assert time.monotonic() - t0 < 60, "\n".join(o for _, o in ends)
+    assert_each_node_ends_with_one_error(ends, f"error: rank 0 (host {socket.gethostname()}): {out} is in use by another "
+                                               f"run: pid {holder}")

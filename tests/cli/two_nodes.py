@@ -6,9 +6,12 @@ rendezvous: c10d hands ranks out in the order the launchers join)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -58,3 +61,28 @@ def start_two_nodes(args: list[str], per_node: tuple[list[str], list[str]] = ([]
             command = ["unshare", "-u", "sh", "-c", f'hostname {hostnames[rank]} && exec "$@"', "sh", *command]
         nodes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
     return nodes
+
+
+@contextlib.contextmanager
+def held_by_a_live_run(folder: Path) -> Iterator[int]:
+    """``folder``'s lock held by a live process of this host (another run) for the block; its pid."""
+    from tests.cli.test_run_folder_locks import HOLD
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+def assert_each_node_ends_with_one_error(ends: list[tuple[int, str]], start: str) -> None:
+    """Both nodes ended with exit 1, each printing one ``error:`` line, which begins with ``start``."""
+    outputs = "\n".join(o for _, o in ends)
+    assert [code for code, _ in ends] == [1, 1], outputs
+    for _, output in ends:
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, output
+        assert errors[0].startswith(start), output

@@ -46,7 +46,7 @@ def agree(failure: BaseException | None, device_type: str | None = None) -> Base
     failed = [(rank, host, reason) for rank, (reason, host) in enumerate(seen) if reason is not None]
     if not failed:
         return None
-    if len(failed) == len(seen) and len({reason for _, _, reason in failed}) == 1 and failure is not None:
+    if len(failed) == len(seen) and len({reason for _, _, reason in failed}) == 1:  # this rank's among them
         return failure
     error = PreflightError(failed)
     error.__cause__ = failure  # on a rank that failed: its own error, traceback and all
@@ -66,9 +66,7 @@ def checked_together(device_type: str | None = None) -> Iterator[None]:
         yield
     except Exception as exc:  # not Ctrl-C or an exit: torchrun sends those to every rank
         failure = exc
-    agreed = agree(failure, device_type)
-    if agreed is failure and failure is not None:
-        raise failure
+    agreed = agree(failure, device_type)  # the work's own error where every rank failed alike
     if agreed is not None:
         raise agreed
 
