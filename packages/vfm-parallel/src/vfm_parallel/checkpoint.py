@@ -371,21 +371,24 @@ def load(
 def load_weights(path: str | Path, module: nn.Module, part: str = "model") -> None:
     """Read the saved ``part`` of checkpoint ``path`` ("model", or "ema": the EMA of the model's
     parameters) in place into ``module``, whole in this process whatever layout saved it, and nothing
-    else: one copy of the weights in memory. The caller has run :func:`verify`; the saved names, shapes
-    and dtypes are checked against ``module``'s state dict (a module with persistent buffers has no
-    whole "ema" part)."""
+    else: one copy of the weights in memory. Not collective: under a process group one rank may call it
+    alone (rank 0 making an inference export after training). The caller has run :func:`verify`
+    (collective: on every rank); the saved names, shapes and dtypes are checked against ``module``'s
+    state dict (a module with persistent buffers has no whole "ema" part)."""
     path, prefix = Path(path), f"{part}."
-    _read_checked(path, {prefix + k: v for k, v in module.state_dict().items()}, (prefix,))
+    _read_checked(path, {prefix + k: v for k, v in module.state_dict().items()}, (prefix,), collective=False)
 
 
-def _read_checked(path: Path, tensors: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> None:
+def _read_checked(path: Path, tensors: dict[str, torch.Tensor], prefixes: tuple[str, ...], *, collective: bool = True) -> None:
     """DCP reads ``tensors`` (checkpoint names) in place, after their names, shapes and dtypes are
-    checked against the saved ones under ``prefixes``."""
-    check_tensors(path, {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}, prefixes)
+    checked against the saved ones under ``prefixes``. ``collective=False``: this process alone reads
+    whole tensors (a rank that waited for its peers here would hang until the group's timeout)."""
+    check_tensors(path, {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}, prefixes,
+                  collective=collective)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
         try:
-            dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")))
+            dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")), no_dist=not collective)
         except Exception as exc:  # after the checks above this is unexpected: still one line naming the folder
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed ({type(exc).__name__}: {first})") from exc

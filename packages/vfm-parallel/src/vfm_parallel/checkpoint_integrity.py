@@ -363,12 +363,14 @@ def _names(names: Iterable[str]) -> str:
     return shown + (f", ... {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
-def check_tensors(folder: Path, expected: dict[str, tuple[tuple[int, ...], str]], prefixes: tuple[str, ...]) -> None:
+def check_tensors(folder: Path, expected: dict[str, tuple[tuple[int, ...], str]], prefixes: tuple[str, ...], *,
+                  collective: bool = True) -> None:
     """Raise :class:`IncompatibleCheckpointError` unless the saved tensors under ``prefixes`` are
     exactly ``expected`` (name -> (global shape, dtype)), gathered over the ranks (under pipeline
-    parallelism each stage expects only its own blocks). Collective when a process group is up."""
+    parallelism each stage expects only its own blocks). Collective when a process group is up, unless
+    ``collective`` is False: then ``expected`` is this process's whole model."""
     wanted: dict[str, tuple[tuple[int, ...], str]] = {}
-    for part in _all_gather(expected):
+    for part in (_all_gather(expected) if collective else [expected]):
         wanted.update(part)
     saved = {n: v[:2] for n, v in saved_tensors(folder).items() if n.startswith(prefixes)}
     missing = sorted(set(wanted) - set(saved))
