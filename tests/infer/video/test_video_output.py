@@ -52,6 +52,13 @@ def test_read_mp4_with_max_frames_decodes_the_first_frames_only(tmp_path):
     assert read_mp4(path, max_frames=20).shape[0] == 9  # a limit past the end: every frame
 
 
+def test_read_mp4_refuses_max_frames_below_one_naming_what_is_accepted(tmp_path):
+    path = write_mp4(tmp_path / "a.mp4", moving_square(t=3), fps=12)
+    for wrong in (0, -2):  # 0 decoded every frame: no frame count ever equalled it
+        with pytest.raises(ValueError, match=rf"max_frames must be None \(every frame\) or >= 1; got {wrong}"):
+            read_mp4(path, max_frames=wrong)
+
+
 def test_row_per_video_shows_each_video_as_one_row_of_evenly_spaced_frames_enlarged():
     from vfm_infer.video.contact_sheet import row_per_video
 

@@ -82,6 +82,8 @@ def read_mp4(path: str | Path, *, max_frames: int | None = None) -> np.ndarray:
     ValueError naming it; what PyAV cannot open or decode raises PyAV's error."""
     import av
 
+    if max_frames is not None and max_frames < 1:
+        raise ValueError(f"max_frames must be None (every frame) or >= 1; got {max_frames}")
     frames: list[np.ndarray] = []
     with av.open(str(path)) as container:
         stream = container.streams.video[0]  # IndexError: no video stream
