@@ -1,6 +1,7 @@
 """Distributed training checkpoints: DCP tensors in safetensors files, JSON for the rest, atomic commits.
 
-A checkpoint is a folder ``<root>/step_<N>/``:
+A checkpoint is a folder ``<root>/step_<N>/``, N in eight digits (``step_00000012``: :func:`step_dir`), which
+:func:`save` returns; :func:`latest` gives a root's newest committed one (None: none yet), to resume from:
 
 - ``tensors/``: model, optimizer and EMA tensors written with ``torch.distributed.checkpoint`` through
   its safetensors storage (each rank writes its own shards; offsets live in the safetensors headers).
