@@ -62,3 +62,18 @@ def test_an_output_folder_a_live_run_holds_on_rank_0s_host_ends_both_nodes_withi
     assert_each_node_ends_with_one_error(ends, f"error: rank 0 (host {socket.gethostname()}): {out} is in use by another "
                                                f"run: pid {holder}")
     assert not list(out.glob("*.mp4"))
+
+
+@pytest.mark.slow
+def test_device_cuda_on_a_torch_without_nccl_is_one_line_per_node_not_a_traceback(tmp_path):
+    # the process group starts before the device is checked: with nccl asked for by --device alone, every
+    # rank ended with "Distributed package doesn't have NCCL built in" and a traceback
+    import torch.distributed as dist
+
+    if dist.is_nccl_available():
+        pytest.skip("needs a torch without NCCL (a CPU build)")
+    export = make_export(tmp_path / "export")
+    ends = run_two_nodes(["generate", "--checkpoint", str(export), "--prompt", "1", "--steps", "2", "--device", "cuda",
+                          "-o", str(tmp_path / "out")], timeout=60)
+    assert_each_node_ends_with_one_error(ends, "error: device 'cuda' was asked for but no CUDA device is visible")
+    assert not any("NCCL" in output for _, output in ends), "\n".join(o for _, o in ends)

@@ -264,11 +264,13 @@ def _agree_to_start(failure: Exception | None, device: str) -> Exception | None:
     if env_world_size() <= 1:
         return failure
     import torch
+    import torch.distributed as dist
 
     from vfm_parallel.preflight import agree
 
-    # the backend by the --device asked for (its checks are the pipeline's, after this)
-    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    # the backend by the --device asked for (its checks are the pipeline's, after this); gloo on a torch
+    # without NCCL, where --device cuda is then refused by that check on every rank alike
+    cuda = dist.is_nccl_available() and (device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()))
     return agree(failure, "cuda" if cuda else "cpu")
 
 
