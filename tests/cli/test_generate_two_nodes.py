@@ -77,3 +77,17 @@ def test_device_cuda_on_a_torch_without_nccl_is_one_line_per_node_not_a_tracebac
                           "-o", str(tmp_path / "out")], timeout=60)
     assert_each_node_ends_with_one_error(ends, "error: device 'cuda' was asked for but no CUDA device is visible")
     assert not any("NCCL" in output for _, output in ends), "\n".join(o for _, o in ends)
+
+
+@pytest.mark.slow
+def test_a_prompts_file_one_node_cannot_read_ends_both_nodes_within_seconds(tmp_path):
+    # any error of the checks before the export loads is agreed on, not only the expected kinds: a node whose
+    # --prompts file fails to read (an I/O error) must not leave the other node waiting in the group's start
+    export = make_export(tmp_path / "export")
+    good = tmp_path / "prompts.txt"
+    good.write_text("1\n")
+    common = ["generate", "--checkpoint", str(export), "--steps", "2", "-o", str(tmp_path / "out")]
+    t0 = time.monotonic()
+    ends = run_two_nodes(common, (["--prompts", str(good)], ["--prompts", "/proc/self/mem"]), timeout=60)
+    assert time.monotonic() - t0 < 60, "\n".join(o for _, o in ends)
+    assert_each_node_ends_with_one_error(ends, f"error: rank 1 (host {socket.gethostname()}): [Errno 5] Input/output error")

@@ -142,13 +142,15 @@ def generate(
         _, token_shards = layout_sizes(env_world_size(), cfg_parallel)
         _hold_output_folder(ctx, out)
         host.get("samplers", sampler) if sampler else None
-    except (typer.BadParameter, ValueError, KeyError) as exc:
+    except Exception as exc:  # any error, agreed on first: one node's may be its own (an unreadable --prompts)
         failure = exc
     failure = _agree_to_start(failure, device)
     if isinstance(failure, typer.BadParameter):
         raise failure  # a usage error, as click shows it (exit 2)
-    if failure is not None:
+    if isinstance(failure, (ValueError, KeyError, PreflightError)):
         fail_once(str(failure))
+    if failure is not None:
+        raise failure  # not a refusal but a bug or an I/O error: its traceback, as in one process
     try:
         from vfm_cli.commands.convert import external_pipeline
         from vfm_models.adapters.exports import is_external_folder
