@@ -128,7 +128,11 @@ def _agree_to_start(failure: Exception | None) -> Exception | None:
     from vfm_parallel.preflight import agree
     from vfm_parallel.trainer.distributed import pick_device
 
-    return agree(failure, pick_device().type)
+    try:
+        device_type = pick_device().type
+    except RuntimeError as exc:  # set_device: e.g. "invalid device ordinal" on a node with fewer working GPUs
+        device_type, failure = "cuda", failure or exc  # than ranks; raised here, the other nodes would wait
+    return agree(failure, device_type)
 
 
 def _close(sinks: list) -> None:
