@@ -145,9 +145,10 @@ class Stage:
 
 
 def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
-    """``stage.process(tasks)``, refusing what is not a list of tasks with a
-    :class:`~vfm_plugins.PluginResultError` naming the stage (a plugin's ``process`` that forgets
-    ``return tasks`` stopped ``vfm curate`` with ``object of type 'NoneType' has no len()``)."""
+    """``stage.process(tasks)``, refusing what is not a list of tasks, or a task whose ``clips`` is no longer
+    a list, with a :class:`~vfm_plugins.PluginResultError` naming the stage (a plugin's ``process`` that
+    forgets ``return tasks`` stopped ``vfm curate`` with ``object of type 'NoneType' has no len()``; a
+    ``task.clips = filter(...)`` failed in a later stage as ``'filter' object is not subscriptable``)."""
     result = stage.process(tasks)
     if not isinstance(result, list):
         from vfm_plugins import PluginResultError
@@ -157,6 +158,15 @@ def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
             f"stage {stage.name!r} (class {cls.__module__}.{cls.__qualname__}): process returned "
             f"{'None' if result is None else 'a ' + type(result).__name__}; it must return the list of tasks (those "
             f"it was given, changed in place: `return tasks`)")
+    for task in result:
+        clips = getattr(task, "clips", [])
+        if not isinstance(clips, list):  # the next stage failed on it, naming neither this stage nor the cause
+            from vfm_plugins import PluginResultError
+
+            cls = type(stage)
+            raise PluginResultError(
+                f"stage {stage.name!r} (class {cls.__module__}.{cls.__qualname__}) left task.clips as a "
+                f"{type(clips).__name__}; it must stay a list of clips (`task.clips = [c for c in task.clips if ...]`)")
     return result
 
 
