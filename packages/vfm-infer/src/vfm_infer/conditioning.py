@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import warnings
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -113,3 +113,62 @@ class Conditioner:
                 uncond = {"y": torch.tensor([parse_class_label(negative_prompt, self.config.num_classes)], device=self.device)}
             return {"y": torch.tensor([y], device=self.device)}, uncond
         return {}, None
+
+    def to(self, device: torch.device | str) -> "Conditioner":
+        """Move the text encoder and the null condition to ``device``, in place (as ``nn.Module.to``);
+        returns self. The conditions it makes are then on ``device``."""
+        if self.text_encoder is not None and hasattr(self.text_encoder, "to"):
+            self.text_encoder = self.text_encoder.to(device)
+        if self.null is not None:
+            self.null = {k: v.to(device) for k, v in self.null.items()}
+        self.device = device
+        return self
+
+    def precomputed(self, prompts: Sequence[str], negative_prompt: str = "") -> "PrecomputedConditioner":
+        """A conditioner for ``prompts`` alone (each with ``negative_prompt``) that answers from their
+        conditions, made here once and kept on the CPU, and holds no text encoder: a caller that
+        generates the same prompts again and again (``vfm train``'s previews) drops the encoder after this."""
+        return PrecomputedConditioner(self, prompts, negative_prompt)
+
+
+def _on_cpu(cond: Cond | None) -> Cond | None:
+    return None if cond is None else {k: v.detach().to("cpu") for k, v in cond.items()}
+
+
+class PrecomputedConditioner(Conditioner):
+    """The (cond, uncond) of given prompts, made once by a :class:`Conditioner` and kept on the CPU (a
+    text model's embeddings: prompts x max_length x text_dim values, small beside the encoder that made
+    them), moved to ``device`` when asked for. Holds no text encoder (``text_encoder`` is None); another
+    prompt is refused by :meth:`check`, naming the ones it holds. Made by :meth:`Conditioner.precomputed`."""
+
+    def __init__(self, source: Conditioner, prompts: Sequence[str], negative_prompt: str = "") -> None:
+        # not Conditioner.__init__: that builds the null condition with the encoder this class is without
+        self.kind, self.config, self.device, self.text_encoder = source.kind, source.config, source.device, None
+        self.null = _on_cpu(source.null)
+        self.conditions: dict[tuple[str, str], tuple[Cond, Cond | None]] = {}
+        for prompt in prompts:
+            key = (prompt, negative_prompt)
+            if key not in self.conditions:
+                source.check(prompt, negative_prompt)
+                cond, uncond = source(prompt, negative_prompt)
+                self.conditions[key] = (_on_cpu(cond), _on_cpu(uncond))
+
+    def to(self, device: torch.device | str) -> "PrecomputedConditioner":
+        """Answer on ``device`` from now on (the conditions stay on the CPU, moved per call); returns self."""
+        self.device = device
+        return self
+
+    def check(self, prompt: str, negative_prompt: str = "") -> None:
+        """Raise on a prompt (with this negative prompt) whose conditions were not made beforehand."""
+        if (prompt, negative_prompt) not in self.conditions:
+            held = ", ".join(repr(p) if not n else f"{p!r} (negative {n!r})" for p, n in self.conditions)
+            raise ValueError(f"this conditioner holds the conditions of the prompts given when it was made, without a "
+                             f"text encoder; prompt {prompt!r}" + (f" with negative prompt {negative_prompt!r}" if negative_prompt
+                                                                   else "") + f" is not one of them; accepted: {held}")
+
+    def __call__(self, prompt: str, negative_prompt: str = "") -> tuple[Cond, Cond | None]:
+        """(cond, uncond) of ``prompt`` as the conditioner that made them gave them, on ``device``."""
+        self.check(prompt, negative_prompt)
+        cond, uncond = self.conditions[(prompt, negative_prompt)]
+        moved = lambda c: None if c is None else {k: v.to(self.device) for k, v in c.items()}  # noqa: E731
+        return moved(cond), moved(uncond)

@@ -27,7 +27,7 @@ from vfm_models.families.plan import parallel_plan_of
 from vfm_models.seeded import build_seeded
 from vfm_plugins.text import counted
 
-from vfm_infer.conditioning import Conditioner, load_text_encoder
+from vfm_infer.conditioning import Conditioner, conditioning_kind, load_text_encoder
 from vfm_infer.decode import decode
 from vfm_infer import memory
 from vfm_infer.guidance import cfg_parallel, classifier_free, default_scale
@@ -218,6 +218,10 @@ def _load_failure(folder: Path, exc: Exception) -> str:
     return f"export {folder} cannot be loaded: {exc}"
 
 
+#: a conditioning kind as a model is described by it
+_KINDS = {"text": "text-conditional", "class": "class-conditional", "none": "unconditional"}
+
+
 class VideoPipeline:
     """Generation from a model and its export metadata on one device.
 
@@ -230,11 +234,17 @@ class VideoPipeline:
     The pipeline takes ``model`` over as it is, without a copy: the module itself is moved to the
     device, cast to ``dtype``, put in eval mode and its parameters stop requiring grad. Pass
     ``copy.deepcopy(model)`` to keep training the original (e.g. a preview during training).
+
+    ``conditioner``: what turns prompts into the model's conditions, instead of the one built from the
+    export's text encoder (which is then not loaded), e.g. a
+    :meth:`~vfm_infer.conditioning.Conditioner.precomputed` one holding the embeddings of prompts
+    generated again and again (``vfm train``'s previews encode theirs once); it is moved to ``device``.
     """
 
     def __init__(self, model, meta: Mapping[str, Any], *, device: str | torch.device = "cpu",
                  dtype: str | torch.dtype | None = None, parallel: ParallelLayout | None = None,
-                 compile: bool = False, allow_torchscript: bool = False) -> None:
+                 compile: bool = False, allow_torchscript: bool = False,
+                 conditioner: Conditioner | None = None) -> None:
         import vfm_models
 
         missing = [k for k in ("formulation", "tokenizer", "latent_shape") if not meta.get(k)]
@@ -262,8 +272,15 @@ class VideoPipeline:
                                       {**(meta.get("tokenizer_options") or {}), **opt_in})
         if isinstance(self.tokenizer, torch.nn.Module):  # decoding runs on the device, in float32
             self.tokenizer = self.tokenizer.to(self.device).eval()
-        self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,
-                                       null=meta.get("null_condition"))
+        if conditioner is None:
+            self.conditioner = Conditioner(model.config, load_text_encoder(meta, self.device), self.device,
+                                           null=meta.get("null_condition"))
+        else:
+            kind = conditioning_kind(model.config)
+            if conditioner.kind != kind:
+                raise ValueError(f"the conditioner given makes {conditioner.kind!r} conditions but this model is "
+                                 f"{_KINDS[kind]}; accepted: a Conditioner of this model's config")
+            self.conditioner = conditioner.to(self.device)
         self.parallel = parallel or ParallelLayout()
 
     @classmethod
