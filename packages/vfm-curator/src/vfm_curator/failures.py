@@ -27,12 +27,13 @@ CAUSES = ("input", "config", "machine")
 #: Reason kinds a record may carry (``--retry-failed KIND``); stages may add their own.
 KINDS = (
     "unusable-input", "bad-name", "no-clips", "all-filtered", "too-short", "too-large", "no-caption",
-    "caption-endpoint", "error", "worker-crash", "out-of-memory", "timeout", "stage-setup",
+    "caption-endpoint", "error", "worker-crash", "out-of-memory", "timeout", "stage-setup", "plugin-error",
 )
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
-    """(cause, kind) of an exception raised while processing one item."""
+def classify(exc: BaseException, by_plugin: bool = False) -> tuple[str, str]:
+    """(cause, kind) of an exception raised while processing one item. ``by_plugin``: a plugin's code
+    (not vfm-curator's) raised it, so an unexpected error is that plugin's bug, not the item's."""
     if isinstance(exc, InputError):
         return exc.cause, exc.kind
     if isinstance(exc, MemoryError):
@@ -41,7 +42,9 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "machine", "timeout"
     if isinstance(exc, OSError) and exc.errno in (errno.ENOMEM, errno.EIO):
         return "machine", "out-of-memory" if exc.errno == errno.ENOMEM else "error"
-    return "input", "error"  # an unexpected error on one item: that item triggered it
+    if by_plugin:  # config: the config chose the plugin; a mended plugin is redone by --retry-failed plugin-error
+        return "config", "plugin-error"
+    return "input", "error"  # an unexpected error on one item in vfm-curator's own code: that item triggered it
 
 
 def classify_worker_error(exc: BaseException) -> tuple[str, str]:

@@ -43,6 +43,9 @@ ADVICE = {
     "out-of-memory": "Ran out of memory. Give the stage more memory or fewer workers, then --retry-failed out-of-memory.",
     "timeout": "A stage took longer than its time limit. Raise the limit or check the machine, then --retry-failed timeout.",
     "stage-setup": "A stage could not start (a model path or an option it needs). Fix the config and run again.",
+    "plugin-error": "A plugin's stage raised an error of its own (a bug of the plugin its reason names, not of the video). "
+                    "Report it to the plugin's authors or leave the stage out; once it is mended, run again with "
+                    "--retry-failed plugin-error.",
     "caption-endpoint": "The caption server did not answer, kept failing (5xx) or refused the request (4xx: URL, model, "
                         "key or an option). Unanswered requests are retried up to run.max_attempts; fix the server or "
                         "the [options.caption] captioner_options, then run again (--retry-failed caption-endpoint).",

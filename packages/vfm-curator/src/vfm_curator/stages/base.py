@@ -170,9 +170,21 @@ def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
     return result
 
 
+def _plugin_stage(name: str) -> str | None:
+    """``stage 'name' from dist version`` where a plugin, not vfm-curator, registered the stage ``name``."""
+    from vfm_curator.plugins import host
+
+    entry = host.entries("stages").get(name)
+    if entry is None or entry.provider == host.distribution:
+        return None
+    return f"stage {name!r} from {entry.provider} {entry.version}"
+
+
 def run_guarded(stage: str, task: Any, fn) -> None:
     """Call ``fn(task)``; an exception marks that task failed with a reason (and its cause) instead
-    of stopping the run. :class:`StopRun` (disk full) is the exception: no other task would escape it."""
+    of stopping the run. :class:`StopRun` (disk full) is the exception: no other task would escape it.
+    A plugin stage's own error (not an :class:`InputError`) is recorded as that plugin's bug, named in the
+    reason (:func:`vfm_curator.failures.classify`), not as the video's."""
     import time
 
     from vfm_curator.failures import classify
@@ -184,8 +196,14 @@ def run_guarded(stage: str, task: Any, fn) -> None:
         raise
     except (Exception, MemoryError) as exc:  # bad input must never stop the run
         reason = str(exc) or type(exc).__name__
-        cause, kind = classify(exc)
-        task.fail(stage, f"{type(exc).__name__}: {reason}" if not isinstance(exc, InputError) else reason, cause, kind)
+        plugin = None if isinstance(exc, InputError) else _plugin_stage(stage)
+        cause, kind = classify(exc, by_plugin=plugin is not None)
+        if not isinstance(exc, InputError):
+            reason = f"{type(exc).__name__}: {reason}"
+        if kind == "plugin-error":
+            reason += (f" (a bug of {plugin}, not of this video; once the plugin is mended, run again with "
+                       "--retry-failed plugin-error)")
+        task.fail(stage, reason, cause, kind)
     finally:
         timings = getattr(task, "timings", None)
         if timings is not None:
