@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from vfm_curator.errors import InputError, LimitError, StopRun
-from vfm_plugins import PluginError
+from vfm_plugins import PluginError, PluginResultError
 
 __all__ = ["InputError", "LimitError", "Resources", "Stage", "StageDefinitionError", "StageSetupError", "process_batch",
            "run_guarded"]
@@ -76,7 +76,7 @@ class Stage:
                       for attr, value in vars(klass).items() if callable(value) and attr.lower().startswith("process"))
         hint = f" ({cls.__name__} has {', '.join(near)}: rename it?)" if near else ""
         raise StageDefinitionError(
-            f"stage {cls.name!r} (class {cls.__module__}.{cls.__qualname__}) defines neither process_one nor process: "
+            f"{_named(cls)} defines neither process_one nor process: "
             f"define process_one(self, task) to work on one task in place, or process(self, tasks) returning the "
             f"tasks for real batching{hint}")
 
@@ -94,7 +94,7 @@ class Stage:
             signature = refused_signature(function, 2)  # self, the task(s)
             if signature is not None:
                 raise StageDefinitionError(
-                    f"stage {cls.name!r} (class {cls.__module__}.{cls.__qualname__}): its {method}{signature} cannot "
+                    f"{_named(cls)}: its {method}{signature} cannot "
                     f"take the {argument}; define {method}(self, {argument})")
 
     def check_options(self) -> None:
@@ -144,6 +144,12 @@ class Stage:
         raise NotImplementedError
 
 
+def _named(stage: Stage | type[Stage]) -> str:
+    """``stage 'name' (class module.Class)``: how an error names a stage (or its class), so its author finds it."""
+    cls = stage if isinstance(stage, type) else type(stage)
+    return f"stage {stage.name!r} (class {cls.__module__}.{cls.__qualname__})"
+
+
 def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
     """``stage.process(tasks)``, refusing what is not a list of tasks, or a task whose ``clips`` is no longer
     a list, with a :class:`~vfm_plugins.PluginResultError` naming the stage (a plugin's ``process`` that
@@ -151,21 +157,15 @@ def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
     ``task.clips = filter(...)`` failed in a later stage as ``'filter' object is not subscriptable``)."""
     result = stage.process(tasks)
     if not isinstance(result, list):
-        from vfm_plugins import PluginResultError
-
-        cls = type(stage)
         raise PluginResultError(
-            f"stage {stage.name!r} (class {cls.__module__}.{cls.__qualname__}): process returned "
+            f"{_named(stage)}: process returned "
             f"{'None' if result is None else 'a ' + type(result).__name__}; it must return the list of tasks (those "
             f"it was given, changed in place: `return tasks`)")
     for task in result:
         clips = getattr(task, "clips", [])
         if not isinstance(clips, list):  # the next stage failed on it, naming neither this stage nor the cause
-            from vfm_plugins import PluginResultError
-
-            cls = type(stage)
             raise PluginResultError(
-                f"stage {stage.name!r} (class {cls.__module__}.{cls.__qualname__}) left task.clips as a "
+                f"{_named(stage)} left task.clips as a "
                 f"{type(clips).__name__}; it must stay a list of clips (`task.clips = [c for c in task.clips if ...]`)")
     return result
 
