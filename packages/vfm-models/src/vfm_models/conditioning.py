@@ -64,11 +64,11 @@ def encode_text(encoder: Any, captions: list[str]) -> tuple[torch.Tensor, torch.
     for what, value in (("text", text), ("mask", mask)):
         if not isinstance(value, torch.Tensor) and not (what == "mask" and value is None):
             # a plugin encoder's numpy arrays failed as "'numpy.ndarray' object has no attribute 'float'"
-            from vfm_models.registered import registered_as
+            import vfm_models
             from vfm_plugins import PluginResultError
 
             raise PluginResultError(
-                f"{registered_as('text_encoders', 'text encoder', encoder)}: encode returned its {what} as a "
+                f"{vfm_models.host.registered_as('text_encoders', encoder)}: encode returned its {what} as a "
                 f"{type(value).__module__}.{type(value).__qualname__}; a text encoder's encode returns (text (B, L, D), "
                 f"mask (B, L) bool), both torch.Tensor (or the text alone: every token real)")
     if mask is None:

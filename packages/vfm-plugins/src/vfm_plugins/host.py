@@ -460,6 +460,17 @@ class PluginHost:
     def names(self, kind: str) -> list[str]:
         return sorted(self.entries(kind))
 
+    def registered_as(self, kind: str, obj: Any) -> str:
+        """How an error names ``obj``, built from a registered name of ``kind``: ``tokenizer 'my-tok' (from
+        my-plugin 0.2.0, class my_plugin.MyTok)`` where a name of ``kind`` targets its class (eager or lazy),
+        else ``tokenizer my_plugin.MyTok``; so a plugin author sees which of their classes broke a contract."""
+        cls = type(obj)
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        for name, entry in self.entries(kind).items():
+            if entry.target is cls or entry.target == f"{cls.__module__}:{cls.__qualname__}":
+                return f"{_singular(kind)} {name!r} (from {entry.provider} {entry.version}, class {path})"
+        return f"{_singular(kind)} {path}"
+
     def entry(self, kind: str, name: str) -> Entry:
         entries = self.entries(kind)
         if name not in entries:

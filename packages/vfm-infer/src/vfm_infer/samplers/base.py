@@ -111,25 +111,13 @@ def _checked_result(sampler: Sampler, out: Any, noise: torch.Tensor) -> torch.Te
     tokenizer's decode, neither naming the sampler)."""
     if isinstance(out, torch.Tensor) and out.shape == noise.shape:
         return out
+    import vfm_infer
     from vfm_plugins import PluginResultError
 
     got = ("None" if out is None else f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor)
            else f"a {type(out).__module__}.{type(out).__qualname__}")
-    raise PluginResultError(f"{_registered_as(sampler)}: _run returned {got}; a sampler's _run returns the final "
+    raise PluginResultError(f"{vfm_infer.host.registered_as('samplers', sampler)}: _run returned {got}; a sampler's _run returns the final "
                             f"latents x, a torch.Tensor of the noise's shape {tuple(noise.shape)}")
-
-
-def _registered_as(sampler: Sampler) -> str:
-    """``sampler 'name' (from dist version, class module.Class)`` where a registered name targets the
-    sampler's class, else ``sampler module.Class``."""
-    import vfm_infer
-
-    cls = type(sampler)
-    path = f"{cls.__module__}.{cls.__qualname__}"
-    for name, entry in vfm_infer.host.entries("samplers").items():
-        if entry.target is cls or entry.target == f"{cls.__module__}:{cls.__qualname__}":
-            return f"sampler {name!r} (from {entry.provider} {entry.version}, class {path})"
-    return f"sampler {path}"
 
 
 def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any], options: Mapping[str, Any]):

@@ -14,11 +14,11 @@ def checked_tensor(value: Any, tokenizer: Any, method: str) -> Any:
 
     if isinstance(value, torch.Tensor):
         return value
-    from vfm_models.registered import registered_as
+    import vfm_models
     from vfm_plugins import PluginResultError
 
     got = "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
     shapes = "latents (B, C', T', H', W')" if method == "encode" else "pixels (B, C, T, H, W) in [-1, 1]"
-    raise PluginResultError(f"{registered_as('tokenizers', 'tokenizer', tokenizer)}: {method} returned {got}; a tokenizer's "
+    raise PluginResultError(f"{vfm_models.host.registered_as('tokenizers', tokenizer)}: {method} returned {got}; a tokenizer's "
                             f"{method} returns a torch.Tensor of {shapes}")
 
