@@ -84,15 +84,24 @@ class Wan(DiffusionTransformer):
         self.initialize_weights()
 
     def initialize_weights(self) -> None:
-        """Wan's own initialisation (Wan2.1 ``WanModel.init_weights``): xavier-uniform Linears with zero
-        biases, the patch embedding xavier-uniform, the text and time embedders normal(0, 0.02), the
-        output linear zero; the modulation tables keep randn / sqrt(D). Fine-tuning replaces all of it."""
+        """Wan's initialisation (Wan2.1 ``WanModel.init_weights``): xavier-uniform Linears with zero
+        biases, the patch embedding xavier-uniform, the time embedder normal(0, 0.02), the output
+        linear zero; the modulation tables keep randn / sqrt(D). Fine-tuning replaces all of it.
+
+        One change: the text embedder's Linears are normal(0, 1/sqrt(fan_in)), not Wan's normal(0, 0.02).
+        Wan's std is 1/sqrt(fan_in) for a 2500-wide input: at its own sizes (4096 -> 1536 -> 1536) the
+        text MLP leaves unit-scale text at rms 0.67 with Wan's std and 0.65 with this one, but at the
+        demo's widths (64 -> 96 -> 96) Wan's left it at 0.02, and the model learnt to ignore the prompt
+        (README, "Training wan from scratch")."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
                 nn.init.zeros_(module.bias)
         nn.init.xavier_uniform_(self.x_embedder.proj.weight)
-        for module in (*self.text_embedder.modules(), *self.t_embedder.modules()):
+        for module in self.text_embedder.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=module.in_features ** -0.5)
+        for module in self.t_embedder.modules():
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=0.02)
         nn.init.zeros_(self.final_layer.linear.weight)
