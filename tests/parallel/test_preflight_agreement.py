@@ -6,6 +6,7 @@ import socket
 
 import pytest
 
+from tests.cli.two_nodes import needs_host_names
 from tests.gloo import spawn
 from vfm_parallel.preflight import PreflightError, agree, checked_together
 
@@ -69,3 +70,50 @@ def test_one_process_gets_its_own_error_and_starts_no_process_group():
         with checked_together("cpu"):
             raise KeyError("x")
     assert not dist.is_initialized()
+
+
+def _take_over_on_a_full_disk(rank: int, world: int, folder: str) -> str:
+    """Rank 1 runs on node-b, where the run that left ``folder``'s lock ran and has ended; rank 0 takes the
+    lock over, but its file system refuses the write (no file may grow: a full disk, RLIMIT_FSIZE here)."""
+    import ctypes
+    import os
+    import resource
+
+    from vfm_parallel.trainer.run_folder import RunFolder
+
+    os.environ["LOCAL_WORLD_SIZE"] = "1"  # one rank per node: the lock's host may be one of this job's
+    if rank == 1:  # a host of its own (a UTS namespace), named as the lock's holder
+        assert ctypes.CDLL(None, use_errno=True).unshare(0x04000000) == 0  # CLONE_NEWUTS
+        socket.sethostname("node-b")
+    folder_lock = RunFolder(folder).__enter__()
+    if rank == 0:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    try:
+        folder_lock.settle()
+    except Exception as exc:
+        own = exc.__cause__
+        return f"{type(exc).__name__}: {str(exc).split(' (every')[0]} | cause {type(own).__name__ if own else None}"
+    finally:
+        folder_lock.__exit__(None, None, None)
+    return "went on"
+
+
+@needs_host_names
+def test_a_takeover_the_file_system_refuses_on_rank_0_stops_every_rank_naming_why(tmp_path):
+    # rank 0 raised the OSError of its takeover alone, and the other ranks waited for it in a broadcast
+    # (under NCCL until the watchdog; in a torchrun job on gloo they ended saying only that rank 0 was lost)
+    import subprocess
+    import time
+
+    from vfm_plugins import LOCK_NAME, LockHolder
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / LOCK_NAME).write_text(LockHolder(gone.pid, "node-b", "2026-01-01T00:00:00+0000", "vfm train").dumps())
+    t0 = time.monotonic()
+    results = spawn(_take_over_on_a_full_disk, 2, str(folder), timeout=30)
+    assert time.monotonic() - t0 < 30
+    why = f"rank 0 (host {socket.gethostname()}): [Errno 27] File too large"
+    assert results == [f"PreflightError: {why} | cause OSError", f"PreflightError: {why} | cause None"]

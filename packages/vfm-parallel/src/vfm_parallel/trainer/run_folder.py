@@ -78,8 +78,8 @@ class RunFolder:
     def settle(self) -> None:
         """Collective: a lock rank 0 could not take is every rank's error, naming rank 0 and its host
         (:func:`vfm_parallel.preflight.agree`). Where rank 0 found a holder on another host, the ranks on that host say whether
-        its process is gone; if one does, rank 0 takes the folder over (a :class:`StaleLockWarning`),
-        else every rank raises rank 0's refusal."""
+        its process is gone; if one does, rank 0 takes the folder over (a :class:`StaleLockWarning`; a
+        takeover that fails is every rank's error as above), else every rank raises rank 0's refusal."""
         if not dist.is_initialized():
             if self.elsewhere is not None:
                 raise self.elsewhere
@@ -95,15 +95,17 @@ class RunFolder:
         holder = refusal.holder
         verdicts: list = [None] * dist.get_world_size()
         dist.all_gather_object(verdicts, socket.gethostname() == holder.host and not pid_exists(holder.pid))
-        outcome = [refusal if not any(verdicts) else None]
-        if dist.get_rank() == 0 and any(verdicts):
+        if not any(verdicts):
+            raise refusal
+        failure = None
+        if dist.get_rank() == 0:
             try:
                 self.lock = FolderLock(self.out_dir, gone=holder).acquire()
-            except FolderLockedError as exc:  # another run took it meanwhile
-                outcome = [exc]
-        dist.broadcast_object_list(outcome, src=0)
-        if outcome[0] is not None:
-            raise outcome[0]
+            except Exception as exc:  # another run took it meanwhile, or a write refused (a full disk): rank 0's
+                failure = exc  # alone, which the other ranks must hear of rather than wait for
+        agreed = agree(failure)
+        if agreed is not None:
+            raise agreed
 
 
 # how long a rank looks for rank 0's probe file before calling the folder unshared: a shared
