@@ -127,13 +127,14 @@ def test_a_full_disk_stops_the_run_with_the_file_it_was_writing(tmp_path, monkey
 
     make_video(tmp_path / "a.mp4", [30], seed=1)
     make_video(tmp_path / "b.mp4", [30], seed=2)
-    input_index.ensure(tmp_path / "out")  # the folder's (empty) input index exists: the disk fills at the clip
-    mark_state_format(tmp_path / "out")  # and its state's format marker
-    for writer in (vfm_curator.io.paths, vfm_plugins.files):  # clips are renamed into place by vfm_plugins.files
+    input_index.ensure(tmp_path / "out")  # the folder's (empty) input index exists: the disk fills at the
+    mark_state_format(tmp_path / "out")  # video's commit (its clips are written aside first), and its state's format marker
+    for writer in (vfm_curator.io.paths, vfm_plugins.files):  # the commit file is written by vfm_plugins.files
         monkeypatch.setattr(writer, "os", _FullDisk())
-    with pytest.raises(DiskFullError, match=r"no space left on the device writing .*clips/\w+\.mp4: free space"):
+    with pytest.raises(DiskFullError, match=r"no space left on the device writing .*/out/\.state/commits/\w+\.json: free space"):
         vfm_curator.curate([tmp_path / "a.mp4", tmp_path / "b.mp4"], tmp_path / "out", SERIAL)
     assert not list((tmp_path / "out").rglob("*.tmp"))
+    assert not list((tmp_path / "out" / "clips").iterdir())  # no clip took its name without its commit
     assert not list((tmp_path / "out" / ".state" / "videos").rglob("*.json"))  # the second video was not tried and failed
 
 
