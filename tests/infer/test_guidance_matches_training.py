@@ -89,9 +89,13 @@ def test_the_unconditional_branch_of_a_text_model_is_the_empty_caption_unless_ne
     config = vfm_models.get_family("dit-cross").config("tiny")
     encoder = HashTextEncoder(dim=config.text_dim)
     conditioner = Conditioner(config, encoder, null={"kind": "text", "caption": ""})
-    _, uncond = conditioner("a red circle moving right")
+    cond, uncond = conditioner("a red circle moving right")
     empty, mask = encoder.encode([""])
-    assert torch.equal(uncond["text"], empty) and torch.equal(uncond["text_mask"], mask)
+    # the empty caption, zero-padded (mask False) to the prompt's tokens as condition dropout pads it
+    tokens = cond["text"].shape[1]
+    assert uncond["text"].shape[1] == tokens > empty.shape[1]
+    assert torch.equal(uncond["text"][:, :empty.shape[1]], empty) and not uncond["text"][:, empty.shape[1]:].any()
+    assert torch.equal(uncond["text_mask"][:, :empty.shape[1]], mask) and not uncond["text_mask"][:, empty.shape[1]:].any()
     _, negative = conditioner("a red circle", negative_prompt="a blue square")
     assert torch.equal(negative["text"], encoder.encode(["a blue square"])[0])
 

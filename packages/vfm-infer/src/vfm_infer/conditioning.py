@@ -6,7 +6,8 @@ the prompt is a class index) and unconditional (no cond; guidance does not apply
 
 The unconditional branch is the null condition that training's condition dropout used
 (:mod:`vfm_models.conditioning`: the null class, or the text encoder's embedding of the empty
-caption), recorded in the export as ``null_condition``; a negative prompt replaces it.
+caption), recorded in the export as ``null_condition``, in the form dropout fed it (text padded to the
+prompt's tokens: :func:`vfm_models.conditioning.null_for`); a negative prompt replaces it.
 """
 
 from __future__ import annotations
@@ -100,18 +101,22 @@ class Conditioner:
                 parse_class_label(negative_prompt, self.config.num_classes)
 
     def __call__(self, prompt: str, negative_prompt: str = "") -> tuple[Cond, Cond | None]:
-        """(cond, uncond): ``uncond`` is the null condition, or ``negative_prompt`` when given (a
+        """(cond, uncond): ``uncond`` is the null condition as condition dropout fed it in place of
+        this prompt (:func:`vfm_models.conditioning.null_for`: a text null zero-padded to the prompt's
+        tokens, which a model attending to its padding sees), or ``negative_prompt`` when given (a
         class index for class-conditional models)."""
+        from vfm_models.conditioning import null_for
+
         if self.kind == "text":
             cond = _encode_text(self.text_encoder, [prompt], self.device)
-            uncond = _encode_text(self.text_encoder, [negative_prompt], self.device) if negative_prompt else self.null
-            return cond, uncond
-        if self.kind == "class":
-            y = parse_class_label(prompt, self.config.num_classes)
-            uncond = self.null
             if negative_prompt:
-                uncond = {"y": torch.tensor([parse_class_label(negative_prompt, self.config.num_classes)], device=self.device)}
-            return {"y": torch.tensor([y], device=self.device)}, uncond
+                return cond, _encode_text(self.text_encoder, [negative_prompt], self.device)
+            return cond, null_for(cond, self.null)
+        if self.kind == "class":
+            cond = {"y": torch.tensor([parse_class_label(prompt, self.config.num_classes)], device=self.device)}
+            if negative_prompt:
+                return cond, {"y": torch.tensor([parse_class_label(negative_prompt, self.config.num_classes)], device=self.device)}
+            return cond, null_for(cond, self.null)
         return {}, None
 
     def to(self, device: torch.device | str) -> "Conditioner":

@@ -9,6 +9,9 @@ dropout) and what classifier-free guidance contrasts against at inference. Defin
   it is the end token alone. A negative prompt replaces it at inference;
 - unconditional: none.
 
+Guidance contrasts a prompt with :func:`null_for` (the null as :func:`with_null` substitutes it
+for that prompt), so the unconditional branch is an input condition dropout trained on.
+
 The inference export records the description (:func:`describe`) under ``null_condition`` and the
 training ``cond_dropout`` beside it, so that guidance knows whether the null was ever trained.
 """
@@ -123,3 +126,14 @@ def with_null(cond: Mapping[str, torch.Tensor], null: Mapping[str, torch.Tensor]
         out["text"] = torch.where(d[:, None, None], null_text, _pad_tokens(text, length))
         out["text_mask"] = torch.where(d[:, None], null_mask, _pad_tokens(mask, length))
     return out
+
+
+def null_for(cond: Mapping[str, torch.Tensor], null: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The null condition as condition dropout feeds it in place of every sample of ``cond``
+    (:func:`with_null` with all of them dropped): a text null zero-padded, mask False, to ``cond``'s
+    token length, as training pads it to its batch's captions. Guidance's unconditional branch for
+    ``cond`` is this, not ``null`` alone: a model that attends to its text padding (``wan`` without
+    ``use_text_mask``) never trained on the empty caption at its own length beside longer captions."""
+    some = next(v for v in cond.values() if isinstance(v, torch.Tensor))
+    # made on cond's device: with_null moves drop there, a host-to-device copy per call otherwise
+    return with_null(cond, null, torch.ones(some.shape[0], dtype=torch.bool, device=some.device))
