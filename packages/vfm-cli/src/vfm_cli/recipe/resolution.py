@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import vfm_models
+from vfm_plugins import Notice
 from vfm_plugins.text import exception_text as exc_text
 from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
@@ -69,6 +72,26 @@ def _same_settings(key: str, configured: dict, recorded: dict, factory: Any, wha
                                f"{key}, or {key.rsplit('_', 1)[0]} = \"\" to take the shards' name and options")
 
 
+class UnconditionalOnCaptionsNotice(Notice):
+    """A class-conditional family trained on captioned shards: it trains unconditional, captions unused."""
+
+
+def _note_unconditional_on_captions(cfg: TrainConfig, mcfg: Any) -> None:
+    """Shards carry no class labels, so a class-conditional family's ``num_classes`` becomes 0 there: say so
+    at the start, or the user learns it at ``vfm generate`` ("this model is unconditional") after the run.
+    Not refused: an unconditional model on captioned shards is a fair choice, which ``num_classes = 0``
+    written out makes without this note."""
+    if mcfg.text_dim or not mcfg.num_classes:
+        return  # a text model uses the captions; an unconditional one asked for nothing else
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # every rank resolves the same config: one line per job
+    warnings.warn(
+        f"model.family {cfg.model.family!r} is class-conditional (num_classes {mcfg.num_classes}), but the shards carry "
+        f"captions and no class labels: the model trains unconditional and ignores the captions; for a text-conditional "
+        f"model choose a text family (e.g. model.family = \"dit-cross\"), or set model.options.num_classes = 0 to train "
+        f"unconditional without this note", UnconditionalOnCaptionsNotice, stacklevel=3)
+
+
 def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
     """The family config and the export's names; checks the data against the model.
 
@@ -102,6 +125,8 @@ def resolve(cfg: TrainConfig, *, probe: bool = True) -> Resolved:
     if options.get("num_classes", 0):
         raise ConfigError("model.options.num_classes", "shards carry no class labels; train text-conditional or unconditional (num_classes = 0)")
     if "num_classes" in fields:
+        if "num_classes" not in options and info.captioned:
+            _note_unconditional_on_captions(cfg, _family_config(cfg, dict(options)))
         options["num_classes"] = 0
     text_model = _family_config(cfg, dict(options)).text_dim > 0
     if text_model and options.setdefault("text_dim", info.text_dim) != info.text_dim:

@@ -22,6 +22,7 @@ class ShardInfo:
     tokenizer_options: dict = field(default_factory=dict)
     text_encoder_options: dict = field(default_factory=dict)
     text_len: int = 0  # real text tokens of the first sample (for the executed-FLOPs count)
+    captioned: bool = False  # a dataset's first sample has a caption (not `vfm shard --no-require-captions` footage)
 
 
 def data_available(cfg: TrainConfig) -> bool:
@@ -88,7 +89,8 @@ def probe_shards(cfg: TrainConfig) -> ShardInfo:
         options[section] = dict(value)
     return ShardInfo(folders, [s[0] for s in samples], text_dims.pop(), meta.get("tokenizer", ""), meta.get("text_encoder", ""),
                      options["tokenizer_options"], options["text_encoder_options"],
-                     text_len=int(meta.get("text_length") or samples[0][1][0]))
+                     text_len=int(meta.get("text_length") or samples[0][1][0]),
+                     captioned=any(str(m.get("caption") or "").strip() for _, _, m in samples))
 
 
 #: The config keys that name what a shard records under each options section.
