@@ -8,7 +8,7 @@ any work; under torchrun the ranks then agree (vfm_parallel.preflight) that ever
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 import typer
 
@@ -26,14 +26,13 @@ def train(
     """Train a model: 4D-parallel under torchrun, exact resume from DCP checkpoints, TensorBoard, MFU."""
     from vfm_parallel.trainer import config as config_mod
     from vfm_parallel.process_group import env_world_size
-    from vfm_plugins import PluginError
 
     items = list(overrides or [])
     if peak_tflops is not None:
         items.append(f"logging.peak_tflops={peak_tflops}")
     if trust_dataset_code:
         items.append("data.trust_dataset_code=true")
-    failure = None
+    failure, cfg = None, None
     try:
         world = world_size or env_world_size()
         cfg = config_mod.load(config, items, world)
@@ -44,12 +43,12 @@ def train(
         # cannot run (megatron-sp without CUDA) is a note there, and refused by a run
         hardware: list | None = [] if validate_only else None
         resolved = recipe.validate(cfg, world, require_data=not validate_only, hardware=hardware)  # the run is built from it: resolved once
-    except (config_mod.ConfigError, PluginError) as exc:  # PluginError: a family's preset or model class is wrong
+    except Exception as exc:  # any error, agreed on first: a node's may be its own (a damaged copy of init_from)
         failure = exc
     if not validate_only:  # a run: ranks that passed must not wait for one that failed (a node without the shards)
         failure = _agree_to_start(failure)
     if failure is not None:
-        fail_once(failure)  # every rank meets it alike: one line per node, like a config error
+        _refuse_or_raise(failure, _refusals(cfg))  # a refusal: one line per node, like a config error
     _warn_idle_strategies(cfg, world)
     if validate_only:
         for exc in hardware:
@@ -59,37 +58,19 @@ def train(
         typer.echo(f"{config}: valid{unchecked}{resumes}")
         return
 
-    import importlib
     import os
 
-    from vfm_models.export import NonFiniteWeightsError
-    from vfm_parallel import LayoutError
-    from vfm_parallel.checkpoint import CheckpointError
-    from vfm_parallel.preflight import PreflightError
-    from vfm_parallel.trainer import NonFiniteTrainingError, TrainingStopped
+    from vfm_parallel.trainer import TrainingStopped
     from vfm_parallel.trainer import train as run
-    from vfm_plugins import FolderLockedError
 
     rank0 = int(os.environ.get("RANK", "0")) == 0
     sinks = _sinks(cfg) if rank0 else []
-    # shards vfm cannot train on: one line naming them (vfm-data is imported for shard data only)
-    data_errors = (importlib.import_module("vfm_data.errors").DataError,) if cfg.data.source == "shards" else ()
+    refusals = _refusals(cfg)
     try:
         result = run(cfg, recipe.parts_builder(resolved), sinks=sinks)
-    except (NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError, LayoutError,
-            config_mod.ConfigError, PreflightError, *data_errors) as exc:
-        # one 'error:' line and exit 1: NaN training (nothing was exported), another run owning
-        # train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, an output
-        # folder the run cannot write as it should (a link where it appends),
-        # unusable shards, or any of these on some ranks only (PreflightError names them);
-        # the progress bar's last line ends before the error
-        _close(sinks)
-        refusals = (FolderLockedError, CheckpointError, LayoutError, config_mod.ConfigError, PluginError, OSError, *data_errors)
-        if isinstance(exc, PreflightError) and exc.__cause__ is not None and not isinstance(exc.__cause__, refusals):
-            import traceback
-
-            traceback.print_exception(exc.__cause__)  # this rank's own failure is no refusal but a bug: its traceback
-        fail_once(exc)
+    except refusals as exc:
+        _close(sinks)  # the progress bar's last line ends before the error
+        _refuse_or_raise(exc, refusals)
     except KeyboardInterrupt:  # a second Ctrl-C (stop at once), or one before training set up its handler
         _close(sinks)
         if rank0:
@@ -115,6 +96,44 @@ def train(
         _summary(result)
     # a torchrun rank ends in ends_torchrun_rank, from here and from an error; a stop leaves above, through
     # the barrier every stopped rank reaches (ends_torchrun_rank takes a non-zero status for an error: no barrier)
+
+
+def _refusals(cfg) -> tuple[type[Exception], ...]:
+    """What vfm train reports in one ``error:`` line and exit 1, before the run and during it: a bad config
+    or plugin (a family's preset or model class), NaN training (nothing was exported), another run owning
+    train.out_dir, a damaged or incompatible checkpoint, a layout the model refuses, an output folder the
+    run cannot write as it should (an OSError: a link where it appends, a full disk), unusable shards
+    (``cfg`` reads shards; vfm-data is imported for shard data only), or any of these on some ranks only
+    (PreflightError names them). Anything else is a bug, shown with its traceback."""
+    import importlib
+
+    from vfm_models.export import NonFiniteWeightsError
+    from vfm_parallel import LayoutError
+    from vfm_parallel.checkpoint import CheckpointError
+    from vfm_parallel.preflight import PreflightError
+    from vfm_parallel.trainer import NonFiniteTrainingError
+    from vfm_parallel.trainer.config import ConfigError
+    from vfm_plugins import FolderLockedError, PluginError
+
+    shards = cfg is not None and cfg.data.source == "shards"
+    data_errors = (importlib.import_module("vfm_data.errors").DataError,) if shards else ()
+    return (ConfigError, PluginError, NonFiniteTrainingError, NonFiniteWeightsError, FolderLockedError, CheckpointError,
+            LayoutError, OSError, PreflightError, *data_errors)
+
+
+def _refuse_or_raise(exc: Exception, refusals: tuple[type[Exception], ...]) -> NoReturn:
+    """One ``error:`` line per node for a refusal, ``exc`` raised (its traceback, as in one process) for
+    anything else. The agreement's error is a refusal on every rank; a rank whose own failure under it
+    is none shows that failure's traceback first."""
+    from vfm_parallel.preflight import PreflightError
+
+    if isinstance(exc, PreflightError) and exc.__cause__ is not None and not isinstance(exc.__cause__, refusals):
+        import traceback
+
+        traceback.print_exception(exc.__cause__)
+    if isinstance(exc, refusals):
+        fail_once(exc)
+    raise exc
 
 
 def _agree_to_start(failure: Exception | None) -> Exception | None:
