@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from tests.cli.test_export_checkpoint import _step_dir, one_process_run  # noqa: F401 - fixture
 from tests.cli.test_generate import make_export
-from tests.cli.two_nodes import assert_each_node_ends_with_one_error, held_by_a_live_run, run_two_nodes
+from tests.cli.two_nodes import assert_each_node_ends_with_one_error, held_by_a_live_run, needs_host_names, run_two_nodes
 
 
 def assert_both_nodes_name_each_path(ends: list[tuple[int, str]], *each: str) -> None:
@@ -91,3 +92,52 @@ def test_a_prompts_file_one_node_cannot_read_ends_both_nodes_within_seconds(tmp_
     ends = run_two_nodes(common, (["--prompts", str(good)], ["--prompts", "/proc/self/mem"]), timeout=60)
     assert time.monotonic() - t0 < 60, "\n".join(o for _, o in ends)
     assert_each_node_ends_with_one_error(ends, f"error: rank 1 (host {socket.gethostname()}): [Errno 5] Input/output error")
+
+
+@pytest.mark.slow
+@needs_host_names
+def test_a_diffusers_folder_whose_copy_is_damaged_on_one_node_ends_both_nodes_with_a_line_naming_it(tmp_path):
+    # a diffusers folder is converted in memory by each rank: a node's damaged copy failed there alone, after the
+    # process group started, and the other node went on into sampling, where it waited for it (NCCL: the watchdog)
+    import shutil
+
+    pytest.importorskip("diffusers")
+    from tests.cli.test_convert_export import diffusers_folder
+
+    good = tmp_path / "hub"
+    diffusers_folder(good)
+    damaged = tmp_path / "copy" / "hub"
+    shutil.copytree(good, damaged)
+    weights = damaged / "diffusion_pytorch_model.safetensors"
+    header = bytearray(weights.read_bytes())
+    header[8:40] = b"x" * 32  # the header's JSON
+    weights.write_bytes(bytes(header))
+    common = ["generate", "--prompt", "1", "--steps", "2", "--tokenizer", "pixel", "-o", str(tmp_path / "out")]
+    t0 = time.monotonic()
+    ends = run_two_nodes(common, (["--checkpoint", str(good)], ["--checkpoint", str(damaged)]), timeout=60,
+                         hostnames=("node-a", "node-b"))
+    assert time.monotonic() - t0 < 30, "\n".join(o for _, o in ends)
+    assert_each_node_ends_with_one_error(ends, f"error: rank 1 (host node-b): {weights} is not a complete safetensors file")
+    assert not list((tmp_path / "out").glob("*.mp4"))
+
+
+@pytest.mark.slow
+@needs_host_names
+def test_a_training_checkpoint_whose_copy_is_damaged_on_one_node_ends_both_nodes_with_the_damage(one_process_run, tmp_path):  # noqa: F811
+    # the checkpoint is verified collectively (each rank hashes a share, every rank checks every file's size on
+    # its own copy) before any rank reads the weights: the damage found on node-b's copy ends node-a too
+    import shutil
+
+    good = _step_dir(one_process_run)
+    damaged = tmp_path / "copy" / good.name
+    shutil.copytree(good, damaged)
+    tensors = next((damaged / "tensors").glob("*.safetensors"))
+    tensors.write_bytes(tensors.read_bytes()[:-100])  # a copy cut short
+    common = ["generate", "--prompt", "1", "--steps", "2", "-o", str(tmp_path / "out")]
+    t0 = time.monotonic()
+    ends = run_two_nodes(common, (["--checkpoint", str(good)], ["--checkpoint", str(damaged)]), timeout=60,
+                         hostnames=("node-a", "node-b"))
+    assert time.monotonic() - t0 < 30, "\n".join(o for _, o in ends)
+    assert_each_node_ends_with_one_error(ends, "error: checkpoint ")
+    said = f"is damaged: tensors/{tensors.name} has {tensors.stat().st_size} bytes"
+    assert all(said in output for _, output in ends), "\n".join(o for _, o in ends)

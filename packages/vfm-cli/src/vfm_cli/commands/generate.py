@@ -165,7 +165,8 @@ def generate(
             pipe = _checkpoint_pipeline(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                         weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
         elif is_external_folder(checkpoint):
-            pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
+            with checked_together():  # each rank converts its copy: a node's may fail alone (damaged)
+                pipe = external_pipeline(checkpoint, tokenizer, device=device, dtype=dtype, compile=compile_blocks)
         else:
             with checked_together():  # each rank reads the export: a node's copy may fail alone (damaged)
                 pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
