@@ -225,7 +225,7 @@ def figures(data: ReportData, summary: Any) -> str:
     uncaptioned = sum(not (c.caption or "").strip() for c in kept)
     wall_s = float(getattr(summary, "wall_s", 0.0) or 0.0)
     processed_s = float(getattr(summary, "video_s_processed", 0.0) or 0.0)
-    from vfm_curator.pipelines.summary import video_counts
+    from vfm_curator.io.state import video_counts
 
     ok, failed, redone = video_counts(data.ok, data.failed)
     kept_after = f"; {redone} ok kept {'its' if redone == 1 else 'their'} clips after a failed redo" if redone else ""

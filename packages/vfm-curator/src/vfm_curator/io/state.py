@@ -171,3 +171,15 @@ def load_record(out: str | Path, vid: str) -> dict[str, Any] | None:
         return json.loads(record_path(out, vid).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def video_counts(ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """(ok, failed, ok whose redo failed) over the folder's source videos, each counted once. A moved
+    video's failed redo is a failed record at its new path whose ``replaces`` names its finished record
+    (``vfm_curator.pipelines.summary.listed_failures``): one video, still ok (its earlier clips are kept), not one ok and one
+    failed. A finished video whose redo failed in place has one record (its ``redo_failure``)."""
+    finished = {r.get("video_id") for r in ok}
+    replacing = [r for r in failed if (r.get("replaces") or {}).get("video_id") in finished]
+    redone = {r["replaces"]["video_id"] for r in replacing} | {
+        r.get("video_id") for r in ok if isinstance(r.get("redo_failure"), dict)}
+    return len(ok), len(failed) - len(replacing), len(redone)

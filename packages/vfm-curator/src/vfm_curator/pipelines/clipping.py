@@ -25,7 +25,7 @@ from vfm_curator.io.metadata import merge
 from vfm_curator.io.paths import atomic_write, check_not_other_output, check_out_folder, disk_full, output_path, safe_join
 from vfm_curator.io.state_format import check_state_format, mark_state_format
 from vfm_curator.pipelines.summary import (
-    Progress, Summary, failure_kinds, failure_line, listed_failures, uncaptioned, video_counts,
+    Progress, Summary, failure_kinds, failure_line, listed_failures, uncaptioned,
 )
 from vfm_curator.stages.caption import sidecar_caption
 from vfm_curator.tasks import VideoTask, video_id
@@ -430,7 +430,7 @@ def finalize(out: Path, summary: Summary, config: CurateConfig | None = None) ->
     atomic_write(output_path(out, "failures.jsonl"), ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
     summary.failures = len(listed)
     summary.failure_kinds = failure_kinds(listed)
-    summary.videos_total = sum(video_counts(ok, failed)[:2])  # a moved video's failed redo is not another video
+    summary.videos_total = sum(state.video_counts(ok, failed)[:2])  # a moved video's failed redo is not another video
     summary.decoded_short = sum(1 for r in ok if (r.get("meta") or {}).get("decoded_short"))
     summary.hours_in = sum(r.get("duration_s", 0.0) for r in ok) / 3600
     # the clips in clips.parquet: what the review took out (dedup, caption QA drops) is not output

@@ -219,18 +219,6 @@ def listed_failures(ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> l
     return listed
 
 
-def video_counts(ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> tuple[int, int, int]:
-    """(ok, failed, ok whose redo failed) over the folder's source videos, each counted once. A moved
-    video's failed redo is a failed record at its new path whose ``replaces`` names its finished record
-    (:func:`listed_failures`): one video, still ok (its earlier clips are kept), not one ok and one
-    failed. A finished video whose redo failed in place has one record (its ``redo_failure``)."""
-    finished = {r.get("video_id") for r in ok}
-    replacing = [r for r in failed if (r.get("replaces") or {}).get("video_id") in finished]
-    redone = {r["replaces"]["video_id"] for r in replacing} | {
-        r.get("video_id") for r in ok if isinstance(r.get("redo_failure"), dict)}
-    return len(ok), len(failed) - len(replacing), len(redone)
-
-
 def _kept_by(record: dict[str, Any], failure: dict[str, Any], finished: dict[str, Any]) -> dict[str, Any]:
     """``record`` as a listed failure that kept ``finished``'s clips."""
     kept = f"the redo failed; the earlier clips ({int(finished.get('clips') or 0)}) are kept, of {finished.get('source', '')}"
