@@ -39,7 +39,12 @@ def agree(failure: BaseException | None, device_type: str | None = None) -> Base
     if not dist.is_initialized():
         if device_type is None:
             raise ValueError("agree(device_type=None) needs the process group started")
-        init_distributed(device_type)
+        try:
+            init_distributed(device_type)
+        except (ValueError, RuntimeError):  # no group to agree in (WORLD_SIZE set without torchrun's rendezvous
+            if failure is not None:         # variables, a rendezvous that failed): this rank's own error, said as
+                return failure              # in one process, rather than the start's
+            raise
     seen: list = [None] * dist.get_world_size()
     dist.all_gather_object(seen, (None if failure is None else reason_of(failure), socket.gethostname()),
                            group=_object_group())
