@@ -321,11 +321,13 @@ def read_state(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def verify(path: str | Path) -> dict[str, Any]:
+def verify(path: str | Path, *, shared: bool = False) -> dict[str, Any]:
     """Check that ``path`` is whole: every file as the manifest lists it, a valid step, every tensor
-    completely saved. Collective when a process group is up. Returns the global state."""
+    completely saved. Collective when a process group is up: each node's copy is hashed whole, or,
+    with ``shared`` (only where every rank is known to read one folder), once in the whole job (see
+    :func:`verify_files`). Returns the global state."""
     path = Path(path)
-    verify_files(path)
+    verify_files(path, shared=shared)
     state = read_state(path)
     verify_tensors(path)
     return state

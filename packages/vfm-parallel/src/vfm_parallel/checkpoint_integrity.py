@@ -4,9 +4,11 @@
 checkpoint with its size and sha256. A folder without one is not a committed checkpoint. Sealing
 lists the folder once, on rank 0, without following links, and refuses one that holds a symbolic
 link (loading would refuse the checkpoint) or a folder it cannot list. Hashing is split over the
-ranks, file by file, so that each rank reads about 1/world of the bytes (sha256 runs at about
-0.8 GB/s on one core); the verdicts are gathered, so every rank raises the same error
-and none is left waiting in a collective.
+ranks, file by file (sha256 runs at about 0.8 GB/s on one core); the verdicts are gathered, so every
+rank raises the same error and none is left waiting in a collective. Sealing splits over every rank
+(the run folder is one folder every node shares); verifying splits over the ranks that read the same
+copy (:func:`_copy_share`), so that each node's own copy (node-local scratch) is hashed whole: on a
+shared filesystem that reads the checkpoint once per node, unless the caller knows it is shared.
 
 Errors are one line: :class:`DamagedCheckpointError` (files missing, changed, unreadable, a bad
 step: ``resume = "auto"`` may fall back to an older checkpoint) and
@@ -19,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+import socket
 import stat
 from pathlib import Path
 from typing import Any, Iterable
@@ -28,6 +31,7 @@ from vfm_plugins.files import replace_file
 from vfm_plugins.formats import FormatVersionError, check_format_version, installed
 
 from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
+from vfm_parallel.preflight import _ranks
 
 MANIFEST = "manifest.json"
 #: The checkpoint's format version, kept in its manifest (written last, read first): bumped when an older
@@ -175,11 +179,11 @@ def _links(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def _hash_share(folder: Path, names: list[str], sync: bool) -> dict[str, Any]:
-    """This rank's share of ``names`` hashed: {name: entry, or why it could not be read (a str)}."""
-    rank, world = _rank_world()
+def _hash_share(folder: Path, names: list[str], sync: bool, share: tuple[int, int]) -> dict[str, Any]:
+    """Share ``(index, count)`` of ``names`` hashed: {name: entry, or why it could not be read (a str)}."""
+    index, count = share
     out: dict[str, Any] = {}
-    for name in names[rank::world]:
+    for name in names[index::count]:
         try:
             out[name] = hash_file(folder / name, sync)
         except OSError as exc:
@@ -203,7 +207,7 @@ def write_manifest(folder: str | Path, step: int) -> Path:
                                     "vfm writes none and loading refuses links", name, target, more)
     hashed: dict[str, Any] = {}
     bad: list[tuple[str, str, int]] = []
-    for rank, share in enumerate(_all_gather(_hash_share(folder, names, sync=True))):
+    for rank, share in enumerate(_all_gather(_hash_share(folder, names, sync=True, share=_rank_world()))):
         hashed.update(share)
         bad += [(n, e, rank) for n, e in share.items() if isinstance(e, str)]
     if bad:
@@ -245,8 +249,36 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
-    """Missing, resized, unlisted and checksum-failing files (collective: the hashing is shared)."""
+def _boot_id() -> str | None:
+    """This kernel's id, the same in every container on one machine and new at each boot (Linux)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _copy_key(folder: Path) -> tuple[Any, ...]:
+    """What tells the copies of ``folder`` that the ranks read apart: the folder's device and inode on
+    this kernel (boot id and host name). Ranks of one key read the same files; a node with its own copy
+    (node-local scratch, or another path) has keys of its own. A kernel's inode numbers mean nothing on
+    another machine, whose node-local copy, made alike on a like disk, may have the same ones."""
+    try:
+        st = os.stat(folder)
+        inode: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:  # no folder: read_manifest says so; such ranks hash nothing anyway
+        inode = None
+    return socket.gethostname(), _boot_id(), inode
+
+
+def _copy_share(keys: list[tuple[Any, ...]], rank: int) -> tuple[int, int]:
+    """This rank's (index, count) among the ranks whose copy key is its own: together they hash
+    every file of their copy once."""
+    mine = [r for r, key in enumerate(keys) if key == keys[rank]]
+    return mine.index(rank), len(mine)
+
+
+def _file_problems(folder: Path, manifest: dict[str, Any], share: tuple[int, int]) -> list[str]:
+    """Missing, resized, unlisted and checksum-failing files (the hashing is this rank's ``share``)."""
     listed: dict[str, Any] = manifest["files"]
     links = _links(folder)
     if links:  # a copied or downloaded checkpoint must not reach outside itself; vfm writes no links
@@ -262,7 +294,7 @@ def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
             problems.append(f"{name} has {size} bytes, the manifest says {listed[name]['size']}")
         else:
             same_size.append(name)
-    for name, entry in _hash_share(folder, same_size, sync=False).items():
+    for name, entry in _hash_share(folder, same_size, sync=False, share=share).items():
         if isinstance(entry, str):
             problems.append(f"{name} is unreadable ({entry})")
         elif entry["sha256"] != listed[name]["sha256"]:
@@ -270,25 +302,50 @@ def _file_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def verify_files(folder: str | Path) -> dict[str, Any]:
+def verify_files(folder: str | Path, *, shared: bool = False) -> dict[str, Any]:
     """Check ``folder`` against its manifest: every file present with its size and sha256, no other
-    file. Collective when a process group is up; every rank raises the same one-line error. Returns
-    the manifest."""
+    file. Collective when a process group is up; every rank raises the same one-line error, which
+    names the rank(s) and host(s) whose copy is damaged where the ranks read more than one copy.
+    Each copy is hashed whole by the ranks reading it (a node with its own copy on node-local scratch
+    checks all of it); ``shared=True``, only where every rank is known to read one folder (the
+    training run's folder, which it probes), splits the hashing over every rank instead. Returns the
+    manifest."""
     folder = Path(folder)
+    rank, world = _rank_world()
+    keys = _all_gather(_copy_key(folder))
+    share = (rank, world) if shared else _copy_share(keys, rank)
     try:
         manifest, problems, error = read_manifest(folder), [], None
     except DamagedCheckpointError as exc:
         manifest, problems, error = None, [], exc
     if manifest is not None:
-        problems = _file_problems(folder, manifest)
-    gathered = _all_gather((str(error) if error else None, type(error).__name__ if error else None, problems))
-    for message, kind, _ in gathered:
+        problems = _file_problems(folder, manifest, share)
+    gathered = _all_gather((str(folder), str(error) if error else None, type(error).__name__ if error else None, problems))
+    copies = len(set(keys)) > 1  # one copy: naming the ranks that found the damage would locate nothing
+
+    def located(message: str, ranks: list[int]) -> str:
+        """``message`` (about the first rank's folder) naming ``ranks`` and their hosts after that folder."""
+        if not copies:
+            return message
+        their = gathered[ranks[0]][0]
+        return message.replace(their, f"{their} on {_ranks([(r, keys[r][0]) for r in ranks])}", 1)
+
+    errors: dict[tuple[str, str], list[int]] = {}  # (message, kind) -> the ranks that raised it, first rank first
+    for r, (_, message, kind, _) in enumerate(gathered):
         if message is not None:
-            raise (NotCommittedError if kind == NotCommittedError.__name__ else DamagedCheckpointError)(message)
-    problems = sorted({p for _, _, ps in gathered for p in ps})
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {problems[0]}{more}")
+            errors.setdefault((message, kind), []).append(r)
+    if errors:
+        (message, kind), ranks = next(iter(errors.items()))
+        raise (NotCommittedError if kind == NotCommittedError.__name__ else DamagedCheckpointError)(located(message, ranks))
+    found: dict[str, list[int]] = {}  # problem -> the ranks that found it in their copy
+    for r, (_, _, _, ps) in enumerate(gathered):
+        for p in ps:
+            found.setdefault(p, []).append(r)
+    if found:
+        first = min(found)
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        their = gathered[found[first][0]][0]
+        raise DamagedCheckpointError(located(f"checkpoint {their} is damaged: {first}{more}", found[first]))
     return manifest
 
 

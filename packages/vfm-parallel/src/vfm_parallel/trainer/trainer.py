@@ -155,7 +155,7 @@ class _Run:
     def _resume(self) -> int:
         """The step to start from: 0, or a checkpoint's, verified whole and saved with this run's
         settings (trainer.resume), with its model, optimizer, EMA and loader state loaded."""
-        path = resume_mod.choose_checkpoint(self.cfg, self.root)  # verified whole; auto: the newest intact one
+        path = resume_mod.choose_checkpoint(self.cfg, self.root, self._verify)  # verified whole; auto: the newest intact one
         if path is None:
             return 0
         state = ckpt.read_state(path)
@@ -166,6 +166,12 @@ class _Run:
         resume_mod.restore_loader(path, self.parts.loader, key, rank_state)
         resume_mod.announce(path, state["step"], self.cfg)
         return state["step"]
+
+    def _verify(self, path: Path) -> dict[str, Any]:
+        """:func:`ckpt.verify`: a checkpoint inside the run folder, which every rank was shown to share
+        (check_shared_run_folder), is hashed once in the job; one named elsewhere (a node-local copy?)
+        once per node."""
+        return ckpt.verify(path, shared=path.resolve().is_relative_to(self.out_dir.resolve()))
 
     def _open_sinks(self, sinks: Iterable[Any]) -> None:
         """Rank 0 logs (and measures the device's peak for MFU); other ranks neither."""
