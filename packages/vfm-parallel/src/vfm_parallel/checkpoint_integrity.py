@@ -31,7 +31,7 @@ from vfm_plugins.files import replace_file
 from vfm_plugins.formats import FormatVersionError, check_format_version, installed
 
 from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
-from vfm_parallel.preflight import _ranks
+from vfm_parallel.preflight import ranks_on_hosts
 
 MANIFEST = "manifest.json"
 #: The checkpoint's format version, kept in its manifest (written last, read first): bumped when an older
@@ -328,7 +328,7 @@ def verify_files(folder: str | Path, *, shared: bool = False) -> dict[str, Any]:
         if not copies:
             return message
         their = gathered[ranks[0]][0]
-        return message.replace(their, f"{their} on {_ranks([(r, keys[r][0]) for r in ranks])}", 1)
+        return message.replace(their, f"{their} on {ranks_on_hosts([(r, keys[r][0]) for r in ranks])}", 1)
 
     errors: dict[tuple[str, str], list[int]] = {}  # (message, kind) -> the ranks that raised it, first rank first
     for r, (_, message, kind, _) in enumerate(gathered):

@@ -93,12 +93,12 @@ def _describe(failures: list[tuple[int, str, str]]) -> str:
     by_reason: dict[str, list[tuple[int, str]]] = {}
     for rank, host, reason in failures:
         by_reason.setdefault(reason, []).append((rank, host))
-    parts = [f"{_ranks(where)}: {reason}" for reason, where in by_reason.items()]
+    parts = [f"{ranks_on_hosts(where)}: {reason}" for reason, where in by_reason.items()]
     whom = "it" if len(failures) == 1 else "them"
     return f"{'; '.join(parts)} (every rank of the job stopped for {whom} before it began)"
 
 
-def _ranks(where: list[tuple[int, str]]) -> str:
+def ranks_on_hosts(where: list[tuple[int, str]]) -> str:
     """``rank 3 (host b)``, ``ranks 0-7 (host a), 16 (host c)``: runs of consecutive ranks on one host."""
     runs: list[list] = []  # [first, last, host]
     for rank, host in where:
