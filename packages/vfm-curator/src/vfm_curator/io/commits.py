@@ -27,7 +27,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable
 
-from vfm_plugins.files import remove_leftover
+from vfm_plugins.files import remove_leftover, temporary_file
 
 from vfm_curator.io.paths import atomic_rename, atomic_write, open_if_file, output_path, safe_join
 from vfm_curator.io.state import STATE, VIDEO_ID, write_record
@@ -49,8 +49,6 @@ def commit_path(out: str | Path, vid: str) -> Path:
 
 def aside(final: Path, vid: str) -> Path:
     """A new empty temporary file beside ``final`` for video ``vid`` (swept as any ``.*.tmp``)."""
-    from vfm_plugins.files import temporary_file
-
     final.parent.mkdir(parents=True, exist_ok=True)
     return temporary_file(final.parent, prefix=f".{vid}.{final.name}.", suffix=".tmp")
 

@@ -40,9 +40,10 @@ def write_record(out: str | Path, vid: str, record: dict[str, Any]) -> None:
     atomic_write(output_path(out, STATE, "videos", f"{vid}.json"), json.dumps(record, sort_keys=True).encode("utf-8"))
 
 
-def write_part(out: str | Path, vid: str, data: bytes) -> None:
-    """The video's metadata part (parquet bytes), written as :func:`write_record` is."""
-    atomic_write(output_path(out, STATE, "parts", f"{vid}.parquet"), data)
+def part_written_at(out: str | Path, vid: str) -> Path:
+    """The name the video's metadata part is written at (:func:`output_path`, as :func:`write_record`'s:
+    not resolved, so a link planted there is replaced, never written through)."""
+    return output_path(out, STATE, "parts", f"{vid}.parquet")
 
 
 def forget_video(out: str | Path, vid: str, moved_to: str, clips: Iterable[str] = ()) -> None:

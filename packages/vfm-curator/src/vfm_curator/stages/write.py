@@ -8,7 +8,7 @@ from typing import Iterator
 from vfm_curator.io import attempts, commits, input_index, staging
 from vfm_curator.io.metadata import to_parquet_bytes
 from vfm_curator.io.paths import atomic_write, output_path
-from vfm_curator.io.state import STATE, finished_record, forget_video, load_record, part_path, record_failure, video_record
+from vfm_curator.io.state import finished_record, forget_video, load_record, part_path, part_written_at, record_failure, video_record
 from vfm_curator.io.thumbnail import representative_frame
 from vfm_curator.stages.base import LimitError, Resources, Stage, run_guarded
 from vfm_curator.tasks import Clip, VideoTask, clip_id, video_id
@@ -119,7 +119,7 @@ class WriteStage(Stage):
             rows.append(row(task, clip))
         if not rows:  # every stage before let it through with nothing: still say why it gave no clip
             raise LimitError(f"no clip kept ({len(task.clips)} cut, {sum(c.rejected is not None for c in task.clips)} filtered)")
-        put(output_path(out, STATE, "parts", f"{vid}.parquet"), to_parquet_bytes(rows))
+        put(part_written_at(out, vid), to_parquet_bytes(rows))
 
     def _filtered_thumbs(self, task: VideoTask) -> Iterator[tuple[Path, bytes]]:
         """(final name, JPEG) of each filtered clip's thumbnail (also of a video whose every clip was
