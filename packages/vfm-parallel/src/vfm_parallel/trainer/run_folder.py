@@ -58,17 +58,13 @@ class RunFolder:
             return self
         try:
             self.lock = FolderLock(self.out_dir).acquire()
-        except HeldOnAnotherHostError as exc:
-            if not env_several_nodes():
-                if env_world_size() <= 1:
-                    raise
-                self.refused = exc  # one node: no rank of this job runs on the holder's host
-            else:
-                self.elsewhere = exc
         except (FolderLockedError, OSError) as exc:
-            if env_world_size() <= 1:
+            if isinstance(exc, HeldOnAnotherHostError) and env_several_nodes():
+                self.elsewhere = exc  # the ranks on the holder's host are asked in settle()
+            elif env_world_size() <= 1:
                 raise
-            self.refused = exc  # the other ranks must not wait for this one in the group's start
+            else:  # a live holder (one node: no rank of this job runs on another host's), an unwritable folder:
+                self.refused = exc  # the other ranks must not wait for this one in the group's start
         return self
 
     def __exit__(self, *exc: object) -> None:

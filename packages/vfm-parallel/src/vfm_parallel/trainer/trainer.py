@@ -380,8 +380,8 @@ class _Run:
         ema, named = self.ema, self.named
         keep = in_writers_pipeline(self.coords)  # the others take part in the gathers and hold no full copy
         weights = full_weights(ema.shadow.items() if ema is not None else named.named_parameters(), keep=keep)
-        if self.pipelined:  # each stage holds its blocks: rank 0 collects those of the stages of its pipeline
-            weights = merge_stages(weights, self.stage_group) if keep else {}
+        if self.pipelined and keep:  # each stage holds its blocks: rank 0 collects those of the stages of its pipeline
+            weights = merge_stages(weights, self.stage_group)
         return weights
 
     def close_sinks(self) -> None:
