@@ -13,7 +13,7 @@ from vfm_parallel.trainer import from_dict
 
 def _export_weights(rank, world, root, parallel):
     from vfm_parallel.trainer import trainer as trainer_mod
-    from vfm_parallel.trainer.saving import full_weights, merge_stages
+    from vfm_parallel.trainer.saving import full_weights
     from vfm_parallel.trainer.stopping import StopRequests
 
     cfg = from_dict(tiny_config(root, parallel=parallel, train={"steps": 2}), world)

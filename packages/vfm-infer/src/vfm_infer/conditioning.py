@@ -91,7 +91,7 @@ class Conditioner:
             raise ValueError(f"the export's null_condition {dict(null)} does not match its model config, whose null "
                              f"condition is {expected}")
         base = null_condition(config, text_encoder)
-        self.null: Cond | None = None if base is None else {k: v.to(device) for k, v in base.items()}
+        self.null: Cond | None = _moved(base, device)
 
     def check(self, prompt: str, negative_prompt: str = "") -> None:
         """Raise on a prompt this model cannot take (before any work starts)."""
@@ -124,8 +124,7 @@ class Conditioner:
         returns self. The conditions it makes are then on ``device``."""
         if self.text_encoder is not None and hasattr(self.text_encoder, "to"):
             self.text_encoder = self.text_encoder.to(device)
-        if self.null is not None:
-            self.null = {k: v.to(device) for k, v in self.null.items()}
+        self.null = _moved(self.null, device)
         self.device = device
         return self
 
@@ -136,8 +135,13 @@ class Conditioner:
         return PrecomputedConditioner(self, prompts, negative_prompt)
 
 
+def _moved(cond: Cond | None, device: torch.device | str) -> Cond | None:
+    """``cond``'s tensors on ``device`` (None stays None)."""
+    return None if cond is None else {k: v.to(device) for k, v in cond.items()}
+
+
 def _on_cpu(cond: Cond | None) -> Cond | None:
-    return None if cond is None else {k: v.detach().to("cpu") for k, v in cond.items()}
+    return _moved(None if cond is None else {k: v.detach() for k, v in cond.items()}, "cpu")
 
 
 class PrecomputedConditioner(Conditioner):
@@ -175,5 +179,4 @@ class PrecomputedConditioner(Conditioner):
         """(cond, uncond) of ``prompt`` as the conditioner that made them gave them, on ``device``."""
         self.check(prompt, negative_prompt)
         cond, uncond = self.conditions[(prompt, negative_prompt)]
-        moved = lambda c: None if c is None else {k: v.to(self.device) for k, v in c.items()}  # noqa: E731
-        return moved(cond), moved(uncond)
+        return _moved(cond, self.device), _moved(uncond, self.device)

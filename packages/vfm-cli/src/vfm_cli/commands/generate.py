@@ -284,7 +284,7 @@ def _same_source_on_every_rank(checkpoint: Path, device: str) -> None:
     minutes), or in a collective of the checkpoint's loading. The process group is up (_agree_to_start)."""
     from vfm_infer.pipeline import resolve_device
     from vfm_models.adapters.exports import is_external_folder
-    from vfm_parallel.process_group import env_world_size, init_distributed
+    from vfm_parallel.process_group import env_world_size
 
     from vfm_cli.checkpoint_export import looks_like_checkpoint
 
@@ -294,7 +294,7 @@ def _same_source_on_every_rank(checkpoint: Path, device: str) -> None:
 
     import torch.distributed as dist
 
-    init_distributed(resolve_device(device).type)
+    resolve_device(device)  # this rank's GPU is set before the gather: under NCCL it runs on the current device
     kind = ("no such path" if not checkpoint.exists() else "a training checkpoint" if looks_like_checkpoint(checkpoint)
             else "a diffusers model folder" if is_external_folder(checkpoint) else "an export folder")
     seen: list = [None] * dist.get_world_size()
