@@ -154,8 +154,20 @@ def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
     """``stage.process(tasks)``, refusing what is not a list of tasks, or a task whose ``clips`` is no longer
     a list, with a :class:`~vfm_plugins.PluginResultError` naming the stage (a plugin's ``process`` that
     forgets ``return tasks`` stopped ``vfm curate`` with ``object of type 'NoneType' has no len()``; a
-    ``task.clips = filter(...)`` failed in a later stage as ``'filter' object is not subscriptable``)."""
-    result = stage.process(tasks)
+    ``task.clips = filter(...)`` failed in a later stage as ``'filter' object is not subscriptable``).
+
+    An error ``process`` raises fails the batch's tasks as :func:`run_guarded` fails one (a plugin's is that
+    plugin's bug), here in the worker, so both runners record the same: it stopped a serial run, and a Ray call
+    that raised it was a dead worker's, each video blamed (cause input) under the fused group's name."""
+    try:
+        result = stage.process(tasks)
+    except (StopRun, StageSetupError):  # the run's or the config's, not these tasks': the runner decides
+        raise
+    except (Exception, MemoryError) as exc:
+        for task in tasks:
+            if getattr(task, "failure", None) is None:
+                _fail(stage.name, task, exc)
+        return tasks
     if not isinstance(result, list):
         raise PluginResultError(
             f"{_named(stage)}: process returned "
@@ -187,24 +199,30 @@ def run_guarded(stage: str, task: Any, fn) -> None:
     reason (:func:`vfm_curator.failures.classify`), not as the video's."""
     import time
 
-    from vfm_curator.failures import classify
-
     t0 = time.perf_counter()
     try:
         fn(task)
     except StopRun:
         raise
     except (Exception, MemoryError) as exc:  # bad input must never stop the run
-        reason = str(exc) or type(exc).__name__
-        plugin = None if isinstance(exc, InputError) else _plugin_stage(stage)
-        cause, kind = classify(exc, by_plugin=plugin is not None)
-        if not isinstance(exc, InputError):
-            reason = f"{type(exc).__name__}: {reason}"
-        if kind == "plugin-error":
-            reason += (f" (a bug of {plugin}, not of this video; once the plugin is mended, run again with "
-                       "--retry-failed plugin-error)")
-        task.fail(stage, reason, cause, kind)
+        _fail(stage, task, exc)
     finally:
         timings = getattr(task, "timings", None)
         if timings is not None:
             timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
+
+
+def _fail(stage: str, task: Any, exc: BaseException) -> None:
+    """Mark ``task`` failed by ``exc`` raised in ``stage``, with its cause and kind
+    (:func:`vfm_curator.failures.classify`); a plugin stage's own error names the plugin in the reason."""
+    from vfm_curator.failures import classify
+
+    reason = str(exc) or type(exc).__name__
+    plugin = None if isinstance(exc, InputError) else _plugin_stage(stage)
+    cause, kind = classify(exc, by_plugin=plugin is not None)
+    if not isinstance(exc, InputError):
+        reason = f"{type(exc).__name__}: {reason}"
+    if kind == "plugin-error":
+        reason += (f" (a bug of {plugin}, not of this video; once the plugin is mended, run again with "
+                   "--retry-failed plugin-error)")
+    task.fail(stage, reason, cause, kind)
