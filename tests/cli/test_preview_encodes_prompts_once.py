@@ -1,6 +1,7 @@
 """``vfm train``'s previews encode their prompts once: the first preview that writes its videos keeps the
 prompts' conditions on the CPU and lets its text encoder go; the later ones build no text encoder, give the
-same videos bit for bit, and a preview the pipeline refuses is refused the same way every time."""
+same videos bit for bit, and a preview the pipeline refuses is refused the same way every time. A prompt past
+the text encoder's max_length is noted once per run, at the first preview, as true of every preview."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from tests.cli.test_train_validation_previews import SMALL, TINY, WATCHED, _text
 
 #: a weak reference to every CountedHash built
 BUILT: list[weakref.ref] = []
+#: every text a CountedHash encoded, in order
+ENCODED: list[str] = []
 
 
 class CountedHash(HashTextEncoder):
@@ -30,6 +33,12 @@ class CountedHash(HashTextEncoder):
     def __init__(self, dim: int = 64, max_length: int = 32, pad_to_max_length: bool = False) -> None:
         super().__init__(dim, max_length, pad_to_max_length)
         BUILT.append(weakref.ref(self))
+
+    def encode(self, texts: list[str]):
+        ENCODED.extend(texts)
+        return super().encode(texts)
+
+    __call__ = encode
 
 
 @hookimpl
@@ -44,6 +53,7 @@ def counted_hash(monkeypatch):
     assert sys.modules[__name__]
     host.reload()
     BUILT.clear()
+    ENCODED.clear()
     yield BUILT
     monkeypatch.undo()
     host.reload()
@@ -117,3 +127,47 @@ def test_a_preview_the_pipeline_refuses_is_refused_with_the_same_error_every_tim
         folder.mkdir()
         with pytest.raises(ValueError, match=r"^class index 12 is out of range; this model has classes 0..9$"):
             preview(folder, weights, step)
+
+
+def _previews(tmp_path: Path, preview, weights, steps) -> list[Path]:
+    folders = []
+    for step in steps:
+        folder = tmp_path / f"step_{step}"
+        folder.mkdir()
+        preview(folder, weights, step)
+        folders.append(folder)
+    return folders
+
+
+def test_two_previews_encode_each_prompt_once_in_all(tmp_path, counted_hash):
+    cfg, resolved = _text_run(tmp_path, 'preview.prompts=["a red blob", "a blue blob"]')
+    preview = _previewer(cfg, resolved)
+    weights = vfm_models.get_family(cfg.model.family).build(resolved.mcfg).state_dict()
+    _previews(tmp_path, preview, weights, (2, 4))
+    # the empty caption (the null condition, when the first preview's conditioner is built) and each prompt once:
+    # not once to generate the first preview's videos and again to keep their conditions
+    assert sorted(ENCODED) == ["", "a blue blob", "a red blob"]
+
+
+LONG = " ".join(f"word{i}" for i in range(40))  # 41 tokens with the end token; the encoder reads 32
+
+
+def test_a_prompt_past_max_length_is_noted_once_per_run_naming_its_video_as_true_of_every_preview(tmp_path, counted_hash):
+    import warnings
+
+    from vfm_infer.checks import PromptTruncatedWarning
+
+    cfg, resolved = _text_run(tmp_path, f'preview.prompts=["a red blob", "{LONG}"]')
+    preview = _previewer(cfg, resolved)
+    weights = vfm_models.get_family(cfg.model.family).build(resolved.mcfg).state_dict()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # each warning as issued: Python's registry would hide a repeated one
+        folders = _previews(tmp_path, preview, weights, (2, 4, 6))
+    notes = [str(w.message) for w in caught if issubclass(w.category, PromptTruncatedWarning)]
+    assert len(notes) == 1, notes  # at the first preview; the later ones cut the prompt the same way, unsaid
+    assert "prompt 1 (video 0001)" in notes[0] and "keeps 32 and drops 9" in notes[0]
+    assert "every preview of this run" in notes[0]
+    for folder in folders:  # a later preview's folder says it too, for whoever looks at that one alone
+        import json
+
+        assert json.loads((folder / "prompts.json").read_text())["notes"] == notes

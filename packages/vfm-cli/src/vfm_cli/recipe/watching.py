@@ -94,8 +94,9 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
     ``contact_sheet.png`` and ``prompts.json`` (what each video shows) of the weights into folder; None when
     previews are off. Each call builds the pipeline (the model and its tokenizer) and lets it go when the
     videos are written: rank 0 trains on with the memory it had, not a second model beside the training
-    state. The prompts are read once, and encoded once: the first preview that writes its videos keeps
-    their conditions (embeddings, on the CPU) and drops its text encoder, which no later preview loads
+    state. The prompts are read once, and encoded once: the first preview whose request the pipeline accepts
+    keeps their conditions (embeddings, on the CPU), makes its videos from them and drops its text encoder,
+    which no later preview loads
     (a T5-XXL class encoder is ~10 GB read from disk and moved to the device, every preview). The tokenizer
     is built again each time: 0.1-0.3 s from safetensors for causal3d at its defaults (29.5M parameters) and
     an SD-sized sd-vae (83.7M), not worth their 113-319 MB held beside training between previews."""
@@ -110,6 +111,7 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
     read: dict[str, list[str]] = {}
     tables: dict[str, torch.Tensor] = {}  # the model's non-persistent buffers, from its one real build
     encoded: dict[str, Any] = {}  # "prompts": the prompts' PrecomputedConditioner, from the first written preview
+    noted: list[str] = []  # the first preview's truncation note, true of every preview (prompts.json repeats it)
 
     def preview(folder: Path, weights: dict[str, torch.Tensor], step: int) -> list[Path]:
         from vfm_infer.pipeline import GenerationSpec, VideoPipeline
@@ -131,24 +133,57 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
         spec = GenerationSpec(sampler=p.sampler or None, steps=p.steps, seed=p.seed,
                               guidance=None if p.guidance == -1.0 else p.guidance,
                               frames=p.frames or None, size=tuple(p.size) if p.size else None)
+        # the whole request checked once, as vfm generate does: a prompt or setting the pipeline refuses is refused
+        # the same way (the same error, in the same order of checks) at every preview, and a note names prompt i's
+        # video i (per prompt, each was "prompt 0")
+        prepared = prepare_noting_once(pipe, spec, prompts, first="prompts" not in encoded, noted=noted)
+        if "prompts" not in encoded:
+            # the one encoding of the prompts: the videos below are made from it, and so are every later preview's
+            encoded["prompts"] = pipe.conditioner.precomputed(prompts)
+            pipe.conditioner = encoded["prompts"].to(pipe.device)  # and with it the text encoder goes
         videos, files = [], []
         for i, prompt in enumerate(prompts):
-            frames = to_uint8_frames(pipe.generate(prompt, spec, index=i))  # (T, H, W, 3)
+            video = pipe.decode(pipe.sample_latent(prepared, prompt, index=i), prepared.spec)
+            frames = to_uint8_frames(video)  # (T, H, W, 3)
             files.append(write_mp4(folder / f"{i:04d}.mp4", frames, fps=p.fps))
             videos.append(frames)
-        if "prompts" not in encoded:
-            # made once the videos are: a prompt or setting the pipeline refuses is refused the same way (the same
-            # error, in the same order of checks) at every preview, as it was before the conditions were kept
-            encoded["prompts"] = pipe.conditioner.precomputed(prompts)
-        del pipe  # and with it the text encoder, at the first preview
+        del pipe
         files.append(write_sheet(folder / "contact_sheet.png", videos))
         # what each video shows: video i is prompt i at seed + i
         settings = {"step": step, "prompts": prompts, "seed": p.seed, "steps": p.steps, "guidance": spec.guidance,
-                    "sampler": p.sampler or "default"}
+                    "sampler": p.sampler or "default", "notes": noted}
         replace_file(folder / "prompts.json", json.dumps(settings, indent=2) + "\n")
         return [*files, folder / "prompts.json"]
 
     return preview
+
+
+#: said after the first preview's truncation note: the later previews, made from the embeddings kept then, say nothing
+EVERY_PREVIEW = ("; every preview of this run generates these prompts cut the same way (this note is given once, at the "
+                 "first preview)")
+
+
+def prepare_noting_once(pipe: Any, spec: Any, prompts: list[str], *, first: bool, noted: list[str]) -> Any:
+    """``pipe.prepare(spec, prompts)``, its notes issued as warnings; the first preview's note of prompts past the
+    text encoder's max_length says it holds for every preview, and is kept in ``noted``. (A later preview's
+    pipeline holds the kept embeddings, no text encoder to count tokens with: it notes no truncation.)"""
+    import warnings
+
+    from vfm_infer.checks import PromptTruncatedWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # each note as issued, to issue it again below
+        prepared = pipe.prepare(spec, prompts)
+    cut = []
+    for w in caught:
+        message = str(w.message)
+        if first and issubclass(w.category, PromptTruncatedWarning):
+            message += EVERY_PREVIEW
+            cut.append(message)
+        warnings.warn(message, w.category, stacklevel=3)
+    if first:  # again if the first preview failed before it kept the embeddings: that one is the first again
+        noted[:] = cut
+    return prepared
 
 
 def model_of_weights(family: Any, config: Any, weights: dict[str, torch.Tensor],
