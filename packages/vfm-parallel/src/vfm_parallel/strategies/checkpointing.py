@@ -64,15 +64,21 @@ class ActivationCheckpointing:
                              "use 0 (all) or fewer")
         chosen = chosen[:blocks] if blocks else chosen
         for index in chosen:
-            stage_blocks[index].forward = _checkpointed(stage_blocks[index].forward, mode)
+            stage_blocks[index].forward = _Checkpointed(stage_blocks[index].forward, mode)
         return model
 
 
-def _checkpointed(forward, mode: str):
-    extra = {"context_fn": _selective_context} if mode == "selective" else {}
+class _Checkpointed:
+    """A block's ``forward`` that runs it under ``torch.utils.checkpoint``.
 
-    @functools.wraps(forward)
-    def run(*args, **kwargs):
-        return checkpoint(forward, *args, use_reentrant=False, **extra, **kwargs)
+    An object holding the bound ``forward`` rather than a closure over it: ``copy.deepcopy`` of the
+    model (an EMA copy) rebinds a held method to the copied block, while a closure would keep calling
+    the original block, so the copy would compute with the original's weights."""
 
-    return run
+    def __init__(self, forward, mode: str):
+        functools.update_wrapper(self, forward)
+        self.block_forward, self.mode = forward, mode
+
+    def __call__(self, *args, **kwargs):
+        extra = {"context_fn": _selective_context} if self.mode == "selective" else {}
+        return checkpoint(self.block_forward, *args, use_reentrant=False, **extra, **kwargs)
