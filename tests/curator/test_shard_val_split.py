@@ -48,7 +48,7 @@ def test_every_clip_of_a_source_video_goes_to_one_split_with_all_its_windows(cur
     assert (summary.val_clips, summary.train_clips, summary.val_samples) == (len(val), len(ids) - len(val), 2 * len(val))
     assert (summary.val_videos, summary.train_videos) == (1, 2)
     assert json.loads((tmp_path / "s" / "summary.json").read_text())["val_videos"] == 1
-    assert not summary.notices
+    assert not summary.notices and summary.split_key_fallbacks == {}  # every clip has its video's content key
 
 
 def test_a_table_row_without_a_video_id_is_split_by_its_clip_id(curated, tmp_path):
@@ -63,9 +63,31 @@ def test_a_table_row_without_a_video_id_is_split_by_its_clip_id(curated, tmp_pat
     no_video = table.set_column(table.schema.get_field_index("video_id"), "video_id",
                                 pa.nulls(len(table), type=table.schema.field("video_id").type))
     pq.write_table(no_video, other / "clips.parquet")
-    shard(other, tmp_path / "s", val_fraction=FRACTION)
+    summary = shard(other, tmp_path / "s", val_fraction=FRACTION)
     for key, prefix in keys_by_prefix(tmp_path / "s").items():
         assert prefix == PREFIXES[split_of(clip_of(key), FRACTION)], key
+    assert summary.split_key_fallbacks == {"clip_id": len(table)}
+    (notice,) = [n for n in summary.notices if "split key" in n]
+    assert f"{len(table)} split by their own clip id (no video_id in the clip table:" in notice, notice
+
+
+def test_a_clips_folder_copied_without_its_records_warns_once_that_the_split_follows_the_video_paths(curated, tmp_path):
+    """Without ``.state/videos`` (a clips folder copied without it) every split key falls back to the
+    table's ``video_id``, a hash of the source path, so the split would move with a moved video: one
+    warning line, in the summary and summary.json, naming the count, the key and what keeps it stable."""
+    _, clips, ids = curated
+    copied = tmp_path / "copied"
+    shutil.copytree(clips, copied, ignore=shutil.ignore_patterns(".state"))
+    summary = shard(copied, tmp_path / "s", val_fraction=FRACTION)
+    for key, prefix in keys_by_prefix(tmp_path / "s").items():  # the split is still by video: its path's hash
+        assert prefix == PREFIXES[split_of(video_ids(clips)[clip_of(key)], FRACTION)], key
+    (notice,) = [n for n in summary.notices if "split key" in n]
+    assert notice.startswith(f"val split: the split key of {len(ids)} of {len(ids)} clips is not their source video's "
+                             f"content (no fingerprint recorded in {copied / '.state' / 'videos'}): {len(ids)} split by "
+                             "video_id (a hash of the source path"), notice
+    assert "keep the clips folder's .state/videos records with its clips" in notice
+    written = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert written["split_key_fallbacks"] == {"video_id": len(ids)} and notice in written["notices"]
 
 
 def test_the_energon_splits_and_the_blend_give_train_and_val_disjoint_videos(curated, tmp_path):

@@ -61,12 +61,38 @@ def source_fingerprints(clips_dir: Path, video_ids: Iterable[str]) -> dict[str, 
     return found
 
 
-def set_split_keys(clips_dir: Path, tasks: list) -> None:
+def set_split_keys(clips_dir: Path, tasks: list) -> dict[str, int]:
     """Give each :class:`~vfm_curator.stages.shard_task.ShardTask` its ``split_key`` (:func:`split_key`),
-    its video's fingerprint read from ``clips_dir``'s records (:func:`source_fingerprints`)."""
+    its video's fingerprint read from ``clips_dir``'s records (:func:`source_fingerprints`). Returns how many
+    fell back to another key than the content's: ``{"video_id": n, "clip_id": m}``, those above 0
+    (:func:`fallback_notice` says what that means)."""
     fingerprints = source_fingerprints(clips_dir, (t.video_id for t in tasks))
+    fallbacks = {"video_id": 0, "clip_id": 0}
     for task in tasks:
-        task.split_key = split_key(fingerprints.get(task.video_id), task.video_id, task.id)
+        fingerprint = fingerprints.get(task.video_id)
+        task.split_key = split_key(fingerprint, task.video_id, task.id)
+        if not fingerprint:
+            fallbacks["video_id" if task.video_id else "clip_id"] += 1
+    return {key: n for key, n in fallbacks.items() if n}
+
+
+def fallback_notice(fallbacks: dict[str, int], clips: int, clips_dir: Path) -> list[str]:
+    """One line when clips' split keys fell back (:func:`set_split_keys`): their split does not follow
+    the video's bytes, so it moves when the video is moved or renamed and curated again (a clips folder
+    copied without its ``.state/``, or a clip table another tool wrote)."""
+    if not fallbacks:
+        return []
+    parts = []
+    if fallbacks.get("video_id"):
+        parts.append(f"{fallbacks['video_id']} split by video_id (a hash of the source path: a video moved or renamed "
+                     "and curated again gets another split key and may change sides); keep the clips folder's "
+                     ".state/videos records with its clips (copy .state/ along) to keep the split stable")
+    if fallbacks.get("clip_id"):
+        parts.append(f"{fallbacks['clip_id']} split by their own clip id (no video_id in the clip table: clips of one "
+                     "video may land in both splits); give the table a video_id column naming each clip's source video")
+    n = sum(fallbacks.values())
+    return [f"val split: the split key of {n} of {clips} clips is not their source video's content (no fingerprint "
+            f"recorded in {clips_dir / '.state' / 'videos'}): {'; '.join(parts)}"]
 
 
 def key_fraction(key: str) -> float:

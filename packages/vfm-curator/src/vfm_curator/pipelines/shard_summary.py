@@ -62,8 +62,11 @@ class ShardSummary(FailureReport):
     val_clips: int = 0
     val_samples: int = 0
     train_clips: int = 0
-    val_videos: int = 0  # source videos of the clips in each split (a clip without a video_id counts as one)
+    # split keys of the clips in each split: source videos by content (byte-identical copies count once); a clip
+    # whose video has no fingerprint counts by its video_id, one without a video_id by itself (split_key_fallbacks)
+    val_videos: int = 0
     train_videos: int = 0
+    split_key_fallbacks: dict[str, int] = field(default_factory=dict)  # val_fraction > 0: clips keyed by video_id / clip_id
 
     def problem(self) -> str | None:
         """One line when the run left nothing to train on: the shards hold no sample, or none of

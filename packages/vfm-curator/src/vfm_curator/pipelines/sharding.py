@@ -41,7 +41,7 @@ from vfm_curator.pipelines.shard_finalize import _finalize
 from vfm_curator.pipelines.shard_partial import clip_keys, held_clips, recorded_spans, stale_windows
 from vfm_curator.pipelines.shard_settings import _bucketing_notice, _check_identity, _windows_raised, check_shard_config_format
 from vfm_curator.pipelines.shard_pins import SplitPins
-from vfm_curator.pipelines.shard_split import check_val_fraction, set_split_keys
+from vfm_curator.pipelines.shard_split import check_val_fraction, fallback_notice, set_split_keys
 from vfm_curator.pipelines.shard_summary import (
     CROP_COUNTED, CROP_NOTICE, UPSCALE_NOTICE, ShardSummary, _changed_notice, _count_resize, _cut_short_notice,
     _resize_notices,
@@ -92,7 +92,7 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
                   progress: Progress | None, retry: str | None, redo_changed: bool = False) -> ShardSummary:
     tokenizer = _check_buckets(config)
     tasks = read_clip_table(clips_dir)
-    set_split_keys(clips_dir, tasks)
+    fallbacks = set_split_keys(clips_dir, tasks)
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, config)
     remove_leftovers(out)  # we hold the lock and have written nothing: every temporary shard is a dead run's
@@ -103,7 +103,8 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     done = set().union(*finished.values())
     hashes = _options_hashes(specs, config)
     summary = ShardSummary(out=str(out), clips=len(tasks), clips_dir=str(clips_dir), val_fraction=config.val_fraction,
-                           curation_failures={} if tasks else curation_failures(clips_dir))
+                           curation_failures={} if tasks else curation_failures(clips_dir),
+                           split_key_fallbacks=fallbacks if config.val_fraction else {})
     changed, removed = changed_and_removed(out, tasks, done, clips_dir)
     if redo_changed and (changed or removed):
         summary.samples_dropped = drop_clips(out, changed | removed)
@@ -150,7 +151,8 @@ def _run_sharding(clips_dir: Path, out: Path, config: ShardConfig, specs: list[S
     summary.wall_s = time.perf_counter() - t0
     summary.throughput = summary.samples_written / summary.wall_s if summary.wall_s > 0 else 0.0
     summary.notices = (_resize_notices(summary, config) + _cut_short_notice(summary)
-                       + _bucketing_notice(out, config, summary.skipped) + _changed_notice(summary))
+                       + _bucketing_notice(out, config, summary.skipped) + _changed_notice(summary)
+                       + fallback_notice(summary.split_key_fallbacks, len(tasks), clips_dir))
     _finalize(out, summary, {t.id: t.split_key for t in tasks}, lambda b: _tokens_per_sample(tokenizer, b, config))
     return summary
 
