@@ -144,10 +144,10 @@ class FrechetVideoDistance(Metric):
     def reference_stats(self) -> tuple[GaussianStats, str]:
         """The reference set's statistics, from the cache when its key matches; and a note saying which."""
         from vfm_infer.metrics import fvd_reference as ref
-        from vfm_infer.metrics.i3d import file_digest
+        from vfm_infer.metrics.file_digests import file_digest
 
         settings = {"frames": self.frames, "size": self.size, "features": "logits"}
-        content = ref.content_digest(self.videos, self.reference)
+        content = ref.content_digest(self.videos, self.reference, self.cache_dir)
         key = ref.cache_key(content, file_digest(self.weights), settings)
         path = ref.cache_path(self.cache_dir, self.reference, content, key)
         stats = ref.read_cached(path, key)

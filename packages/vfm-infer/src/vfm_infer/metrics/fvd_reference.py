@@ -4,9 +4,10 @@ their feature statistics (mean, covariance) so that comparing many checkpoints e
 The cache is a ``.npz`` (no pickle) named by the reference folder and its content, its key a sha256 over
 every video's relative path and bytes, the I3D weights' sha256 and the clip settings: any change there is
 a miss. Content, not size and modification time: ``cp -p`` of another video of the same size kept both
-and read the other video's statistics. Hashing reads every byte but decodes none: 0.06 ms against 15 ms
-to decode the first 16 frames of the tests' four H264 files (0.4%); a long video costs the read of its
-whole file (sha256 runs at about 1 GB/s) where the features decode its first frames only.
+and read the other video's statistics. Each video's sha256 is remembered beside the statistics
+(``fvd-<folder id>-digests.json``) by its device, inode, size, mtime and ctime, so a hit reads no video byte
+(it read every byte of every video, where the features decode their first frames only); a video changed in
+any way, ``cp -p`` or ``touch -d`` included (they set a new ctime), is read again.
 
 Statistics of the folder's other weights or settings stay cached beside each other (two I3D weights or
 ``fvd.frames`` 16 and 32 in turn are both read from the cache); when the folder's content changes, the
@@ -54,12 +55,20 @@ def first_frames(path: Path, count: int) -> np.ndarray:
     return decoded(path, max_frames=count, named="fvd reference ")
 
 
-def content_digest(videos: list[Path], folder: Path) -> str:
-    """sha256 of the reference videos' relative paths and bytes (the content part of the cache key)."""
-    from vfm_infer.metrics.i3d import file_digest
+def content_digest(videos: list[Path], folder: Path, cache_dir: Path) -> str:
+    """sha256 of the reference videos' relative paths and bytes (the content part of the cache key). Each video's
+    own sha256 is remembered in ``digests_path`` by its stat (:mod:`vfm_infer.metrics.file_digests`): a cache hit
+    reads no video byte, while a video changed in any way (its ctime) is read again."""
+    from vfm_infer.metrics.file_digests import digests
 
-    files = [[str(path.relative_to(folder)), file_digest(path)] for path in videos]
+    names = [str(path.relative_to(folder)) for path in videos]
+    files = [list(pair) for pair in zip(names, digests(videos, names, digests_path(cache_dir, folder)))]
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+
+
+def digests_path(cache_dir: Path, folder: Path) -> Path:
+    """``<cache_dir>/fvd-<folder id>-digests.json``: the sha256 of each of the folder's videos, by its stat."""
+    return cache_dir / f"{_folder_prefix(folder)}digests.json"
 
 
 def cache_key(content: str, weights_digest: str, settings: dict) -> str:

@@ -11,7 +11,6 @@ weights have width 1.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
@@ -211,11 +210,3 @@ def save_weights(model: InceptionI3d, path: str | Path) -> None:
     with fresh_file(path) as tmp:
         save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
 
-
-def file_digest(path: str | Path) -> str:
-    """sha256 of a file's bytes (the weights' part of the reference cache key)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
