@@ -209,3 +209,56 @@ def test_a_run_sweeps_leftover_temporary_files_but_not_a_link_planted_at_such_a_
     summary = vfm_curator.curate(tmp_path / "in", out, {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.25}}})
     assert summary.failures == 0 and victim.read_text() == "precious"
     assert [p.name for p in (out / "clips").glob(".*.tmp")] == [".v.c.a1.p2.mp4.tmp"]
+
+
+class DieBeforeCommit(WriteStage):
+    """The write stage, but on the first attempt of the video named ``victim`` its worker process dies
+    after the video's thumbnails and metadata part are written aside and before its commit."""
+
+    name = "write"  # a clipping run ends with the stage named write
+    defaults = {**WriteStage.defaults, "victim": ""}
+
+    def _write_aside(self, task: VideoTask, aside) -> None:
+        super()._write_aside(task, aside)
+        if Path(task.source).name == self.opt["victim"] and int(task.context.get("attempt", 1)) == 1:
+            os._exit(1)
+
+
+def test_a_worker_killed_before_its_commit_leaves_no_aside_file_once_its_run_ends(tmp_path, ray_session, monkeypatch):
+    """The aside files of a write stage killed before its commit (``thumbs/.<vid>.*.tmp``,
+    ``.state/parts/.<vid>.*.tmp``) are gone at the end of the run, not only at the start of the next."""
+    import ray.cloudpickle
+
+    from vfm_curator.plugins import host
+
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import this test module
+    entries = dict(host._load())
+    stages = dict(entries["stages"])
+    stages["write"] = stages["write"].__class__(
+        "stages", "write", DieBeforeCommit, "tests", "0", "kills its worker before its commit once")
+    monkeypatch.setitem(host._entries, "stages", stages)
+    for i in range(2):
+        make_video(tmp_path / "in" / f"v{i}.mp4", [20, 33], seed=40 + i, width=96, height=64)
+    config = {"stages": ["decode", "split", "transcode", "write"],
+              "options": {"write": {"victim": "v1.mp4"}, "transcode": {"preset": "ultrafast"},
+                          "split": {"min_clip_s": 0.25}},
+              "run": {"runner": "ray", "max_attempts": 2}}
+
+    summary = vfm_curator.curate(tmp_path / "in", tmp_path / "out", config)
+
+    assert (summary.failures, summary.clips) == (0, 4)  # the victim's second attempt wrote its clips
+    assert len(list((tmp_path / "out" / "thumbs").glob("*.jpg"))) == 4
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+
+
+def test_a_videos_sweep_takes_its_aside_files_but_never_one_a_written_commit_names(tmp_path):
+    from vfm_curator.io import commits
+
+    out, vid = tmp_path.resolve() / "out", "0123456789abcdef"
+    named = commits.write_aside(out / "thumbs" / "c1.jpg", vid, b"thumb of a commit not carried out yet")
+    dead = [commits.write_aside(out / "thumbs" / "c2.jpg", vid, b"a killed attempt's thumb"),
+            commits.write_aside(out / ".state" / "parts" / f"{vid}.parquet", vid, b"a killed attempt's part")]
+    other = commits.write_aside(out / "thumbs" / "c3.jpg", "fedcba9876543210", b"another video's")
+    commits.commit(out, vid, [(named, out / "thumbs" / "c1.jpg")], [], {"video_id": vid})
+    assert staging.sweep(out, vid) == 2
+    assert named.exists() and other.exists() and not any(p.exists() for p in dead)

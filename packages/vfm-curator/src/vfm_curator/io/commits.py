@@ -37,8 +37,8 @@ FOLDER = "commits"
 #: rebuilt the table (:func:`table_rebuilt`). Until then the table does not describe the clip files.
 OUTDATED = "table_outdated"
 #: The folders a commit may rename into or delete from (a commit file is data on disk: one naming
-#: anything else was not written by vfm curate and is refused).
-_FOLDERS = {"clips", "thumbs", f"{STATE}/parts"}
+#: anything else was not written by vfm curate and is refused), so those its files are written aside in.
+ASIDE_FOLDERS = ("clips", "thumbs", f"{STATE}/parts")
 
 
 def commit_path(out: str | Path, vid: str) -> Path:
@@ -185,7 +185,7 @@ def _checked(out: str | Path, vid: str, where: Path, entry: Any) -> tuple[list[t
     there (another folder, a name out of it, a temporary file of another video) is refused whole."""
     def refuse(what: str) -> ValueError:
         return ValueError(f"{where}: {what}; accepted: a commit vfm curate wrote (temporary files .{vid}.*.tmp renamed "
-                          f"to files of {', '.join(sorted(_FOLDERS))}); delete it to keep the video's earlier files")
+                          f"to files of {', '.join(sorted(ASIDE_FOLDERS))}); delete it to keep the video's earlier files")
 
     if not isinstance(entry, dict) or not isinstance(entry.get("record"), dict) or entry["record"].get("video_id") != vid:
         raise refuse("it is not a commit of this video")
@@ -206,6 +206,6 @@ def _checked(out: str | Path, vid: str, where: Path, entry: Any) -> tuple[list[t
 
 def _in_folder(out: str | Path, name: str, refuse) -> Path:
     relative = Path(name)
-    if relative.is_absolute() or ".." in relative.parts or relative.parent.as_posix() not in _FOLDERS:
-        raise refuse(f"{name!r} is not a file of {', '.join(sorted(_FOLDERS))}")
+    if relative.is_absolute() or ".." in relative.parts or relative.parent.as_posix() not in ASIDE_FOLDERS:
+        raise refuse(f"{name!r} is not a file of {', '.join(sorted(ASIDE_FOLDERS))}")
     return output_path(out, *relative.parts)

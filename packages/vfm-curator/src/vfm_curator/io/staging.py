@@ -14,7 +14,8 @@ Nothing half-written is ever read as a result:
   collides with) a file that a dead one was writing, and a link planted at a name is never written through;
 - the write stage deletes what it does not keep (filtered clips, a failed video), also when it stops
   on an error; the driver deletes every staging file of a video once the video's task is back
-  (:func:`sweep`: a worker killed between transcode and write), and of the whole folder when a run
+  (:func:`sweep`: a worker killed between transcode and write; with the write stage's other files
+  written aside for a commit, a worker killed before it), and of the whole folder when a run
   ends (:func:`sweep_all`);
 - a run that was killed leaves them behind as ``.*.tmp`` files, which the next run deletes before it
   starts (it holds the folder's lock, so none belongs to a live run).
@@ -85,12 +86,23 @@ def discard(clip) -> None:
 
 
 def sweep(out: str | Path, vid: str) -> int:
-    """Delete every staging file of video ``vid`` (any attempt, any process); returns how many. Only
-    regular files (:func:`vfm_plugins.files.remove_leftover`): a link at such a name is left alone."""
-    folder = safe_join(out, FOLDER)
+    """Delete every file of video ``vid`` written aside for a commit (any attempt, any process): its
+    staging files, and the thumbnails and metadata part the write stage writes aside before its commit
+    (``thumbs/.<vid>.*.tmp``, ``.state/parts/.<vid>.*.tmp``: a worker killed before the commit left them
+    until the next run); returns how many. Never a file a written commit names, and only regular files
+    (:func:`vfm_plugins.files.remove_leftover`): a link at such a name is left alone."""
+    from vfm_curator.io.commits import ASIDE_FOLDERS, pending
+
+    committed = pending(out)
     gone = 0
-    for path in folder.glob(f".{vid}.*.tmp") if folder.is_dir() else []:
-        gone += remove_leftover(path)
+    for name in ASIDE_FOLDERS:
+        try:
+            folder = safe_join(out, name)
+        except ValueError:  # a link out of the folder: not ours (check_out_folder names it)
+            continue
+        for path in folder.glob(f".{vid}.*.tmp") if folder.is_dir() else []:
+            if path not in committed:
+                gone += remove_leftover(path)
     return gone
 
 
