@@ -21,11 +21,36 @@ class CheckpointMismatchError(ValueError):
     """The weights do not fit the model: lists missing and unexpected keys and differing shapes."""
 
 
+class ShardedWeightsError(ValueError):
+    """Weights held as DTensors (a model under FSDP or TP) given where whole tensors are written."""
+
+
+def check_whole(state: Mapping[str, torch.Tensor], where: str) -> None:
+    """Raise :class:`ShardedWeightsError` naming the DTensors of ``state``.
+
+    Checked on the calling rank alone: gathering them here would be a collective, and a caller
+    writing on rank 0 alone would wait for the other ranks forever."""
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed.tensor import DTensor
+
+    sharded = [name for name, t in state.items() if isinstance(t, DTensor)]
+    if sharded:
+        shown = ", ".join(sharded[:3]) + (f" and {len(sharded) - 3} more" if len(sharded) > 3 else "")
+        raise ShardedWeightsError(
+            f"{where}: {len(sharded)} of {len(state)} weight tensors are DTensors, split over a device mesh by FSDP or TP "
+            f"({shown}); a weights file holds whole tensors. Gather them on every rank first, "
+            "torch.distributed.checkpoint.state_dict.get_model_state_dict(model, "
+            "options=StateDictOptions(full_state_dict=True, cpu_offload=True)), and write that dict on rank 0; "
+            "or save a vfm_parallel checkpoint and read it into an unsharded model with vfm_parallel.checkpoint.load_weights")
+
+
 def save_state_dict(path: str | PathLike, state: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None) -> Path:
     """Write ``state`` to a safetensors file (on CPU, contiguous; tied tensors are stored once each)."""
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
+    check_whole(state, f"refusing to write {path}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     seen: set[tuple[int, int]] = set()

@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping
 import torch
 from torch import nn
 
-from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive, differences, load_state_dict, mismatch,
-                                   save_state_dict)
+from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive, check_whole, differences, load_state_dict,
+                                   mismatch, save_state_dict)
 from vfm_models.export_paths import check_export_paths
 from vfm_plugins import Notice
 from vfm_plugins.files import fresh_file
@@ -120,12 +120,14 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
 
     ``meta["config"]`` may be the family's config dataclass or a dict of its fields.
     ``vfm_models_version`` is filled in. Returns the folder. Weights with inf or nan values are
-    refused (:class:`NonFiniteWeightsError`) before anything is written.
+    refused (:class:`NonFiniteWeightsError`) before anything is written, and so are DTensors (a model
+    under FSDP or TP: :class:`~vfm_models.checkpoint.ShardedWeightsError`, which says how to gather them).
     """
     from vfm_models import __version__
 
     _check_meta(meta, "export meta")
     state = model.state_dict() if isinstance(model, nn.Module) else model
+    check_whole(state, f"refusing to export to {folder}")
     check_finite(state, f"refusing to export to {folder}")
     plain = _plain(dict(meta))
     plain["vfm_models_version"] = __version__
