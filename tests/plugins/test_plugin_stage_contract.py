@@ -5,6 +5,8 @@ argument but 2 were given`; the second stopped vfm curate with `object of type '
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import plugin_env
 from tests.plugins.conftest import vfm, write_plugin
 
@@ -60,12 +62,15 @@ def test_a_stage_whose_process_one_takes_no_task_is_named_before_any_video_is_re
     assert not (tmp_path / "out-no-task-serial" / "failures.jsonl").exists(), "no video is blamed for it"
 
 
-def test_a_stage_whose_process_returns_none_is_named_not_a_traceback(tmp_path):
-    result = curate(tmp_path, "no-return")
+@pytest.mark.parametrize("runner", ["serial", "ray"])
+def test_a_stage_whose_process_returns_none_is_named_not_a_traceback(tmp_path, runner):
+    """Under Ray too (it failed every video there, cause input: the videos blamed and never redone)."""
+    result = curate(tmp_path, "no-return", runner)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: stage 'no-return' (class author_stages.NoReturn): process returned None; it must return the list "
         "of tasks (those it was given, changed in place: `return tasks`)")
+    assert not (tmp_path / f"out-no-return-{runner}" / "failures.jsonl").exists(), "no video is blamed for it"
 
 
 DETECTOR = """

@@ -21,6 +21,7 @@ from vfm_curator.execution.fusion import fuse as _fuse
 from vfm_curator.failures import classify_worker_error
 from vfm_curator.execution.spec import StageSpec, cached_stage
 from vfm_curator.stages.base import process_batch
+from vfm_plugins import PluginResultError
 
 
 def _run_group(group: StageGroup, *batches: list) -> tuple[list, dict]:
@@ -68,7 +69,8 @@ class RayRunner:
     bounds one call: all the stages of a fused one; see :mod:`vfm_curator.failures`); ``stage`` is
     then the call's group (``decode+split+...``: which of its stages was running died with the
     worker), or the stage that could not be set up. A :class:`~vfm_curator.errors.StopRun` raised
-    in a worker (disk full) stops the run here too.
+    in a worker (disk full) stops the run here too, as does a :class:`~vfm_plugins.PluginResultError`
+    (a stage whose ``process`` returns no list of tasks).
     """
 
     def __init__(
@@ -193,7 +195,9 @@ class RayRunner:
                         self.balancer.observe(name, stats["seconds"], stats["items"], stats["stages"])
                     except Exception as exc:  # the call itself died: fail its tasks, keep going
                         stop = getattr(exc, "cause", None)
-                        if isinstance(stop, StopRun):  # disk full: no other task would escape it
+                        # disk full, or a stage breaking its contract (process returning no list): no other task
+                        # would escape it, and the serial runner stops on both the same way
+                        if isinstance(stop, (StopRun, PluginResultError)):
                             raise stop from None
                         out = ray.put(self._fail_inputs(call, name, exc))
                 if self.on_progress:
