@@ -36,7 +36,8 @@ def test_a_shape_other_than_the_trained_one_warns_naming_both():
     with pytest.warns(UntrainedShapeWarning, match="trained on 4 frames at 16x16 \\(latent 12x4x8x8\\); 8 frames at "
                       "16x24 is a shape it never saw \\(its sincos positions along the larger frames, width go beyond"):
         prepared = pipe.prepare(GenerationSpec(steps=2, frames=8, size=(16, 24)), ["0"])
-    assert len(prepared.warnings) == 1 and "leave out --frames and --size" in prepared.warnings[0]
+    # a library caller sets GenerationSpec's fields, a command-line user the options: both are named
+    assert len(prepared.warnings) == 1 and "leave out GenerationSpec's frames and size (--frames and --size)" in prepared.warnings[0]
     smaller = pipe.prepare(GenerationSpec(steps=2, frames=2, size=(16, 16)), ["0"]).warnings
     assert smaller and "2 frames at 16x16 is a shape it never saw, so expect" in smaller[0]
     with warnings.catch_warnings():

@@ -426,7 +426,7 @@ class VideoPipeline:
         seen = " and ".join(f"{pixels(s)} (latent {'x'.join(map(str, s))})" for s in shapes)
         return (f"this model was trained on {seen}; "
                 f"{pixels(shape)} is a shape it never saw{reach}, so expect a worse video than at the trained "
-                f"shape (leave out --frames and --size for it)")
+                f"shape (leave out GenerationSpec's frames and size (--frames and --size) for it)")
 
     def _default_frames(self, t_lat: int, channels: int) -> int:
         """The fewest pixel frames the tokenizer turns into ``t_lat`` latent frames."""
