@@ -145,6 +145,7 @@ def generate(
     except Exception as exc:  # any error, agreed on first: one node's may be its own (an unreadable --prompts)
         failure = exc
     failure = _agree_to_start(failure, device)
+    _own_traceback_first(failure)
     if isinstance(failure, typer.BadParameter):
         raise failure  # a usage error, as click shows it (exit 2)
     if isinstance(failure, (ValueError, KeyError, PreflightError)):
@@ -172,6 +173,7 @@ def generate(
                 pipe = VideoPipeline.from_export(checkpoint, device=device, dtype=dtype, compile=compile_blocks,
                                                  weights_roots=weights_root or (), allow_torchscript=trust_torchscript)
     except (ExportError, KeyError, ValueError, PreflightError) as exc:
+        _own_traceback_first(exc)
         fail_once(str(exc))
     import warnings
 
@@ -257,6 +259,23 @@ def _hold_output_folder(ctx: typer.Context, out: Path) -> None:
         raise ValueError(str(exc)) from None
     except OSError as exc:  # e.g. -o names a file
         raise ValueError(f"cannot write the output folder {out}: {exc.strerror or exc}") from None
+
+
+def _own_traceback_first(agreed: Exception | None) -> None:
+    """Under torchrun, an error agreed between the ranks (PreflightError) is one line on every rank; on a rank
+    whose own failure under it is not one that one process says in a line (bad input: a usage error, a
+    ValueError or KeyError, a plugin's error) but a bug or an I/O error, print that failure's traceback first,
+    as one process shows it: the line names the rank, its log then shows where it failed (as vfm train does)."""
+    import traceback
+
+    from vfm_parallel.preflight import PreflightError
+    from vfm_plugins import PluginError
+
+    own = agreed.__cause__ if isinstance(agreed, PreflightError) else None
+    # a usage error or an exit by duck type (hasattr exit_code), as torchrun_exit tells them: typer carries its
+    # own copy of click's classes, which click's isinstance does not match
+    if own is not None and not isinstance(own, (ValueError, KeyError, PluginError)) and not hasattr(own, "exit_code"):
+        traceback.print_exception(own)
 
 
 def _agree_to_start(failure: Exception | None, device: str) -> Exception | None:
