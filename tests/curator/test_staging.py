@@ -162,17 +162,21 @@ class CrashOnce(TranscodeStage):
             fh.write(json.dumps({"attempt": attempt, "when": when, "pid": os.getpid(), "files": files}) + "\n")
 
 
-def test_a_killed_worker_s_staging_files_are_gone_before_the_video_is_done_again(tmp_path, ray_session, monkeypatch):
+def _registered(monkeypatch, name: str, stage: type, summary: str) -> None:
+    """``stage`` registered as stage ``name`` for this test (replacing a built-in of that name), and this
+    test module pickled by value: the Ray workers cannot import it."""
     import ray.cloudpickle
 
     from vfm_curator.plugins import host
 
-    ray.cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import this test module
-    entries = dict(host._load())
-    stages = dict(entries["stages"])
-    stages["crash_once"] = stages["write"].__class__(
-        "stages", "crash_once", CrashOnce, "tests", "0", "kills its worker once")
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+    stages = dict(dict(host._load())["stages"])
+    stages[name] = stages["write"].__class__("stages", name, stage, "tests", "0", summary)
     monkeypatch.setitem(host._entries, "stages", stages)
+
+
+def test_a_killed_worker_s_staging_files_are_gone_before_the_video_is_done_again(tmp_path, ray_session, monkeypatch):
+    _registered(monkeypatch, "crash_once", CrashOnce, "kills its worker once")
     for i in range(3):
         make_video(tmp_path / "in" / f"v{i}.mp4", [20, 33, 27], seed=20 + i, width=96, height=64)
     log = tmp_path / "log.jsonl"
@@ -227,16 +231,7 @@ class DieBeforeCommit(WriteStage):
 def test_a_worker_killed_before_its_commit_leaves_no_aside_file_once_its_run_ends(tmp_path, ray_session, monkeypatch):
     """The aside files of a write stage killed before its commit (``thumbs/.<vid>.*.tmp``,
     ``.state/parts/.<vid>.*.tmp``) are gone at the end of the run, not only at the start of the next."""
-    import ray.cloudpickle
-
-    from vfm_curator.plugins import host
-
-    ray.cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import this test module
-    entries = dict(host._load())
-    stages = dict(entries["stages"])
-    stages["write"] = stages["write"].__class__(
-        "stages", "write", DieBeforeCommit, "tests", "0", "kills its worker before its commit once")
-    monkeypatch.setitem(host._entries, "stages", stages)
+    _registered(monkeypatch, "write", DieBeforeCommit, "kills its worker before its commit once")
     for i in range(2):
         make_video(tmp_path / "in" / f"v{i}.mp4", [20, 33], seed=40 + i, width=96, height=64)
     config = {"stages": ["decode", "split", "transcode", "write"],

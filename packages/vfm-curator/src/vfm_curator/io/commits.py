@@ -148,12 +148,13 @@ def check_table_current(out: str | Path) -> None:
                          "same vfm curate again to finish (once none runs there), then this command")
 
 
-def pending(out: str | Path) -> set[Path]:
-    """The temporary files that written commits name: not leftovers, whatever sweep meets them."""
+def pending(out: str | Path, vid: str | None = None) -> set[Path]:
+    """The temporary files that written commits name (``vid``'s only, when given: a commit names no
+    other video's, see :func:`_checked`): not leftovers, whatever sweep meets them."""
     names: set[Path] = set()
-    for vid in pending_videos(out):
+    for video in pending_videos(out) if vid is None else [vid]:
         try:
-            entry = _read(commit_path(out, vid))
+            entry = _read(commit_path(out, video))
             names.update(Path(out).resolve() / tmp for tmp, _ in entry.get("moves", []))
         except (OSError, ValueError, TypeError, AttributeError):
             continue

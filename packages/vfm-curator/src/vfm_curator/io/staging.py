@@ -93,7 +93,7 @@ def sweep(out: str | Path, vid: str) -> int:
     (:func:`vfm_plugins.files.remove_leftover`): a link at such a name is left alone."""
     from vfm_curator.io.commits import ASIDE_FOLDERS, pending
 
-    committed = pending(out)
+    committed = pending(out, vid)
     gone = 0
     for name in ASIDE_FOLDERS:
         try:
