@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import sys
 import tomllib
+import warnings
 import weakref
 from pathlib import Path
 
@@ -153,8 +155,6 @@ LONG = " ".join(f"word{i}" for i in range(40))  # 41 tokens with the end token; 
 
 
 def test_a_prompt_past_max_length_is_noted_once_per_run_naming_its_video_as_true_of_every_preview(tmp_path, counted_hash):
-    import warnings
-
     from vfm_infer.checks import PromptTruncatedWarning
 
     cfg, resolved = _text_run(tmp_path, f'preview.prompts=["a red blob", "{LONG}"]')
@@ -168,6 +168,4 @@ def test_a_prompt_past_max_length_is_noted_once_per_run_naming_its_video_as_true
     assert "prompt 1 (video 0001)" in notes[0] and "keeps 32 and drops 9" in notes[0]
     assert "every preview of this run" in notes[0]
     for folder in folders:  # a later preview's folder says it too, for whoever looks at that one alone
-        import json
-
         assert json.loads((folder / "prompts.json").read_text())["notes"] == notes
