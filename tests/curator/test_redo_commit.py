@@ -181,3 +181,16 @@ def test_vfm_shard_refuses_a_clips_folder_whose_curate_was_killed_after_its_comm
     assert_one_line_naming(str(info.value), str(out), "clips.parquet", "run the same vfm curate again")
     vfm_curator.curate(inputs, out, SERIAL)
     assert {t.id for t in read_clip_table(out)} == set(digests)
+
+
+def test_an_output_folder_the_write_stage_cannot_commit_in_stops_a_serial_run_not_blaming_each_video(tmp_path):
+    """A built-in stage's error escaping its batch ``process`` (here the write stage's commit: ``.state/commits``
+    is a file) is no video's: it was recorded as each video's input error, never redone once the folder is mended."""
+    for i in range(2):
+        make_video(tmp_path / "in" / f"v{i}.mp4", [20, 33], seed=i)
+    out = tmp_path / "out"
+    (out / ".state").mkdir(parents=True)
+    (out / ".state" / "commits").write_text("not a folder")
+    with pytest.raises(FileExistsError, match="commits"):
+        vfm_curator.curate(tmp_path / "in", out, {"run": {"runner": "serial"}, "options": {"split": {"min_clip_s": 0.25}}})
+    assert not (out / "failures.jsonl").exists(), (out / "failures.jsonl").read_text()

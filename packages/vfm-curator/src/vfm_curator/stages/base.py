@@ -156,14 +156,18 @@ def process_batch(stage: Stage, tasks: list[Any]) -> list[Any]:
     forgets ``return tasks`` stopped ``vfm curate`` with ``object of type 'NoneType' has no len()``; a
     ``task.clips = filter(...)`` failed in a later stage as ``'filter' object is not subscriptable``).
 
-    An error ``process`` raises fails the batch's tasks as :func:`run_guarded` fails one (a plugin's is that
+    An error a plugin stage's ``process`` raises fails the batch's tasks as :func:`run_guarded` fails one (that
     plugin's bug), here in the worker, so both runners record the same: it stopped a serial run, and a Ray call
-    that raised it was a dead worker's, each video blamed (cause input) under the fused group's name."""
+    that raised it was a dead worker's, each video blamed (cause input) under the fused group's name. A built-in
+    stage's goes to the runner: its own batch ``process`` guards each task, so what escapes it is no video's (an
+    output folder the write stage cannot commit in), and recorded as each video's input error it was never redone."""
     try:
         result = stage.process(tasks)
     except (StopRun, StageSetupError):  # the run's or the config's, not these tasks': the runner decides
         raise
     except (Exception, MemoryError) as exc:
+        if _plugin_stage(stage.name) is None:
+            raise
         for task in tasks:
             if getattr(task, "failure", None) is None:
                 _fail(stage.name, task, exc)
