@@ -247,3 +247,14 @@ def test_a_save_failing_inside_torch_s_writer_for_another_reason_than_the_disk_d
     assert "failed (ModuleNotFoundError: import of safetensors.torch halted" in error, error
     assert "Free space" not in error and "Fix its cause (that rank's traceback shows where it was raised)" in error, error
     assert sorted(os.listdir(tmp_path)) == ["step_00000001"]
+
+
+def test_a_writer_error_whose_message_starts_on_a_new_line_is_named_by_its_first_words(tmp_path):
+    """safetensors refuses tensors that share memory (here the EMA given is the model itself) with a
+    message that starts with a newline: the error said only "(RuntimeError: )"."""
+    model = _linear(2.0)
+    with pytest.raises(ckpt.CheckpointSaveError) as failed:
+        ckpt.save(tmp_path, 1, model=model, ema=model)
+    error = str(failed.value)
+    assert "failed (RuntimeError: Some tensors share memory" in error, error
+    assert os.listdir(tmp_path) == []

@@ -260,10 +260,16 @@ def _describe(exc: BaseException) -> tuple[int, str, str] | tuple[int, str, str,
         failed = [(rank, pair[0] if isinstance(pair, tuple) else pair) for rank, pair in exc.failures.items()]
         rank, first = next(((r, e) for r, e in failed if isinstance(e, OSError)), failed[0] if failed else (_rank(), exc))
         # the disk only for the disk's errors: a missing module there was "Free space or fix the permissions"
-        return rank, f"{type(first).__name__}: {first}".splitlines()[0], (
+        return rank, f"{type(first).__name__}: {_first_line(first)}", (
             _FREE_SPACE if isinstance(first, OSError) else _FIX_CAUSE)
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return _rank(), f"{type(exc).__name__}: {first}", _FIX_CAUSE
+    return _rank(), f"{type(exc).__name__}: {_first_line(exc)}", _FIX_CAUSE
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message that says something: safetensors' own errors start with a
+    newline, and their first line alone was empty."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else ""
 
 
 def _agree(final: Path, failure: tuple | None, cause: BaseException | None = None) -> None:
