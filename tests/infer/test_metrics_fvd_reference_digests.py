@@ -132,7 +132,11 @@ def test_a_digest_taken_soon_after_its_file_changed_is_not_trusted(tmp_path):
                    size=64, cache_dir=str(tmp_path / "cache"), device="cpu")
     write_videos(tmp_path / "videos", [20, 21])
     items = _items(tmp_path / "videos")
+    for video in reference.iterdir():  # changed (a new ctime) just before the run: the setup above can take RACY_NS
+        os.utime(video)
     _run(options, items)
+    entries = json.loads(digests_path(Path(options["cache_dir"]), reference).read_text())["files"].values()
+    assert all(e["checked_ns"] - e["ctime_ns"] < RACY_NS for e in entries), "the digests were taken too late to be racy"
     opens = Opens(reference)
     try:
         assert "read from the cache" in _run(options, items).notes[0]
