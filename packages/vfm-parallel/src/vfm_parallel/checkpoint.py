@@ -332,7 +332,7 @@ def verify(path: str | Path, *, shared: bool = False) -> dict[str, Any]:
     completely saved. Collective when a process group is up: each node's copy is hashed whole, or,
     with ``shared`` (only where every rank is known to read one folder), once in the whole job (see
     :func:`verify_files`). Returns the global state."""
-    path = Path(path)
+    path = _given(path)
     verify_files(path, shared=shared)
     state = read_state(path)
     verify_tensors(path)
@@ -356,7 +356,7 @@ def load(
     of the parts asked for (model; optimizer and EMA when given) differ in name, shape or dtype.
     Returns (global state, this rank's state or None when the checkpoint has no file for ``rank_key``).
     """
-    path = Path(path)
+    path = _given(path)
     state = verify(path) if check_files else read_state(path)
     tensors, _ = _gather_tensors(model, optimizer, ema)
     prefixes = ("model.",) + (("optim.",) if optimizer is not None else ()) + (("ema.",) if ema is not None else ())
@@ -377,6 +377,14 @@ def load(
     return state, _read_rank_state(path, key)
 
 
+def _given(path: str | Path | None) -> Path:
+    """``path`` as a Path; None (what :func:`latest` returns for a root without checkpoints) refused saying so."""
+    if path is None:
+        raise NotCommittedError("no checkpoint given (None): checkpoint.latest(root) is None when root holds no committed "
+                                "checkpoint; start without one then (`if (last := checkpoint.latest(root)) is not None:`)")
+    return Path(path)
+
+
 def load_weights(path: str | Path, module: nn.Module, part: str = "model") -> None:
     """Read the saved ``part`` of checkpoint ``path`` ("model", or "ema": the EMA of the model's
     parameters) in place into ``module``, whole in this process whatever layout saved it, and nothing
@@ -384,7 +392,8 @@ def load_weights(path: str | Path, module: nn.Module, part: str = "model") -> No
     alone (rank 0 making an inference export after training). The caller has run :func:`verify`
     (collective: on every rank); the saved names, shapes and dtypes are checked against ``module``'s
     state dict (a module with persistent buffers has no whole "ema" part)."""
-    path, prefix = Path(path), f"{part}."
+    path, prefix = _given(path), f"{part}."
+    read_manifest(path)  # a missing folder, or the checkpoints' root, is named as that (not as damaged tensors)
     _read_checked(path, {prefix + k: v for k, v in module.state_dict().items()}, (prefix,), collective=False)
 
 

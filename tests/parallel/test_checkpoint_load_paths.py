@@ -1,0 +1,40 @@
+"""What ``checkpoint.load`` and ``load_weights`` say when the path given is not a checkpoint: the README's
+``load(latest(root))`` on a first run (``latest`` is None), the checkpoints' root instead of one of its
+``step_<N>`` folders, and a folder that does not exist. Each is a ``NotCommittedError`` (a
+``FileNotFoundError``) that says what was given and what to pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.parallel.test_checkpoint_integrity import _linear
+from vfm_parallel import checkpoint as ckpt
+
+
+@pytest.mark.parametrize("read", ["load", "load_weights", "verify"])
+def test_no_checkpoint_from_latest_is_refused_saying_latest_found_none(tmp_path, read):
+    with pytest.raises(ckpt.NotCommittedError, match=r"no checkpoint given \(None\): checkpoint.latest\(root\) is None "
+                       r"when root holds no committed checkpoint"):
+        _read(read, ckpt.latest(tmp_path / "checkpoints"))
+
+
+@pytest.mark.parametrize("read", ["load", "load_weights", "verify"])
+def test_the_checkpoints_root_is_refused_naming_its_newest_checkpoint(tmp_path, read):
+    ckpt.save(tmp_path, 1, model=_linear(1.0))
+    ckpt.save(tmp_path, 2, model=_linear(2.0))
+    with pytest.raises(ckpt.NotCommittedError, match=rf"{tmp_path} is a folder of checkpoints \(step_00000001, step_00000002\), "
+                       rf"not one: pass one of them, e.g. checkpoint.latest\({tmp_path}\) = {tmp_path}/step_00000002"):
+        _read(read, tmp_path)
+
+
+def test_load_weights_of_a_missing_folder_says_it_is_missing_not_damaged(tmp_path):
+    with pytest.raises(ckpt.NotCommittedError, match=r"step_00000001 is not a committed checkpoint \(no such folder\)"):
+        ckpt.load_weights(tmp_path / "step_00000001", _linear())
+
+
+def _read(read, path):
+    if read == "load":
+        return ckpt.load(path, model=_linear())
+    if read == "load_weights":
+        return ckpt.load_weights(path, _linear())
+    return ckpt.verify(path)
