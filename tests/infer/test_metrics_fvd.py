@@ -252,19 +252,26 @@ def _padded_to(path: Path, size: int) -> None:
         f.write(extra.to_bytes(4, "big") + b"free" + bytes(extra - 8))
 
 
-def test_a_reference_video_replaced_by_another_of_the_same_size_and_mtime_is_a_miss(setup):
+def another_video_in_place_of(path: Path, scratch: Path) -> os.stat_result:
+    """Another video written into ``path`` (the same inode), padded to its size, its mtime put back (``cp`` then
+    ``touch -d``): only the bytes, and the ctime no one but the kernel sets, differ. ``path``'s stat before."""
     import shutil
 
+    write_videos(scratch, [99], frames=24, names=[path.name])
+    before = path.stat()
+    _padded_to(scratch / path.name, before.st_size)
+    shutil.copyfile(scratch / path.name, path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    return before
+
+
+def test_a_reference_video_replaced_by_another_of_the_same_size_and_mtime_is_a_miss(setup):
     tmp_path, reference, generated, options = setup
     items = _items(generated)
     first = _run(options, items)
     # cp -p of another video of the same size and timestamp as the one it replaces: only the bytes differ
-    replaced, other = reference / "b.mp4", tmp_path / "other" / "b.mp4"
-    write_videos(other.parent, [99], frames=24, names=["b.mp4"])
-    before = replaced.stat()
-    _padded_to(other, before.st_size)
-    shutil.copy2(other, replaced)
-    os.utime(replaced, ns=(before.st_atime_ns, before.st_mtime_ns))
+    replaced = reference / "b.mp4"
+    before = another_video_in_place_of(replaced, tmp_path / "other")
     assert (replaced.stat().st_size, replaced.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
     second = _run(options, items)
     assert "computed and cached" in second.notes[0]

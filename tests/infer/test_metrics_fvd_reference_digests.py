@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import struct
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.infer.metric_models import tiny_i3d_weights, write_videos
-from tests.infer.test_metrics_fvd import _items, _padded_to
+from tests.infer.test_metrics_fvd import _items, another_video_in_place_of
 from vfm_infer.metrics.file_digests import RACY_NS, DigestCacheWarning
 from vfm_infer.metrics.fvd import FrechetVideoDistance, SmallSampleWarning
 from vfm_infer.metrics.fvd_reference import digests_path
@@ -104,14 +103,9 @@ def test_a_reference_cache_hit_opens_no_reference_video(aged):
 def test_a_video_rewritten_with_its_size_and_mtime_restored_is_read_again_and_is_a_miss(aged):
     tmp_path, reference, items, options, opens = aged
     first = _run(options, items)
-    # another video written into b.mp4 (the same inode), padded to its size, its mtime put back (touch -d):
     # only the ctime, which no one but the kernel sets, tells it changed
-    replaced, other = reference / "b.mp4", tmp_path / "other" / "b.mp4"
-    write_videos(other.parent, [99], frames=24, names=["b.mp4"])
-    before = replaced.stat()
-    _padded_to(other, before.st_size)
-    shutil.copyfile(other, replaced)
-    os.utime(replaced, ns=(before.st_atime_ns, before.st_mtime_ns))
+    replaced = reference / "b.mp4"
+    before = another_video_in_place_of(replaced, tmp_path / "other")
     after = replaced.stat()
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
     assert after.st_ctime_ns != before.st_ctime_ns
