@@ -35,6 +35,21 @@ def fail_once(exc: Exception) -> None:
     fail(exc)
 
 
+def own_traceback_first(agreed: BaseException | None, refusals: tuple[type[BaseException], ...]) -> None:
+    """Under torchrun an error the ranks agree on (vfm_parallel.preflight.PreflightError) is one line on every
+    rank; on the rank whose own failure under it (its ``__cause__``) is no refusal (``refusals``, nor a usage
+    error or an exit, told by duck type as :mod:`vfm_cli.torchrun_exit` tells them: typer carries its own copy
+    of click's classes) but a bug or an I/O error, print that failure's traceback first, as one process shows
+    it: the line names the rank, its log then shows where it failed. Nothing for any other error."""
+    from vfm_parallel.preflight import PreflightError
+
+    own = agreed.__cause__ if isinstance(agreed, PreflightError) else None
+    if own is not None and not isinstance(own, refusals) and not hasattr(own, "exit_code"):
+        import traceback
+
+        traceback.print_exception(own)
+
+
 def wait_for_local_rank_0() -> None:
     """Before a rank other than its node's local rank 0 reports an error that every rank meets alike
     (a bad config, a bad flag): a moment's wait, in which torchrun ends this rank for local rank 0's

@@ -10,7 +10,7 @@ from typing import List, NoReturn, Optional
 import typer
 
 # one error line per node under torchrun (fail_once), and a lost peer said in one line: as vfm train does
-from vfm_cli.failing import fail, fail_once, peer_lost, who_was_lost
+from vfm_cli.failing import fail, fail_once, own_traceback_first, peer_lost, who_was_lost
 from vfm_plugins.text import printable
 
 
@@ -262,20 +262,12 @@ def _hold_output_folder(ctx: typer.Context, out: Path) -> None:
 
 
 def _own_traceback_first(agreed: Exception | None) -> None:
-    """Under torchrun, an error agreed between the ranks (PreflightError) is one line on every rank; on a rank
-    whose own failure under it is not one that one process says in a line (bad input: a usage error, a
-    ValueError or KeyError, a plugin's error) but a bug or an I/O error, print that failure's traceback first,
-    as one process shows it: the line names the rank, its log then shows where it failed (as vfm train does)."""
-    import traceback
-
-    from vfm_parallel.preflight import PreflightError
+    """A rank whose own failure under an agreed error is a bug or an I/O error prints its traceback first
+    (:func:`vfm_cli.failing.own_traceback_first`, as vfm train does); bad input stays one line: a usage error,
+    a ValueError or KeyError, a plugin's error."""
     from vfm_plugins import PluginError
 
-    own = agreed.__cause__ if isinstance(agreed, PreflightError) else None
-    # a usage error or an exit by duck type (hasattr exit_code), as torchrun_exit tells them: typer carries its
-    # own copy of click's classes, which click's isinstance does not match
-    if own is not None and not isinstance(own, (ValueError, KeyError, PluginError)) and not hasattr(own, "exit_code"):
-        traceback.print_exception(own)
+    own_traceback_first(agreed, (ValueError, KeyError, PluginError))
 
 
 def _agree_to_start(failure: Exception | None, device: str) -> Exception | None:

@@ -12,7 +12,7 @@ from typing import List, NoReturn, Optional
 
 import typer
 
-from vfm_cli.failing import fail, fail_once, peer_lost, who_was_lost
+from vfm_cli.failing import fail, fail_once, own_traceback_first, peer_lost, who_was_lost
 
 
 def train(
@@ -124,13 +124,8 @@ def _refusals(cfg) -> tuple[type[Exception], ...]:
 def _refuse_or_raise(exc: Exception, refusals: tuple[type[Exception], ...]) -> NoReturn:
     """One ``error:`` line per node for a refusal, ``exc`` raised (its traceback, as in one process) for
     anything else. The agreement's error is a refusal on every rank; a rank whose own failure under it
-    is none shows that failure's traceback first."""
-    from vfm_parallel.preflight import PreflightError
-
-    if isinstance(exc, PreflightError) and exc.__cause__ is not None and not isinstance(exc.__cause__, refusals):
-        import traceback
-
-        traceback.print_exception(exc.__cause__)
+    is none shows that failure's traceback first (:func:`vfm_cli.failing.own_traceback_first`)."""
+    own_traceback_first(exc, refusals)
     if isinstance(exc, refusals):
         fail_once(exc)
     raise exc
