@@ -110,7 +110,7 @@ def previewer(cfg: TrainConfig, r: Resolved, formulation: Any, device: torch.dev
     meta = recorded_meta(cfg, r, formulation)
     read: dict[str, list[str]] = {}
     tables: dict[str, torch.Tensor] = {}  # the model's non-persistent buffers, from its one real build
-    encoded: dict[str, Any] = {}  # "prompts": the prompts' PrecomputedConditioner, from the first written preview
+    encoded: dict[str, Any] = {}  # "prompts": the prompts' PrecomputedConditioner, from the first accepted preview
     noted: list[str] = []  # the first preview's truncation note, true of every preview (prompts.json repeats it)
 
     def preview(folder: Path, weights: dict[str, torch.Tensor], step: int) -> list[Path]:
