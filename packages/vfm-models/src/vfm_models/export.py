@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from os import PathLike
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -115,18 +116,36 @@ def plain_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     return _plain(dict(meta))
 
 
+def unwrapped(model: nn.Module) -> nn.Module:
+    """The model inside DDP's and ``torch.compile``'s wrappers: their state dicts prefix every name
+    (``module.``, ``_orig_mod.``), which the family that load_export rebuilds does not have."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    # torch.compile's wrapper class, when torch.compile has been imported (else no model is one)
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    compiled = getattr(dynamo, "OptimizedModule", ())
+    while True:
+        if isinstance(model, DistributedDataParallel):
+            model = model.module
+        elif isinstance(model, compiled):
+            model = model._orig_mod
+        else:
+            return model
+
+
 def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> Path:
     """Write ``model`` (the EMA weights, or their state dict) and ``meta`` to ``folder``.
 
     ``meta["config"]`` may be the family's config dataclass or a dict of its fields.
-    ``vfm_models_version`` is filled in. Returns the folder. Weights with inf or nan values are
+    ``vfm_models_version`` is filled in. A model wrapped by DDP or ``torch.compile`` is exported
+    under its own names (:func:`unwrapped`). Returns the folder. Weights with inf or nan values are
     refused (:class:`NonFiniteWeightsError`) before anything is written, and so are DTensors (a model
     under FSDP or TP: :class:`~vfm_models.checkpoint.ShardedWeightsError`, which says how to gather them).
     """
     from vfm_models import __version__
 
     _check_meta(meta, "export meta")
-    state = model.state_dict() if isinstance(model, nn.Module) else model
+    state = unwrapped(model).state_dict() if isinstance(model, nn.Module) else model
     check_whole(state, f"refusing to export to {folder}")
     check_finite(state, f"refusing to export to {folder}")
     plain = _plain(dict(meta))
