@@ -78,8 +78,20 @@ def expand(inputs: list[str], exclude: str | Path | None = None, left_out: LeftO
     left_out = left_out if left_out is not None else LeftOut()
     for item in inputs:
         for source in _expand_one(str(item), skip, left_out):
-            out.setdefault(source.path, source)
+            out[source.path] = _one_caption(out.get(source.path), source)
     return list(out.values())
+
+
+def _one_caption(known: Source | None, source: Source) -> Source:
+    """The source a video named twice keeps: ``vfm curate footage/ captions.jsonl`` lists a captioned video
+    once without a caption (the folder) and once with (the manifest); the caption is kept in either order.
+    Two different captions for one video are refused: picking one would silently lose the other."""
+    if known is None or known.caption is None:
+        return source if source.caption is not None or known is None else known
+    if source.caption is not None and source.caption != known.caption:
+        raise ValueError(f"video {source.path!r} is given two captions, {known.caption!r} and {source.caption!r} "
+                         "(by two manifest entries); accepted: one caption per video")
+    return known
 
 
 def _inside(path: str | Path, folder: str | None) -> bool:

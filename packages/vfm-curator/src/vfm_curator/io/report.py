@@ -52,8 +52,9 @@ ADVICE = {
 }
 #: What `vfm curate` and the report say when clips have no caption.
 UNCAPTIONED_ADVICE = ("`vfm shard` fails clips without a caption unless told otherwise: shard them unconditional with "
-                      "`vfm shard --no-require-captions`, or caption them: add <video>.txt sidecar captions or a captioner "
-                      "(--captioner endpoint --caption-url URL --caption-model NAME) and run `vfm curate` again with --redo-changed")
+                      "`vfm shard --no-require-captions`, or caption them: name a .jsonl/.csv manifest of path and caption among "
+                      "the inputs, add <video>.txt sidecar captions or a captioner (--captioner endpoint --caption-url URL "
+                      "--caption-model NAME) and run `vfm curate` again with --redo-changed")
 CAUSE_ADVICE = {
     "input": "The input file caused it: fix or replace the file (a changed file is retried), or leave it out.",
     "config": "The configuration caused it: change the option named in the reason; a changed config retries it.",
