@@ -46,8 +46,9 @@ def shard(
              "limit, a warning past 0.25."),
     val_fraction: Optional[float] = typer.Option(
         None, "--val-fraction", metavar="F",
+        # "\\[": rich reads a bare "[validation]" as a style tag and prints nothing of it
         help="Hold out about this share of the source videos (0 <= F < 1), all clips of each, in a val split (val-*.tar "
-             "shards, blend.yaml's splits.val) for vfm train's [validation]; a video's split follows from its content (the "
+             "shards, blend.yaml's splits.val) for vfm train's \\[validation]; a video's split follows from its content (the "
              "fingerprint vfm curate recorded), so it never moves on a re-run, nor when the video is moved or curated "
              "again elsewhere; a video the output folder holds keeps its side. Default: the config's, else 0 (every clip trains)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw progress bars."),
