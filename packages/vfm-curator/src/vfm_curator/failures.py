@@ -36,7 +36,7 @@ def classify(exc: BaseException, by_plugin: bool = False) -> tuple[str, str]:
     (not vfm-curator's) raised it, so an unexpected error is that plugin's bug, not the item's."""
     if isinstance(exc, InputError):
         return exc.cause, exc.kind
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, MemoryError) or _device_out_of_memory(exc):
         return "machine", "out-of-memory"
     if isinstance(exc, TimeoutError):
         return "machine", "timeout"
@@ -45,6 +45,16 @@ def classify(exc: BaseException, by_plugin: bool = False) -> tuple[str, str]:
     if by_plugin:  # config: the config chose the plugin; a mended plugin is redone by --retry-failed plugin-error
         return "config", "plugin-error"
     return "input", "error"  # an unexpected error on one item in vfm-curator's own code: that item triggered it
+
+
+def _device_out_of_memory(exc: BaseException) -> bool:
+    """A GPU ran out of memory (an embedder, captioner or decoder on CUDA): a machine failure that a
+    later run may not meet, never the video's fault. ``torch.OutOfMemoryError`` is a RuntimeError, not a
+    MemoryError; other libraries (DALI, CuPy, PyNvVideoCodec) raise their own types named alike or
+    RuntimeErrors that say so. Recognised by name and text, so vfm-curator need not import them."""
+    if "OutOfMemory" in type(exc).__name__:
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
 def classify_worker_error(exc: BaseException) -> tuple[str, str]:
