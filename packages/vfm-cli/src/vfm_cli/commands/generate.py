@@ -51,9 +51,13 @@ def _parse_sampler_options(items: List[str]) -> dict:
 
 def _read_prompts(prompt: Optional[List[str]], prompts: Optional[Path]) -> List[str]:
     """``--prompt`` may be given several times (one video each, in order); ``--prompts`` is a file."""
-    if bool(prompt) == (prompts is not None):
+    if prompt and prompts is not None:
         raise typer.BadParameter("give --prompt TEXT (repeatable) or --prompts FILE, not both",
                                  param_hint="--prompt/--prompts")
+    if not prompt and prompts is None:  # an unconditional model's user has no text to give, and asks how
+        raise typer.BadParameter("no prompt given: give --prompt TEXT (repeatable: one video each) or --prompts FILE "
+                                 "(one prompt per line); an unconditional model takes --prompt \"\" once per video "
+                                 "(its seed is --seed plus the video's index)", param_hint="--prompt/--prompts")
     if prompt:
         return list(prompt)
     return read_prompts_file(prompts)
