@@ -38,3 +38,17 @@ def _read(read, path):
     if read == "load_weights":
         return ckpt.load_weights(path, _linear())
     return ckpt.verify(path)
+
+
+def test_the_checkpoint_the_root_s_refusal_names_is_the_one_latest_returns(tmp_path):
+    """The refusal of a root names ``checkpoint.latest(root)``: a ``step_<N>`` that is a link (which
+    checkpoints never list), or the aside copy a killed re-save left, is what latest would not, or
+    would, return; the message had its own listing and named the link as the newest."""
+    root, elsewhere = tmp_path / "checkpoints", tmp_path / "elsewhere"
+    ckpt.save(root, 1, model=_linear(1.0))
+    linked = ckpt.save(elsewhere, 2, model=_linear(2.0))
+    (root / linked.name).symlink_to(linked, target_is_directory=True)
+    assert ckpt.latest(root) == root / "step_00000001"
+    with pytest.raises(ckpt.NotCommittedError, match=rf"\(step_00000001\), not one: pass one of them, e.g. "
+                       rf"checkpoint.latest\({root}\) = {root}/step_00000001$"):
+        ckpt.load(root, model=_linear())

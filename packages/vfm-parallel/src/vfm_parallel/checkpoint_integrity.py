@@ -30,7 +30,7 @@ import torch.distributed as dist
 from vfm_plugins.files import replace_file
 from vfm_plugins.formats import FormatVersionError, check_format_version, installed
 
-from vfm_parallel.checkpoint_names import STEP_DIR, folder_step  # noqa: F401  (folder_step: this module's interface too)
+from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
 from vfm_parallel.preflight import ranks_on_hosts
 
 MANIFEST = "manifest.json"
@@ -222,22 +222,19 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     return path
 
 
-def _checkpoints_in(folder: Path) -> list[Path]:
-    """The committed ``step_<N>`` folders directly under ``folder``, oldest first (best effort: for a message)."""
-    try:
-        names = sorted(entry.name for entry in os.scandir(folder) if STEP_DIR.match(entry.name))
-    except OSError:
-        return []
-    return [folder / name for name in names if (folder / name / MANIFEST).is_file()]
-
-
 def read_manifest(folder: Path) -> dict[str, Any]:
     """The manifest, its shape checked (raises :class:`NotCommittedError` or :class:`DamagedCheckpointError`)."""
     path = folder / MANIFEST
     if not folder.is_dir():
         raise NotCommittedError(f"{folder} is not a committed checkpoint (no such folder)")
     if not path.is_file():
-        held = _checkpoints_in(folder)
+        # imported here: checkpoint_folders imports this module; its listing is latest()'s, which the message names
+        from vfm_parallel.checkpoint_folders import list_checkpoints
+
+        try:
+            held = list_checkpoints(folder)
+        except OSError:  # an unreadable folder: the message below is still true
+            held = []
         if held:  # the root that save() was given, passed where one of its checkpoints belongs
             raise NotCommittedError(f"{folder} is a folder of checkpoints ({', '.join(p.name for p in held)}), not one: pass "
                                     f"one of them, e.g. checkpoint.latest({folder}) = {held[-1]}")
