@@ -408,8 +408,8 @@ def _read_checked(path: Path, tensors: dict[str, torch.Tensor], prefixes: tuple[
         try:
             dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")), no_dist=not collective)
         except Exception as exc:  # after the checks above this is unexpected: still one line naming the folder
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed ({type(exc).__name__}: {first})") from exc
+            raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed "
+                                         f"({type(exc).__name__}: {_first_line(exc)})") from exc
 
 
 def _read_rank_state(path: Path, key: int) -> Any:
