@@ -32,6 +32,33 @@ def test_load_weights_of_a_missing_folder_says_it_is_missing_not_damaged(tmp_pat
         ckpt.load_weights(tmp_path / "step_00000001", _linear())
 
 
+@pytest.mark.parametrize("read", ["load", "load_weights", "verify"])
+def test_a_training_runs_folder_is_refused_naming_the_checkpoints_inside_it(tmp_path, read):
+    run = tmp_path / "run"  # vfm train's out_dir: checkpoints/step_<N> beside export/, logs...
+    ckpt.save(run / "checkpoints", 3, model=_linear(1.0))
+    with pytest.raises(ckpt.NotCommittedError, match=rf"{run} is a training run's folder, not a checkpoint: its checkpoints "
+                       rf"are {run}/checkpoints/\{{step_00000003\}}; pass one of them, e.g. "
+                       rf"checkpoint.latest\({run}/checkpoints\) = {run}/checkpoints/step_00000003"):
+        _read(read, run)
+
+
+@pytest.mark.parametrize("read", ["load", "load_weights", "verify"])
+def test_a_folder_holding_no_checkpoint_is_refused_saying_what_to_pass_not_that_a_save_did_not_finish(tmp_path, read):
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "model.pt").write_bytes(b"not ours")
+    with pytest.raises(ckpt.NotCommittedError, match=r"weights holds no checkpoint \(no manifest.json, no step_<N> folders\): "
+                       r"pass a step_<N> folder that checkpoint.save wrote"):
+        _read(read, tmp_path / "weights")
+
+
+def test_a_step_folder_without_its_manifest_is_a_save_that_did_not_finish(tmp_path):
+    ckpt.save(tmp_path, 1, model=_linear(1.0))
+    (tmp_path / "step_00000001" / "manifest.json").unlink()
+    with pytest.raises(ckpt.NotCommittedError, match=r"step_00000001 is not a committed checkpoint \(no manifest.json: "
+                       r"the save did not finish\)"):
+        ckpt.load(tmp_path / "step_00000001", model=_linear())
+
+
 def _read(read, path):
     if read == "load":
         return ckpt.load(path, model=_linear())

@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import socket
 import stat
 from pathlib import Path
@@ -222,6 +223,10 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     return path
 
 
+#: a folder name save() writes under: ``step_<N>``, ``.old-step_<N>-*`` (aside), ``.tmp-step_<N>-*`` (being written)
+_SAVE_FOLDER = re.compile(r"step_\d{8}")
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
     """The manifest, its shape checked (raises :class:`NotCommittedError` or :class:`DamagedCheckpointError`)."""
     path = folder / MANIFEST
@@ -231,14 +236,23 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         # imported here: checkpoint_folders imports this module; its listing is latest()'s, which the message names
         from vfm_parallel.checkpoint_folders import list_checkpoints
 
-        try:
-            held = list_checkpoints(folder)
-        except OSError:  # an unreadable folder: the message below is still true
-            held = []
-        if held:  # the root that save() was given, passed where one of its checkpoints belongs
+        def held_in(root: Path) -> list[Path]:
+            try:
+                return list_checkpoints(root)
+            except OSError:  # an unreadable folder: the messages below are still true
+                return []
+
+        if held := held_in(folder):  # the root that save() was given, passed where one of its checkpoints belongs
             raise NotCommittedError(f"{folder} is a folder of checkpoints ({', '.join(p.name for p in held)}), not one: pass "
                                     f"one of them, e.g. checkpoint.latest({folder}) = {held[-1]}")
-        raise NotCommittedError(f"{folder} is not a committed checkpoint (no {MANIFEST}: the save did not finish)")
+        if _SAVE_FOLDER.search(folder.name):  # a folder save() began: step_<N>, its aside or temporary copy
+            raise NotCommittedError(f"{folder} is not a committed checkpoint (no {MANIFEST}: the save did not finish)")
+        if held := held_in(folder / "checkpoints"):  # vfm train's out_dir, passed for one of its checkpoints
+            raise NotCommittedError(f"{folder} is a training run's folder, not a checkpoint: its checkpoints are "
+                                    f"{folder / 'checkpoints'}/{{{', '.join(p.name for p in held)}}}; pass one of them, "
+                                    f"e.g. checkpoint.latest({folder / 'checkpoints'}) = {held[-1]}")
+        raise NotCommittedError(f"{folder} holds no checkpoint (no {MANIFEST}, no step_<N> folders): pass a step_<N> "
+                                "folder that checkpoint.save wrote (vfm train writes them under train.out_dir/checkpoints)")
     try:
         manifest = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
