@@ -7,6 +7,7 @@ any work; under torchrun the ranks then agree (vfm_parallel.preflight) that ever
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import List, NoReturn, Optional
 
@@ -64,6 +65,8 @@ def train(
     from vfm_parallel.trainer import train as run
 
     rank0 = int(os.environ.get("RANK", "0")) == 0
+    if rank0:
+        typer.echo(_start_line(cfg, resolved, world))
     sinks = _sinks(cfg) if rank0 else []
     refusals = _refusals(cfg)
     try:
@@ -147,6 +150,34 @@ def _agree_to_start(failure: Exception | None) -> Exception | None:
     except RuntimeError as exc:  # set_device: e.g. "invalid device ordinal" on a node with fewer working GPUs
         device_type, failure = "cuda", failure or exc  # than ranks; raised here, the other nodes would wait
     return agree(failure, device_type)
+
+
+def _start_line(cfg, resolved, world: int) -> str:
+    """What one step holds, said before the first runs: on a CPU a step of large samples takes minutes, and
+    a log shows nothing until step ``logging.interval``; the tokens per sample tell why (attention grows with
+    their square)."""
+    from vfm_cli.recipe.data_shapes import data_shapes
+    from vfm_cli.recipe.resolution import grid_of
+    from vfm_plugins.text import counted
+
+    dims = cfg.parallel.resolved(world)
+    dp = dims["dp_replicate"] * dims["dp_shard"]
+    d, a = cfg.data, cfg.optim.grad_accum
+    how = f"micro_batch {d.micro_batch} x grad_accum {a} x {counted(dp, 'data-parallel rank')}"
+    if d.packing:
+        held = f"packs of {d.max_seq_len:,} tokens ({how})"
+        size = ""
+    else:
+        shapes = sorted({tuple(shape) for _, shape in data_shapes(cfg, resolved)},
+                        key=lambda shape: -math.prod(grid_of(shape, resolved.mcfg)))
+        tokens = [math.prod(grid_of(shape, resolved.mcfg)) for shape in shapes]
+        patch = "x".join(map(str, resolved.mcfg.patch))
+        largest = "x".join(map(str, shapes[0]))
+        most = f"{tokens[0]:,}" if len(set(tokens)) == 1 else f"{tokens[-1]:,} to {tokens[0]:,}"
+        held = f"samples ({how})"
+        size = f", {most} tokens per sample (latent {largest}, patch {patch})"
+    return (f"train: {cfg.train.steps} steps of {d.micro_batch * a * dp} {held}{size}; a line every "
+            f"{counted(cfg.logging.interval, 'step')} (logging.interval)")
 
 
 def _close(sinks: list) -> None:
