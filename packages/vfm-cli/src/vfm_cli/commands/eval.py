@@ -116,6 +116,12 @@ def eval_command(
                    f"({len(prompt_list)} prompts), not scored: {', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}; "
                    "is it the file given to vfm generate?", err=True)
     print_scores(results, Console())
+    shapes = results.get("shapes")
+    if shapes is not None and shapes.summary.get("videos") and not shapes.summary.get("scored"):
+        # the default metric knows the demo's captions only: a user's own prompts need another metric
+        typer.echo("note: to score videos against your own prompts: --metric clip-score --option clip-score.model=DIR "
+                   "(a local CLIP or SigLIP folder), or --metric fvd --option fvd.reference=DIR --option "
+                   "fvd.weights=I3D.safetensors (the distance to a folder of real videos)")
     payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}
                for name, r in results.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
