@@ -101,6 +101,9 @@ def _discover_commands() -> None:
         doc = inspect.getdoc(command.callback) if command.short_help is None and command.help is None else None
         if doc:
             command.short_help = " ".join(doc.split("\n\n")[0].split())
+            # its --help keeps them in every later paragraph too (rows broken at the source's margin at 80
+            # columns): each paragraph one line, wrapped by rich to the terminal
+            command.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
 
 
 _discover_commands()
