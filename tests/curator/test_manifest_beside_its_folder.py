@@ -5,6 +5,8 @@ names a few again with one, and the caption is kept whichever input comes first.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -55,3 +57,31 @@ def test_vfm_curate_says_a_manifest_can_caption_the_clips_it_left_without_one(tm
     assert result.exit_code == 0, result.output
     line = next(ln for ln in result.output.splitlines() if ln.startswith("captions:"))
     assert "4 of 4 clips have none" in line and ".jsonl/.csv manifest of path and caption" in line, line
+
+
+@pytest.mark.parametrize("route", ["a link to the folder", "a hard link"])
+def test_a_manifest_naming_a_folders_video_by_another_path_captions_that_one_video(tmp_path, route):
+    # the same file reached through a symbolic link to its folder, or by a hard link: one video, captioned
+    # (by path alone it was listed twice, the folder's copy uncaptioned, and clipped twice)
+    folder, manifest = _footage(tmp_path)
+    if route == "a link to the folder":
+        (tmp_path / "footage link").symlink_to(folder, target_is_directory=True)
+        other_name = "footage link/beach walk.mp4"
+    else:
+        os.link(folder / "beach walk.mp4", tmp_path / "beach walk.mp4")
+        other_name = "beach walk.mp4"
+    manifest.write_text(json.dumps({"path": other_name, "caption": "waves on a beach"}) + "\n")
+    for inputs in ([folder, manifest], [manifest, folder]):
+        sources = expand([str(i) for i in inputs])
+        assert sorted(((Path(s.path).name, s.caption) for s in sources), key=str) == [
+            ("beach walk.mp4", "waves on a beach"), ("city.mp4", None)], sources
+        # the path kept is the one named first (as for a video named twice by one path)
+        first = str(folder / "beach walk.mp4") if inputs[0] == folder else str(tmp_path / other_name)
+        assert first in [s.path for s in sources], sources
+
+
+def test_two_folder_inputs_reaching_the_same_files_list_each_video_once(tmp_path):
+    folder, _ = _footage(tmp_path)
+    (tmp_path / "footage link").symlink_to(folder, target_is_directory=True)
+    sources = expand([str(tmp_path / "footage link"), str(folder)])
+    assert sorted(Path(s.path).name for s in sources) == ["beach walk.mp4", "city.mp4"], sources

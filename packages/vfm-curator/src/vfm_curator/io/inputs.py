@@ -8,7 +8,7 @@ import glob
 import json
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vfm_plugins.text import counted
@@ -59,7 +59,8 @@ class LeftOut:
 
 
 def expand(inputs: list[str], exclude: str | Path | None = None, left_out: LeftOut | None = None) -> list[Source]:
-    """Every source named by ``inputs``, deduplicated, in a stable order.
+    """Every source named by ``inputs``, deduplicated (one file reached by several paths is one source, named
+by the path given first, with the caption any of them gave), in a stable order.
 
     A directory contributes its video files (by extension, recursively, dot-files and dot-folders
     left out, symbolic links to folders followed, each folder and file once however many links
@@ -73,25 +74,39 @@ def expand(inputs: list[str], exclude: str | Path | None = None, left_out: LeftO
     ``left_out`` collects what folders held and the walk did not take: folders it could not list
     (with why), files not named like videos (sidecar captions of a video taken are not counted), hidden ones.
     """
-    out: dict[str, Source] = {}
+    out: dict[object, Source] = {}
     skip = os.path.realpath(exclude) if exclude is not None else None
     left_out = left_out if left_out is not None else LeftOut()
     for item in inputs:
         for source in _expand_one(str(item), skip, left_out):
-            out[source.path] = _one_caption(out.get(source.path), source)
+            key = _identity(source.path)
+            out[key] = _one_caption(out.get(key), source)
     return list(out.values())
 
 
+def _identity(path: str) -> object:
+    """Which file ``path`` is: inputs may reach one video by several paths (a folder and a manifest
+    entry through a link to it, a hard link, another case on a case-insensitive disk), each a video of
+    its own by path (clipped twice, the folder's copy uncaptioned). A path that names no file is its own."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else path
+
+
 def _one_caption(known: Source | None, source: Source) -> Source:
-    """The source a video named twice keeps: ``vfm curate footage/ captions.jsonl`` lists a captioned video
-    once without a caption (the folder) and once with (the manifest); the caption is kept in either order.
-    Two different captions for one video are refused: picking one would silently lose the other."""
-    if known is None or known.caption is None:
-        return source if source.caption is not None or known is None else known
-    if source.caption is not None and source.caption != known.caption:
-        raise ValueError(f"video {source.path!r} is given two captions, {known.caption!r} and {source.caption!r} "
-                         "(by two manifest entries); accepted: one caption per video")
-    return known
+    """The source a video named twice keeps: the path named first, with the caption either naming gave
+    (``vfm curate footage/ captions.jsonl`` lists a captioned video once without a caption, the folder, and
+    once with, the manifest). Two different captions for one video are refused: picking one would silently
+    lose the other."""
+    if known is None:
+        return source
+    if known.caption is None or source.caption is None or known.caption == source.caption:
+        return replace(known, caption=known.caption if known.caption is not None else source.caption)
+    also = "" if source.path == known.path else f" (also named {source.path!r})"
+    raise ValueError(f"video {known.path!r}{also} is given two captions, {known.caption!r} and {source.caption!r} "
+                     "(by two manifest entries); accepted: one caption per video")
 
 
 def _inside(path: str | Path, folder: str | None) -> bool:
