@@ -168,14 +168,13 @@ def _start_line(cfg, resolved, world: int) -> str:
         held = f"packs of {d.max_seq_len:,} tokens ({how})"
         size = ""
     else:
-        shapes = sorted({tuple(shape) for _, shape in data_shapes(cfg, resolved)},
-                        key=lambda shape: -math.prod(grid_of(shape, resolved.mcfg)))
-        tokens = [math.prod(grid_of(shape, resolved.mcfg)) for shape in shapes]
+        tokens = {tuple(shape): math.prod(grid_of(shape, resolved.mcfg)) for _, shape in data_shapes(cfg, resolved)}
+        largest = max(tokens, key=tokens.__getitem__)
+        fewest, most = min(tokens.values()), tokens[largest]
+        per_sample = f"{most:,}" if fewest == most else f"{fewest:,} to {most:,}"
         patch = "x".join(map(str, resolved.mcfg.patch))
-        largest = "x".join(map(str, shapes[0]))
-        most = f"{tokens[0]:,}" if len(set(tokens)) == 1 else f"{tokens[-1]:,} to {tokens[0]:,}"
         held = f"samples ({how})"
-        size = f", {most} tokens per sample (latent {largest}, patch {patch})"
+        size = f", {per_sample} tokens per sample (latent {'x'.join(map(str, largest))}, patch {patch})"
     return (f"train: {cfg.train.steps} steps of {d.micro_batch * a * dp} {held}{size}; a line every "
             f"{counted(cfg.logging.interval, 'step')} (logging.interval)")
 
