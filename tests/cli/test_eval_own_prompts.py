@@ -30,3 +30,11 @@ def test_demo_captions_get_no_such_note(tmp_path):
     result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "prompts.txt")])
     assert result.exit_code == 0, result.output
     assert "clip-score" not in result.output
+
+
+def test_the_note_goes_to_stderr_beside_the_other_notes_not_into_the_scores_output(tmp_path):
+    _videos(tmp_path, ["a sunny beach with waves"])
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "prompts.txt")])
+    assert result.exit_code == 0, result.output
+    assert "clip-score" not in result.stdout, result.stdout
+    assert "--metric clip-score" in " ".join(result.stderr.split()), result.stderr

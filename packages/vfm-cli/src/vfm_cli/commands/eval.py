@@ -121,7 +121,7 @@ def eval_command(
         # the default metric knows the demo's captions only: a user's own prompts need another metric
         typer.echo("note: to score videos against your own prompts: --metric clip-score --option clip-score.model=DIR "
                    "(a local CLIP or SigLIP folder), or --metric fvd --option fvd.reference=DIR --option "
-                   "fvd.weights=I3D.safetensors (the distance to a folder of real videos)")
+                   "fvd.weights=I3D.safetensors (the distance to a folder of real videos)", err=True)
     payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}
                for name, r in results.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
