@@ -3,6 +3,7 @@ the demo's captions, so it scores none of them; the run says which metrics score
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from vfm_cli.main import app
@@ -38,3 +39,16 @@ def test_the_note_goes_to_stderr_beside_the_other_notes_not_into_the_scores_outp
     assert result.exit_code == 0, result.output
     assert "clip-score" not in result.stdout, result.stdout
     assert "--metric clip-score" in " ".join(result.stderr.split()), result.stderr
+
+
+def test_no_note_when_a_metric_that_scores_own_prompts_is_asked_beside_shapes(tmp_path):
+    pytest.importorskip("transformers")
+    from tests.infer.metric_models import tiny_clip_folder
+
+    _videos(tmp_path, ["a sunny beach with waves"])
+    model = tiny_clip_folder(tmp_path / "clip")
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "prompts.txt"), "--metric",
+                                      "shapes", "--metric", "clip-score", "--option", f"clip-score.model={model}",
+                                      "--option", "clip-score.frames=2"])
+    assert result.exit_code == 0, result.output
+    assert "to score videos against your own prompts" not in " ".join(result.output.split()), result.output

@@ -117,8 +117,9 @@ def eval_command(
                    "is it the file given to vfm generate?", err=True)
     print_scores(results, Console())
     shapes = results.get("shapes")
-    if shapes is not None and shapes.summary.get("videos") and not shapes.summary.get("scored"):
-        # the default metric knows the demo's captions only: a user's own prompts need another metric
+    if list(results) == ["shapes"] and shapes.summary.get("videos") and not shapes.summary.get("scored"):
+        # the default metric knows the demo's captions only: a user's own prompts need another metric (a user
+        # who asked for one beside shapes has it)
         typer.echo("note: to score videos against your own prompts: --metric clip-score --option clip-score.model=DIR "
                    "(a local CLIP or SigLIP folder), or --metric fvd --option fvd.reference=DIR --option "
                    "fvd.weights=I3D.safetensors (the distance to a folder of real videos)", err=True)
