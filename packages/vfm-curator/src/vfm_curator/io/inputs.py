@@ -60,7 +60,7 @@ class LeftOut:
 
 def expand(inputs: list[str], exclude: str | Path | None = None, left_out: LeftOut | None = None) -> list[Source]:
     """Every source named by ``inputs``, deduplicated (one file reached by several paths is one source, named
-by the path given first, with the caption any of them gave), in a stable order.
+    by the path given first, with the caption any of them gave), in a stable order.
 
     A directory contributes its video files (by extension, recursively, dot-files and dot-folders
     left out, symbolic links to folders followed, each folder and file once however many links
