@@ -18,7 +18,7 @@ from vfm_models.export import CONFIG, save_export
 def export(tmp_path_factory):
     model = vfm_models.get_family("dit").create("tiny")
     return save_export(tmp_path_factory.mktemp("src") / "export", model,
-                       {"family": "dit", "config": model.config, "formulation": "edm"})
+                       {"family": "dit", "config": model.config, "formulation": "edm"}, for_generation=False)
 
 
 def _broken(export, tmp_path, edit) -> object:

@@ -79,7 +79,7 @@ def test_exporting_a_run_into_its_own_export_folder_is_refused_and_keeps_the_exp
     over with a diffusers folder, the run's vfm export was gone."""
     model = tiny_dit(0, in_channels=3, pos_embed="sincos2d", timestep_freq_shift=1)  # one a diffusers DiT takes
     export = tmp_path / "run" / "export"
-    save_export(export, model, tiny_meta(config=model.config, latent_shape=[3, 1, 8, 8]))
+    save_export(export, model, tiny_meta(config=model.config, latent_shape=[3, 1, 8, 8], tokenizer_options={"patch": 1}))
     before = {p.name: p.read_bytes() for p in export.iterdir()}
     result = _export(tmp_path / "run", export, fmt)
     assert result.exit_code == 1, result.output

@@ -21,7 +21,8 @@ import vfm_models
 from vfm_models.export import load_export, read_meta, save_export
 from vfm_models.export_paths import ExportPathError
 
-META = {"family": "dit", "formulation": "edm", "tokenizer": "pixel", "tokenizer_options": {"patch": 1},
+# pixel frames of 4 channels are the 4 latent channels of the model below (save_export refuses others)
+META = {"family": "dit", "formulation": "edm", "tokenizer": "pixel", "tokenizer_options": {"patch": 1, "channels": 4},
         "latent_shape": [4, 1, 8, 8]}
 
 

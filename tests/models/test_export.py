@@ -110,7 +110,12 @@ def test_export_meta_and_folder_errors_say_what_is_expected(family_registered, t
         save_export(tmp_path, FAMILY.create(), {**META, "config": {}, "latent_shape": [2, 4, 4]})
     with pytest.raises(FileNotFoundError, match="config.json is missing"):
         load_export(tmp_path)
-    save_export(tmp_path, FAMILY.create(), {**META, "family": "no-such-family", "config": {}})
+    with pytest.raises(ValueError, match=r"family 'no-such-family' is not registered; accepted: .*export-test-net"):
+        save_export(tmp_path, FAMILY.create(), {**META, "family": "no-such-family", "config": {}})
+    # an export from elsewhere (written by a vfm with that family's plugin) is refused when loaded
+    save_export(tmp_path, FAMILY.create(), {**META, "config": {}})
+    meta = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**meta, "family": "no-such-family"}))
     with pytest.raises(KeyError, match=r"unknown famil\w* 'no-such-family'; available: .*export-test-net"):
         load_export(tmp_path)
 

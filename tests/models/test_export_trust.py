@@ -14,7 +14,8 @@ from vfm_models.export import load_export, save_export
 from vfm_models.export_paths import ExportPathError, check_export_paths
 from vfm_models.tokenizers.cosmos import TorchScriptNotAllowedError
 
-META = {"family": "dit", "formulation": "edm", "tokenizer": "pixel", "tokenizer_options": {"patch": 1},
+# pixel frames of 4 channels are the 4 latent channels of the model below (save_export refuses others)
+META = {"family": "dit", "formulation": "edm", "tokenizer": "pixel", "tokenizer_options": {"patch": 1, "channels": 4},
         "latent_shape": [4, 1, 8, 8]}
 
 

@@ -78,7 +78,7 @@ class Conditioner:
 
     def __init__(self, config: Any, text_encoder=None, device: torch.device | str = "cpu",
                  null: Mapping[str, Any] | None = None) -> None:
-        from vfm_models.conditioning import describe, null_condition
+        from vfm_models.conditioning import null_condition, null_condition_problem
 
         self.kind = conditioning_kind(config)
         self.config = config
@@ -86,10 +86,9 @@ class Conditioner:
         self.text_encoder = text_encoder
         if self.kind == "text" and text_encoder is None:
             raise ValueError("this model is text-conditional but its export names no text_encoder")
-        expected = describe(config)
-        if null is not None and dict(null) != expected:
-            raise ValueError(f"the export's null_condition {dict(null)} does not match its model config, whose null "
-                             f"condition is {expected}")
+        problem = None if null is None else null_condition_problem(null, config)
+        if problem:
+            raise ValueError(problem)
         base = null_condition(config, text_encoder)
         self.null: Cond | None = _moved(base, device)
 

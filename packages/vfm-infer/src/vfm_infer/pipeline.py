@@ -247,10 +247,11 @@ class VideoPipeline:
                  conditioner: Conditioner | None = None) -> None:
         import vfm_models
 
-        missing = [k for k in ("formulation", "tokenizer", "latent_shape") if not meta.get(k)]
+        from vfm_models.export_generation import lacks, missing_for_generation
+
+        missing = missing_for_generation(meta)
         if missing:
-            raise ExportError(f"the export's config.json lacks {', '.join(missing)}; generation needs the "
-                              "formulation, the tokenizer and the latent_shape of the training data")
+            raise ExportError(f"the export's config.json {lacks(missing)}")
         self.meta = dict(meta)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
@@ -368,9 +369,9 @@ class VideoPipeline:
             raise ValueError(f"the tokenizer gives {c_lat} latent channels but the model takes {cfg.in_channels}")
         made = getattr(tok, "latent_channels", None)  # the recorded latent_shape alone would pass, and decode fail
         if made is not None and made != cfg.in_channels:
-            raise ValueError(f"the export's tokenizer {self.meta['tokenizer']!r} {dict(self.meta.get('tokenizer_options') or {})} "
-                             f"gives {made} latent channels but the model takes {cfg.in_channels}: its tokenizer_options "
-                             "are not those of the model's training data")
+            from vfm_models.export_generation import tokenizer_channels_problem
+
+            raise ValueError(tokenizer_channels_problem(self.meta, made, cfg.in_channels))
         pt, ph, pw = cfg.patch
         if t_lat % pt or h_lat % ph or w_lat % pw:
             sc = tok.spatial_compression

@@ -54,6 +54,16 @@ def describe(config: Any) -> dict[str, Any]:
     return {"kind": "none"}
 
 
+def null_condition_problem(null: Any, config: Any) -> str | None:
+    """Why an export's recorded ``null_condition`` is not the one of ``config`` (:func:`describe`), or None:
+    guidance would contrast against a condition the model was not trained with."""
+    expected = describe(config)
+    if isinstance(null, Mapping) and dict(null) == expected:
+        return None
+    shown = dict(null) if isinstance(null, Mapping) else null
+    return f"the export's null_condition {shown} does not match its model config, whose null condition is {expected}"
+
+
 def encode_text(encoder: Any, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """(text (B, L, D) float32, mask (B, L) bool) from a text encoder (``encode`` or a call; a
     mapping or a (text, mask) pair; no mask means every token is real)."""

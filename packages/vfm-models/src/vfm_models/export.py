@@ -133,7 +133,8 @@ def unwrapped(model: nn.Module) -> nn.Module:
             return model
 
 
-def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> Path:
+def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Tensor], meta: Mapping[str, Any], *,
+                for_generation: bool = True) -> Path:
     """Write ``model`` (the EMA weights, or their state dict) and ``meta`` to ``folder``.
 
     ``meta["config"]`` may be the family's config dataclass or a dict of its fields.
@@ -141,10 +142,19 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
     under its own names (:func:`unwrapped`). Returns the folder. Weights with inf or nan values are
     refused (:class:`NonFiniteWeightsError`) before anything is written, and so are DTensors (a model
     under FSDP or TP: :class:`~vfm_models.checkpoint.ShardedWeightsError`, which says how to gather them).
+
+    ``meta`` must be able to generate with its model (:mod:`vfm_models.export_generation`: a registered
+    family, formulation, tokenizer and text encoder with options they take, latent channels and text
+    width that are the model's, a latent shape of its patch): else an
+    :class:`~vfm_models.export_generation.ExportGenerationError` names every problem, and nothing is
+    written. ``for_generation=False`` writes a weights-only export (``vfm convert`` without a tokenizer),
+    which may lack the formulation, tokenizer, latent shape or text encoder; what it names is still checked.
     """
     from vfm_models import __version__
+    from vfm_models.export_generation import check_export_meta
 
     _check_meta(meta, "export meta")
+    check_export_meta(meta, f"refusing to export to {folder}", for_generation=for_generation)
     state = unwrapped(model).state_dict() if isinstance(model, nn.Module) else model
     check_whole(state, f"refusing to export to {folder}")
     check_finite(state, f"refusing to export to {folder}")

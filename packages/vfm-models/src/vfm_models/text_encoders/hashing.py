@@ -35,6 +35,11 @@ class HashTextEncoder:
         freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
         self._positions = torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], 1).float() * 0.1  # (max_length, dim)
 
+    @staticmethod
+    def declared_width(options) -> int:
+        """The embedding width of these options (defaults filled in), unbuilt: an export is checked when written."""
+        return int(options["dim"])
+
     def tokenize(self, text: str) -> list[str]:
         """Lower-cased words and punctuation, cut to ``max_length`` including the end token."""
         return _WORDS.findall(text.lower())[: self.max_length - 1] + [END]

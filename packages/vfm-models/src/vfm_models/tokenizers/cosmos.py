@@ -93,6 +93,12 @@ class CosmosTokenizer:
         self.dtype = dtype or (params[0].dtype if params else torch.float32)
         self.latent_channels = latent_channels or self._probe_latent_channels()
 
+    @staticmethod
+    def declared_latent_channels(options) -> int | None:
+        """The latent channels given in the options, or None (found by running the checkpoint): an export is
+        checked when written, without loading its TorchScript."""
+        return options.get("latent_channels")
+
     def _probe_latent_channels(self) -> int:
         sc = self.spatial_compression
         probe = torch.zeros(1, self.channels, 1, sc, sc)

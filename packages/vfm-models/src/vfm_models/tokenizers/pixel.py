@@ -25,6 +25,11 @@ class PixelTokenizer:
         self.spatial_compression = patch
         self.latent_channels = channels * patch * patch
 
+    @staticmethod
+    def declared_latent_channels(options) -> int:
+        """The latent channels of these options (defaults filled in), unbuilt: an export is checked when written."""
+        return int(options["channels"]) * int(options["patch"]) ** 2
+
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Latent (C', T, H/p, W/p) for a pixel shape (C, T, H, W); a leading batch dim is kept."""
         *batch, c, t, h, w = shape

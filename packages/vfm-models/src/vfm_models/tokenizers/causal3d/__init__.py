@@ -99,6 +99,11 @@ class Causal3DTokenizer(nn.Module):
 
             load_into(self, weights)
 
+    @staticmethod
+    def declared_latent_channels(options) -> int:
+        """The latent channels of these options (defaults filled in), unbuilt: an export is checked when written."""
+        return int(options["latent_channels"])
+
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Latent (C', 1 + (T-1)/tc, H/sc, W/sc) for pixels (C, T, H, W); a leading batch dim is kept."""
         return video_latent_shape(
