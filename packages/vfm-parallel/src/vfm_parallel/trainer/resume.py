@@ -241,6 +241,18 @@ def restore_loader(path: Path, loader: Any, key: int, rank_state: dict[str, Any]
                                                f"run's loader ({exc})") from exc
 
 
+def ema_updates(path: Path, state: dict[str, Any]) -> int:
+    """The EMA's count of updates applied (its warm-up's t) saved in ``state``. A checkpoint saved
+    before vfm kept the count resumes with its step: exact unless that run skipped a non-finite step,
+    which puts the warm-up's decay that many updates ahead (a difference below 1e-3 in the decay past
+    update 100, and none once the decay reaches ema.decay)."""
+    step, count = state["step"], state.get("ema_updates", state["step"])
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= step:
+        raise ckpt.DamagedCheckpointError(f"checkpoint {path} is damaged: state.json has ema_updates {count!r}; "
+                                          f"expected a whole number from 0 to its step {step}")
+    return count
+
+
 def check_step(path: Path, step: int, cfg: TrainConfig) -> None:
     if step > cfg.train.steps:
         raise ckpt.IncompatibleCheckpointError(f"checkpoint {path} is at step {step}, past train.steps = "

@@ -55,6 +55,8 @@ def save_checkpoint(cfg: TrainConfig, root: Path, step: int, model, optimizer, e
     return ckpt.save(
         root, step, model=model, optimizer=optimizer, ema=ema,
         state={"world_size": coords.world_size, "sizes": coords.sizes, "config": cfg.to_dict(),
+               # the EMA's count of updates applied (its warm-up's t): the step less the skipped steps
+               **({"ema_updates": ema.updates_applied()} if ema is not None else {}),
                **({"export": parts.export_meta} if parts.export_meta is not None else {})},
         # One file per DP rank: its TP/CP/PP peers read the same samples and would write the same file.
         rank_state={"loader": loader_state} if _first_of_dp_group(coords) else None,

@@ -128,7 +128,7 @@ class _Run:
         o = cfg.optim
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = adamw(self.params, o, self.device)
-        self.ema = EMA(self.named, cfg.ema.decay) if cfg.ema.enabled else None
+        self.ema = EMA(self.named, cfg.ema.decay, warmup=cfg.ema.warmup) if cfg.ema.enabled else None
         self.start = self._resume()
         self.last = cfg.train.stop_at or cfg.train.steps
         self.result = TrainResult(start_step=self.start, final_step=self.start, model=self.named)
@@ -164,6 +164,8 @@ class _Run:
         state, rank_state = ckpt.load(path, model=self.named, optimizer=self.optimizer, ema=self.ema,
                                       rank_key=key, check_files=False)  # verified by choose_checkpoint
         resume_mod.restore_loader(path, self.parts.loader, key, rank_state)
+        if self.ema is not None:
+            self.ema.updates = resume_mod.ema_updates(path, state)
         resume_mod.announce(path, state["step"], self.cfg)
         return state["step"]
 

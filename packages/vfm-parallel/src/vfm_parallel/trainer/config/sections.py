@@ -163,6 +163,10 @@ class PrecisionConfig:
 class EMAConfig:
     enabled: bool = True
     decay: float = 0.999
+    # Warm the decay up (diffusers' EMAModel): update t (t counting the updates applied) blends with
+    # min(decay, (1 + t) / (10 + t)), so a run shorter than the EMA's memory (0.999: ~1000 steps)
+    # exports its trained weights, not its random start. false: decay from the first update.
+    warmup: bool = True
 
 
 @dataclass
