@@ -1,5 +1,6 @@
-"""The export of a run holds its EMA weights: a run much shorter than the EMA's memory exports weights that
-are still mostly the random initialisation. Said before the run starts, with the decay that fits it."""
+"""The export of a run holds its EMA weights: a run much shorter than the EMA's memory, without the EMA's warm-up,
+exports weights that are still mostly the random initialisation. Said before the run starts, with the decay that
+fits it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import warnings
 
 from vfm_plugins import Notice
 from vfm_parallel.trainer.config import TrainConfig
+from vfm_parallel.trainer.ema import initial_share
 
 #: The share of the initial weights left in the EMA at the last step above which the run is told.
 INITIAL_SHARE_TOLD = 0.25
@@ -20,12 +22,13 @@ class ShortEMANotice(Notice):
 
 
 def note_short_ema(cfg: TrainConfig) -> None:
-    """Warn when ``ema.decay ** train.steps`` (the initial weights' share of the exported EMA; each step keeps
-    ``decay`` of the average) exceeds :data:`INITIAL_SHARE_TOLD`. Not refused: a run meant to be resumed with
-    more steps, or whose export nobody samples, is a fair choice."""
+    """Warn when the initial weights' share of the exported EMA after train.steps (:func:`initial_share`:
+    ``ema.decay ** train.steps`` without warm-up) exceeds :data:`INITIAL_SHARE_TOLD`. With ``ema.warmup`` (the
+    default) that never happens: the first update keeps at most 0.1 of the average. Not refused: a run meant to
+    be resumed with more steps, or whose export nobody samples, is a fair choice."""
     if not (cfg.ema.enabled and cfg.checkpoint.export) or cfg.train.steps < 1:
         return
-    share = cfg.ema.decay ** cfg.train.steps
+    share = initial_share(cfg.ema.decay, cfg.train.steps, cfg.ema.warmup)
     if share <= INITIAL_SHARE_TOLD or int(os.environ.get("RANK", "0")) != 0:
         return  # every rank resolves the same config: one line per job
     fits = 1 - STEPS_OF_MEMORY / cfg.train.steps
@@ -33,4 +36,5 @@ def note_short_ema(cfg: TrainConfig) -> None:
         f"ema.decay {cfg.ema.decay:g} averages over about {1 / (1 - cfg.ema.decay):.0f} steps, but train.steps {cfg.train.steps} "
         f"ends before it forgets the start: the export (the EMA weights) keeps {share:.0%} of the initial random weights "
         f"and generates little but noise, however far the loss falls; for a run this short set ema.decay = {fits:.4g} or "
-        f"lower, or ema.enabled = false (export the trained weights)", ShortEMANotice, stacklevel=2)
+        f"lower, ema.warmup = true (the default), or ema.enabled = false (export the trained weights)", ShortEMANotice,
+        stacklevel=2)
