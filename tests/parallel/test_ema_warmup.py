@@ -143,8 +143,9 @@ def test_a_checkpoint_saved_without_the_count_resumes_counting_from_its_step(tmp
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_a_checkpoint_whose_count_is_past_its_step_is_refused_as_damaged(tmp_path):
+def test_a_checkpoint_whose_count_is_past_its_step_is_refused_as_damaged_by_the_run_and_by_validate(tmp_path):
     from vfm_parallel import checkpoint as ckpt
+    from vfm_parallel.trainer import resume
 
     split = tiny_config(tmp_path, train={"steps": 6, "stop_at": 3})
     run_config(split)
@@ -152,5 +153,10 @@ def test_a_checkpoint_whose_count_is_past_its_step_is_refused_as_damaged(tmp_pat
     (folder / "state.json").write_text(json.dumps({**_state(tmp_path, 3), "ema_updates": 4}))
     write_manifest(folder, 3)
     split["train"]["stop_at"] = 0
-    with pytest.raises(ckpt.DamagedCheckpointError, match=r"state.json has ema_updates 4; expected a whole number from 0 to its step 3"):
+    damaged = r"state.json has ema_updates 4; expected a whole number from 0 to its step 3"
+    with pytest.raises(ckpt.DamagedCheckpointError, match=damaged):
         run_config(split)
+    # `vfm train --validate` calls check_resumable (files not hashed): it refuses what the run refuses
+    cfg = from_dict(split)
+    with pytest.raises(ckpt.DamagedCheckpointError, match=damaged):
+        resume.check_resumable(folder, ckpt.read_state(folder), cfg, cfg.parallel.resolved(1), folder.parent)

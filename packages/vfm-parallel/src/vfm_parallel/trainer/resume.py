@@ -76,12 +76,15 @@ def choose_checkpoint(cfg: TrainConfig, root: Path, check: Callable[[Path], Any]
 
 def check_resumable(path: Path, state: dict[str, Any], cfg: TrainConfig, sizes: dict[str, int], root: Path) -> None:
     """Every check of a resume from ``path`` (whose ``state`` is read) but its files' hashes: a
-    checkpoint named in ``resume`` while ``root`` holds newer ones, the settings, the step. The run
-    and ``vfm train --validate`` both call it, so the one refuses what the other does."""
+    checkpoint named in ``resume`` while ``root`` holds newer ones, the settings, the step, the EMA's
+    count (``ema_updates``). The run and ``vfm train --validate`` both call it, so the one refuses what
+    the other does."""
     if cfg.checkpoint.resume != "auto":
         _refuse_newer_in_run(path, state["step"], root)
     check_settings(path, state, cfg, sizes)
     check_step(path, state["step"], cfg)
+    if cfg.ema.enabled:
+        ema_updates(path, state)
 
 
 def _refuse_newer_in_run(chosen: Path, step: int, root: Path) -> None:
