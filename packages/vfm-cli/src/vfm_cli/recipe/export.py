@@ -45,6 +45,18 @@ def export_meta(cfg: TrainConfig, r: Resolved, formulation: Any) -> dict[str, An
     }
 
 
+def check_export(cfg: TrainConfig, r: Resolved, *, complete: bool) -> None:
+    """The export the run writes at its end must be able to generate with its model: refused now, as a
+    :class:`ConfigError`, not by ``save_export`` once the training has finished. ``complete=False`` (the
+    shards not at hand, names left to them unknown yet): only what the config names is checked."""
+    from vfm_models.export_generation import generation_problems
+
+    formulation = vfm_models.build_formulation(cfg.model.formulation, **cfg.model.formulation_options)
+    problems = generation_problems(export_meta(cfg, r, formulation), r.mcfg, for_generation=complete)
+    if problems:
+        raise ConfigError("model", f"the export this run writes could not generate: {'; '.join(problems)}")
+
+
 def null_cond(cfg: TrainConfig, r: Resolved, device: torch.device | str = "cpu"):
     """Condition dropout's substitute ``(cond, drop) -> cond`` (vfm_models.conditioning), or None
     when dropout is off or the model is unconditional. A text model's null is its text encoder's

@@ -14,6 +14,7 @@ from vfm_parallel.trainer.config import ConfigError, TrainConfig
 
 from vfm_cli.recipe.names import check_blender, check_formulation_options, check_name, check_option_names
 from vfm_cli.recipe.data_shapes import check_data_shapes, data_shapes
+from vfm_cli.recipe.export import check_export
 from vfm_cli.recipe.ema_horizon import note_short_ema
 from vfm_cli.recipe.resolution import Resolved, grid_of, resolve, seq_len
 from vfm_cli.recipe.shards import data_available
@@ -57,6 +58,8 @@ def validate(cfg: TrainConfig, world_size: int | None = None, *, require_data: b
     if cfg.data.source == "shards" and ph != pw:
         raise ConfigError("model.options.patch", f"the shard loader cuts square patches; got ph={ph}, pw={pw}")
     check_data_shapes(cfg, r)
+    if cfg.checkpoint.export:
+        check_export(cfg, r, complete=probed)
     note_short_ema(cfg)
     if cfg.model.init_from:
         from vfm_cli.recipe.init_from import check_init
