@@ -28,16 +28,6 @@ def missing_for_generation(meta: Mapping[str, Any]) -> list[str]:
     return [k for k in GENERATION_KEYS if not meta.get(k)]
 
 
-def needs_for_generation(meta: Mapping[str, Any], config: Any) -> list[str]:
-    """What ``meta`` lacks to generate with a model of ``config``: :func:`missing_for_generation`, and
-    ``text_encoder`` for a text-conditional model. Empty for an export that can be written for generation;
-    else it is a weights-only one (``save_export(..., for_generation=False)``)."""
-    from vfm_models.conditioning import kind_of
-
-    text = config is not None and kind_of(config) == "text" and not meta.get("text_encoder")
-    return missing_for_generation(meta) + (["text_encoder"] if text else [])
-
-
 def lacks(missing: list[str]) -> str:
     """``lacks formulation, ...; generation needs ...``: how an export lacking keys is described."""
     return (f"lacks {', '.join(missing)}; generation needs the formulation, the tokenizer and the latent_shape of "
@@ -95,14 +85,11 @@ def _component(kind: str, what: str, name: Any, options: Any, problems: list[str
     return factory
 
 
-def _tuples(value: Any) -> Any:
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
 def family_config(meta: Mapping[str, Any], problems: list[str]) -> Any:
     """The family config ``meta`` describes (its ``config``, a dataclass or a dict of its fields), or None
     after noting why there is none (an unknown family, a field the family's config does not have)."""
     import vfm_models
+    from vfm_models.export import _tuples
 
     name, config = meta.get("family"), meta.get("config")
     names = vfm_models.host.names("families")
@@ -116,7 +103,7 @@ def family_config(meta: Mapping[str, Any], problems: list[str]) -> Any:
         problems.append(f"config must be the family's config dataclass or a dict of its fields, got {config!r}")
         return None
     try:  # as load_export rebuilds it: JSON lists are the config's tuples
-        return family.config(**{k: _tuples(v) for k, v in config.items()})
+        return family.config(**_tuples(dict(config)))
     except (TypeError, ValueError) as exc:
         problems.append(f"config does not make a {name!r} config: {exc}")
         return None
@@ -126,6 +113,7 @@ def generation_problems(meta: Mapping[str, Any], config: Any, *, for_generation:
     """Every reason ``meta`` cannot generate with a model of ``config`` (the family config), each naming
     what is accepted. ``for_generation=False`` (a weights-only export): a key generation needs may be
     absent, but what is named is still checked."""
+    import vfm_models
     from vfm_models.conditioning import kind_of, null_condition_problem
 
     problems: list[str] = []
@@ -166,18 +154,13 @@ def generation_problems(meta: Mapping[str, Any], config: Any, *, for_generation:
                             f"text_dim is {text_dim}: its text_encoder_options are not those of the model's training data")
     elif kind == "text" and for_generation:
         problems.append("this model is text-conditional but its export names no text_encoder; accepted: "
-                        f"{', '.join(_names('text_encoders'))} (a weights-only export is written with for_generation=False)")
+                        f"{', '.join(vfm_models.host.names('text_encoders'))} (a weights-only export is written with "
+                        "for_generation=False)")
     if config is not None and meta.get("null_condition") is not None:
         problem = null_condition_problem(meta["null_condition"], config)
         if problem:
             problems.append(problem)
     return problems
-
-
-def _names(kind: str) -> list[str]:
-    import vfm_models
-
-    return vfm_models.host.names(kind)
 
 
 def check_export_meta(meta: Mapping[str, Any], where: str, *, for_generation: bool = True) -> None:

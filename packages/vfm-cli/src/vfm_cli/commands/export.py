@@ -111,10 +111,8 @@ def export(
             named = [k for k in OPTION_SECTIONS if checked.get(k) != meta.get(k)]  # paths were made absolute
             if named:
                 fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
-            from vfm_models.export_generation import needs_for_generation
-
             with written_whole(out) as target:  # a weights-only export (vfm convert without --tokenizer) stays one
-                save_export(target, model, meta, for_generation=not needs_for_generation(meta, model.config))
+                save_export(target, model, meta, for_generation=False)
     except (ValueError, OSError, UnknownNameError) as exc:
         # every refusal of the input (a config.json missing a key, weights that do not fit it, a newer
         # format, a damaged checkpoint: ValueErrors) and a file that cannot be read or written is one

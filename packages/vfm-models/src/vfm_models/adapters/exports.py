@@ -53,20 +53,14 @@ def convert_to_export(src: str | PathLike, out: str | PathLike, *, adapter: str 
     """Write the vfm export of an external checkpoint to ``out``; ``meta`` adds or replaces export
     fields (``tokenizer``, ``tokenizer_options``, ``latent_shape``, ...). Returns ``out``."""
     from vfm_models.export import save_export
-    from vfm_models.export_generation import family_config, needs_for_generation
 
     export_meta, state = converted(src, adapter, config)
     merged = {**export_meta, **(meta or {})}
-    shape, channels = merged.get("latent_shape"), merged["config"].get("in_channels")
-    if shape and channels is not None and int(shape[0]) != int(channels):
-        # written as given, it failed only when generating ("the tokenizer gives ... latent channels")
-        raise AdapterConfigError(f"latent_shape {list(shape)} has {shape[0]} channels but the model takes {channels} "
-                                 "(in_channels): the latent shape's C is the model's input channels")
     # vfm convert records what the checkpoint implies and what it is given (a tokenizer only when named, no
-    # text encoder: docs/public-checkpoints.md adds it by hand), so a conversion lacking any of what generation
-    # needs is a weights-only export (for vfm export --format diffusers, model.init_from); what it names is checked
-    model_config = family_config(merged, [])
-    return save_export(out, state, merged, for_generation=not needs_for_generation(merged, model_config))
+    # text encoder: docs/public-checkpoints.md adds it by hand): a weights-only export (for vfm export --format
+    # diffusers, model.init_from) unless given all generation needs; what it names is checked (a latent_shape
+    # whose C is not in_channels was written as given and failed only when generating)
+    return save_export(out, state, merged, for_generation=False)
 
 
 def load_converted(src: str | PathLike, adapter: str | StateDictAdapter | None = None,
