@@ -11,7 +11,7 @@ import torch
 
 import vfm_models
 from vfm_models import host
-from vfm_models.checkpoint import CheckpointMismatchError
+from vfm_models.checkpoint import CheckpointMismatchError, save_state_dict
 from vfm_models.export import load_export, save_export
 from vfm_models.families import ModelFamily
 from vfm_models.plugins import hookimpl
@@ -98,8 +98,12 @@ def test_weights_that_do_not_fit_the_config_name_the_differing_keys_and_shapes(f
     state = FAMILY.create("S").state_dict()
     state.pop("t.bias")
     state["extra.weight"] = torch.zeros(1)
-    save_export(tmp_path, state, {**META, "config": {"hidden": 8}})
-    with pytest.raises(CheckpointMismatchError, match=r"missing from the weights \(1\): t\.bias\nnot in the model \(1\): extra\.weight"):
+    differing = r"missing from the weights \(1\): t\.bias\nnot in the model \(1\): extra\.weight"
+    with pytest.raises(CheckpointMismatchError, match=differing):  # refused when written, as when loaded
+        save_export(tmp_path / "other", state, {**META, "config": {"hidden": 8}})
+    save_export(tmp_path, FAMILY.create("S"), {**META, "config": {"hidden": 8}})
+    save_state_dict(tmp_path / "model.safetensors", state, {"format": "vfm-export", "family": META["family"]})  # from elsewhere
+    with pytest.raises(CheckpointMismatchError, match=differing):
         load_export(tmp_path)
 
 

@@ -150,14 +150,18 @@ def save_export(folder: str | PathLike, model: nn.Module | Mapping[str, torch.Te
     written. ``for_generation=False`` writes a weights-only export (``vfm convert`` without a tokenizer),
     which may lack the formulation, tokenizer, latent shape or text encoder; what it names is still checked.
     """
+    import vfm_models
     from vfm_models import __version__
     from vfm_models.export_generation import check_export_meta
 
     _check_meta(meta, "export meta")
-    check_export_meta(meta, f"refusing to export to {folder}", for_generation=for_generation)
+    config = check_export_meta(meta, f"refusing to export to {folder}", for_generation=for_generation)
     state = unwrapped(model).state_dict() if isinstance(model, nn.Module) else model
     check_whole(state, f"refusing to export to {folder}")
     check_finite(state, f"refusing to export to {folder}")
+    # as load_export will check them (a block compiled on its own writes blocks.0._orig_mod.: refused only then)
+    check_fits_weights(vfm_models.get_family(meta["family"]), config, state,
+                       f"family {meta['family']!r} with its config, so nothing is written to {folder}")
     plain = _plain(dict(meta))
     plain["vfm_models_version"] = __version__
     plain["format_version"] = EXPORT_FORMAT  # this writer's, also where meta came from an older export's config.json
@@ -326,9 +330,11 @@ def check_fits_weights(family: Any, config: Any, weights: str | PathLike | Mappi
     early. A config is data: ``depth: 100000`` or ``hidden: 10**6`` must not allocate what the
     weights do not hold (it took all memory, then failed the shape check). Raises
     :class:`CheckpointMismatchError` naming the differences."""
-    shapes = weight_shapes(weights) if isinstance(weights, (str, PathLike)) else dict(weights)
+    in_file = isinstance(weights, (str, PathLike))
+    shapes = weight_shapes(weights) if in_file else dict(weights)
+    named = f"the weights in {weights}" if in_file else "the weights"
     try:
-        check_build_fits(lambda: family.build(config), shapes, f"the weights in {weights} do not fit {what}")
+        check_build_fits(lambda: family.build(config), shapes, f"{named} do not fit {what}")
     except CheckpointMismatchError:
         raise
     except Exception as exc:  # a plugin family whose build needs real tensors: checked after its build instead

@@ -163,12 +163,13 @@ def generation_problems(meta: Mapping[str, Any], config: Any, *, for_generation:
     return problems
 
 
-def check_export_meta(meta: Mapping[str, Any], where: str, *, for_generation: bool = True) -> None:
-    """Raise :class:`ExportGenerationError` naming every problem of ``meta`` (its family and config, and
-    :func:`generation_problems`), starting with ``where``."""
+def check_export_meta(meta: Mapping[str, Any], where: str, *, for_generation: bool = True) -> Any:
+    """The family config ``meta`` describes; else raise :class:`ExportGenerationError` naming every problem
+    of ``meta`` (its family and config, and :func:`generation_problems`), starting with ``where``."""
     problems: list[str] = []
     config = family_config(meta, problems)
     problems += generation_problems(meta, config, for_generation=for_generation)
     if problems:
         head = "a problem" if len(problems) == 1 else f"{len(problems)} problems"
         raise ExportGenerationError(f"{where}: {head} with the export's meta: {'; '.join(problems)}")
+    return config
