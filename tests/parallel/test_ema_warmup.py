@@ -74,13 +74,19 @@ def _model_and_ema(run_dir, step):
             {k[len("ema."):]: v for k, v in tensors.items() if k.startswith("ema.")})
 
 
+#: The skip decided on the host (AdamW's foreach path) and on the device (fused AdamW, ``keep`` a tensor).
+PATHS = {"host": {"optim": {"fused": "off"}}, "device": {"optim": {"fused": "on"}, "logging": {"interval": 4}}}
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("warmup", [True, False])
-def test_the_trainer_s_ema_is_the_warmed_or_fixed_decay_blend_of_its_weights_bit_for_bit(tmp_path, warmup):
+def test_the_trainer_s_ema_is_the_warmed_or_fixed_decay_blend_of_its_weights_bit_for_bit(tmp_path, warmup, path):
     """Replayed from the checkpoint of step 2 with the weights of steps 3..6: update t (the step's index,
-    no step skipped) blends by 1 - warmed_decay(decay, t), or by 1 - decay as before the warm-up existed."""
-    decay = 0.9
+    no step skipped) blends by 1 - warmed_decay(decay, t), or by 1 - decay as before the warm-up existed.
+    Decay 0.3: the ramp (1 + t) / (10 + t) passes it at t = 3, so both sides of the min are replayed."""
+    decay = 0.3
     run_config(tiny_config(tmp_path, train={"steps": 6}, ema={"decay": decay, "warmup": warmup},
-                           checkpoint={"interval": 1, "keep": 6}))
+                           checkpoint={"interval": 1, "keep": 6}, **PATHS[path]))
     _, shadow = _model_and_ema(tmp_path, 2)
     for step in range(3, 7):
         weights, _ = _model_and_ema(tmp_path, step)
@@ -102,10 +108,6 @@ def _nan_at(bad: int):
 
 def _state(run_dir, step) -> dict:
     return json.loads((run_dir / "checkpoints" / f"step_{step:08d}" / "state.json").read_text())
-
-
-#: The skip decided on the host (AdamW's foreach path) and on the device (fused AdamW, ``keep`` a tensor).
-PATHS = {"host": {"optim": {"fused": "off"}}, "device": {"optim": {"fused": "on"}, "logging": {"interval": 4}}}
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -14,11 +14,13 @@ def clean_fqn(name: str) -> str:
     return name.replace("_checkpoint_wrapped_module.", "").replace("_orig_mod.", "")
 
 
-def warmed_decay(decay: float, t: int) -> float:
+def warmed_decay(decay: float, t: int | torch.Tensor) -> float | torch.Tensor:
     """The decay of update ``t`` (0-based, counting the updates applied) under warm-up, as diffusers'
     EMAModel: ``min(decay, (1 + t) / (10 + t))``. The ramp starts at 0.1, so the average forgets the
-    random initial weights in a few updates whatever ``decay`` is; it reaches 0.999 at update 8990."""
-    return min(decay, (1 + t) / (10 + t))
+    random initial weights in a few updates whatever ``decay`` is; it reaches 0.999 at update 8990.
+    ``t`` a float64 device tensor: the decay stays there (no host sync)."""
+    ramp = (1 + t) / (10 + t)
+    return ramp.clamp(max=decay) if isinstance(ramp, torch.Tensor) else min(decay, ramp)
 
 
 def _ramp_updates(decay: float) -> int:
@@ -62,11 +64,13 @@ class EMA:
         if not self.warmup:
             return self.decay
         t = self.updates
-        if keep is None and not isinstance(t, torch.Tensor):
-            return warmed_decay(self.decay, t)
-        # warmed_decay on the device, from a count that lives there (no host sync per step)
-        t = torch.as_tensor(t, dtype=torch.float64, device=keep.device if keep is not None else None)
-        return ((1 + t) / (10 + t)).clamp(max=self.decay)
+        # A step gated on the device takes its decay there: from the count that lives there, or a fill
+        # of the host count (a kernel, not a blocking host-to-device copy), so no step syncs the host.
+        if isinstance(t, torch.Tensor):
+            t = t.to(torch.float64)
+        elif keep is not None:
+            t = keep.new_full((), t, dtype=torch.float64)
+        return warmed_decay(self.decay, t)
 
     @torch.no_grad()
     def update(self, model: nn.Module, keep: torch.Tensor | None = None) -> None:
