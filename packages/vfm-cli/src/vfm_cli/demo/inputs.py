@@ -23,6 +23,15 @@ def backgrounds_for(colour: str) -> list[tuple[int, int, int]]:
     return [bg for bg in BACKGROUNDS if np.linalg.norm(np.asarray(bg, dtype=float) - shape) >= MIN_CONTRAST]
 
 
+def subjects_for(videos: int) -> list[tuple[str, str, str]]:
+    """The (shape, colour, direction) of each of ``videos`` videos, all different: every
+    ``stride``-th subject, spread over shapes, colours and directions. The stride is odd, so it
+    shares no factor with the 32 subjects and ``videos`` of them never repeat one (an even stride,
+    2 for 17 to 32 videos, gave 32 videos 16 captions twice)."""
+    stride = (len(SUBJECTS) // videos + 1) | 1
+    return [SUBJECTS[i * stride % len(SUBJECTS)] for i in range(videos)]
+
+
 def make_inputs(folder: Path, videos: int, *, shots: int = 3, frames_per_shot: int = 24, size: int = 64,
                 shape_size: int = 24) -> Path:
     """Write ``videos`` mp4 files and ``manifest.jsonl`` (path + caption) into ``folder``; return the
@@ -35,10 +44,8 @@ def make_inputs(folder: Path, videos: int, *, shots: int = 3, frames_per_shot: i
     from vfm_plugins.files import replace_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    step = len(SUBJECTS) // videos  # spread the subjects over shapes, colours and directions
     rows = []
-    for i in range(videos):
-        shape, colour, direction = SUBJECTS[(i * step + i) % len(SUBJECTS)]
+    for i, (shape, colour, direction) in enumerate(subjects_for(videos)):
         choices = backgrounds_for(colour)
         order = np.random.default_rng(i).permutation(len(choices))
         frames: list[np.ndarray] = []

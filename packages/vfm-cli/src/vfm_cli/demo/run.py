@@ -33,7 +33,7 @@ class DemoError(RuntimeError):
 @dataclass
 class DemoSettings:
     out: Path
-    videos: int = 8
+    videos: int = 32  # every subject: 8 or 16 videos trained a model that varied with train.seed (train.toml)
     train_steps: int | None = None  # None: the demo config's own number
     sample_steps: int = 24
     prompt: str | None = None  # None: every caption of the input videos
