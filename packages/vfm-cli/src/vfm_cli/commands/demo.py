@@ -24,8 +24,9 @@ def demo(
     `vfm eval` (flat background, the shape's colour, its direction of motion). Prints each `vfm`
     command before it runs (so you can repeat any step by hand), then the scores, the time of each
     step and the files to open: the curation report, the loss curve, the generated MP4s, a contact
-    sheet of all of them (a row per caption) and the scores. Its training takes about five minutes on
-    an idle 2-core CPU (288 s measured for its 1200 steps of 4 clips); re-running into the same folder resumes.
+    sheet of all of them (a row per caption) and the scores. The whole demo takes about three to five minutes
+    on an idle 2-core CPU (193 s measured, training 158 s for its 1200 steps of 4 clips); re-running into
+    the same folder resumes.
     """
     from rich.console import Console
     from rich.table import Table
