@@ -96,14 +96,12 @@ def _discover_commands() -> None:
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(app)
     for command in app.registered_commands:
-        # `vfm --help` lists each command by its docstring's first paragraph, line breaks kept:
-        # join the lines so the list wraps to the terminal instead of at the source's margin
+        # a docstring's line breaks are kept (rows broken at the source's margin at 80 columns): each
+        # paragraph one line, wrapped by rich to the terminal; `vfm --help` lists each command by the first
         doc = inspect.getdoc(command.callback) if command.short_help is None and command.help is None else None
         if doc:
-            command.short_help = " ".join(doc.split("\n\n")[0].split())
-            # its --help keeps them in every later paragraph too (rows broken at the source's margin at 80
-            # columns): each paragraph one line, wrapped by rich to the terminal
             command.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+            command.short_help = command.help.split("\n\n", 1)[0]
 
 
 _discover_commands()
