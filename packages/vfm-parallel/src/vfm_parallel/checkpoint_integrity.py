@@ -21,7 +21,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import socket
 import stat
 from pathlib import Path
@@ -31,7 +30,7 @@ import torch.distributed as dist
 from vfm_plugins.files import replace_file
 from vfm_plugins.formats import FormatVersionError, check_format_version, installed
 
-from vfm_parallel.checkpoint_names import folder_step  # noqa: F401  (this module's interface too)
+from vfm_parallel.checkpoint_names import SAVE_FOLDER, folder_step  # noqa: F401  (folder_step: this module's interface too)
 from vfm_parallel.preflight import ranks_on_hosts
 
 MANIFEST = "manifest.json"
@@ -223,10 +222,6 @@ def write_manifest(folder: str | Path, step: int) -> Path:
     return path
 
 
-#: a folder name save() writes under: ``step_<N>``, ``.old-step_<N>-*`` (aside), ``.tmp-step_<N>-*`` (being written)
-_SAVE_FOLDER = re.compile(r"step_\d{8}")
-
-
 def read_manifest(folder: Path) -> dict[str, Any]:
     """The manifest, its shape checked (raises :class:`NotCommittedError` or :class:`DamagedCheckpointError`)."""
     path = folder / MANIFEST
@@ -245,7 +240,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         if held := held_in(folder):  # the root that save() was given, passed where one of its checkpoints belongs
             raise NotCommittedError(f"{folder} is a folder of checkpoints ({', '.join(p.name for p in held)}), not one: pass "
                                     f"one of them, e.g. checkpoint.latest({folder}) = {held[-1]}")
-        if _SAVE_FOLDER.search(folder.name):  # a folder save() began: step_<N>, its aside or temporary copy
+        if SAVE_FOLDER.search(folder.name):  # a folder save() began: step_<N>, its aside or temporary copy
             raise NotCommittedError(f"{folder} is not a committed checkpoint (no {MANIFEST}: the save did not finish)")
         if held := held_in(folder / "checkpoints"):  # vfm train's out_dir, passed for one of its checkpoints
             raise NotCommittedError(f"{folder} is a training run's folder, not a checkpoint: its checkpoints are "

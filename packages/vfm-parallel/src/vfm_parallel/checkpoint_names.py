@@ -11,6 +11,9 @@ from pathlib import Path
 STEP_DIR = re.compile(r"^step_(\d{8})$")
 #: the previous copy of a step during its re-save (the random part: this version; none: earlier ones)
 ASIDE_DIR = re.compile(r"^\.old-step_(\d{8})(?:-[a-z0-9_]+)?$")
+#: found in the name of any folder save() writes under: ``step_<N>``, ``.old-step_<N>-*`` (aside),
+#: ``.tmp-step_<N>-*`` (being written)
+SAVE_FOLDER = re.compile(r"step_\d{8}")
 
 
 #: the largest step a ``step_<N>`` name holds
