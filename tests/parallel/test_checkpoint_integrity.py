@@ -364,3 +364,12 @@ def test_write_manifest_replaces_a_link_at_manifest_json_and_leaves_its_target_a
     write_manifest(folder, 1)
     assert victim.read_text() == "precious" and not (folder / MANIFEST).is_symlink()
     assert list(json.loads((folder / MANIFEST).read_text())["files"]) == ["state.json"]
+
+
+def test_an_error_message_starting_on_a_new_line_is_named_by_its_first_words_wherever_a_checkpoint_error_quotes_it():
+    # safetensors' errors start with a newline: a header that does not read was quoted as '(SafetensorError: )'
+    from vfm_parallel.checkpoint_integrity import first_line
+
+    assert first_line(RuntimeError("\n  Some tensors share memory, this will lead to duplicate memory\nmore")) == (
+        "Some tensors share memory, this will lead to duplicate memory")
+    assert first_line(RuntimeError("one line")) == "one line" and first_line(RuntimeError()) == ""

@@ -66,6 +66,7 @@ from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are p
     UnlistableFolderError,
     UnreadableFileError,
     check_tensors,
+    first_line,
     folder_step,
     read_manifest,
     valid_step,
@@ -260,16 +261,9 @@ def _describe(exc: BaseException) -> tuple[int, str, str] | tuple[int, str, str,
         failed = [(rank, pair[0] if isinstance(pair, tuple) else pair) for rank, pair in exc.failures.items()]
         rank, first = next(((r, e) for r, e in failed if isinstance(e, OSError)), failed[0] if failed else (_rank(), exc))
         # the disk only for the disk's errors: a missing module there was "Free space or fix the permissions"
-        return rank, f"{type(first).__name__}: {_first_line(first)}", (
+        return rank, f"{type(first).__name__}: {first_line(first)}", (
             _FREE_SPACE if isinstance(first, OSError) else _FIX_CAUSE)
-    return _rank(), f"{type(exc).__name__}: {_first_line(exc)}", _FIX_CAUSE
-
-
-def _first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message that says something: safetensors' own errors start with a
-    newline, and their first line alone was empty."""
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else ""
+    return _rank(), f"{type(exc).__name__}: {first_line(exc)}", _FIX_CAUSE
 
 
 def _agree(final: Path, failure: tuple | None, cause: BaseException | None = None) -> None:
@@ -409,7 +403,7 @@ def _read_checked(path: Path, tensors: dict[str, torch.Tensor], prefixes: tuple[
             dcp.load(tensors, storage_reader=HuggingFaceStorageReader(str(path / "tensors")), no_dist=not collective)
         except Exception as exc:  # after the checks above this is unexpected: still one line naming the folder
             raise DamagedCheckpointError(f"checkpoint {path}: reading its tensors failed "
-                                         f"({type(exc).__name__}: {_first_line(exc)})") from exc
+                                         f"({type(exc).__name__}: {first_line(exc)})") from exc
 
 
 def _read_rank_state(path: Path, key: int) -> Any:

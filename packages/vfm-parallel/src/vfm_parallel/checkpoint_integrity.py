@@ -368,6 +368,13 @@ def verify_files(folder: str | Path, *, shared: bool = False) -> dict[str, Any]:
     return manifest
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message that says something: safetensors' own errors start with a
+    newline, and their first line alone was empty."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else ""
+
+
 # --- tensors against the model ---------------------------------------------------------------------------
 
 def saved_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str, str | None]]:
@@ -379,7 +386,7 @@ def saved_tensors(folder: Path) -> dict[str, tuple[tuple[int, ...], str, str | N
         metadata = HuggingFaceStorageReader(str(folder / "tensors")).read_metadata()
     except Exception as exc:  # any header that does not parse: name the folder, not torch's internals
         raise DamagedCheckpointError(f"checkpoint {folder} is damaged: its tensor headers do not read "
-                                     f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+                                     f"({type(exc).__name__}: {first_line(exc)})") from None
     out = {}
     for name, meta in metadata.state_dict_metadata.items():
         shape = tuple(getattr(meta, "size", ()))
