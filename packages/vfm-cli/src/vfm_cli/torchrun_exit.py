@@ -41,11 +41,29 @@ def ends_torchrun_rank(command: Callable[..., Any]) -> Callable[..., Any]:
                 leave_distributed(0)
             except BaseException as exc:  # its barrier failed (a peer is gone): leave as a failing rank does
                 code = _report(exc) or 1
+        if code != 0:
+            _linger()
         # no barrier (the peers may never reach it), no teardown; exit_before_teardown called
         # directly, because a barrier that failed above may have left the group half torn down
         exit_before_teardown(code)
 
     return run
+
+
+#: How long a failing rank stays before it exits (seconds).
+LINGER_S = 2.0
+
+
+def _linger() -> None:
+    """Wait a moment before a failing rank exits. Its peers are often printing the same agreed
+    ``error:`` line at that moment; once this rank exits, its node's torchrun agent ends, and when
+    that agent hosts the c10d rendezvous store, every other node's agent loses the store and
+    SIGTERMs its rank before the line is printed (seen on a loaded machine: node B's log then held
+    only torchrun's RendezvousConnectionError). No barrier: a peer may never come (a failing rank
+    cannot know), and a bounded wait costs a failed start two seconds."""
+    import time
+
+    time.sleep(LINGER_S)
 
 
 def _close(ctx: Any, code: int) -> int:
