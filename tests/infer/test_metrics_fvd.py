@@ -155,17 +155,23 @@ def test_clips_are_resized_on_the_grid_of_tf1_resize_bilinear_as_the_fvd_referen
     assert torch.allclose(down, torch.tensor([[0.0, 120.0], [0.0, 120.0]]), atol=1e-4)
 
 
-@pytest.fixture
-def setup(tmp_path):
+def reference_and_generated(tmp_path):
+    """(reference folder, generated folder, the metric's options) under ``tmp_path``: tiny I3D weights,
+    four real H264 reference videos (one in a sub-folder) and three generated ones."""
     weights = tiny_i3d_weights(tmp_path / "i3d.safetensors", width=16)
-    # reference: real H264 files of several containers' worth of names, in a sub-folder too
     reference = tmp_path / "real"
     write_videos(reference, [10, 11, 12], frames=24, names=["a.mp4", "b.mp4", "c.mp4"])
     write_videos(reference / "more", [13], frames=24, names=["d.mp4"])
-    (reference / "notes.txt").write_text("not a video: ignored (FFmpeg would read it as tty video)")
     generated = tmp_path / "videos"
     write_videos(generated, [20, 21, 22])
     options = dict(reference=str(reference), weights=str(weights), size=64, cache_dir=str(tmp_path / "cache"), device="cpu")
+    return reference, generated, options
+
+
+@pytest.fixture
+def setup(tmp_path):
+    reference, generated, options = reference_and_generated(tmp_path)
+    (reference / "notes.txt").write_text("not a video: ignored (FFmpeg would read it as tty video)")
     return tmp_path, reference, generated, options
 
 

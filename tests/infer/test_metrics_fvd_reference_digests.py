@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.infer.metric_models import tiny_i3d_weights, write_videos
-from tests.infer.test_metrics_fvd import _items, another_video_in_place_of
+from tests.infer.test_metrics_fvd import _items, another_video_in_place_of, reference_and_generated
 from vfm_infer.metrics.file_digests import RACY_NS, DigestCacheWarning
 from vfm_infer.metrics.fvd import FrechetVideoDistance, SmallSampleWarning
 from vfm_infer.metrics.fvd_reference import digests_path
@@ -62,14 +62,8 @@ class Opens:
 @pytest.fixture
 def aged(tmp_path):
     """Reference videos (one in a sub-folder) changed more than RACY_NS ago, so that their digests are trusted."""
-    weights = tiny_i3d_weights(tmp_path / "i3d.safetensors", width=16)
-    reference = tmp_path / "real"
-    write_videos(reference, [10, 11, 12], frames=24, names=["a.mp4", "b.mp4", "c.mp4"])
-    write_videos(reference / "more", [13], frames=24, names=["d.mp4"])
-    generated = tmp_path / "videos"
-    write_videos(generated, [20, 21, 22])
+    reference, generated, options = reference_and_generated(tmp_path)
     _age(reference)
-    options = dict(reference=str(reference), weights=str(weights), size=64, cache_dir=str(tmp_path / "cache"), device="cpu")
     opens = Opens(reference, reference / "more")
     yield tmp_path, reference, _items(generated), options, opens
     opens.close()
