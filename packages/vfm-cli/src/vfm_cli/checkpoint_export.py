@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 #: what a committed checkpoint folder holds (vfm_parallel.checkpoint)
 _MARKS = ("manifest.json", "state.json", "tensors")
@@ -130,13 +130,16 @@ def exported_part(checkpoint: Path) -> tuple[str, dict[str, tuple[int, ...]]]:
     return part, {name[len(prefix):]: shape for name, (shape, _, _) in saved.items() if name.startswith(prefix)}
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path) -> CheckpointExport:
+def export_checkpoint(checkpoint: str | Path, out: str | Path, *, settings: Callable[[dict], dict] | None = None,
+                      for_generation: bool = True) -> CheckpointExport:
     """Write the inference export of ``checkpoint`` to ``out`` (``model.safetensors`` + ``config.json``,
-    its ``source`` saying the step and which weights). Raises as :func:`read_checkpoint` does."""
+    its ``source`` saying the step and which weights). ``settings``: the export settings written, from the
+    recorded ones (default: those); ``for_generation`` as ``save_export`` takes it. Raises as
+    :func:`read_checkpoint` does, and as ``save_export`` does for settings that cannot generate."""
     from vfm_models.export import save_export
 
     read = read_checkpoint(checkpoint)
-    save_export(Path(out), read.model, read.meta)
+    save_export(Path(out), read.model, settings(read.meta) if settings else read.meta, for_generation=for_generation)
     return CheckpointExport(Path(out), read.step, read.ema)
 
 
