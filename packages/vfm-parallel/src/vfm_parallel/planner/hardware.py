@@ -6,6 +6,7 @@ calibrated constants the time model uses. Built-ins live in ``profiles/<name>.to
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,8 +123,10 @@ def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile
             if not isinstance(value, str) or (key == "name" and not value):
                 raise ProfileError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and key != "reserved_gib"):
-            raise ProfileError(f"{where}: '{key}' must be a positive number, got {value!r}")
+        # TOML reads nan and inf as floats: a NaN peak made every layout's time NaN and any one the winner
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
+                or (value == 0 and key != "reserved_gib"):
+            raise ProfileError(f"{where}: '{key}' must be a positive finite number, got {value!r}")
     if "gpus_per_node" in values and (not isinstance(values["gpus_per_node"], int)):
         raise ProfileError(f"{where}: 'gpus_per_node' must be a whole number of GPUs >= 1, got {values['gpus_per_node']!r}")
     for key, value in cal.items():
@@ -134,6 +137,8 @@ def from_dict(data: dict[str, Any], where: str = "<profile>") -> HardwareProfile
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ProfileError(f"{where}: '{name}' must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ProfileError(f"{where}: '{name}' must be a finite number, got {value!r}")
         if key in _SHARES and not 0 <= value <= 1:
             raise ProfileError(f"{where}: '{name}' must be a share from 0 to 1, got {value!r}")
         if key in _POSITIVE and not value > 0:
@@ -177,6 +182,9 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
         raise ProfileError(f"no profile file at {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib's own error for arrays nested past Python's recursion limit
+        raise ProfileError(f"{path} is not valid TOML: arrays or tables nested too deep to read; accepted: a profile "
+                           "as vfm plan --calibrate writes it (keys and numbers, one [calibration] table)") from None
     return from_dict(data, str(path))
 
 
