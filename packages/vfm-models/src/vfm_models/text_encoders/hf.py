@@ -201,6 +201,14 @@ class T5TextEncoder(HFTextEncoder):
         super().__init__(path, max_length=max_length, device=device, dtype=dtype, pad_to_max_length=pad_to_max_length,
                          tokenizer_path=tokenizer_path)
 
+    @staticmethod
+    def declared_width(options) -> int | None:
+        """``d_model`` of the folder's config.json (T5, mT5 and UMT5's hidden size), unbuilt: an export is
+        checked when written, without loading the model."""
+        from vfm_models.declared_sizes import folder_config_int
+
+        return folder_config_int(options.get("path"), "d_model")
+
 
 @named_options("text encoder")
 class MiniLMTextEncoder(HFTextEncoder):

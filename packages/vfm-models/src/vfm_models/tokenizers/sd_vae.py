@@ -57,6 +57,14 @@ class SDVAETokenizer:
             raise ValueError(f"sd-vae tokenizer: frames must be a positive number of frames per VAE call; got {frames}")
         self.frames = int(frames) if frames is not None else None
 
+    @staticmethod
+    def declared_latent_channels(options) -> int | None:
+        """``latent_channels`` of the VAE folder's config.json (the folder, else its ``vae/``), unbuilt: an
+        export is checked when written, without loading the VAE."""
+        from vfm_models.declared_sizes import folder_config_int
+
+        return folder_config_int(options.get("path"), "latent_channels", ("vae",))
+
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Latent (C', T, H/8, W/8) for pixels (C, T, H, W); a leading batch dim is kept."""
         return video_latent_shape("sd-vae", shape, self.channels, 1, self.spatial_compression, self.latent_channels)

@@ -53,6 +53,14 @@ class WanVAETokenizer:
                              f"entries; got {mean.numel()} and {std.numel()}")
         self.mean, self.std = mean.view(1, z, 1, 1, 1), std.view(1, z, 1, 1, 1)
 
+    @staticmethod
+    def declared_latent_channels(options) -> int | None:
+        """``z_dim`` of the VAE folder's config.json (the folder, else its ``vae/``), unbuilt: an export is
+        checked when written, without loading the VAE."""
+        from vfm_models.declared_sizes import folder_config_int
+
+        return folder_config_int(options.get("path"), "z_dim", ("vae",))
+
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Latent (z, 1 + (T-1)/tc, H/sc, W/sc) for pixels (C, T, H, W); a leading batch dim is kept."""
         return video_latent_shape("wan-vae", shape, self.channels, self.temporal_compression,
