@@ -12,7 +12,6 @@ nothing is checked when it is built, at generation). No weights are read.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import Any, Mapping
 
 #: What generation cannot do without (``vfm_infer.VideoPipeline`` refuses an export lacking one).
@@ -41,21 +40,14 @@ def tokenizer_channels_problem(meta: Mapping[str, Any], made: int, in_channels: 
             "training data")
 
 
-def _with_defaults(factory: Any, options: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):  # a factory without a signature: only the options written out
-        params = ()
-    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
-    return {**defaults, **options}
-
-
 def _declared(factory: Any, method: str, options: Mapping[str, Any]) -> int | None:
     """What ``factory.<method>`` declares for ``options`` (with defaults), or None when it declares nothing."""
+    from vfm_plugins.host import option_defaults
+
     declare = getattr(factory, method, None)
     if not callable(declare):
         return None
-    value = declare(_with_defaults(factory, options))
+    value = declare({**option_defaults(factory), **options})
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -202,6 +202,16 @@ def missing_options(factory: Any, options: Iterable[str]) -> list[str]:
             and p.default is p.empty and p.name not in given]
 
 
+def option_defaults(factory: Any) -> dict[str, Any]:
+    """The default of each option ``factory`` gives one (what an option left out is); none for a factory
+    whose signature cannot be read (then only the options written out are known)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not p.empty}
+
+
 def autoload_disabled(host: str) -> bool:
     """Whether third-party autoloading is switched off for ``host`` by :data:`DISABLE_ENV`."""
     value = os.environ.get(DISABLE_ENV, "").strip().lower()

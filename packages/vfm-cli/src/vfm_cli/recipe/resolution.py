@@ -4,7 +4,6 @@ in (channels, text width, tokenizer and text encoder), checking the data against
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import warnings
 from dataclasses import dataclass
@@ -56,11 +55,9 @@ def _same_settings(key: str, configured: dict, recorded: dict, factory: Any, wha
     default), or the export describes other latents than the model learns (pixel patch 1 for latents
     folded with patch 2: vfm generate could not decode them). Strings are left to the config: they are
     paths and names of files, which a config may place elsewhere."""
-    try:
-        defaults = {name: p.default for name, p in inspect.signature(factory).parameters.items()
-                    if p.default is not inspect.Parameter.empty}
-    except (TypeError, ValueError):  # a plugin's factory without a signature: only the options written out count
-        defaults = {}
+    from vfm_plugins.host import option_defaults
+
+    defaults = option_defaults(factory)
     made, given = {**defaults, **recorded}, {**defaults, **configured}
     differing = [k for k in dict.fromkeys([*recorded, *configured]) if k in made and k in given
                  and not isinstance(made[k], str) and not isinstance(given[k], str) and made[k] != given[k]]
