@@ -78,8 +78,7 @@ def expand(inputs: list[str], exclude: str | Path | None = None, left_out: LeftO
     skip = os.path.realpath(exclude) if exclude is not None else None
     left_out = left_out if left_out is not None else LeftOut()
     for item in inputs:
-        for source in _expand_one(str(item), skip, left_out):
-            key = _identity(source.path)
+        for source, key in _expand_one(str(item), skip, left_out):
             out[key] = _one_caption(out.get(key), source)
     return list(out.values())
 
@@ -110,33 +109,42 @@ def _one_caption(known: Source | None, source: Source) -> Source:
 
 
 def _inside(path: str | Path, folder: str | None) -> bool:
-    if folder is None:
-        return False
-    real = os.path.realpath(path)
-    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+    return folder is not None and _under(os.path.realpath(path), folder)
 
 
-def _expand_one(item: str, skip: str | None, left_out: LeftOut, explicit: bool = True) -> list[Source]:
+def _under(real: str, folder: str | None) -> bool:
+    """The resolved path ``real`` is the resolved ``folder`` or lies under it."""
+    return folder is not None and (real == folder or real.startswith(folder.rstrip(os.sep) + os.sep))
+
+
+def _named(path: str | Path) -> tuple[Source, object]:
+    """The source of a path named outside a folder walk, with its :func:`_identity`."""
+    source = Source(_resolve(Path(path)))
+    return source, _identity(source.path)
+
+
+def _expand_one(item: str, skip: str | None, left_out: LeftOut, explicit: bool = True) -> list[tuple[Source, object]]:
+    """The sources ``item`` names, each with its :func:`_identity` (a folder's from its walk's one stat per file)."""
     path = Path(item)
     if path.is_dir():
-        return [Source(_resolve(p)) for p in _walk(path, left_out, skip) if not _inside(p, skip)]
+        return [(Source(_resolve(p)), key) for p, key in _walk(path, left_out, skip)]
     if path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
         sources = read_manifest(path)
         for source in sources:
             if _inside(source.path, skip):
                 raise ValueError(f"{path}: entry {source.path!r} is inside the output folder {skip}; accepted: "
                                  "videos outside it (a run never reads its own output)")
-        return sources
+        return [(source, _identity(source.path)) for source in sources]
     if path.exists():
         if _inside(path, skip):
             if not explicit:
                 return []
             raise ValueError(f"input {item!r} is inside the output folder {skip}; accepted: videos outside it "
                              "(a run never reads its own output)")
-        return [Source(_resolve(path))]
+        return [_named(path)]
     if path.is_symlink():  # a broken link: named, an error; matched by a glob, a failure of its own (as in a folder)
         if not explicit:
-            return [Source(_resolve(path))]
+            return [_named(path)]
         raise ValueError(f"input {item!r} is a {link_problem(path)}")
     if glob.has_magic(item):
         matches = sorted(glob.glob(item, recursive=True))
@@ -157,52 +165,79 @@ def sidecar_names(video: str, suffix: str) -> tuple[str, str]:
 SIDECAR_SUFFIXES = (".txt", ".json")
 
 
-def _walk(root: Path, left_out: LeftOut, skip: str | None = None) -> list[Path]:
-    """The video files under ``root`` (by extension; dot-files and dot-folders left out), sorted.
-    Symbolic links to folders are followed (a dataset is often a folder of links), every real
-    folder is read once (a link back up the tree, or two links to one folder, add nothing), so is
+def _walk(root: Path, left_out: LeftOut, skip: str | None = None) -> list[tuple[Path, object]]:
+    """The video files under ``root`` (by extension; dot-files and dot-folders left out), sorted, each with
+    its :func:`_identity`. Symbolic links to folders are followed (a dataset is often a folder of links), every
+    real folder is read once (a link back up the tree, or two links to one folder, add nothing), so is
     every file (a symbolic or hard link to a file listed already adds nothing; the name kept is
     the first in sorted order that is not a symbolic link), and a link whose target is missing is listed (opening it fails with that
     reason: not a silent skip). What it leaves out goes into ``left_out``: a folder it cannot list
     (no permission, gone while walked...) with its reason, the walk going on with the others; files
-    not named like videos by extension; dot-files and dot-folders. The output folder ``skip`` is not walked."""
-    found: dict[object, Path] = {}
+    not named like videos by extension; dot-files and dot-folders. The output folder ``skip`` is not
+    walked, nor is a file linked from inside it taken.
+
+    One stat per video file (the listing's: scandir knows links and folders from the listing itself), and
+    a file's path is resolved only when it is a link: on NFS with millions of files each call is a round trip."""
+    found: dict[object, tuple[bool, Path]] = {}
     seen: set[str] = set()
 
     def not_read(exc: OSError) -> None:
         folder = str(exc.filename) if exc.filename is not None else str(root)
         left_out.not_read.setdefault(_resolve(Path(folder)), exc.strerror or str(exc))
 
-    for folder, dirs, files in os.walk(root, followlinks=True, onerror=not_read):
+    folders = [str(root)]  # depth first, each folder's subfolders in sorted order (as os.walk goes top-down)
+    while folders:
+        folder = folders.pop()
         real = os.path.realpath(folder)
         if real in seen:
-            dirs[:] = []
             continue
         seen.add(real)
-        left_out.hidden += sum(d.startswith(".") for d in dirs) + sum(f.startswith(".") for f in files)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _inside(Path(folder, d), skip))
-        videos = {name for name in files if not name.startswith(".") and Path(name).suffix.lower() in VIDEO_EXTENSIONS}
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            not_read(exc)
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()  # through a link, as os.walk(followlinks=True) sorts them
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry)
+        left_out.hidden += sum(e.name.startswith(".") for e in entries)
+        folders += sorted((e.path for e in dirs if not e.name.startswith(".") and not _inside(e.path, skip)),
+                          reverse=True)
+        names = {e.name for e in files}
+        videos = {n for n in names if not n.startswith(".") and Path(n).suffix.lower() in VIDEO_EXTENSIONS}
         sidecars = {n for v in videos for suffix in SIDECAR_SUFFIXES for n in sidecar_names(v, suffix)}
-        for name in files:
+        # a file here is under the output folder only as a link's target: the folder itself is not under it
+        # (its subfolders under it are not walked), unless the walk started there
+        here_under = _under(real, skip)
+        for entry in files:
+            name = entry.name
             if name.startswith("."):
                 continue
-            p = Path(folder, name)
             if name not in videos:
                 if name not in sidecars:
-                    ext = p.suffix.lower()
+                    ext = Path(name).suffix.lower()
                     left_out.not_video[ext] = left_out.not_video.get(ext, 0) + 1
                 continue
+            p = Path(folder, name)
             try:
-                st = p.stat()  # one stat (through links): is it a file, and which one
+                is_link = entry.is_symlink()
+                if here_under or (is_link and _inside(p, skip)):
+                    continue
+                st = entry.stat()  # one stat (through links): is it a file, and which one
             except OSError:
                 st = None
             if st is not None and stat.S_ISREG(st.st_mode):
                 key: object = (st.st_dev, st.st_ino)  # one file under two names (links) is read once
-                if key not in found or (p.is_symlink(), p) < (found[key].is_symlink(), found[key]):
-                    found[key] = p
+                if key not in found or (is_link, p) < found[key]:
+                    found[key] = (is_link, p)
             elif st is None:  # a link whose target is missing, a file that cannot be read: listed, so it fails with its reason
-                found[p] = p
-    return sorted(found.values())
+                found[_resolve(p)] = (False, p)
+    return sorted(((p, key) for key, (_, p) in found.items()), key=lambda pair: pair[0])
 
 
 def read_manifest(path: Path) -> list[Source]:
