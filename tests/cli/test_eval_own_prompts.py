@@ -52,3 +52,12 @@ def test_no_note_when_a_metric_that_scores_own_prompts_is_asked_beside_shapes(tm
                                       "--option", "clip-score.frames=2"])
     assert result.exit_code == 0, result.output
     assert "to score videos against your own prompts" not in " ".join(result.output.split()), result.output
+
+
+def test_the_rows_shapes_did_not_score_show_no_check_as_failed(tmp_path):
+    _videos(tmp_path, ["a sunny beach with waves", "aerial view of green fields"])
+    result = CliRunner().invoke(app, ["eval", str(tmp_path), "--prompts", str(tmp_path / "prompts.txt")],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│") and ("sunny" in line or "fields" in line)]
+    assert len(rows) == 2 and not any("NO" in row.split() for row in rows), result.stdout

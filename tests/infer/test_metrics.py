@@ -76,6 +76,14 @@ def test_a_prompt_that_is_not_a_demo_caption_is_reported_not_scored():
     assert "'a fox in the snow'" in result.notes[0] and "<circle|square>" in result.notes[0]
 
 
+def test_a_row_not_scored_has_no_check_results_only_what_the_video_shows():
+    row = ShapesAdherence().score(EvalItem("a fox in the snow", clip()))
+    # None, as for colour_ok: not scored, which is not a failed check (vfm eval prints "-", not "NO")
+    assert {k: row[k] for k in ("flat", "single_shape", "colour_ok", "direction_ok", "shape_ok")} == dict.fromkeys(
+        ("flat", "single_shape", "colour_ok", "direction_ok", "shape_ok"))
+    assert row["background_rms"] is not None and row["colour"] == "red"  # measured all the same
+
+
 def test_helpers():
     assert parse_prompt("A Yellow square moving up.") == {"colour": "yellow", "shape": "square", "direction": "up"}
     assert parse_prompt("a cat") is None

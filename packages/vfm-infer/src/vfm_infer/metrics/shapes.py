@@ -165,6 +165,8 @@ class ShapesAdherence(Metric):
         row["single_shape"] = shape_seen and seen["stray_foreground"] <= 0.1
         for part in ("colour", "direction", "shape"):
             row[f"{part}_ok"] = None if want is None else (shape_seen and seen[part] == want[part])
+        if want is None:  # not scored (a prompt that is no demo caption): no check passed or failed, only what it shows
+            row["flat"] = row["single_shape"] = None
         return row
 
     def evaluate(self, items: Sequence[EvalItem]) -> MetricResult:
