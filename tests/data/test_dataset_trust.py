@@ -124,3 +124,21 @@ def test_trust_dataset_code_loads_an_ordinary_dataset_with_a_warning(dataset):
     with pytest.warns(UserWarning, match="trusting the dataset code"):
         loader = make_loader(dataset, trust_dataset_code=True, **OPTIONS)
     assert len(next(loader).keys) > 0
+
+
+@pytest.mark.parametrize("weights, key, match", [
+    ((1e308, 1e308), r"splits\.train\.blend", r"weights sum to inf"),
+    ((1.0, 1e-320), r"splits\.train\.blend\[1\]\.weight", r"weight 1e-320 is a share of 0 of the weights' sum \(1\.0\)"),
+])
+def test_blend_weights_whose_shares_energon_cannot_take_are_refused_naming_the_key(dataset, tmp_path, weights, key, match):
+    """Each weight is positive and finite, but energon divides them by their sum and draws by float32 shares:
+    an inf sum ended in energon's bare ``AssertionError: All blending weights must be > 0`` naming no file, a
+    share of 0 in float32 was never drawn, without a word."""
+    other = shutil.copytree(dataset, tmp_path / "other")
+    blend = write_blend(tmp_path / "blend.yaml", [(dataset, 1.0), (other, 1.0)])
+    doc = yaml.safe_load(blend.read_text())
+    for entry, weight in zip(doc["splits"]["train"]["blend"], weights):
+        entry["weight"] = weight
+    _write_yaml(blend, doc)
+    error = _refused(blend, rf"{key}: {match}")
+    assert str(blend) in str(error) and "accepted: positive weights whose sum is a finite number" in str(error)

@@ -148,3 +148,9 @@ def test_a_shard_cut_short_after_preparing_says_to_copy_it_again_or_prepare_agai
     error = _refused(dataset, r"shard_counts\.shard-000001\.tar: says \d+ samples, more than its 700 bytes can hold")
     assert "smaller than when its folder was prepared" in str(error)
     assert "prepare the folder again" in str(error)
+
+
+def test_an_info_json_nested_too_deep_to_read_is_refused_naming_it_not_a_recursion_traceback(dataset):
+    (dataset / ".nv-meta" / ".info.json").write_text('{"shard_counts": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    error = _refused(dataset, r"\.info\.json: <file>: not readable JSON \(NestedTooDeepError: arrays and objects nested 100001 levels deep")
+    assert str(dataset / ".nv-meta" / ".info.json") in str(error)

@@ -62,6 +62,17 @@ def test_an_index_naming_a_shard_outside_its_folder_is_refused(tmp_path):
         load_external(tmp_path / "m")
 
 
+@pytest.mark.parametrize("name", ["config.json", "diffusion_pytorch_model.safetensors.index.json"])
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '["a list"]'])
+def test_a_folder_json_nested_too_deep_or_not_an_object_is_one_error_naming_it(tmp_path, name, text):
+    _dit_folder(tmp_path / "m")
+    (tmp_path / "m" / name).write_text(text)
+    with pytest.raises(ValueError) as err:  # AdapterConfigError or json.JSONDecodeError, never a RecursionError
+        load_external(tmp_path / "m")
+    assert str(tmp_path / "m" / name) in str(err.value)
+    assert ("nested 100000 levels deep" if text.startswith("[[") else "is not a JSON object") in str(err.value)
+
+
 def test_a_truncated_safetensors_file_is_one_error_naming_it(tmp_path):
     _dit_folder(tmp_path / "m")
     whole = tmp_path / "m" / "diffusion_pytorch_model-00001-of-00003.safetensors"

@@ -115,6 +115,13 @@ def test_a_diffusers_config_json_that_does_not_parse_is_refused_naming_the_file_
                               "double quotes at line 1, column 41 (char 40)")
 
 
+def test_config_json_nested_too_deep_to_read_is_refused_naming_the_file_not_a_recursion_traceback(tmp_path):
+    export = _rewrite(_export(tmp_path / "export"), '{"family": "dit", "config": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(json.JSONDecodeError, match=r"nested 100001 levels deep, deeper than Python.s JSON reader follows") as err:
+        read_meta(export)
+    assert str(err.value).startswith(f"{export / 'config.json'} is not valid JSON: arrays and objects nested")
+
+
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_numbers_that_are_not_finite_are_refused(tmp_path, number):
     export = _export(tmp_path / "export")

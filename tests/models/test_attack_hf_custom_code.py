@@ -69,3 +69,16 @@ def test_a_model_folder_naming_its_own_code_is_refused_even_when_stdin_answers_y
     assert "Do you wish to run the custom code" not in out, out  # nothing asked
     assert f"REFUSED: {file} names Python code of its own (auto_map" in out, out
     assert "vfm never runs a model folder's code" in out
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
+def test_a_model_folder_json_nested_too_deep_is_refused_naming_the_file_not_a_recursion_traceback(tmp_path, name):
+    import vfm_models
+    from tests.models.test_text_encoders import make_t5_folder
+
+    folder = tmp_path / "te"
+    make_t5_folder(folder, "t5")
+    (folder / name).write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ValueError, match=r"nested 100001 levels deep") as err:
+        vfm_models.get_text_encoder("t5")(path=str(folder))
+    assert str(folder / name) in str(err.value)

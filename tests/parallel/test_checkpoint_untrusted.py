@@ -141,3 +141,12 @@ def test_chunk_coverage_is_by_element_ranges():
     assert chunk_problem((4, 6), [((-1, 0), (4, 6))]) == "chunk [-1:3, 0:6] lies outside its shape [4, 6]"
     columns = [((0, 0), (4, 3)), ((0, 2), (4, 3)), ((0, 5), (4, 1))]  # a column split, one column shared
     assert chunk_problem((4, 6), columns) == "chunks [0:4, 0:3] and [0:4, 2:5] overlap"
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "state.json", "ranks/rank_00000.json"])
+def test_a_json_file_nested_too_deep_is_refused_as_damaged_naming_it_not_a_recursion_traceback(saved, name):
+    (saved / name).write_text("[" * 100_000 + "]" * 100_000)
+    if name != "manifest.json":
+        _reseal(saved)  # its checksum agrees: the file itself is what is read
+    message = _error_of(ckpt.load, saved, model=_linear(0.0))
+    assert f"checkpoint {saved} is damaged: {name}" in message and "nested 100000 levels deep" in message

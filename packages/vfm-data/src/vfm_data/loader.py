@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
-from vfm_plugins import exit_with_parent
+from vfm_plugins import exit_with_parent, json_data
 from vfm_plugins.formats import check_format_version
 
 from vfm_data.blend_file import dataset_folders
@@ -476,7 +476,7 @@ def _sample_count(folder: Path) -> int:
     meta = folder / ".nv-meta"
     info = meta / ".info.json"
     if info.is_file():
-        counts = json.loads(info.read_text(encoding="utf-8"))["shard_counts"]
+        counts = json_data.loads(info.read_text(encoding="utf-8"))["shard_counts"]  # read before the trust check
     else:
         from vfm_data.blend_file import read_yaml
 

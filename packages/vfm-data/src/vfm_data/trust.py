@@ -13,7 +13,7 @@ reading uses too), so the check sees what energon will see.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
 import warnings
@@ -204,8 +204,10 @@ _IN_FOLDER = ("accepted: shard files named relative to the dataset folder and in
 
 
 def _load_json(file: Path) -> Any:
+    from vfm_plugins import json_data
+
     try:
-        return json.loads(file.read_bytes())
+        return json_data.loads(file.read_bytes())
     except (OSError, ValueError) as exc:
         raise UntrustedDatasetError(file, "<file>", f"not readable JSON ({type(exc).__name__}: {exc})") from None
 
@@ -373,6 +375,24 @@ def _check_blend(doc: Any, file: Path | str, *, base: Path, seen: frozenset[Path
             _only_keys(file, key, entry, _BLEND_ENTRY_KEYS)
             _check_entry(file, key, entry)
             _check_path(entry_path(entry, base), seen, checked, f"{file} {key}.path")
+        _check_weight_shares(file, f"splits.{split}.blend", [entry.get("weight", 1.0) for entry in entries])
+
+
+def _check_weight_shares(file: Path | str, key: str, weights: list[float]) -> None:
+    """Energon divides each weight by their sum and draws by the shares as float32: weights each finite whose
+    sum is not (two of 1e308) ended in a bare ``AssertionError: All blending weights must be > 0``, and a share
+    below float32's smallest (1e-320 beside 1) was never drawn, without a word."""
+    import numpy as np
+
+    total = sum(weights)
+    small = next((i for i, w in enumerate(weights) if not np.float32(w / total) > 0), None) if math.isfinite(total) else None
+    if math.isfinite(total) and small is None:
+        return
+    where, what = (key, f"weights sum to {total}") if small is None else (
+        f"{key}[{small}].weight", f"weight {weights[small]} is a share of 0 of the weights' sum ({total}) as the loader draws (float32)")
+    raise UntrustedDatasetError(file, where, f"{what}; the loader draws each dataset by its weight's share of the sum",
+                                hint="accepted: positive weights whose sum is a finite number and each a share of it above 0 "
+                                "(weights are relative: 0.7 and 0.3, or 7 and 3)")
 
 
 #: What a blend entry holds, for the errors about one (a missing path is a mistake, not a matter of trust).

@@ -22,7 +22,7 @@ from torch import nn
 from vfm_models.checkpoint import (CheckpointMismatchError, check_stored_archive, check_whole, differences, load_state_dict,
                                    mismatch, save_state_dict)
 from vfm_models.export_paths import check_export_paths
-from vfm_plugins import Notice
+from vfm_plugins import Notice, json_data
 from vfm_plugins.files import fresh_file
 from vfm_plugins.formats import check_format_version, ignore_unknown_keys
 
@@ -244,7 +244,7 @@ def strict_json(text: str, where: str) -> Any:
         raise ValueError(f"{where}: {name} is not a JSON number; accepted: finite numbers")
 
     try:
-        return json.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=constant)
+        return json_data.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise InvalidJSONError.of(exc, where) from None
 

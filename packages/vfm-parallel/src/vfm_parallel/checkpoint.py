@@ -54,6 +54,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch import nn
+from vfm_plugins import json_data
 from vfm_plugins.files import SwappedFileError, replace_file
 
 from vfm_parallel.checkpoint_integrity import (  # noqa: F401  (the errors are part of this module's interface)
@@ -306,7 +307,7 @@ def read_state(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     manifest = read_manifest(path)
     try:
-        state = json.loads((path / "state.json").read_text())
+        state = json_data.loads((path / "state.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DamagedCheckpointError(f"checkpoint {path} is damaged: state.json is not readable JSON ({exc})") from None
     if not isinstance(state, dict):
@@ -422,7 +423,7 @@ def _rank_file_state(path: Path, rank_file: Path) -> Any:
         raise DamagedCheckpointError(f"checkpoint {path} is damaged: ranks/{rank_file.name} cannot be read "
                                      f"({type(exc).__name__}: {exc.strerror or exc}); resume from an earlier checkpoint") from None
     try:
-        return json.loads(data)
+        return json_data.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DamagedCheckpointError(f"checkpoint {path} is damaged: ranks/{rank_file.name} is not readable JSON ({exc}); "
                                      "resume from an earlier checkpoint") from None

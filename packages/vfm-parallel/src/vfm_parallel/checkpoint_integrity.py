@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import torch.distributed as dist
+from vfm_plugins import json_data
 from vfm_plugins.files import replace_file
 from vfm_plugins.formats import FormatVersionError, check_format_version, installed
 
@@ -249,7 +250,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise NotCommittedError(f"{folder} holds no checkpoint (no {MANIFEST}, no step_<N> folders): pass a step_<N> "
                                 "folder that checkpoint.save wrote (vfm train writes them under train.out_dir/checkpoints)")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json_data.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {MANIFEST} is not readable JSON ({exc})") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None

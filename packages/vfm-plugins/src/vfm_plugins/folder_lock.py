@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vfm_plugins import json_data
 from vfm_plugins.errors import Notice
 from vfm_plugins.parent_watch import pid_exists
 from vfm_plugins.text import printable
@@ -145,7 +146,7 @@ class LockHolder:
     @classmethod
     def parse(cls, text: str) -> "LockHolder | None":
         try:
-            data: Any = json.loads(text)
+            data: Any = json_data.loads(text)
             return cls(int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]),
                        str(data.get("pid_ns") or ""))
         except (ValueError, KeyError, TypeError):

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import Any
 
+from vfm_plugins import json_data
 from vfm_plugins.errors import Notice
 
 
@@ -92,13 +93,11 @@ def check_json_format(path: str | os.PathLike, *, what: str, current: int, packa
     ``missing``: what an object without the field reads as (None: the field is required). A file that
     is no JSON object (damaged, cut short) is refused as one without a version. Reads only, so a
     command checks it before it takes any lock."""
-    import json
-
     if not os.path.isfile(path):
         return None
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = json_data.loads(fh.read())
     except (OSError, ValueError):
         data = None
     if not isinstance(data, dict):

@@ -3,11 +3,11 @@ output folder (counted on disk, against a look taken before the run), and the co
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
 
+from vfm_plugins import json_data
 from vfm_plugins.text import counted
 
 
@@ -59,7 +59,7 @@ def curate_interrupted(out: Path, before: dict[str, int]) -> str:
     failed = 0
     for path in new:
         try:
-            failed += json.loads(Path(path).read_text(encoding="utf-8")).get("status") == "failed"
+            failed += json_data.loads(Path(path).read_text(encoding="utf-8")).get("status") == "failed"
         except (OSError, ValueError):
             pass
     of_them = f" ({failed} of them failed)" if failed else ""

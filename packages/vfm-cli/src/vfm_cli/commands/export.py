@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from vfm_plugins import json_data
 from vfm_plugins.folders import written_whole
 
 from vfm_cli.export_folder import out_folder_problem, source_problem
@@ -40,11 +41,9 @@ def find_export(path: Path) -> Path:
 
 def _diffusers_class(path: Path) -> str:
     """The ``_class_name`` of a diffusers model folder's (or pipeline's transformer/) config.json, else ''."""
-    import json
-
     for config in (path / "config.json", path / "transformer" / "config.json"):
         try:
-            name = json.loads(config.read_text()).get("_class_name")
+            name = json_data.loads(config.read_text()).get("_class_name")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(name, str) and name:

@@ -27,6 +27,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable
 
+from vfm_plugins import json_data
 from vfm_plugins.files import remove_leftover, temporary_file
 
 from vfm_curator.io.paths import atomic_rename, atomic_write, open_if_file, output_path, safe_join
@@ -174,7 +175,7 @@ def _read(path: Path) -> Any:
     if fd is None:
         return None
     with os.fdopen(fd, encoding="utf-8") as fh:
-        return json.load(fh)
+        return json_data.loads(fh.read())
 
 
 def _relative(out: Path, path: Path) -> str:

@@ -6,11 +6,12 @@ the data is escaped."""
 from __future__ import annotations
 
 import html
-import json
 import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from vfm_plugins import json_data
 
 from vfm_curator.io.paths import safe_join
 
@@ -36,7 +37,7 @@ def read_review(out: Path) -> list[dict[str, Any]]:
     entries = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            entries.append(json.loads(line))
+            entries.append(json_data.loads(line))
         except ValueError:
             continue
     return entries

@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from vfm_plugins import json_data
+
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 
 STATE = ".state"
@@ -162,14 +164,14 @@ def records(out: str | Path) -> Iterator[dict[str, Any]]:
     folder = safe_join(out, STATE, "videos")
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            yield json.loads(path.read_text(encoding="utf-8"))
+            yield json_data.loads(path.read_text(encoding="utf-8"))
         except ValueError:  # a record is written atomically; a broken one means someone edited it
             continue
 
 
 def load_record(out: str | Path, vid: str) -> dict[str, Any] | None:
     try:
-        return json.loads(record_path(out, vid).read_text(encoding="utf-8"))
+        return json_data.loads(record_path(out, vid).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 

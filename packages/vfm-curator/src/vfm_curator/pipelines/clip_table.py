@@ -7,6 +7,8 @@ import math
 import re
 from pathlib import Path
 
+from vfm_plugins import json_data
+
 from vfm_curator.io.commits import check_table_current
 from vfm_curator.io.metadata import table_format
 from vfm_curator.io.paths import safe_join
@@ -50,8 +52,6 @@ def read_clip_table(clips_dir: Path) -> list[ShardTask]:
 def curation_failures(clips_dir: Path) -> dict[str, int]:
     """Reason kind -> how many videos of ``vfm curate``'s folder gave no clip (its failures.jsonl),
     most first; {} without that file. Read when the clip table is empty, to say why it is."""
-    import json
-
     counts: dict[str, int] = {}
     path = clips_dir / "failures.jsonl"
     if not path.is_file():
@@ -61,7 +61,7 @@ def curation_failures(clips_dir: Path) -> dict[str, int]:
             if not line.strip():
                 continue
             try:
-                kind = json.loads(line).get("kind") or "error"
+                kind = json_data.loads(line).get("kind") or "error"
             except (ValueError, AttributeError):  # a line edited by hand still counts as a failed video
                 kind = "error"
             counts[str(kind)] = counts.get(str(kind), 0) + 1

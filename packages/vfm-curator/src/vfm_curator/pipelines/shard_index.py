@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import shutil
 from pathlib import Path
+
+from vfm_plugins import json_data
 
 from vfm_curator.pipelines.shard_files import shard_keys, shards, split_shards
 from vfm_curator.pipelines.shard_split import PREFIXES, split_pattern
@@ -32,7 +33,7 @@ def indexed_counts(folder: Path) -> dict[str, int] | None:
     if not all((meta / name).is_file() for name in INDEX_FILES):
         return None
     try:
-        info = json.loads((meta / ".info.json").read_text(encoding="utf-8"))
+        info = json_data.loads((meta / ".info.json").read_text(encoding="utf-8"))
         counts = info["shard_counts"]
         return {str(k): int(v) for k, v in counts.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from vfm_plugins import json_data
+
 from vfm_curator.io.paths import atomic_write, output_path, safe_join
 from vfm_curator.pipelines import shard_state
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SPLIT_RULE_KEY, SPLITTING, ShardConfig
@@ -47,7 +49,7 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
     if not path.exists():
         _write_config(out, mine)
         return
-    recorded = json.loads(path.read_text(encoding="utf-8"))
+    recorded = json_data.loads(path.read_text(encoding="utf-8"))
     theirs = {**SPLITTING, **recorded}  # a folder made before val_fraction was made with its default
     splits = bool(theirs.get("val_fraction") or mine["val_fraction"])
     if SPLIT_RULE_KEY not in theirs or not splits:
@@ -86,7 +88,7 @@ def _other_settings(out: Path, theirs: dict, mine: dict, diff: list[str]) -> str
 def _last_bucketing(out: Path) -> dict | None:
     """The bucket options of the last finished run into ``out`` (None: no run finished yet)."""
     try:
-        theirs = json.loads(safe_join(out, shard_state.STATE, "bucketing.json").read_text(encoding="utf-8"))
+        theirs = json_data.loads(safe_join(out, shard_state.STATE, "bucketing.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return theirs if isinstance(theirs, dict) else None
@@ -121,7 +123,7 @@ def _bucketing_notice(out: Path, config: ShardConfig, kept: int) -> list[str]:
     path = safe_join(out, shard_state.STATE, "bucketing.json")
     mine = json.loads(json.dumps({k: getattr(config, k) for k in BUCKETING}))
     try:
-        theirs = json.loads(path.read_text(encoding="utf-8"))
+        theirs = json_data.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         theirs = None
     atomic_write(output_path(out, shard_state.STATE, "bucketing.json"), json.dumps(mine, sort_keys=True).encode("utf-8"))

@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from vfm_plugins import Notice
+from vfm_plugins import Notice, json_data
 
 #: a file changed this shortly before its stat was taken could change again within the same timestamp tick and
 #: keep its ctime (1 s on ext3, HFS+ and NFSv2, 2 s on FAT): its digest is not trusted, and is taken again the
@@ -52,7 +52,7 @@ def read_digests(path: Path) -> dict[str, dict]:
     """The entries of the digests file at ``path``: name -> identity, ``checked_ns`` and ``sha256``; {} when there
     is none, and {} with one :class:`DigestCacheWarning` when it is not one (cut short, edited, another version)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_data.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -21,13 +21,13 @@ from vfm_models.adapters.io import load_external, save_diffusers_folder
 def is_external_folder(folder: str | PathLike) -> bool:
     """Whether ``folder`` is a diffusers model (or pipeline) folder rather than a vfm export: its
     ``config.json`` names a ``_class_name``, or it has a ``transformer/`` model folder."""
-    import json
+    from vfm_plugins import json_data
 
     folder = Path(folder)
     if (folder / "transformer" / "config.json").is_file() and not (folder / "model.safetensors").is_file():
         return True
     try:
-        return "_class_name" in json.loads((folder / "config.json").read_text())
+        return "_class_name" in json_data.loads((folder / "config.json").read_text())
     except (OSError, ValueError, TypeError):
         return False
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
+from vfm_plugins import json_data
 
 from vfm_models.adapters.base import AdapterConfigError, StateDictAdapter, adapter_names, get_adapter, is_metadata_key
 
@@ -121,7 +122,16 @@ def _unpickling_refused(path: Path, exc: Exception) -> AdapterConfigError:
 def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
     index = folder / DIFFUSERS_INDEX
     if index.is_file():
-        weight_map = json.loads(index.read_text()).get("weight_map") or {}
+        try:
+            doc = json_data.loads(index.read_text())
+        except json.JSONDecodeError as exc:
+            from vfm_models.export import InvalidJSONError
+
+            raise InvalidJSONError.of(exc, str(index)) from None
+        if not isinstance(doc, dict):
+            raise AdapterConfigError(f"{index} is not a JSON object; accepted: a diffusers index ({{\"weight_map\": "
+                                     "{tensor name: shard file}})")
+        weight_map = doc.get("weight_map") or {}
         shards = sorted(set(weight_map.values()))
         if not shards or not all(isinstance(s, str) and s.endswith(".safetensors") for s in shards):
             raise AdapterConfigError(f"{index}: weight_map must name .safetensors shards, got {shards[:3]}")
@@ -171,7 +181,7 @@ def read_folder_config(path: Path, adapter: StateDictAdapter | None = None) -> t
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} is not a diffusers model folder: config.json is missing")
     try:
-        external = json.loads((path / "config.json").read_text())
+        external = json_data.loads((path / "config.json").read_text())
     except json.JSONDecodeError as exc:  # Python's own names neither the file nor, in words, where
         from vfm_models.export import InvalidJSONError
 

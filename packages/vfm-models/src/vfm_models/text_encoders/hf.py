@@ -51,14 +51,16 @@ def refuse_custom_code(folder: str | PathLike) -> None:
     """A model folder is data (docs/security.md): one whose config names its own Python code
     (``auto_map``, transformers' ``trust_remote_code`` models) is refused, naming the file. Without
     this, transformers asks on stdin whether to run that code: a ``y`` (or ``yes |``) would run it."""
-    import json
+    from vfm_plugins import json_data
 
     for name in CODE_NAMING_FILES:
         path = Path(folder) / name
         if not path.is_file():
             continue
         try:
-            doc = json.loads(path.read_text())
+            doc = json_data.loads(path.read_text())
+        except json_data.NestedTooDeepError as exc:  # transformers' reader would end in a RecursionError traceback
+            raise ValueError(f"{path} is not valid JSON: {exc}") from None
         except (ValueError, UnicodeDecodeError):
             continue  # transformers reports an unreadable file itself
         if isinstance(doc, dict) and doc.get("auto_map"):

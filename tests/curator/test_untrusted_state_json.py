@@ -1,0 +1,26 @@
+"""A run folder from elsewhere resumed (``vfm curate IN OUT`` on someone's OUT): its state records and
+moved markers are JSON vfm reads as data. One nested deeper than Python's JSON reader follows is read
+as a broken record (as an edited one), never a ``RecursionError`` traceback that stops the run. Real
+H264 inputs (PyAV), real runs."""
+
+from __future__ import annotations
+
+import vfm_curator
+from tests.curator.moved_folder import SERIAL
+from vfm_curator.synth import make_video
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_state_record_or_moved_marker_nested_too_deep_is_read_as_broken_and_the_run_goes_on(tmp_path):
+    make_video(tmp_path / "in" / "a.mp4", [24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [24], seed=2)
+    out = tmp_path / "out"
+    first = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert first.processed == 2 and first.failures == 0
+    records = sorted((out / ".state" / "videos").glob("*.json"))
+    records[0].write_text(DEEP)
+    (out / ".state" / "moved").mkdir(exist_ok=True)
+    (out / ".state" / "moved" / "0123456789abcdef").write_text(DEEP)
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)  # a RecursionError traceback before
+    assert again.videos == 2 and again.skipped >= 1  # the intact record's video is not clipped again
