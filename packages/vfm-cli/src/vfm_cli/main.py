@@ -12,7 +12,7 @@ import inspect
 import pkgutil
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from vfm_cli import __version__, commands
 from vfm_cli.failing import wait_for_local_rank_0
@@ -23,7 +23,24 @@ except ImportError:
     from click.exceptions import UsageError
 
 
-class _UsageErrorOncePerNode(TyperGroup):
+class _FlagsTakeNoValue:
+    """``--help`` lists a flag (``--no-progress``, ``--help``) without a value type: Typer's rich help shows
+    ``<bool>`` after it, as if it took one. A flag's metavar is never used to parse, and an empty one is
+    Typer's (and click's) way to show none."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsTakeNoValue, TyperCommand):
+    """Every ``vfm`` command (``cls`` of each registered command)."""
+
+
+class _UsageErrorOncePerNode(_FlagsTakeNoValue, TyperGroup):
     """A usage error (an unknown flag, a bad option value: click's own or a command's
     ``typer.BadParameter``) is the same on every rank of a torchrun job: local rank 0 prints it, the
     others wait to be ended by torchrun (printing it only if they are not: no error is lost).
@@ -96,6 +113,8 @@ def _discover_commands() -> None:
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(app)
     for command in app.registered_commands:
+        if command.cls in (None, TyperCommand):  # Typer's default (a command's own class is left as it is)
+            command.cls = _Command
         # a docstring's line breaks are kept (rows broken at the source's margin at 80 columns): each
         # paragraph one line, wrapped by rich to the terminal; `vfm --help` lists each command by the first
         doc = inspect.getdoc(command.callback) if command.short_help is None and command.help is None else None
