@@ -54,7 +54,10 @@ STATE_VERSION = 1
 #: restore fails on them with a bare AssertionError).
 SEQUENCE_FIELDS = ("patch_size", "temporal_patch", "batch_size", "max_seq_len", "packing_buffer", "overlong",
                    "shuffle_buffer", "max_samples_per_sequence", "split_part", "blender", "blender_options", "seed")
-UNRESTORABLE = ("patch_size", "temporal_patch", "split_part", "blender", "shuffled", "datasets")
+UNRESTORABLE = ("patch_size", "temporal_patch", "split_part", "blender", "shuffled", "datasets", "packed")
+#: energon's streams (run without energon workers) restore only batches of the saved size and kind:
+#: another batch size, or packing switched on or off, failed at the first batch with a bare AssertionError
+BATCHING = ("batch_size", "packed")
 DEFAULT_STREAMS = 4
 MAX_PACKING_BUFFER = 1 << 14  # default packing buffers hold at most this many samples
 
@@ -376,6 +379,7 @@ class ResumableLoader:
     def _settings(self) -> dict[str, Any]:
         settings = {name: getattr(self.spec, name) for name in SEQUENCE_FIELDS}
         settings["shuffled"] = bool(self.spec.shuffle_buffer and self.spec.shuffle_buffer > 1)
+        settings["packed"] = self.spec.max_seq_len is not None
         if self._datasets is not None:
             settings["datasets"] = self._datasets
         return json.loads(json.dumps(settings, default=repr))  # as a checkpoint gives it back (tuples as lists)
@@ -395,6 +399,8 @@ class ResumableLoader:
             changed = [name for name in mine if name in saved and saved[name] != mine[name]]
             what = ", ".join(f"{name}={saved[name]!r} there, {mine[name]!r} here" for name in changed)
             refused = [n for n in changed if n in UNRESTORABLE]
+            if "batch_size" in changed and _bucket_sizes(mine) is None:  # a bucketed blend's buckets set theirs
+                refused.append("batch_size")
             if _bucket_sizes(saved) != _bucket_sizes(mine):
                 refused.append("blender_options")
             if refused:
@@ -403,6 +409,9 @@ class ResumableLoader:
                 if "blender_options" in refused and "datasets" not in changed:
                     hint = ("; the bucketed blend's saved position holds partly filled buckets of the saved batch size: "
                             "resume with the same batch_size / tokens_per_batch")
+                if set(refused) <= set(BATCHING):
+                    hint = ("; energon keeps each stream's position as batches of the saved batch size and packing: "
+                            "resume with those (vfm train: data.micro_batch, data.packing)")
                 raise ValueError(one_line(f"loader state was saved with other settings ({what}); it cannot continue "
                                           f"with {', '.join(refused)} changed{hint}"))
             if changed:
