@@ -69,3 +69,15 @@ def test_write_blend_takes_a_numpy_weight_as_the_loader_would_take_it_from_the_f
     folder = write_dataset(tmp_path / "d", 4)
     written = write_blend(tmp_path / "blend.yaml", [(folder, weight)])
     assert yaml.safe_load(written.read_text())["splits"]["train"]["blend"][0]["weight"] == float(weight)
+
+
+@pytest.mark.parametrize("made", ["empty", "missing"])
+def test_write_blend_names_a_dataset_folder_without_shards_as_empty_not_as_unprepared(datasets, tmp_path, made):
+    # a writer that wrote no sample leaves a folder without shards, which prepare_dataset refuses
+    # ("no .tar shards"): "run prepare_dataset first" sent the user round in a circle
+    root, (a, _, _) = datasets
+    folder = tmp_path / "none"
+    if made == "empty":
+        folder.mkdir()
+    with pytest.raises(FileNotFoundError, match=rf"{folder} holds no \.tar shards .* leave its pair out of the blend"):
+        write_blend(tmp_path / "blend.yaml", [(a, 0.9), (folder, 0.1)])

@@ -60,6 +60,10 @@ def write_blend(
         if not is_blend_weight(weight):
             raise ValueError(f"blend weight of {path} must be a positive finite number, got {weight!r}; weights are "
                              "relative (they need not sum to 1); to leave a dataset out, leave out its pair")
+        if not any(Path(path).glob("*.tar")) and not (Path(path) / ".nv-meta").is_dir():
+            # prepare_dataset refuses such a folder: telling the user to run it would go round in a circle
+            raise FileNotFoundError(f"{path} holds no .tar shards (a missing or empty folder: no samples to blend); "
+                                    "leave its pair out of the blend, or write samples into it and prepare_dataset it")
         if not (Path(path) / ".nv-meta").is_dir():
             raise FileNotFoundError(f"{path} is not a prepared dataset (no .nv-meta/); run prepare_dataset first")
     file = Path(file)
