@@ -68,3 +68,15 @@ def test_an_export_whose_t5_width_is_not_the_models_text_dim_is_refused_unbuilt(
     meta = {"family": "dit-cross", "config": config, "text_encoder": "t5", "text_encoder_options": {"path": str(folder)}}
     problems = generation_problems(meta, config, for_generation=False)
     assert any("gives 16-wide embeddings but the model's text_dim is 32" in p for p in problems), problems
+
+
+def test_t5_declares_the_width_transformers_builds_when_its_config_gives_hidden_size_beside_d_model(tmp_path):
+    import json
+
+    _, _, folder, _, _ = _t5(tmp_path / "t5")  # d_model 16
+    config = json.loads((folder / "config.json").read_text())
+    # hidden_size is T5's alias of d_model: transformers sets it after d_model, so it is the width built
+    (folder / "config.json").write_text(json.dumps({**config, "d_model": 99, "hidden_size": 16}))
+    built = vfm_models.host.build("text_encoders", "t5", {"path": str(folder)})
+    assert built.dim == 16
+    assert vfm_models.host.get("text_encoders", "t5").declared_width({"path": str(folder)}) == 16

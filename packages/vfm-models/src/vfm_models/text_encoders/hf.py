@@ -206,10 +206,11 @@ class T5TextEncoder(HFTextEncoder):
     @staticmethod
     def declared_width(options) -> int | None:
         """``d_model`` of the folder's config.json (T5, mT5 and UMT5's hidden size), unbuilt: an export is
-        checked when written, without loading the model."""
+        checked when written, without loading the model. ``hidden_size``, its alias, first: transformers sets
+        it after ``d_model``, so a config giving both builds that width."""
         from vfm_models.declared_sizes import folder_config_int
 
-        return folder_config_int(options.get("path"), "d_model")
+        return folder_config_int(options.get("path"), ("hidden_size", "d_model"))
 
 
 @named_options("text encoder")

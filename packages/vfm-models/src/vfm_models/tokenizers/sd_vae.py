@@ -63,7 +63,7 @@ class SDVAETokenizer:
         export is checked when written, without loading the VAE."""
         from vfm_models.declared_sizes import folder_config_int
 
-        return folder_config_int(options.get("path"), "latent_channels", ("vae",))
+        return folder_config_int(options.get("path"), ("latent_channels",), ("vae",))
 
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Latent (C', T, H/8, W/8) for pixels (C, T, H, W); a leading batch dim is kept."""

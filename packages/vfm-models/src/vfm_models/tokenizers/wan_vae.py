@@ -59,7 +59,7 @@ class WanVAETokenizer:
         checked when written, without loading the VAE."""
         from vfm_models.declared_sizes import folder_config_int
 
-        return folder_config_int(options.get("path"), "z_dim", ("vae",))
+        return folder_config_int(options.get("path"), ("z_dim",), ("vae",))
 
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Latent (z, 1 + (T-1)/tc, H/sc, W/sc) for pixels (C, T, H, W); a leading batch dim is kept."""
