@@ -70,3 +70,23 @@ def test_generation_settings_are_refused_with_format_diffusers_which_records_non
     result = _export(checkpoint, tmp_path / "out", "diffusers", "--tokenizer", "pixel")
     assert result.exit_code == 2, result.output
     assert "--tokenizer applies to --format vfm" in result.output
+
+
+def test_an_export_folder_naming_its_own_files_re_exports_when_the_options_replace_those_settings(tmp_path):
+    import vfm_models
+    from vfm_models.export import save_export
+
+    src = tmp_path / "src"
+    (src / "vae").mkdir(parents=True)
+    model = vfm_models.get_family("dit").create("tiny", in_channels=4)
+    save_export(src, model, {"family": "dit", "config": model.config, "tokenizer": "sd-vae",
+                             "tokenizer_options": {"path": str(src / "vae")}}, for_generation=False)
+    meta = json.loads((src / "config.json").read_text())
+    meta["tokenizer_options"]["path"] = "vae"  # relative to the export: a copy elsewhere would not find it
+    (src / "config.json").write_text(json.dumps(meta))
+    result = _export(src, tmp_path / "refused", "vfm")
+    assert result.exit_code == 1 and "names files in tokenizer_options" in result.stderr, result.output
+    result = _export(src, tmp_path / "out", "vfm", "--tokenizer", "pixel", "--tokenizer-option", "channels=4")
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (written["tokenizer"], written["tokenizer_options"]) == ("pixel", {"channels": 4})

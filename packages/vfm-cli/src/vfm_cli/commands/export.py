@@ -135,9 +135,11 @@ def export(
             else:  # rebuilt and loaded first: only weights that fit their config are written
                 model, checked = load_export(folder)
                 meta = read_meta(folder)
-                named = [k for k in OPTION_SECTIONS if checked.get(k) != meta.get(k)]  # paths were made absolute
+                # paths were made absolute; settings the options replace are not written, nor the paths they name
+                named = [k for k in OPTION_SECTIONS if settings(checked).get(k) != settings(meta).get(k)]
                 if named:
-                    fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it")
+                    fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it, "
+                         "or replace those settings (--tokenizer NAME, --text-encoder NAME and their options)")
                 with written_whole(out) as target:  # a weights-only export (vfm convert without --tokenizer) stays one
                     save_export(staging(target), model, settings(meta), for_generation=False)
     except ExportGenerationError as exc:
