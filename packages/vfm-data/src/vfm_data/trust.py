@@ -22,6 +22,8 @@ from typing import Any, Iterator
 
 from vfm_data.blend_file import entry_path
 from vfm_data.errors import DataWarning
+from vfm_data.energon_tools import ACCEPTED as TOOLS_CONFIGS
+from vfm_data.energon_tools import TOOLS_YAML
 from vfm_data.numbers_rule import is_blend_weight
 
 #: The one object a vfm ``dataset.yaml`` names (``vfm_data.writer.DATASET_YAML``).
@@ -29,7 +31,7 @@ DATASET_CLASSES = {("megatron.energon", "CrudeWebdataset")}
 #: The one object a vfm blend file names (``vfm_data.blend_file.write_blend``).
 BLEND_CLASSES = {("megatron.energon", "MetadatasetV2")}
 #: ``.nv-meta`` YAML files vfm (through energon's preparation) writes, and nothing else.
-META_YAMLS = ("dataset.yaml", "split.yaml", ".info.yaml")
+META_YAMLS = ("dataset.yaml", "split.yaml", ".info.yaml", TOOLS_YAML)
 _IMPORT_KEYS = ("__module__", "__class__", "__function__")
 _BLEND_ENTRY_KEYS = {"path", "weight", "subflavors"}
 #: ``file.py:function`` (or ``module:function``) strings that energon imports and calls.
@@ -170,6 +172,7 @@ def _check_dataset_folder(folder: Path) -> None:
         if file.suffix in (".yaml", ".yml") and file.name not in META_YAMLS:
             raise UntrustedDatasetError(file, "<file>", f"vfm writes no such file; accepted YAML here: {', '.join(META_YAMLS)}")
     _check_dataset_yaml(dataset_yaml, _load(dataset_yaml))
+    _check_tools_yaml(meta / TOOLS_YAML)
     # energon reads .info.json before .info.yaml, and split.json only when split.yaml is missing
     info_file = meta / ".info.json" if (meta / ".info.json").is_file() else meta / ".info.yaml"
     counts: dict[str, int] = {}
@@ -323,6 +326,14 @@ def _check_dataset_yaml(file: Path, doc: Any) -> None:
     named = _named(doc)
     if named not in DATASET_CLASSES:
         raise UntrustedDatasetError(file, "__class__", f"names {_dotted(*named)}; accepted: {_accepted(DATASET_CLASSES)}")
+
+
+def _check_tools_yaml(file: Path) -> None:
+    """vfm never reads energon's tools config, but a dataset is what vfm wrote, all of it: only its
+    own content is accepted (a changed one may hold energon's sample_loader code)."""
+    if file.is_file() and _load(file) not in TOOLS_CONFIGS:
+        raise UntrustedDatasetError(file, "<file>", "not the one vfm writes (a CaptioningSample field_map for energon's "
+                                    "info / lint / preview)", hint="prepare the folder again to rewrite it, or remove it")
 
 
 def _refuse_energon_sample_type(file: Path, doc: Any) -> None:

@@ -23,6 +23,7 @@ import torch
 import yaml
 from vfm_plugins.files import rename_into_place, replace_file, temporary_file
 
+from vfm_data.energon_tools import write_tools_config
 from vfm_data.format import FLOAT_DTYPES, SAMPLE_FORMAT, SampleMeta, encode_array
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
@@ -204,7 +205,7 @@ def prepare_dataset(
     parts are regular expressions), e.g. ``[("train", r"shard-0000[0-8]\\.tar$"), ("val", r"shard-000009\\.tar$")]``.
     Returns the ``.nv-meta`` folder. Energon's ``get_train_dataset`` reads it with a task encoder that has a
     cooker (:class:`vfm_data.VideoTaskEncoder`); the ``energon info``/``lint``/``preview`` commands need a typed
-    dataset and do not.
+    dataset: they read ``.nv-meta/energon_tools.yaml`` (``--dataset-config energon_tools.yaml``), written here too.
     """
     from megatron.energon.flavors.webdataset import BaseWebdatasetFactory
     from megatron.energon.flavors.webdataset.config import MAIN_FOLDER_NAME
@@ -239,6 +240,7 @@ def prepare_dataset(
             raise  # another of energon's checks: its own words, not advice about empty tars
         raise ValueError(f"{folder}: {exc} A shard must hold at least one sample: remove the empty tar") from None
     replace_file(meta / "dataset.yaml", yaml.safe_dump(DATASET_YAML, sort_keys=False))
+    write_tools_config(meta, folder / shards[0])  # what energon's info / lint / preview read (they cannot read a crude one)
     return meta
 
 
