@@ -77,6 +77,23 @@ def prepare_commands(folder: Path) -> str:
             f"with): every run rebuilds a bucket's energon index from its shards, with its train and val split parts{why}")
 
 
+def shardless_hint(folder: Path) -> str:
+    """What a folder without ``.tar`` shards holds instead, and what to pass; ``""`` when it has shards
+    or is not a folder. vfm shard's output folder is the usual one: its blend file lists the buckets."""
+    if not folder.is_dir() or any(folder.glob("*.tar")):
+        return ""
+    blends = sorted(p.name for p in folder.glob("*.yaml") if p.is_file())
+    if "blend.yaml" in blends:
+        return f"{folder} holds no .tar shards but a blend file: pass {folder / 'blend.yaml'}"
+    datasets = sorted(p.name for p in folder.iterdir() if (p / ".nv-meta").is_dir())
+    if datasets:
+        shown = ", ".join(datasets[:8]) + (f" and {len(datasets) - 8} more" if len(datasets) > 8 else "")
+        return (f"{folder} holds no .tar shards but the prepared dataset folders {shown}: pass one of them, or a "
+                "blend of them (vfm_data.write_blend" + (f"; or one of its blend files: {', '.join(blends)}" if blends else "") + ")")
+    return (f"{folder} holds no .tar shards: no samples to read; accepted: a folder of shards vfm shard or "
+            "vfm_data.prepare_dataset indexed, or a blend file (leave a dataset without samples out of a blend)")
+
+
 def unprepared_hint(folder: Path) -> str:
     """What a folder without ``.nv-meta/`` holds and what to run on it; ``""`` when it holds no tars."""
     shards = sorted(folder.glob("*.tar")) if folder.is_dir() else []

@@ -121,9 +121,9 @@ def _check_path(path: Any, seen: frozenset[Path], checked: set[Path], named_by: 
     elif (path / ".nv-meta").is_dir():
         _check_dataset_folder(path)
     else:
-        from vfm_data.foreign import unprepared_hint
+        from vfm_data.foreign import shardless_hint, unprepared_hint
 
-        detail = unprepared_hint(path) or (f"{path} is not a prepared dataset folder (with .nv-meta/) nor a blend .yaml "
+        detail = unprepared_hint(path) or shardless_hint(path) or (f"{path} is not a prepared dataset folder (with .nv-meta/) nor a blend .yaml "
                                            "file; accepted: a folder vfm shard or vfm_data.prepare_dataset wrote, or a blend file")
         raise UnpreparedDatasetError(path, detail + (f" (named by {named_by})" if named_by else ""))
     checked.add(resolved)
