@@ -2,7 +2,8 @@
 ``--validate`` and at the start of a run: a patch that does not divide a bucket's latent (the
 loader cropped it silently, and ``vfm generate`` then refused the export), more than one latent
 frame for the 2-D sin-cos table, a pack shorter than one sample, durations longer than a bucket,
-a bucket other than the first whose tokens cp does not divide, and (ST-DiT with cp-hybrid) a bucket
+a bucket other than the first whose tokens cp does not divide, a bucket whose tokens sp cannot split
+over tp, and (ST-DiT with cp-hybrid) a bucket
 whose frames cannot be dealt whole to the cp ranks. Each is one ``error:`` line
 naming the dataset folder, the latent shape, the rule and what is accepted."""
 
@@ -117,6 +118,16 @@ def test_cp_must_divide_the_tokens_of_every_bucket_not_only_the_first(shards, tm
     line = _one_error_line(_train(tmp_path, shards, "parallel.cp=2", "parallel.dp_shard=1", world_size=2))
     assert line.startswith(f"error: config key 'parallel': {shards / 'small'}: parallel layout")
     assert line.endswith("sequence length 9 tokens is not divisible by cp 2; accepted: cp 1, 3, 9")
+
+
+def test_sp_must_divide_the_tokens_of_every_bucket_not_only_the_first(shards, tmp_path):
+    # the small bucket's 9 tokens reached the first SP forward, which failed there on every rank
+    sets = ["parallel.tp=2", "parallel.dp_shard=1", 'parallel.strategies=["sp"]']
+    line = _one_error_line(_train(tmp_path, shards, *sets, world_size=2))
+    assert line == (f"error: config key 'parallel.strategies': {shards / 'small'}: latent (C, T, H, W) = (12, 1, 6, 6): sp "
+                    f"splits each sequence over tp = 2 ranks, but a sequence of 9 tokens does not divide by 2; accepted: "
+                    f"tp 1, 3, 9 (dividing 9), or the strategy tp instead of sp (every rank keeps the whole sequence)")
+    assert _train(tmp_path, shards, *sets[:2], 'parallel.strategies=["tp"]', world_size=2).exit_code == 0
 
 
 def test_st_dit_cp_hybrid_needs_whole_frames_per_rank_in_every_bucket(shards, tmp_path):

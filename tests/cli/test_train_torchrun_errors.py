@@ -42,6 +42,19 @@ def test_a_layout_the_model_refuses_is_one_error_line_under_torchrun(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_sequence_sp_cannot_split_is_one_error_line_under_torchrun(tmp_path):
+    # 1 x 6 x 6 latents in 2 x 2 patches: 9 tokens, which sp over tp 2 used to meet in the first forward
+    proc = _torchrun(tmp_path / "run", "parallel.tp=2", "parallel.dp_shard=1", 'parallel.strategies=["sp"]',
+                     "data.latent_shape=[3,1,6,6]", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert _rank_lines(output) == ["error: config key 'parallel.strategies': data.latent_shape: latent (C, T, H, W) = "
+                                   "(3, 1, 6, 6): sp splits each sequence over tp = 2 ranks, but a sequence of 9 tokens "
+                                   "does not divide by 2; accepted: tp 1, 3, 9 (dividing 9), or the strategy tp instead "
+                                   "of sp (every rank keeps the whole sequence)"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process parents from /proc (Linux)")
 def test_a_rank_killed_mid_run_ends_the_other_with_one_line(tmp_path):
     out = tmp_path / "run"

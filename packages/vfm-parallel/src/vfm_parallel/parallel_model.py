@@ -58,7 +58,7 @@ class ParallelModel:
 
 
 def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = None, *,
-                     hardware: list | None = None) -> list:
+                     hardware: list | None = None, tokens: int | None = None) -> list:
     """The strategies named, in application order, if they can run ``dims`` (and the model's
     ``plan``, when given); else :class:`LayoutError` naming the problem and what is accepted.
 
@@ -71,6 +71,7 @@ def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = 
     ``hardware``: None (a run on this machine) raises every refusal; a list (a check of a config
     meant for other machines, ``vfm train --validate``) collects each :class:`HardwareError` (what
     this machine's hardware cannot run, e.g. megatron-sp without CUDA) in it and goes on checking.
+    ``tokens``: a sequence length the model will take, checked by :func:`check_sequence`.
     """
     try:
         chosen = order_strategies([get_strategy(name) for name in strategies])
@@ -92,7 +93,19 @@ def check_strategies(dims: ParallelDims, strategies: Sequence[str], plan: Any = 
             if hardware is None:
                 raise
             hardware.append(exc)
+    if tokens is not None:
+        check_sequence(dims, chosen, tokens)
     return chosen
+
+
+def check_sequence(dims: ParallelDims, chosen: Sequence[Any], tokens: int) -> None:
+    """Each of the ``chosen`` strategies (as :func:`check_strategies` returns them) that splits the
+    sequence (``check_tokens(dims, tokens)``: sp, megatron-sp) against a sequence of ``tokens``; a
+    caller with several sequence lengths (one per data bucket) calls it for each."""
+    for strategy in chosen:
+        check = getattr(strategy, "check_tokens", None)
+        if check is not None:
+            check(dims, tokens)
 
 
 def idle_strategies(dims: ParallelDims, strategies: Sequence[str], notes: Mapping[str, str] | None = None) -> list[str]:
@@ -167,7 +180,7 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
 
     Order (fixed, whatever the order of ``strategies``): pp split -> tp/sp -> cp -> activation
     checkpointing -> compile -> ddp/fsdp/hsdp. ``options[name]`` goes to that strategy's ``apply``.
-    The layout is validated against the world size and the model (and ``tokens`` % cp) before any
+    The layout is validated against the world size and the model (and ``tokens`` % cp, % tp for sp) before any
     collective; a mesh dimension of size > 1 that no chosen strategy uses is an error. Strategies
     without mesh dimensions (``compile``, ``ac``) need no process group and get ``mesh=None`` when
     none is given and none is needed.
@@ -176,7 +189,7 @@ def parallelize(model: nn.Module, dims: ParallelDims, strategies: Sequence[str] 
     plan = model.parallel_plan()
     world = dist.get_world_size() if dist.is_initialized() else 1
     dims.validate(world, plan, tokens)
-    chosen = check_strategies(dims, strategies, plan)
+    chosen = check_strategies(dims, strategies, plan, tokens=tokens)
     unused = sorted(set(options) - {s.name for s in chosen})
     if unused:
         raise ValueError(f"options given for strategies not chosen: {', '.join(unused)}; chosen: {', '.join(strategies)}")

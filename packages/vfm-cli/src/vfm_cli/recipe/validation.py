@@ -1,6 +1,6 @@
 """The recipe's checks before any process group starts: :func:`validate` resolves the config once
 and checks its names, every dataset's latent shape against the model (:mod:`~vfm_cli.recipe.data_shapes`)
-and (with a world size) the mesh against the model."""
+and (with a world size) the mesh against the model and every bucket's sequence."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def _check_text_encoder_wanted(cfg: TrainConfig, r: Resolved) -> None:
 
 def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list | None = None) -> None:
     from vfm_parallel import LayoutError, ParallelDims
-    from vfm_parallel.parallel_model import check_strategies
+    from vfm_parallel.parallel_model import check_sequence, check_strategies
     from vfm_parallel.trainer.distributed import check_strategy_options, default_strategies
 
     from vfm_models.families.plan import parallel_plan_of
@@ -106,7 +106,7 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
                           f"accepted: 0 (all) to {per_stage}")
     strategies = list(cfg.parallel.strategies) or default_strategies(cfg.parallel, sizes)
     try:  # what parallelize would refuse once every rank has started: refused here, before
-        check_strategies(dims, strategies, plan, hardware=hardware)
+        chosen = check_strategies(dims, strategies, plan, hardware=hardware)
     except LayoutError as exc:
         chosen = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
         raise ConfigError("parallel.strategies", f"{exc}{chosen}") from None
@@ -115,12 +115,17 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
         _check_cp_groups(cfg, r, plan, dims.cp, strategies)
     if cfg.data.packing:
         return
-    for where, shape in data_shapes(cfg, r)[1:]:  # every bucket is a sequence cp splits, not only the first
+    for index, (where, shape) in enumerate(data_shapes(cfg, r)):  # every bucket is a sequence cp (or sp) splits
         tokens = math.prod(grid_of(shape, r.mcfg))
         try:
-            dims.validate(world_size, None, tokens)
+            if index:  # the first bucket's tokens were checked against cp above, as seq_len
+                dims.validate(world_size, None, tokens)
         except LayoutError as exc:
             raise ConfigError("parallel", f"{where}: {exc}") from None
+        try:  # sp keeps tokens/tp per rank: the first forward of such a bucket failed on every rank
+            check_sequence(dims, chosen, tokens)
+        except LayoutError as exc:
+            raise ConfigError("parallel.strategies", f"{where}: latent (C, T, H, W) = {shape}: {exc}") from None
 
 
 def _check_cp_groups(cfg: TrainConfig, r: Resolved, plan, cp: int, strategies: list[str]) -> None:

@@ -11,6 +11,7 @@ from typing import Iterator
 
 from vfm_parallel.dims import LayoutError, ParallelDims, divisors
 from vfm_parallel.planner.model_spec import ModelSpec
+from vfm_parallel.strategy import get_strategy
 
 CP_STRATEGIES = ("cp-ring", "cp-ulysses")
 PP_SCHEDULES = ("1f1b", "gpipe")
@@ -134,6 +135,11 @@ def vfm_rejects(layout: Layout, spec: ModelSpec) -> str:
         return str(exc).split(": ", 1)[-1]
     if layout.sp and layout.tp > 1 and layout.cp > 1:
         return "sp does not combine with context parallelism (use tp with cp)"
+    if layout.sp:  # what vfm train refuses before any rank starts: S/tp tokens per rank
+        try:
+            get_strategy("sp").check_tokens(layout.dims, spec.seq_len)
+        except LayoutError as exc:
+            return str(exc)
     if layout.cp_strategy == "cp-ulysses" and (spec.heads // layout.tp) % layout.cp:
         return f"cp-ulysses needs heads per TP rank ({spec.heads // layout.tp}) divisible by cp {layout.cp}"
     parallel = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in layout.parallel_table().items()))

@@ -45,6 +45,18 @@ class TensorParallel:
             raise LayoutError(f"sp does not combine with context parallelism (tp {dims.tp}, cp {dims.cp}); "
                               f"with cp use tp (strategies = [\"tp\", \"cp-ring\", ...]), or sp with cp = 1")
 
+    def check_tokens(self, dims: Any, tokens: int) -> None:
+        """Before anything starts (``check_strategies(..., tokens=S)``): SP keeps S/tp tokens per rank, so
+        tp must divide every sequence the model takes; else the first forward fails on every rank."""
+        from vfm_parallel.dims import LayoutError, _listed, divisors
+
+        if self.sp and dims.tp > 1 and tokens % dims.tp:
+            whole = self.name[: -len("sp")] + "tp"  # sp -> tp, megatron-sp -> megatron-tp
+            raise LayoutError(f"{self.name} splits each sequence over tp = {dims.tp} ranks, but a sequence of {tokens} "
+                              f"tokens does not divide by {dims.tp}; accepted: tp {_listed(divisors(tokens))} (dividing "
+                              f"{tokens}), or the strategy {whole} instead of {self.name} (every rank keeps the whole "
+                              "sequence)")
+
     def regions(self, mesh: Any, plan: Any, options: dict) -> list[str] | None:
         """The block sub-modules that hold the plan's TP linears; None when tp is 1 (nothing to do).
         Raises on options (none are taken) and on plans that TP/SP cannot apply to."""
