@@ -41,3 +41,13 @@ def test_a_state_resumed_under_the_same_batching_continues_with_another_max_seq_
     with pytest.warns(UserWarning, match=r"max_seq_len=16 there, 32 here\): loading continues"):
         loader.load_state_dict(state)
     assert next(loader).keys
+
+
+def test_a_state_saved_before_packed_was_recorded_is_refused_with_packing_switched(small_dataset):
+    # states saved before the "packed" setting existed hold max_seq_len, which tells it: a switch is
+    # refused there too, not warned about and then failed on by energon at the first batch
+    state = _state(small_dataset, **UNPACKED)
+    del state["settings"]["packed"]
+    loader = make_loader(small_dataset, **{**UNPACKED, "max_seq_len": 16})
+    with pytest.raises(ValueError, match=r"packed=False there, True here.*cannot continue with packed changed"):
+        loader.load_state_dict(state)

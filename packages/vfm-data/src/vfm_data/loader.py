@@ -396,6 +396,8 @@ class ResumableLoader:
         self._check_group(state)
         saved, mine = state.get("settings"), self._settings()
         if isinstance(saved, dict):
+            if "packed" not in saved and "max_seq_len" in saved:  # saved before "packed" was recorded
+                saved = {**saved, "packed": saved["max_seq_len"] is not None}
             changed = [name for name in mine if name in saved and saved[name] != mine[name]]
             what = ", ".join(f"{name}={saved[name]!r} there, {mine[name]!r} here" for name in changed)
             refused = [n for n in changed if n in UNRESTORABLE]
