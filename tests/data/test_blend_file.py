@@ -81,3 +81,31 @@ def test_write_blend_names_a_dataset_folder_without_shards_as_empty_not_as_unpre
         folder.mkdir()
     with pytest.raises(FileNotFoundError, match=rf"{folder} holds no \.tar shards .* leave its pair out of the blend"):
         write_blend(tmp_path / "blend.yaml", [(a, 0.9), (folder, 0.1)])
+
+
+def test_write_blend_names_vfm_shards_output_folder_by_its_blend_file_and_takes_that_file(datasets, tmp_path):
+    # vfm shard's output folder holds bucket folders and blend.yaml, no shards of its own: it is not
+    # empty, and a blend of two such outputs names their blend files (nested blends)
+    root, (a, b, _) = datasets
+    out = tmp_path / "shards"
+    out.mkdir()
+    inner = write_blend(out / "blend.yaml", [(a, 1.0), (b, 1.0)])
+    with pytest.raises(FileNotFoundError, match=rf"{out} holds no \.tar shards but a blend file: pass {inner}"):
+        write_blend(tmp_path / "mix.yaml", [(out, 1.0)])
+    mix = write_blend(tmp_path / "mix.yaml", [(inner, 1.0), (a, 2.0)])
+    assert dataset_folders(mix) == [a.resolve(), b.resolve(), a.resolve()]
+
+
+def test_write_blend_tells_a_vfm_shard_bucket_without_its_index_to_run_vfm_shard_again(tmp_path):
+    # "run prepare_dataset first" would index its val shards as train: the loader's hint names vfm shard
+    import torch
+
+    from tests.data.helpers import meta
+    from vfm_data import ShardWriter
+
+    bucket = tmp_path / "shards" / "32x48x5"
+    for prefix in ("shard", "val"):
+        with ShardWriter(bucket, prefix=prefix) as w:
+            w.write(f"{prefix}0", torch.randn(4, 2, 4, 4), torch.randn(3, 8), meta())
+    with pytest.raises(FileNotFoundError, match=rf"index it first: run vfm shard into {tmp_path / 'shards'} again"):
+        write_blend(tmp_path / "blend.yaml", [(bucket, 1.0)])

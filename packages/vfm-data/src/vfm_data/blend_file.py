@@ -44,7 +44,7 @@ def write_blend(
     split_part: str = "train",
     more_splits: Mapping[str, Sequence[tuple[str | os.PathLike, float]]] | None = None,
 ) -> Path:
-    """Write a blend of ``(dataset folder, weight)`` pairs as an energon metadataset YAML.
+    """Write a blend of ``(dataset folder or blend file, weight)`` pairs as an energon metadataset YAML.
 
     Datasets inside the blend file's folder are written as relative paths (energon resolves them
     against the file's folder), so a folder of shards plus its blend file can be moved or copied.
@@ -60,12 +60,17 @@ def write_blend(
         if not is_blend_weight(weight):
             raise ValueError(f"blend weight of {path} must be a positive finite number, got {weight!r}; weights are "
                              "relative (they need not sum to 1); to leave a dataset out, leave out its pair")
-        if not any(Path(path).glob("*.tar")) and not (Path(path) / ".nv-meta").is_dir():
-            # prepare_dataset refuses such a folder: telling the user to run it would go round in a circle
-            raise FileNotFoundError(f"{path} holds no .tar shards (a missing or empty folder: no samples to blend); "
-                                    "leave its pair out of the blend, or write samples into it and prepare_dataset it")
-        if not (Path(path) / ".nv-meta").is_dir():
-            raise FileNotFoundError(f"{path} is not a prepared dataset (no .nv-meta/); run prepare_dataset first")
+        folder = Path(path)
+        if folder.is_file() and folder.suffix in (".yaml", ".yml"):
+            continue  # a nested blend (vfm shard's output's blend.yaml): the loader checks it as it reads it
+        if not (folder / ".nv-meta").is_dir():
+            from vfm_data.foreign import shardless_hint, unprepared_hint
+
+            # the loader's hints (a vfm shard bucket is indexed by vfm shard, not prepare_dataset); an
+            # empty folder is not told to run prepare_dataset, which refuses it: that goes round in a circle
+            raise FileNotFoundError(unprepared_hint(folder) or shardless_hint(folder) or (
+                f"{path} holds no .tar shards (a missing or empty folder: no samples to blend); leave its pair out "
+                "of the blend, or write samples into it and prepare_dataset it"))
     file = Path(file)
     doc = {
         "__module__": "megatron.energon",

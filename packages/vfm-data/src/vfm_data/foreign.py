@@ -78,8 +78,9 @@ def prepare_commands(folder: Path) -> str:
 
 
 def shardless_hint(folder: Path) -> str:
-    """What a folder without ``.tar`` shards holds instead, and what to pass; ``""`` when it has shards
-    or is not a folder. vfm shard's output folder is the usual one: its blend file lists the buckets."""
+    """What a folder without ``.tar`` shards holds instead, and what to pass; ``""`` when it has shards,
+    is not a folder or holds neither (no samples: each caller says what that means to it). vfm shard's
+    output folder is the usual one: its blend file lists the buckets."""
     if not folder.is_dir() or any(folder.glob("*.tar")):
         return ""
     blends = sorted(p.name for p in folder.glob("*.yaml") if p.is_file())
@@ -90,8 +91,7 @@ def shardless_hint(folder: Path) -> str:
         shown = ", ".join(datasets[:8]) + (f" and {len(datasets) - 8} more" if len(datasets) > 8 else "")
         return (f"{folder} holds no .tar shards but the prepared dataset folders {shown}: pass one of them, or a "
                 "blend of them (vfm_data.write_blend" + (f"; or one of its blend files: {', '.join(blends)}" if blends else "") + ")")
-    return (f"{folder} holds no .tar shards: no samples to read; accepted: a folder of shards vfm shard or "
-            "vfm_data.prepare_dataset indexed, or a blend file (leave a dataset without samples out of a blend)")
+    return ""
 
 
 def unprepared_hint(folder: Path) -> str:

@@ -123,8 +123,13 @@ def _check_path(path: Any, seen: frozenset[Path], checked: set[Path], named_by: 
     else:
         from vfm_data.foreign import shardless_hint, unprepared_hint
 
-        detail = unprepared_hint(path) or shardless_hint(path) or (f"{path} is not a prepared dataset folder (with .nv-meta/) nor a blend .yaml "
-                                           "file; accepted: a folder vfm shard or vfm_data.prepare_dataset wrote, or a blend file")
+        if path.is_dir():
+            empty = (f"{path} holds no .tar shards: no samples to read; accepted: a folder of shards vfm shard or "
+                     "vfm_data.prepare_dataset indexed, or a blend file (leave a dataset without samples out of a blend)")
+        else:
+            empty = (f"{path} is not a prepared dataset folder (with .nv-meta/) nor a blend .yaml file; accepted: a "
+                     "folder vfm shard or vfm_data.prepare_dataset wrote, or a blend file")
+        detail = unprepared_hint(path) or shardless_hint(path) or empty
         raise UnpreparedDatasetError(path, detail + (f" (named by {named_by})" if named_by else ""))
     checked.add(resolved)
 
