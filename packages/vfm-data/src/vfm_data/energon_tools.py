@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from vfm_plugins.files import replace_file
 
+from vfm_data.foreign import member_parts
 from vfm_data.format import LATENT_PARTS
 
 TOOLS_YAML = "energon_tools.yaml"
@@ -26,7 +27,9 @@ def tools_config(latent_part: str) -> dict:
             "field_map": {"image": latent_part, "caption": "json[caption]"}}
 
 
-#: Every content of the file that vfm writes (one per latent member format).
+#: Every content of the file that vfm writes (one per latent member format). Only ever added to: the
+#: trust check refuses a folder whose file is not listed, so a content an earlier vfm-data wrote
+#: (say, for an energon that renamed its sample type) stays accepted beside a new one.
 ACCEPTED = [tools_config(part) for part in LATENT_PARTS]
 
 
@@ -34,8 +37,6 @@ def write_tools_config(meta: Path, first_shard: Path) -> None:
     """Write the file into ``meta`` (a ``.nv-meta`` folder) for the latent format of ``first_shard``;
     nothing when that shard shows no vfm latent (another tool's members: energon's tools could not
     map them either)."""
-    from vfm_data.foreign import member_parts
-
     parts = member_parts(first_shard)
     latent = next((p for p in LATENT_PARTS if p in parts), None)
     if latent is not None:
