@@ -125,9 +125,37 @@ def eval_command(
                    "fvd.weights=I3D.safetensors (the distance to a folder of real videos)", err=True)
     payload = {name: {"summary": r.summary, "per_video": r.per_video, **({"notes": r.notes} if r.notes else {})}
                for name, r in results.items()}
+    payload = _with_earlier_scores(path, payload, [item.path for item in items])
     path.parent.mkdir(parents=True, exist_ok=True)
     _replace(path, json.dumps(payload, indent=2) + "\n")
     typer.echo(str(path))
+
+
+def _with_earlier_scores(path: Path, payload: dict, scored: list[Path]) -> dict:
+    """``payload`` plus the scores of other metrics that ``path`` already holds, kept when no scored video
+    changed after they were written: a run of one metric (``--metric fvd``, which may take hours) replaced
+    the file whole, losing the others' scores (the demo's ``shapes``) without a word. Scores older than a
+    video are dropped, and either is said in a note."""
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
+        written_ns = path.stat().st_mtime_ns if earlier else 0
+    except (OSError, ValueError):  # not scores this command wrote: replaced, as before
+        return payload
+    if not isinstance(earlier, dict):
+        return payload
+    others = {name: entry for name, entry in earlier.items()
+              if name not in payload and isinstance(entry, dict) and "summary" in entry}
+    if not others:
+        return payload
+    changed = [p for p in scored if p.stat().st_mtime_ns > written_ns]
+    names = ", ".join(others)
+    if changed:
+        typer.echo(f"note: dropped the earlier scores of {names} from {path}: {changed[0].name}"
+                   f"{f' and {len(changed) - 1} more videos' if len(changed) > 1 else ''} changed after they were "
+                   f"written; run --metric {' --metric '.join(others)} again to score these videos", err=True)
+        return payload
+    typer.echo(f"note: {path} keeps the earlier scores of {names} beside this run's (no video changed since)", err=True)
+    return {**others, **payload}
 
 
 def _replace(path: Path, text: str) -> None:
