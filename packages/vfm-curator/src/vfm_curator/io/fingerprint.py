@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 
 SAMPLE = 64 * 1024
 #: What :func:`fingerprint` returns (32 hex digits): a name read back from the folder that is not this is none of ours.
@@ -24,10 +25,15 @@ FORMAT = re.compile(r"[0-9a-f]{32}")
 
 
 def fingerprint(path: str) -> str | None:
-    """A digest of the file's size and three 64 KiB samples; None when it cannot be read."""
+    """A digest of the file's size and three 64 KiB samples; None when it cannot be read or is no regular file."""
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
+        # O_NONBLOCK: opening a named pipe (an input a manifest names) waited for a writer forever, hanging the
+        # run before any stage; on a regular file it changes nothing, and anything else is no video file
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            size = os.fstat(fd).st_size
             digest = hashlib.sha256(str(size).encode("ascii"))
             for offset in sorted({0, max(0, size // 2 - SAMPLE // 2), max(0, size - SAMPLE)}):
                 fh.seek(offset)
