@@ -111,3 +111,16 @@ def test_a_plugin_sampler_s_literal_and_bool_options_are_checked_from_its_annota
     built = build_sampler("plugin", Plugin, 2, {}, {"mode": "exact", "clip": True, "extra": "anything", "cache": 3})
     # an option without annotation, or whose annotation cannot be resolved, is the constructor's to judge
     assert (built.mode, built.clip) == ("exact", True)
+
+
+def test_a_wrongly_typed_option_names_the_exports_schedule_value_as_its_default_not_the_samplers_own():
+    """An export trained with shift 3 samples at shift 3 without the option; ``shift=abc`` was told
+    "(default 1.0)", the constructor's, which this export never runs with."""
+    meta = tiny_meta("rectified-flow")
+    meta["formulation_options"] = {**meta["formulation_options"], "shift": 3.0}
+    pipe = VideoPipeline(tiny_dit(), meta)
+    assert pipe.prepare(GenerationSpec(sampler="flow-euler", steps=2), ["1"]).sampler.shift == 3.0
+    with pytest.raises(ValueError) as caught:
+        pipe.prepare(GenerationSpec(sampler="flow-euler", steps=2, sampler_options={"shift": "abc"}), ["1"])
+    assert str(caught.value) == ("sampler 'flow-euler': shift takes a number (default here 3.0, the export's; the "
+                                 "sampler's own 1.0), got 'abc' (a string)")

@@ -136,7 +136,7 @@ def build_sampler(name: str, cls: type, steps: int, defaults: Mapping[str, Any],
         raise ValueError(f"sampler {name!r} has no option {bad}; its options: {', '.join(names) or 'none'}")
     from vfm_infer.samplers.option_types import option_type_problems
 
-    wrong_type = option_type_problems(cls, options)  # the caller's options; the export's schedule is its own
+    wrong_type = option_type_problems(cls, options, defaults)  # the caller's options; the export's schedule is its own
     if wrong_type:
         raise ValueError(f"sampler {name!r}: " + "; ".join(wrong_type))
     try:

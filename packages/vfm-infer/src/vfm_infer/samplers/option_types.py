@@ -78,9 +78,10 @@ def _hints(cls: type) -> Mapping[str, Any]:
     return hints
 
 
-def option_type_problems(cls: type, options: Mapping[str, Any]) -> list[str]:
+def option_type_problems(cls: type, options: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> list[str]:
     """One line per option in ``options`` whose value does not fit the type ``cls.__init__`` annotates it
-    with, naming the option, the value given, what it takes and its default; options without a
+    with, naming the option, the value given, what it takes and its default (the one in ``defaults``, an
+    export's schedule, where it has one: that is what runs without the option); options without a
     readable annotation are left to the constructor."""
     hints = _hints(cls)
     try:
@@ -93,5 +94,8 @@ def option_type_problems(cls: type, options: Mapping[str, Any]) -> list[str]:
             continue
         default = params[key].default if key in params else inspect.Parameter.empty
         shown = "" if default is inspect.Parameter.empty or default is None else f" (default {default!r})"
+        if defaults and key in defaults and defaults[key] != default:
+            own = "" if default is inspect.Parameter.empty or default is None else f"; the sampler's own {default!r}"
+            shown = f" (default here {defaults[key]!r}, the export's{own})"
         problems.append(f"{key} takes {_describe(hints[key])}{shown}, got {value!r} ({_kind(value)})")
     return problems
