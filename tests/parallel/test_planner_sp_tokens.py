@@ -19,3 +19,12 @@ def test_the_planner_refuses_sp_over_a_tp_that_does_not_divide_the_sequence():
 def test_the_planner_takes_tp_without_sp_or_a_tp_that_divides_it():
     assert vfm_rejects(Layout(tp=4, sp=False), SPEC) == ""
     assert vfm_rejects(Layout(tp=2, sp=True), SPEC) == ""
+
+
+def test_the_plan_runs_tp_without_sp_where_tp_does_not_divide_the_sequence():
+    from vfm_parallel.planner import load_profile, plan
+
+    result = plan(SPEC, 4, load_profile("h100"), global_batch=8)
+    tp4 = [p for p in [*result.ranked, *result.others] if p.layout.tp == 4]
+    assert tp4 and all(not p.layout.sp for p in tp4)  # 18 tokens: sp over tp 4 would be refused, tp runs
+    assert all(p.layout.sp for p in result.ranked if p.layout.tp == 2 and p.layout.cp == 1)

@@ -35,7 +35,8 @@ class Layout:
     checkpoint_blocks: int = 0
     micro_batch: int = 1  # samples per rank per micro-step (data.micro_batch)
     grad_accum: int = 1  # micro-steps per optimizer step (optim.grad_accum)
-    #: Sequence parallelism with TP (``sp``); vfm runs CP with plain ``tp`` (sp + cp is not supported).
+    #: Sequence parallelism with TP (``sp``); vfm runs CP with plain ``tp`` (sp + cp is not supported), and so a
+    #: sequence tp does not divide (sp keeps S/tp tokens per rank).
     sp: bool = True
     #: Megatron's distributed optimizer instead of FSDP (framework="megatron" only: not a vfm strategy).
     distopt: bool = False
@@ -188,6 +189,8 @@ def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_pe
     max_tp = max_tp or 2 * gpus_per_node
     for tp in (d for d in divisors(world) if d <= max_tp):
         for cp in (d for d in divisors(world // tp) if d <= max_cp):
+            # vfm runs TP with SP where it can: not with cp, nor over a tp that does not divide the sequence
+            sp_fits = cp == 1 and spec.seq_len % tp == 0
             # pp above the layers leaves stages without a block: no layout at all (not a refused one)
             for pp in (d for d in divisors(world // (tp * cp)) if d <= max_pp and d <= spec.layers):
                 dp = world // (tp * cp * pp)
@@ -215,7 +218,7 @@ def enumerate_layouts(world: int, spec: ModelSpec, global_batch: int, *, gpus_pe
                                     yield Layout(tp=tp, cp=cp, pp=pp, dp_shard=dp_shard, dp_replicate=dp_replicate,
                                                  cp_strategy=cp_strategy, pp_schedule=schedule, pp_microbatches=n_micro,
                                                  activation_checkpointing=ac, micro_batch=mb, grad_accum=per_rank // mb,
-                                                 distopt=bool(distopt and distopt[0]), sp=framework == "megatron" or cp == 1)
+                                                 distopt=bool(distopt and distopt[0]), sp=framework == "megatron" or sp_fits)
 
 
 def _dp_splits(dp: int, inner: int, gpus_per_node: int) -> list[tuple[int, int]]:
