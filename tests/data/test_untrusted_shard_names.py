@@ -154,3 +154,17 @@ def test_an_info_json_nested_too_deep_to_read_is_refused_naming_it_not_a_recursi
     (dataset / ".nv-meta" / ".info.json").write_text('{"shard_counts": ' + "[" * 100_000 + "]" * 100_000 + "}")
     error = _refused(dataset, r"\.info\.json: <file>: not readable JSON \(NestedTooDeepError: arrays and objects nested 100001 levels deep")
     assert str(dataset / ".nv-meta" / ".info.json") in str(error)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", [".nv-meta/split.yaml", ".nv-meta/.info.json", ".nv-meta/dataset.yaml", "<shard>.idx"])
+def test_a_metadata_or_index_file_that_is_a_named_pipe_is_refused_naming_it_and_never_opened(dataset, name):
+    """The check took a named pipe for a missing file (``is_file`` is False) and passed; energon then opened
+    it and waited for a writer forever (split.yaml, a shard's .idx), before the first batch."""
+    if name == "<shard>.idx":
+        name = sorted(p.name for p in dataset.glob("*.tar.idx"))[0]
+    path = dataset / name
+    path.unlink()
+    os.mkfifo(path)
+    error = _refused(dataset, r"is not a regular file \(a named pipe")
+    assert str(path) in str(error)

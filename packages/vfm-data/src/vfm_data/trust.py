@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -167,6 +168,8 @@ def _unreadable(file: Path, exc: Exception) -> tuple[str, str, str]:
 
 def _check_dataset_folder(folder: Path) -> None:
     meta = folder / ".nv-meta"
+    for file in sorted(meta.iterdir()):  # before any is_file() below takes a named pipe for a missing file
+        _check_regular(file, file)
     dataset_yaml = meta / "dataset.yaml"
     if not dataset_yaml.is_file():
         from vfm_data.foreign import prepare_commands
@@ -231,6 +234,19 @@ def _check_shard_name(folder: Path, file: Path, key: str, name: str) -> None:
         if not candidate.resolve().is_relative_to(inside):
             raise UntrustedDatasetError(file, key, f"shard {candidate.name} is a link to {candidate.resolve()}, "
                                         f"outside the dataset folder {inside}", hint=_IN_FOLDER)
+    _check_regular(folder / f"{name}.idx", file, key)  # the shard itself: tar_guard.tar_head_problem
+
+
+def _check_regular(path: Path, file: Path, key: str = "<file>") -> None:
+    """``path``, where it exists, must be a regular file or a folder (links followed): energon opens a named
+    pipe there and waits for a writer forever, and ``is_file()`` takes one for a missing file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # missing (or a broken link): named where it is needed
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise UntrustedDatasetError(file, key, f"{path} is not a regular file (a named pipe, a device or a socket); "
+                                    "energon would wait on it forever", hint="accepted: the regular files energon prepare writes")
 
 
 def _check_shard_counts(folder: Path, file: Path, counts: Any) -> dict[str, int]:
