@@ -192,3 +192,14 @@ def test_a_link_to_a_folder_inside_the_export_is_followed_to_a_link_out_beyond_i
         check_export_paths(export, {"text_encoder_options": {"path": "te"}})
     (export / "x" / "weights.safetensors").unlink()
     assert check_export_paths(export, {"text_encoder_options": {"path": "te"}})["text_encoder_options"]["path"] == str(export / "te")
+
+
+@pytest.mark.timeout(60)
+def test_an_export_whose_weights_are_a_named_pipe_is_refused_naming_it_not_waited_on(tmp_path):
+    """safetensors opened the pipe and waited for a writer forever, in Rust code that no Ctrl-C reaches
+    (``vfm generate`` refused it earlier as missing; ``load_export`` and ``VideoPipeline.from_export`` hung)."""
+    export = _export(tmp_path / "export")
+    (export / "model.safetensors").unlink()
+    os.mkfifo(export / "model.safetensors")
+    with pytest.raises(ExportPathError, match=r"model\.safetensors is not a regular file \(a named pipe"):
+        load_export(export)

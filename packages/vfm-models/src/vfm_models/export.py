@@ -258,6 +258,10 @@ def own_file(folder: str | PathLike, name: str) -> Path:
     if path.is_symlink() and not path.resolve().is_relative_to(Path(folder).resolve()):
         raise ExportPathError(f"{path} is a symbolic link to {path.resolve()}, outside the export folder; accepted: "
                               f"the export's own {name} (copy the file in)")
+    # a named pipe: safetensors opened it and waited for a writer forever, in Rust code no Ctrl-C reaches
+    if path.exists() and not path.is_file():
+        raise ExportPathError(f"{path} is not a regular file (a named pipe, a device or a folder); accepted: the "
+                              f"export's own {name} as save_export writes it")
     return path
 
 
