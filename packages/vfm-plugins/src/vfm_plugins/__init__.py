@@ -20,7 +20,7 @@ from vfm_plugins.declaration import (
 from vfm_plugins.errors import (DuplicateNameError, Notice, PluginError, PluginLoadError, PluginOptionError, PluginResultError,
                                 PluginWarning, UnknownNameError)
 from vfm_plugins.folder_lock import (LOCK_NAME, FolderLock, FolderLockedError, HeldOnAnotherHostError, LockHolder, LockLinkError,
-                                     StaleLockWarning)
+                                     LockNotAFileError, StaleLockWarning)
 from vfm_plugins.host import (
     DISABLE_ENV,
     Entry,
@@ -47,6 +47,7 @@ __all__ = [
     "FolderLockedError",
     "HeldOnAnotherHostError",
     "LockLinkError",
+    "LockNotAFileError",
     "LOCK_NAME",
     "LockHolder",
     "PluginError",

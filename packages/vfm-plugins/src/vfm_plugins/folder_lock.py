@@ -41,6 +41,7 @@ import json
 import os
 import shlex
 import socket
+import stat
 import sys
 import time
 import warnings
@@ -107,6 +108,31 @@ class LockLinkError(FolderLockedError):
 
     def __reduce__(self):
         return type(self), (self.folder, self.path, self.target)
+
+
+class LockNotAFileError(FolderLockedError):
+    """A named pipe, a device or a socket sits where the lock file goes (no vfm run makes one: a run folder
+    from elsewhere). Refused, not removed, as :class:`LockLinkError`; flock on it failed with a bare EINVAL."""
+
+    def __init__(self, folder: Path, path: Path, kind: str = "") -> None:
+        self.kind = kind or _kind_of(path)
+        super().__init__(folder, path, None)
+
+    def _message(self) -> str:
+        return (f"{self.path} is not a regular file ({self.kind}) where vfm keeps the folder's lock file; "
+                "no vfm run makes one: remove it and run again")
+
+    def __reduce__(self):
+        return type(self), (self.folder, self.path, self.kind)
+
+
+def _kind_of(path: Path) -> str:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "not a file"
+    return ("a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
 
 class StaleLockWarning(Notice):
@@ -244,7 +270,12 @@ class FolderLock:
                 # ELOOP: a link at the lock's name; claiming through it would truncate its target
                 if exc.errno == errno.ELOOP:
                     raise LockLinkError(self.folder, self.path) from None
+                if exc.errno == errno.EISDIR:
+                    raise LockNotAFileError(self.folder, self.path) from None
                 raise
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a pipe opens (O_RDWR does not wait); flock on it fails
+                os.close(fd)
+                raise LockNotAFileError(self.folder, self.path)
             try:
                 _flock_unless_live(fd)
             except BlockingIOError:
@@ -302,6 +333,8 @@ class FolderLock:
             except FileExistsError:
                 if os.path.islink(self.path):
                     raise LockLinkError(self.folder, self.path) from None
+                if not os.path.isfile(self.path) and os.path.lexists(self.path):
+                    raise LockNotAFileError(self.folder, self.path) from None
                 self._remove_stale()
                 continue
             with os.fdopen(fd, "wb") as fh:
