@@ -108,6 +108,7 @@ def generate(
     weights_root: Optional[List[Path]] = typer.Option(None, "--weights-root", help="A folder outside the export that its config.json may name paths in (repeatable; default: only the export folder)."),
     trust_torchscript: bool = typer.Option(False, "--trust-torchscript", help="Let a TorchScript tokenizer (cosmos) load: it is code (default: refused; docs/security.md)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a diffusers model folder: the vfm tokenizer to decode with (an export names its own)."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the videos an earlier run of the same request finished in OUT (OUT/generate.json records them; e.g. after Ctrl-C) and generate the others; a request that differs is refused, naming what differs."),
 ) -> None:
     """Generate videos from an inference export or a training checkpoint; writes OUT/<i>.mp4 and OUT/<i>.png
     (a contact sheet)."""
@@ -192,19 +193,36 @@ def generate(
     if rank == 0:
         for note in prepared.warnings:
             typer.echo(f"warning: {printable(note)}", err=True)
+    from vfm_cli import generate_record
+
+    asked = generate_record.request(checkpoint, prepared, pipe, fps=fps) if rank == 0 else None
+    kept, problem = _kept_by_rank_0(rank, out, asked, prompt_list, resume)
+    if problem:
+        fail_once(problem)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     written, step_seconds = [], []
     # This run writes 0000.mp4 ... : say which of them replace an earlier run's videos.
-    replaced = [p for p in _numbered_videos(out) if int(p.stem) < len(prompt_list)] if rank == 0 else []
+    replaced = [p for p in _numbered_videos(out) if int(p.stem) < len(prompt_list) and int(p.stem) not in kept] \
+        if rank == 0 else []
+    finished = {}  # OUT/generate.json's videos: those kept, then each one this run finishes
     if rank == 0:
         _remove_partial_files(out)
+        for k in kept:
+            written += [out / f"{k:04d}.mp4", out / f"{k:04d}.png"]
+            finished[f"{k:04d}"] = generate_record.finished_entry(out, k, prompt_list[k])
+        if resume:
+            typer.echo(f"resuming: {_videos(len(kept))} of this request already in {out} kept"
+                       f"{f' ({_span(written[::2])})' if kept else ''}; generating the other "
+                       f"{len(prompt_list) - len(kept)}", err=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   disable=rank != 0, transient=False) as progress, _signals_raise() as stopped:
         i = 0
         try:
             for i, text in enumerate(prompt_list):
+                if i in kept:
+                    continue
                 task = progress.add_task(f"video {i + 1}/{len(prompt_list)}", total=steps)
                 start = time.perf_counter()
                 latent = pipe.sample_latent(prepared, text, index=i, callback=lambda k, n: progress.update(task, completed=k))
@@ -216,12 +234,14 @@ def generate(
                 # each file is renamed into place once whole: a stop leaves no partial video
                 written.append(write_mp4(out / f"{i:04d}.mp4", frames_u8, fps=fps))
                 written.append(write_png(out / f"{i:04d}.png", contact_sheet(frames_u8)))
+                finished[f"{i:04d}"] = generate_record.finished_entry(out, i, text)
+                generate_record.write_record(out, asked, finished)
         except NonFiniteOutputError as exc:  # an inf or nan latent or video is an error, not a black MP4
             progress.stop()
             fail_once(str(exc))
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (torchrun sends it to every rank when one fails)
             progress.stop()
-            _stopped(rank, stopped.name, i, len(prompt_list), out, written)
+            _stopped(rank, stopped.name, i, len(prompt_list), out, written, resumable=bool(finished))
         except RuntimeError as exc:  # a collective whose peer is gone: one line, not gloo's traceback
             lost = peer_lost(exc)
             if lost is None:
@@ -240,6 +260,8 @@ def generate(
             typer.echo(f"note: {out} also holds {_videos(len(stale))} of an earlier run ({stale[0].name}"
                        f"{' ... ' + stale[-1].name if len(stale) > 1 else ''}), left as they were; this run wrote "
                        f"0000.mp4 to {len(prompt_list) - 1:04d}.mp4", err=True)
+        if not step_seconds:
+            return  # every video was kept (--resume): nothing was timed
         evaluations = prepared.sampler.num_evaluations()
         typer.echo(f"seconds per step: {_steady_step_seconds(step_seconds, compile_blocks)} "
                    f"{evaluations} denoiser evaluation{'s' * (evaluations != 1)} per video{_guidance_note(pipe, prepared)}, "
@@ -392,14 +414,38 @@ def _kept(written: list[Path], out: Path) -> str:
     return f"the {len(videos)} finished video{'s' * (len(videos) != 1)} in {out} ({_span(videos)}) are whole"
 
 
-def _stopped(rank: int, signal_name: str, index: int, total: int, out: Path, written: list[Path]) -> NoReturn:
+def _stopped(rank: int, signal_name: str, index: int, total: int, out: Path, written: list[Path], *,
+             resumable: bool = False) -> NoReturn:
     """A stop on Ctrl-C or SIGTERM: one line from rank 0, exit 130 / 143 as the shell reports a signal."""
     import signal
 
     if rank == 0:
+        how = "; to generate the others, run the same command with --resume" if resumable else ""
         typer.echo(f"interrupted by {signal_name} during video {index + 1} of {total}: stopped with no partial video "
-                   f"left; {_kept(written, out)}", err=True)
+                   f"left; {_kept(written, out)}{how}", err=True)
     raise typer.Exit(128 + signal.Signals[signal_name].value)
+
+
+def _kept_by_rank_0(rank: int, out: Path, asked, prompts: list[str], resume: bool) -> tuple[list[int], str | None]:
+    """With ``--resume``, the indices of the videos to keep, or the error that refuses the request: decided by
+    rank 0, which alone reads and writes ``out``, and sent to every rank (all skip the same videos)."""
+    from vfm_cli import generate_record
+
+    kept, problem = [], None
+    if resume and rank == 0:
+        try:
+            kept = generate_record.kept_videos(out, asked, prompts)
+        except ValueError as exc:
+            problem = str(exc)
+    from vfm_parallel.process_group import env_world_size
+
+    if resume and env_world_size() > 1:
+        import torch.distributed as dist
+
+        sent = [kept, problem]
+        dist.broadcast_object_list(sent, src=0)
+        kept, problem = sent
+    return kept, problem
 
 
 def _steady_step_seconds(step_seconds: list[float], compiled: bool) -> str:

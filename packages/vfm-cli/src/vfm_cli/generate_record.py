@@ -1,0 +1,88 @@
+"""``OUT/generate.json``: what ``vfm generate`` made the videos of a folder from (export, prompts, every
+setting that changes a video) and which videos are finished, so ``--resume`` keeps those and generates the
+rest, and a folder of videos says how it was made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RECORD = "generate.json"
+
+
+def weights_identity(checkpoint: Path) -> list:
+    """(relative path, size, mtime) of every file of the export or checkpoint: re-exported or retrained
+    weights at the same path make other videos. Stat calls only: hashing a large model at every run is not."""
+    root = checkpoint.resolve()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    return [[str(p.relative_to(root)) if p != root else p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+
+
+def request(checkpoint: Path, prepared, pipe, *, fps: float) -> dict[str, Any]:
+    """Every input to the videos but the prompts (compared one by one: appending prompts keeps the videos
+    of the ones before), as JSON values."""
+    spec = prepared.spec
+    return {
+        "checkpoint": str(checkpoint.resolve()),
+        "weights": weights_identity(checkpoint),
+        "sampler": type(prepared.sampler).__name__,
+        "sampler_options": dict(spec.sampler_options),
+        "steps": spec.steps,
+        "guidance": spec.guidance,
+        "negative_prompt": spec.negative_prompt,
+        "seed": spec.seed,
+        "frames": spec.frames,
+        "size": list(spec.size) if spec.size else None,
+        "latent_shape": list(prepared.latent_shape),
+        "decode_tile": spec.decode_tile,
+        "decode_chunk": spec.decode_chunk_frames,
+        "fps": fps,
+        "device": pipe.device.type,
+        "dtype": str(pipe.dtype).removeprefix("torch."),
+    }
+
+
+def _stamp(path: Path) -> list[int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def finished_entry(out: Path, index: int, prompt: str) -> dict[str, Any]:
+    """What the record holds of a finished video: its prompt and the size and time of both its files (a file
+    replaced or changed since is not this request's)."""
+    return {"prompt": prompt, "mp4": _stamp(out / f"{index:04d}.mp4"), "png": _stamp(out / f"{index:04d}.png")}
+
+
+def kept_videos(out: Path, asked: dict[str, Any], prompts: list[str]) -> list[int]:
+    """The indices of this request's finished videos in ``out``; a ValueError saying what differs when
+    ``out`` holds no record, or one of another request."""
+    path = out / RECORD
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        earlier, finished = record["request"], record["videos"]
+    except FileNotFoundError:
+        raise ValueError(f"--resume: {out} holds no {RECORD} (vfm generate writes it beside the videos): nothing to "
+                         "resume; leave out --resume to generate every video") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--resume: {path} cannot be read ({exc}); leave out --resume to generate every video") from None
+    differ = [f"{key} {earlier.get(key)!r} (this run: {value!r})" for key, value in asked.items()
+              if key != "weights" and earlier.get(key) != value]
+    if earlier.get("weights") != asked["weights"] and earlier.get("checkpoint") == asked["checkpoint"]:
+        differ.append("the checkpoint's files (changed since)")
+    if differ:
+        raise ValueError(f"--resume: the videos in {out} were generated with {'; '.join(differ)}; give the same "
+                         "options to resume them, or leave out --resume to replace them")
+    return [i for i, prompt in enumerate(prompts)
+            if finished.get(f"{i:04d}") == finished_entry(out, i, prompt) and finished[f"{i:04d}"]["mp4"] is not None
+            and finished[f"{i:04d}"]["png"] is not None]
+
+
+def write_record(out: Path, asked: dict[str, Any], finished: dict[str, Any]) -> None:
+    """``OUT/generate.json``, replaced whole (a stop leaves the previous one)."""
+    from vfm_plugins.files import replace_file
+
+    replace_file(out / RECORD, json.dumps({"request": asked, "videos": finished}, indent=2) + "\n")
