@@ -90,7 +90,8 @@ class ShapesAdherence(Metric):
 
     name = "shapes"
     #: what ``vfm eval`` shows per video
-    columns = ("prompt", "background_rms", "flat", "colour", "colour_ok", "direction", "direction_ok", "shape", "single_shape")
+    columns = ("prompt", "background_rms", "flat", "colour", "colour_ok", "direction", "direction_ok", "shape", "shape_ok",
+               "single_shape")
 
     def __init__(self, foreground_threshold: float = 60.0, flat_rms: float = 8.0, min_motion: float = 0.1,
                  min_area: int = 4, palette: Mapping[str, Sequence[int]] | None = None) -> None:
