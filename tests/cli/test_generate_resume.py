@@ -99,3 +99,14 @@ def test_ctrl_c_names_resume_and_resuming_finishes_the_batch(tmp_path):
     assert f"resuming: {len(done)} videos of this request already in {out} kept" in result.output
     assert "generating the other 1" in result.output
     assert sorted(p.name for p in out.glob("*.mp4")) == [f"{i:04d}.mp4" for i in range(len(done) + 1)]
+
+
+def test_resume_into_a_folder_inside_the_export_keeps_its_videos(tmp_path):
+    """The export's files identify the weights; the videos written inside it (``-o EXPORT/videos``) are not
+    among them, or every run would find "the checkpoint's files changed" and refuse to resume."""
+    export = make_export(tmp_path / "export")
+    out = export / "videos"
+    assert invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out).exit_code == 0
+    result = invoke("--checkpoint", export, "--prompt", "1", "--prompt", "2", "--steps", "2", "-o", out, "--resume")
+    assert result.exit_code == 0, result.output
+    assert "resuming: 1 video of this request already in" in result.output

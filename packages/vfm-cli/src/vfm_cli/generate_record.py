@@ -11,21 +11,23 @@ from typing import Any
 RECORD = "generate.json"
 
 
-def weights_identity(checkpoint: Path) -> list:
+def weights_identity(checkpoint: Path, out: Path) -> list:
     """(relative path, size, mtime) of every file of the export or checkpoint: re-exported or retrained
-    weights at the same path make other videos. Stat calls only: hashing a large model at every run is not."""
-    root = checkpoint.resolve()
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    weights at the same path make other videos. Stat calls only: hashing a large model at every run is not.
+    An output folder inside the export (``-o EXPORT/videos``) is not part of it: its files change every run."""
+    root, videos = checkpoint.resolve(), out.resolve()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*")
+                                                 if p.is_file() and not p.is_relative_to(videos))
     return [[str(p.relative_to(root)) if p != root else p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
 
 
-def request(checkpoint: Path, prepared, pipe, *, fps: float) -> dict[str, Any]:
+def request(checkpoint: Path, out: Path, prepared, pipe, *, fps: float) -> dict[str, Any]:
     """Every input to the videos but the prompts (compared one by one: appending prompts keeps the videos
     of the ones before), as JSON values."""
     spec = prepared.spec
     return {
         "checkpoint": str(checkpoint.resolve()),
-        "weights": weights_identity(checkpoint),
+        "weights": weights_identity(checkpoint, out),
         "sampler": type(prepared.sampler).__name__,
         "sampler_options": dict(spec.sampler_options),
         "steps": spec.steps,

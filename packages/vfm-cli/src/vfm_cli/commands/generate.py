@@ -195,7 +195,7 @@ def generate(
             typer.echo(f"warning: {printable(note)}", err=True)
     from vfm_cli import generate_record
 
-    asked = generate_record.request(checkpoint, prepared, pipe, fps=fps) if rank == 0 else None
+    asked = generate_record.request(checkpoint, out, prepared, pipe, fps=fps) if rank == 0 else None
     kept, problem = _kept_by_rank_0(rank, out, asked, prompt_list, resume)
     if problem:
         fail_once(problem)
