@@ -89,3 +89,11 @@ def test_a_misspelt_set_key_suggests_the_close_key_of_its_section():
     with pytest.raises(ConfigError) as info:
         from_dict(apply_overrides(BASE, ["train.step=3"]))
     assert str(info.value).startswith("config key 'train.step': unknown key (did you mean steps?); accepted: steps, "), info.value
+
+
+def test_a_warmup_longer_than_the_run_is_refused_naming_the_accepted_range():
+    with pytest.raises(ConfigError) as info:
+        from_dict(_with("optim", warmup_steps=20))
+    assert info.value.key == "optim.warmup_steps"
+    assert str(info.value).endswith("20 is more than train.steps = 10; accepted: 0 to 10 (warmup_steps <= train.steps)")
+    assert from_dict(_with("optim", warmup_steps=10)).optim.warmup_steps == 10

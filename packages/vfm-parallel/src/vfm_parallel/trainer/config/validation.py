@@ -153,7 +153,8 @@ def check_optim(cfg: TrainConfig) -> None:
     _require(o.eps > 0, "optim.eps", f"must be > 0, got {o.eps}")
     _require(o.weight_decay >= 0, "optim.weight_decay", f"must be >= 0, got {o.weight_decay}")
     _require(o.warmup_steps >= 0, "optim.warmup_steps", f"must be >= 0, got {o.warmup_steps}")
-    _require(o.warmup_steps <= t.steps, "optim.warmup_steps", f"{o.warmup_steps} is more than train.steps = {t.steps}")
+    _require(o.warmup_steps <= t.steps, "optim.warmup_steps", f"{o.warmup_steps} is more than train.steps = {t.steps}; "
+             f"accepted: 0 to {t.steps} (warmup_steps <= train.steps)")
     _require(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", f"must be in [0, 1], got {o.min_lr_ratio}")
     _require(o.grad_clip >= 0, "optim.grad_clip", f"must be >= 0 (0 = off), got {o.grad_clip}")
     _require(o.grad_accum >= 1, "optim.grad_accum", f"must be >= 1, got {o.grad_accum}")
