@@ -13,6 +13,15 @@ A strategy is any object with
   ``mesh["dp_cp"]``).
   ``plan`` is the family's ``parallel_plan()`` (read by attribute name, never imported).
 
+Optional, looked up with ``getattr`` (a strategy without them is never refused by them):
+
+- ``check(dims, plan)``: raise :class:`~vfm_parallel.dims.LayoutError` for a layout it cannot run,
+  before any process group (:func:`vfm_parallel.parallel_model.check_strategies`),
+- ``check_tokens(dims, tokens)``: the same for a sequence of ``tokens`` (a strategy that splits the
+  sequence: ``sp`` needs tokens % tp == 0); ``vfm train`` calls it for every data bucket
+  (:func:`vfm_parallel.parallel_model.check_sequence`),
+- ``finalize(pm)``: called once after every strategy is applied.
+
 It is registered by name through the ``vfm_parallel_register_strategies`` hook, e.g.
 ``register("cp-ring", "vfm_parallel.cp.ring:RingStrategy")``; the target is the strategy object
 itself or a class/factory called with no arguments that returns one.

@@ -108,8 +108,8 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
     try:  # what parallelize would refuse once every rank has started: refused here, before
         chosen = check_strategies(dims, strategies, plan, hardware=hardware)
     except LayoutError as exc:
-        chosen = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
-        raise ConfigError("parallel.strategies", f"{exc}{chosen}") from None
+        defaults = "" if cfg.parallel.strategies else f" (parallel.strategies = [] chose {', '.join(strategies) or 'none'} from the dims)"
+        raise ConfigError("parallel.strategies", f"{exc}{defaults}") from None
     check_strategy_options(cfg.parallel, strategies)  # not only once every rank has started
     if dims.cp > 1:
         _check_cp_groups(cfg, r, plan, dims.cp, strategies)
@@ -117,11 +117,11 @@ def _check_mesh(cfg: TrainConfig, r: Resolved, world_size: int, hardware: list |
         return
     for index, (where, shape) in enumerate(data_shapes(cfg, r)):  # every bucket is a sequence cp (or sp) splits
         tokens = math.prod(grid_of(shape, r.mcfg))
-        try:
-            if index:  # the first bucket's tokens were checked against cp above, as seq_len
+        if index:  # the first bucket's tokens were checked against cp above, as seq_len
+            try:
                 dims.validate(world_size, None, tokens)
-        except LayoutError as exc:
-            raise ConfigError("parallel", f"{where}: {exc}") from None
+            except LayoutError as exc:
+                raise ConfigError("parallel", f"{where}: {exc}") from None
         try:  # sp keeps tokens/tp per rank: the first forward of such a bucket failed on every rank
             check_sequence(dims, chosen, tokens)
         except LayoutError as exc:
