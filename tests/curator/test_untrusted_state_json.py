@@ -5,6 +5,10 @@ H264 inputs (PyAV), real runs."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 import vfm_curator
 from tests.curator.moved_folder import SERIAL
 from vfm_curator.synth import make_video
@@ -24,3 +28,19 @@ def test_a_state_record_or_moved_marker_nested_too_deep_is_read_as_broken_and_th
     (out / ".state" / "moved" / "0123456789abcdef").write_text(DEEP)
     again = vfm_curator.curate(tmp_path / "in", out, SERIAL)  # a RecursionError traceback before
     assert again.videos == 2 and again.skipped >= 1  # the intact record's video is not clipped again
+
+
+@pytest.mark.timeout(120)
+def test_a_state_record_or_moved_marker_that_is_a_named_pipe_is_read_as_none_and_the_run_goes_on(tmp_path):
+    """Reading either opened the pipe and waited for a writer forever: the resume hung before any work."""
+    make_video(tmp_path / "in" / "a.mp4", [24], seed=1)
+    make_video(tmp_path / "in" / "b.mp4", [24], seed=2)
+    out = tmp_path / "out"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    record = sorted((out / ".state" / "videos").glob("*.json"))[0]
+    record.unlink()
+    os.mkfifo(record)
+    (out / ".state" / "moved").mkdir(exist_ok=True)
+    os.mkfifo(out / ".state" / "moved" / "0123456789abcdef")
+    again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    assert again.videos == 2 and again.skipped >= 1

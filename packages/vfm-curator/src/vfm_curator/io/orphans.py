@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 
 from vfm_curator.io import state
-from vfm_curator.io.paths import atomic_write, output_path, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, read_text_if_file, safe_join
 from vfm_plugins import json_data
 from vfm_plugins.files import remove_leftover
 
@@ -50,7 +50,7 @@ def _marker(out: str | os.PathLike, vid: str) -> dict | None:
     if not state.VIDEO_ID.fullmatch(vid):
         return None
     try:
-        marker = json_data.loads(safe_join(out, state.STATE, "moved", vid).read_text(encoding="utf-8"))
+        marker = json_data.loads(read_text_if_file(safe_join(out, state.STATE, "moved", vid)))
     except (OSError, ValueError):
         return None
     return marker if isinstance(marker, dict) else None

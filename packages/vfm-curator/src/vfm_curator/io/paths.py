@@ -90,16 +90,31 @@ def open_replacing_link(path: Path, flags: int, mode: int = 0o666) -> int:
 
 
 def open_if_file(path: Path, flags: int) -> int | None:
-    """``os.open`` of the file at ``path``, or None when there is none: missing (its folder too), or
-    a symbolic link, which is no file the folder made (never followed)."""
+    """``os.open`` of the file at ``path``, or None when there is none: missing (its folder too), a
+    symbolic link (never followed) or a named pipe, device or folder (never waited on: ``O_NONBLOCK``,
+    which changes nothing for a regular file), none of them a file the folder made."""
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None
         raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a run folder from elsewhere: a pipe there hung a resume
+        os.close(fd)
+        return None
+    return fd
+
+
+def read_text_if_file(path: Path) -> str:
+    """The UTF-8 text of the regular file at ``path`` (:func:`open_if_file`); ``FileNotFoundError`` when
+    there is none, so a state file that is a pipe, a device or a link reads as missing."""
+    fd = open_if_file(path, os.O_RDONLY)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "no regular file", str(path))
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def atomic_rename(src: Path, path: Path) -> None:

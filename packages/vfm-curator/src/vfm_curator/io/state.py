@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 from vfm_plugins import json_data
 
-from vfm_curator.io.paths import atomic_write, output_path, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, read_text_if_file, safe_join
 
 STATE = ".state"
 #: The names a video id may take in file names under ``.state`` (:func:`vfm_curator.tasks.video_id`: 16 hex
@@ -164,14 +164,14 @@ def records(out: str | Path) -> Iterator[dict[str, Any]]:
     folder = safe_join(out, STATE, "videos")
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            yield json_data.loads(path.read_text(encoding="utf-8"))
-        except ValueError:  # a record is written atomically; a broken one means someone edited it
+            yield json_data.loads(read_text_if_file(path))
+        except (OSError, ValueError):  # a record is written atomically; a broken one (or a pipe) means someone edited it
             continue
 
 
 def load_record(out: str | Path, vid: str) -> dict[str, Any] | None:
     try:
-        return json_data.loads(record_path(out, vid).read_text(encoding="utf-8"))
+        return json_data.loads(read_text_if_file(record_path(out, vid)))
     except (OSError, ValueError):
         return None
 

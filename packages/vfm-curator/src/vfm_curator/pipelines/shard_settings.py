@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vfm_plugins import json_data
 
-from vfm_curator.io.paths import atomic_write, output_path, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, read_text_if_file, safe_join
 from vfm_curator.pipelines import shard_state
 from vfm_curator.pipelines.shard_config import BUCKETING, IDENTITY, SPLIT_RULE_KEY, SPLITTING, ShardConfig
 from vfm_curator.pipelines.shard_files import bucket_dirs, shards
@@ -88,7 +88,7 @@ def _other_settings(out: Path, theirs: dict, mine: dict, diff: list[str]) -> str
 def _last_bucketing(out: Path) -> dict | None:
     """The bucket options of the last finished run into ``out`` (None: no run finished yet)."""
     try:
-        theirs = json_data.loads(safe_join(out, shard_state.STATE, "bucketing.json").read_text(encoding="utf-8"))
+        theirs = json_data.loads(read_text_if_file(safe_join(out, shard_state.STATE, "bucketing.json")))
     except (OSError, ValueError):
         return None
     return theirs if isinstance(theirs, dict) else None
@@ -123,7 +123,7 @@ def _bucketing_notice(out: Path, config: ShardConfig, kept: int) -> list[str]:
     path = safe_join(out, shard_state.STATE, "bucketing.json")
     mine = json.loads(json.dumps({k: getattr(config, k) for k in BUCKETING}))
     try:
-        theirs = json_data.loads(path.read_text(encoding="utf-8"))
+        theirs = json_data.loads(read_text_if_file(path))
     except (OSError, ValueError):
         theirs = None
     atomic_write(output_path(out, shard_state.STATE, "bucketing.json"), json.dumps(mine, sort_keys=True).encode("utf-8"))

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 from vfm_plugins import json_data
 
 from vfm_curator.failures import input_stamp
-from vfm_curator.io.paths import atomic_write, output_path, safe_join
+from vfm_curator.io.paths import atomic_write, output_path, read_text_if_file, safe_join
 from vfm_curator.stages.shard_task import ShardTask
 
 STATE = ".state"
@@ -44,7 +44,7 @@ def write_failure(out: Path, task: ShardTask, options_hash: str | None) -> dict[
 
 def load_failure(out: Path, clip: str) -> dict[str, Any] | None:
     try:
-        return json_data.loads(failure_path(out, clip).read_text(encoding="utf-8"))
+        return json_data.loads(read_text_if_file(failure_path(out, clip)))
     except (OSError, ValueError):
         return None
 
@@ -57,6 +57,6 @@ def failures(out: Path) -> Iterator[dict[str, Any]]:
     folder = safe_join(out, STATE, "failed")
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            yield json_data.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
+            yield json_data.loads(read_text_if_file(path))
+        except (OSError, ValueError):
             continue
