@@ -52,3 +52,12 @@ def test_earlier_scores_of_videos_changed_since_are_dropped_and_named(tmp_path):
     assert set(scores) == {"fvd"}
     text = " ".join(result.output.split())
     assert "note: dropped the earlier scores of shapes" in text and "0001.mp4 changed after they were written" in text
+
+
+def test_a_scores_json_nested_too_deep_is_replaced_not_a_traceback(tmp_path):
+    """A ``scores.json`` from elsewhere nested deeper than Python's JSON reader follows raised RecursionError
+    (not a ValueError) out of the merge of earlier scores; it is replaced, as a file that does not parse is."""
+    videos, prompts, _ = _setup(tmp_path)
+    (videos / "scores.json").write_text("[" * 100_000 + "]" * 100_000)
+    _, scores = _eval(videos, prompts)
+    assert set(scores) == {"shapes"}

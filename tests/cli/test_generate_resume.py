@@ -110,3 +110,46 @@ def test_resume_into_a_folder_inside_the_export_keeps_its_videos(tmp_path):
     result = invoke("--checkpoint", export, "--prompt", "1", "--prompt", "2", "--steps", "2", "-o", out, "--resume")
     assert result.exit_code == 0, result.output
     assert "resuming: 1 video of this request already in" in result.output
+
+
+def test_a_record_that_is_a_pipe_a_link_a_list_or_nested_too_deep_is_refused_naming_it_never_waited_on(tmp_path):
+    """``generate.json`` is a file of a folder that may come from elsewhere: read as vfm wrote it or refused in one
+    line (a list or a "videos" list was a traceback; a named pipe waited for a writer forever)."""
+    export = make_export(tmp_path / "export")
+    out = tmp_path / "out"
+    assert invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out).exit_code == 0
+    record = out / "generate.json"
+    good = json.loads(record.read_text())
+    cases = {
+        "[]": 'not a record of vfm generate (accepted: an object with a "request" and a "videos" object)',
+        json.dumps({**good, "videos": []}): 'not a record of vfm generate',
+        "[" * 100_000 + "]" * 100_000: "nested 100000 levels deep",
+    }
+    for text, says in cases.items():
+        record.unlink()
+        record.write_text(text)
+        result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out, "--resume")
+        assert result.exit_code == 1 and says in result.output and "Traceback" not in result.output, result.output
+        assert f"--resume: {record} cannot be read" in result.output
+    record.unlink()
+    os.mkfifo(record)
+    result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out, "--resume")
+    assert result.exit_code == 1 and "it is not a regular file (a named pipe, device or socket)" in result.output
+    record.unlink()
+    (tmp_path / "elsewhere.json").write_text(json.dumps(good))
+    record.symlink_to(tmp_path / "elsewhere.json")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out, "--resume")
+    assert result.exit_code == 1 and "it is a symbolic link" in result.output
+
+
+def test_the_temporary_record_a_killed_run_left_is_removed_by_the_next_run(tmp_path):
+    """A SIGKILL between writing ``generate.json``'s new text and renaming it over the old leaves
+    ``.generate.json.<random>.tmp``; the next run into the folder removes it (a link under that name is left)."""
+    export = make_export(tmp_path / "export")
+    out = tmp_path / "out"
+    assert invoke("--checkpoint", export, "--prompt", "1", "--steps", "2", "-o", out).exit_code == 0
+    (out / ".generate.json.k2x9q7ab.tmp").write_text('{"request": ')
+    (out / ".generate.json.linked00.tmp").symlink_to(tmp_path / "elsewhere")
+    result = invoke("--checkpoint", export, "--prompt", "1", "--prompt", "2", "--steps", "2", "-o", out, "--resume")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.glob(".generate.json.*")) == [".generate.json.linked00.tmp"]

@@ -4,11 +4,16 @@ rest, and a folder of videos says how it was made."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 RECORD = "generate.json"
+#: far above what vfm writes (about 200 bytes a video); a larger file is not a record of this command
+MAX_RECORD_BYTES = 64 << 20
 
 
 def weights_identity(checkpoint: Path, out: Path) -> list:
@@ -59,17 +64,43 @@ def finished_entry(out: Path, index: int, prompt: str) -> dict[str, Any]:
     return {"prompt": prompt, "mp4": _stamp(out / f"{index:04d}.mp4"), "png": _stamp(out / f"{index:04d}.png")}
 
 
+def _read_record(path: Path) -> tuple[dict, dict]:
+    """(request, videos) of the record at ``path``, a folder's file that may come from elsewhere: a link,
+    a named pipe (opening one waited for a writer forever) or a device is refused, not followed or waited
+    on, and so is a file too large or not shaped as vfm writes it; FileNotFoundError when there is none,
+    ValueError naming the problem otherwise."""
+    from vfm_plugins.json_data import loads
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("it is a symbolic link (accepted: the regular file vfm generate writes)") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("it is not a regular file (a named pipe, device or socket)")
+        text = fh.read(MAX_RECORD_BYTES + 1)
+    if len(text) > MAX_RECORD_BYTES:
+        raise ValueError(f"larger than {MAX_RECORD_BYTES >> 20} MiB, far above what vfm generate writes")
+    record = loads(text)
+    request, videos = (record.get("request"), record.get("videos")) if isinstance(record, dict) else (None, None)
+    if not isinstance(request, dict) or not isinstance(videos, dict):
+        raise ValueError('not a record of vfm generate (accepted: an object with a "request" and a "videos" object)')
+    return request, videos
+
+
 def kept_videos(out: Path, asked: dict[str, Any], prompts: list[str]) -> list[int]:
     """The indices of this request's finished videos in ``out``; a ValueError saying what differs when
     ``out`` holds no record, or one of another request."""
     path = out / RECORD
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        earlier, finished = record["request"], record["videos"]
+        earlier, finished = _read_record(path)
     except FileNotFoundError:
         raise ValueError(f"--resume: {out} holds no {RECORD} (vfm generate writes it beside the videos): nothing to "
                          "resume; leave out --resume to generate every video") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise ValueError(f"--resume: {path} cannot be read ({exc}); leave out --resume to generate every video") from None
     differ = [f"{key} {earlier.get(key)!r} (this run: {value!r})" for key, value in asked.items()
               if key != "weights" and earlier.get(key) != value]
@@ -78,9 +109,21 @@ def kept_videos(out: Path, asked: dict[str, Any], prompts: list[str]) -> list[in
     if differ:
         raise ValueError(f"--resume: the videos in {out} were generated with {'; '.join(differ)}; give the same "
                          "options to resume them, or leave out --resume to replace them")
-    return [i for i, prompt in enumerate(prompts)
-            if finished.get(f"{i:04d}") == finished_entry(out, i, prompt) and finished[f"{i:04d}"]["mp4"] is not None
-            and finished[f"{i:04d}"]["png"] is not None]
+    kept = []
+    for i, prompt in enumerate(prompts):
+        entry = finished_entry(out, i, prompt)
+        if entry["mp4"] is not None and entry["png"] is not None and finished.get(f"{i:04d}") == entry:
+            kept.append(i)
+    return kept
+
+
+def remove_leftover_records(out: Path) -> None:
+    """Remove the temporary files of a record a killed run was writing (``.generate.json.<random>.tmp``,
+    as :func:`write_record` names them: a SIGKILL between writing and renaming leaves one)."""
+    from vfm_plugins.files import remove_leftover
+
+    for path in out.glob(f".{RECORD}.*.tmp"):
+        remove_leftover(path)
 
 
 def write_record(out: Path, asked: dict[str, Any], finished: dict[str, Any]) -> None:

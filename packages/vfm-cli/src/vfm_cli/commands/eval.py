@@ -136,8 +136,10 @@ def _with_earlier_scores(path: Path, payload: dict, scored: list[Path]) -> dict:
     changed after they were written: a run of one metric (``--metric fvd``, which may take hours) replaced
     the file whole, losing the others' scores (the demo's ``shapes``) without a word. Scores older than a
     video are dropped, and either is said in a note."""
+    from vfm_plugins.json_data import loads  # nested too deep is a ValueError, not a RecursionError
+
     try:
-        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
+        earlier = loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
         written_ns = path.stat().st_mtime_ns if earlier else 0
     except (OSError, ValueError):  # not scores this command wrote: replaced, as before
         return payload

@@ -209,6 +209,7 @@ def generate(
     finished = {}  # OUT/generate.json's videos: those kept, then each one this run finishes
     if rank == 0:
         _remove_partial_files(out)
+        generate_record.remove_leftover_records(out)
         for k in kept:
             written += [out / f"{k:04d}.mp4", out / f"{k:04d}.png"]
             finished[f"{k:04d}"] = generate_record.finished_entry(out, k, prompt_list[k])
