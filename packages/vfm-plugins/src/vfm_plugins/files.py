@@ -67,21 +67,38 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+class NotRegularFileError(OSError):
+    """What :func:`open_regular` opened is a named pipe, a device, a socket or a folder, not a file."""
+
+
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o666, *,
+                 follow_links: bool = False) -> int:
+    """``os.open`` of ``path``, refused (:class:`NotRegularFileError`, the descriptor closed) unless it
+    is a regular file. ``O_NONBLOCK``: opening a named pipe from a folder from elsewhere waited for a
+    writer forever; on a regular file Linux ignores it, so the descriptor reads and writes as usual. The
+    check is ``fstat`` on the descriptor opened, not a ``stat`` before, which a swap in between escapes. A
+    symbolic link is not followed (``O_NOFOLLOW``: ``ELOOP``) unless ``follow_links``."""
+    flags |= os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFileError(errno.EINVAL, "not a regular file (a named pipe, a device, a socket or a folder)",
+                                  str(path))
+    return fd
+
+
 def _open_written(tmp: str | os.PathLike) -> int:
-    """A descriptor of the finished ``tmp``, refused unless it is a regular file: never a link
-    (``O_NOFOLLOW``), never a pipe waited on (``O_NONBLOCK``)."""
+    """A descriptor of the finished ``tmp``, refused unless it is a regular file (:func:`open_regular`)."""
     try:
-        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return open_regular(tmp)
+    except NotRegularFileError:
+        raise SwappedFileError(f"temporary file {tmp} is no longer a regular file: another process is writing "
+                               "in its folder") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise SwappedFileError(f"temporary file {tmp} is now a symbolic link (to {os.readlink(tmp)}), "
                                    "not the file written: another process is writing in its folder") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise SwappedFileError(f"temporary file {tmp} is no longer a regular file: another process is writing "
-                               "in its folder")
-    return fd
 
 
 def _rename_written(fd: int, tmp: Path, path: str | os.PathLike, durable: bool) -> None:

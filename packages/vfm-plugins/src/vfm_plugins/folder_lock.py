@@ -51,6 +51,7 @@ from typing import Any
 
 from vfm_plugins import json_data
 from vfm_plugins.errors import Notice
+from vfm_plugins.files import NotRegularFileError, open_regular
 from vfm_plugins.parent_watch import pid_exists
 from vfm_plugins.text import printable
 
@@ -262,7 +263,10 @@ class FolderLock:
         """The locked descriptor, or None where this filesystem has no flock."""
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+                # open_regular: a pipe or a device there (no vfm run makes one) is refused, never waited on
+                fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except NotRegularFileError:  # flock on a pipe failed with a bare EINVAL
+                raise LockNotAFileError(self.folder, self.path) from None
             except FileNotFoundError:  # a releasing run removed the folder it had created: make it again
                 self.folder.mkdir(parents=True, exist_ok=True)
                 continue
@@ -273,9 +277,6 @@ class FolderLock:
                 if exc.errno == errno.EISDIR:
                     raise LockNotAFileError(self.folder, self.path) from None
                 raise
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a pipe opens (O_RDWR does not wait); flock on it fails
-                os.close(fd)
-                raise LockNotAFileError(self.folder, self.path)
             try:
                 _flock_unless_live(fd)
             except BlockingIOError:

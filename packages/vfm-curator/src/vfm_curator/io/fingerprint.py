@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
+
+from vfm_plugins.files import open_regular
 
 SAMPLE = 64 * 1024
 #: What :func:`fingerprint` returns (32 hex digits): a name read back from the folder that is not this is none of ours.
@@ -27,12 +28,10 @@ FORMAT = re.compile(r"[0-9a-f]{32}")
 def fingerprint(path: str) -> str | None:
     """A digest of the file's size and three 64 KiB samples; None when it cannot be read or is no regular file."""
     try:
-        # O_NONBLOCK: opening a named pipe (an input a manifest names) waited for a writer forever, hanging the
-        # run before any stage; on a regular file it changes nothing, and anything else is no video file
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        # open_regular: a named pipe (an input a manifest names) is not waited on (it hung the run before any
+        # stage), and it is no video file; an input that is a link to a video is one (follow_links)
+        fd = open_regular(path, follow_links=True)
         with open(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
             size = os.fstat(fd).st_size
             digest = hashlib.sha256(str(size).encode("ascii"))
             for offset in sorted({0, max(0, size // 2 - SAMPLE // 2), max(0, size - SAMPLE)}):

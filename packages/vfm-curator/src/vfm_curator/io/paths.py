@@ -8,7 +8,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from vfm_plugins.files import rename_into_place, replace_file
+from vfm_plugins.files import NotRegularFileError, open_regular, rename_into_place, replace_file
 
 from vfm_curator.errors import DiskFullError
 
@@ -91,20 +91,17 @@ def open_replacing_link(path: Path, flags: int, mode: int = 0o666) -> int:
 
 def open_if_file(path: Path, flags: int) -> int | None:
     """``os.open`` of the file at ``path``, or None when there is none: missing (its folder too), a
-    symbolic link (never followed) or a named pipe, device or folder (never waited on: ``O_NONBLOCK``,
-    which changes nothing for a regular file), none of them a file the folder made."""
+    symbolic link (never followed) or a named pipe, device or folder (never waited on:
+    :func:`vfm_plugins.files.open_regular`), none of them a file the folder made (a pipe in a run folder
+    from elsewhere hung a resume)."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return open_regular(path, flags)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegularFileError):
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a run folder from elsewhere: a pipe there hung a resume
-        os.close(fd)
-        return None
-    return fd
 
 
 def read_text_if_file(path: Path) -> str:

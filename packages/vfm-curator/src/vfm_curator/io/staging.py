@@ -64,7 +64,7 @@ def staged_file(staged: str | Path, final: Path) -> Path:
     (:mod:`vfm_curator.io.commits`); it must still be a regular file (a link there is no clip written).
     Synced to disk here: the commit outlives a crash of the machine, so what it names must too."""
     staged = Path(staged)
-    fd = open_if_file(staged, os.O_RDONLY | os.O_NONBLOCK)  # a link is none; a pipe is not waited on
+    fd = open_if_file(staged, os.O_RDONLY)  # a link or a pipe is none, the pipe not waited on
     try:
         if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
             # EIO: a machine-caused failure, so the video is done again (a new attempt stages anew)
