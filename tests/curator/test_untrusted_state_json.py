@@ -44,3 +44,19 @@ def test_a_state_record_or_moved_marker_that_is_a_named_pipe_is_read_as_none_and
     os.mkfifo(out / ".state" / "moved" / "0123456789abcdef")
     again = vfm_curator.curate(tmp_path / "in", out, SERIAL)
     assert again.videos == 2 and again.skipped >= 1
+
+
+@pytest.mark.timeout(120)
+def test_a_shard_config_json_that_is_a_named_pipe_is_read_as_missing_and_vfm_shard_goes_on(tmp_path):
+    """_check_identity opened it by path and waited for a writer forever: the resumed vfm shard hung."""
+    make_video(tmp_path / "in" / "a.mp4", [24], seed=1)
+    out, shards = tmp_path / "out", tmp_path / "shards"
+    vfm_curator.curate(tmp_path / "in", out, SERIAL)
+    shard = {"tokenizer": "pixel", "text_encoder": "hash", "require_captions": False}
+    vfm_curator.shard(out, shards, SERIAL, **shard)
+    config = shards / "shard_config.json"
+    config.unlink()
+    os.mkfifo(config)
+    again = vfm_curator.shard(out, shards, SERIAL, **shard)
+    assert again.skipped == again.clips > 0  # resumed as the same folder
+    assert config.is_file()  # the pipe replaced by this run's settings

@@ -46,10 +46,11 @@ def _check_identity(out: Path, config: ShardConfig) -> None:
     split rule differ from those of the shards it holds."""
     path = safe_join(out, "shard_config.json")
     mine = json.loads(json.dumps(config.identity()))
-    if not path.exists():
+    try:
+        recorded = json_data.loads(read_text_if_file(path))
+    except FileNotFoundError:  # none yet, or a pipe, a device or a link (a folder from elsewhere: one hung a resume)
         _write_config(out, mine)
         return
-    recorded = json_data.loads(path.read_text(encoding="utf-8"))
     theirs = {**SPLITTING, **recorded}  # a folder made before val_fraction was made with its default
     splits = bool(theirs.get("val_fraction") or mine["val_fraction"])
     if SPLIT_RULE_KEY not in theirs or not splits:
