@@ -168,3 +168,14 @@ def test_a_metadata_or_index_file_that_is_a_named_pipe_is_refused_naming_it_and_
     os.mkfifo(path)
     error = _refused(dataset, r"is not a regular file \(a named pipe")
     assert str(path) in str(error)
+
+
+@pytest.mark.timeout(60)
+def test_an_info_yaml_that_is_a_named_pipe_is_refused_naming_it_not_read_for_the_stream_count(dataset):
+    """make_loader's default stream count reads .nv-meta/.info.yaml where there is no .info.json, before the
+    check of the folder: it opened the pipe and waited for a writer forever."""
+    (dataset / ".nv-meta" / ".info.json").unlink()
+    path = dataset / ".nv-meta" / ".info.yaml"
+    os.mkfifo(path)
+    error = _refused(dataset, r"is not a regular file \(a named pipe")
+    assert str(path) in str(error)

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from vfm_plugins.files import NotRegularFileError, open_regular
+from vfm_plugins.files import NotRegularFileError, open_regular, read_regular
 
 
 @pytest.mark.timeout(30)
@@ -42,3 +42,12 @@ def test_a_regular_file_reads_and_writes_as_usual(tmp_path):
         fh.write("x" * 100_000)
         fh.seek(0)
         assert fh.read() == "x" * 100_000
+
+
+@pytest.mark.timeout(30)
+def test_read_regular_refuses_a_named_pipe_and_reads_a_file(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(NotRegularFileError):
+        read_regular(tmp_path / "fifo")
+    (tmp_path / "a").write_bytes(b"abc")
+    assert read_regular(tmp_path / "a") == b"abc"

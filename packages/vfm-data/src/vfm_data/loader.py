@@ -35,6 +35,7 @@ from typing import Any, Iterator
 
 import torch
 from vfm_plugins import exit_with_parent, json_data
+from vfm_plugins.files import read_regular
 from vfm_plugins.formats import check_format_version
 
 from vfm_data.blend_file import dataset_folders
@@ -484,14 +485,16 @@ def _check_blender_datasets(blender: Any, spec: LoaderSpec) -> None:
 
 def _sample_count(folder: Path) -> int:
     """The samples energon indexed in a prepared dataset folder (``.nv-meta/.info.json`` or ``.info.yaml``)."""
+    from megatron.energon.eyaml import load_yaml
+
+    # read before the trust check (make_loader's stream count): read_regular, so a named pipe here, from a
+    # folder from elsewhere, is an OSError (the default count; the check then names it), never waited on
     meta = folder / ".nv-meta"
     info = meta / ".info.json"
     if info.is_file():
-        counts = json_data.loads(info.read_text(encoding="utf-8"))["shard_counts"]  # read before the trust check
+        counts = json_data.loads(read_regular(info, follow_links=True))["shard_counts"]
     else:
-        from vfm_data.blend_file import read_yaml
-
-        counts = read_yaml(meta / ".info.yaml")["shard_counts"]
+        counts = load_yaml(read_regular(meta / ".info.yaml", follow_links=True))["shard_counts"]
     return sum(int(c) for c in counts.values())
 
 

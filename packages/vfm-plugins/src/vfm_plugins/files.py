@@ -87,6 +87,13 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 
     return fd
 
 
+def read_regular(path: str | os.PathLike, *, follow_links: bool = False) -> bytes:
+    """The bytes of the regular file at ``path``, opened by :func:`open_regular` (a named pipe there is
+    :class:`NotRegularFileError`, never waited on)."""
+    with open(open_regular(path, follow_links=follow_links), "rb") as fh:
+        return fh.read()
+
+
 def _open_written(tmp: str | os.PathLike) -> int:
     """A descriptor of the finished ``tmp``, refused unless it is a regular file (:func:`open_regular`)."""
     try:
