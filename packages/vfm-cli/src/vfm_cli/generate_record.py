@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -69,18 +68,18 @@ def _read_record(path: Path) -> tuple[dict, dict]:
     a named pipe (opening one waited for a writer forever) or a device is refused, not followed or waited
     on, and so is a file too large or not shaped as vfm writes it; FileNotFoundError when there is none,
     ValueError naming the problem otherwise."""
+    from vfm_plugins.files import NotRegularFileError, open_regular
     from vfm_plugins.json_data import loads
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path)
+    except NotRegularFileError:
+        raise ValueError("it is not a regular file (a named pipe, device or socket)") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ValueError("it is a symbolic link (accepted: the regular file vfm generate writes)") from None
         raise
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("it is not a regular file (a named pipe, device or socket)")
         text = fh.read(MAX_RECORD_BYTES + 1)
     if len(text) > MAX_RECORD_BYTES:
         raise ValueError(f"larger than {MAX_RECORD_BYTES >> 20} MiB, far above what vfm generate writes")
