@@ -22,7 +22,8 @@ def weights_identity(checkpoint: Path, out: Path) -> list:
     root, videos = checkpoint.resolve(), out.resolve()
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*")
                                                  if p.is_file() and not p.is_relative_to(videos))
-    return [[str(p.relative_to(root)) if p != root else p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    stats = [(p, p.stat()) for p in files]
+    return [[str(p.relative_to(root)) if p != root else p.name, st.st_size, st.st_mtime_ns] for p, st in stats]
 
 
 def request(checkpoint: Path, out: Path, prepared, pipe, *, fps: float) -> dict[str, Any]:

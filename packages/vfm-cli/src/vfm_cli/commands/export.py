@@ -136,12 +136,13 @@ def export(
                 model, checked = load_export(folder)
                 meta = read_meta(folder)
                 # paths were made absolute; settings the options replace are not written, nor the paths they name
-                named = [k for k in OPTION_SECTIONS if settings(checked).get(k) != settings(meta).get(k)]
+                written, recorded = settings(checked), settings(meta)
+                named = [k for k in OPTION_SECTIONS if written.get(k) != recorded.get(k)]
                 if named:
                     fail(f"{folder} names files in {', '.join(named)}; copy the whole folder instead of re-exporting it, "
                          "or replace those settings (--tokenizer NAME, --text-encoder NAME and their options)")
                 with written_whole(out) as target:  # a weights-only export (vfm convert without --tokenizer) stays one
-                    save_export(staging(target), model, settings(meta), for_generation=False)
+                    save_export(staging(target), model, recorded, for_generation=False)
     except ExportGenerationError as exc:
         fail(f"{_naming_out(str(exc), staged, out)}; {HINT}")
     except (ValueError, OSError, UnknownNameError) as exc:
