@@ -168,7 +168,8 @@ def _unreadable(file: Path, exc: Exception) -> tuple[str, str, str]:
 
 def _check_dataset_folder(folder: Path) -> None:
     meta = folder / ".nv-meta"
-    for file in sorted(meta.iterdir()):  # before any is_file() below takes a named pipe for a missing file
+    files = sorted(meta.iterdir())
+    for file in files:  # before any is_file() below takes a named pipe for a missing file
         _check_regular(file, file)
     dataset_yaml = meta / "dataset.yaml"
     if not dataset_yaml.is_file():
@@ -176,7 +177,7 @@ def _check_dataset_folder(folder: Path) -> None:
 
         raise UntrustedDatasetError(meta, "dataset.yaml", "missing (a preparation that did not finish?)",
                                     hint=f"prepare the folder to the end: {prepare_commands(folder)}")
-    for file in sorted(meta.iterdir()):
+    for file in files:
         if file.suffix in (".yaml", ".yml") and file.name not in META_YAMLS:
             raise UntrustedDatasetError(file, "<file>", f"vfm writes no such file; accepted YAML here: {', '.join(META_YAMLS)}")
     _check_dataset_yaml(dataset_yaml, _load(dataset_yaml))

@@ -19,7 +19,7 @@ from typing import Any
 
 from vfm_plugins import json_data
 from vfm_plugins.errors import Notice
-from vfm_plugins.files import NotRegularFileError, open_regular
+from vfm_plugins.files import NotRegularFileError, read_regular
 
 
 class FormatVersionError(ValueError):
@@ -95,18 +95,12 @@ def check_json_format(path: str | os.PathLike, *, what: str, current: int, packa
     is no JSON object (damaged, cut short) is refused as one without a version. Reads only, so a
     command checks it before it takes any lock."""
     try:
-        # open_regular: a named pipe there (a folder from elsewhere) is no file, never waited on
-        fd = open_regular(path, follow_links=True)
+        # read_regular: a named pipe there (a folder from elsewhere) is no file, never waited on
+        data = json_data.loads(read_regular(path, follow_links=True).decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegularFileError):
         return None
-    except OSError:  # there but unreadable: refused below as one without a version
+    except (OSError, ValueError):  # there but unreadable, or no JSON: refused below as one without a version
         data = None
-    else:
-        try:
-            with open(fd, encoding="utf-8") as fh:
-                data = json_data.loads(fh.read())
-        except (OSError, ValueError):
-            data = None
     if not isinstance(data, dict):
         return check_format_version(None, where=str(path), what=what, current=current, package=package)
     return check_format_version(data.get("format_version"), where=str(path), what=what, current=current,
