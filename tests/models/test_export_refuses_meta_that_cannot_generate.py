@@ -34,6 +34,9 @@ BAD = {
                                           r"tokenizer 'pixel' has no option pach; accepted: patch, channels"),
     "tokenizer channels": ({"tokenizer_options": {"patch": 1}},
                            r"the export's tokenizer 'pixel' \{'patch': 1\} gives 3 latent channels but the model takes 12"),
+    "tokenizer option value it cannot take": ({"tokenizer_options": {"patch": "abc"}},
+                                              r"tokenizer 'pixel' cannot take its tokenizer_options \{'patch': 'abc'\}: "
+                                              r"invalid literal for int\(\)"),
     "latent_shape channels": ({"latent_shape": [3, 4, 8, 8]}, r"latent_shape \[3, 4, 8, 8\] has 3 channels but the model takes 12"),
     "latent_shape off the patch": ({"latent_shape": [12, 4, 8, 7]}, r"not divisible by the model's patch 1x2x2"),
     "unknown family": ({"family": "ditt"}, r"family 'ditt' is not registered; accepted: .*dit-cross"),

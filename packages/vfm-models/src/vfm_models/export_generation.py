@@ -40,14 +40,21 @@ def tokenizer_channels_problem(meta: Mapping[str, Any], made: int, in_channels: 
             "training data")
 
 
-def _declared(factory: Any, method: str, options: Mapping[str, Any]) -> int | None:
-    """What ``factory.<method>`` declares for ``options`` (with defaults), or None when it declares nothing."""
+def _declared(factory: Any, method: str, options: Mapping[str, Any], what: str, name: str,
+              problems: list[str]) -> int | None:
+    """What ``factory.<method>`` declares for ``options`` (with defaults), or None when it declares nothing,
+    or after noting that ``options`` are not values it takes (``--tokenizer-option patch=abc``: the
+    declare's ``int('abc')`` was the whole error, naming neither the component nor the option)."""
     from vfm_plugins.host import option_defaults
 
     declare = getattr(factory, method, None)
     if not callable(declare):
         return None
-    value = declare({**option_defaults(factory), **options})
+    try:
+        value = declare({**option_defaults(factory), **options})
+    except (TypeError, ValueError) as exc:
+        problems.append(f"{what} {name!r} cannot take its {what}_options {dict(options)!r}: {exc}")
+        return None
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -122,7 +129,8 @@ def generation_problems(meta: Mapping[str, Any], config: Any, *, for_generation:
                 problems.append(f"formulation {meta['formulation']!r} cannot be built with its formulation_options: {exc}")
     if meta.get("tokenizer"):
         factory = _component("tokenizers", "tokenizer", meta["tokenizer"], meta.get("tokenizer_options"), problems)
-        made = None if factory is None else _declared(factory, "declared_latent_channels", meta.get("tokenizer_options") or {})
+        made = None if factory is None else _declared(factory, "declared_latent_channels", meta.get("tokenizer_options") or {},
+                                                    "tokenizer", meta["tokenizer"], problems)
         if made is not None and in_channels is not None and made != in_channels:
             problems.append(tokenizer_channels_problem(meta, made, in_channels))
     shapes = [meta["latent_shape"]] if meta.get("latent_shape") else []
@@ -139,7 +147,8 @@ def generation_problems(meta: Mapping[str, Any], config: Any, *, for_generation:
     kind = kind_of(config) if config is not None else "none"
     if meta.get("text_encoder"):
         factory = _component("text_encoders", "text_encoder", meta["text_encoder"], meta.get("text_encoder_options"), problems)
-        width = None if factory is None else _declared(factory, "declared_width", meta.get("text_encoder_options") or {})
+        width = None if factory is None else _declared(factory, "declared_width", meta.get("text_encoder_options") or {},
+                                                       "text_encoder", meta["text_encoder"], problems)
         text_dim = getattr(config, "text_dim", 0)
         if kind == "text" and width is not None and width != text_dim:
             problems.append(f"the text encoder {meta['text_encoder']!r} gives {width}-wide embeddings but the model's "
